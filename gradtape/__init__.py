@@ -51,6 +51,12 @@ from gradtape.ops.statistical import (  # noqa: F401
 from gradtape.ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
 from gradtape.ops.indexing import take, take_along_axis  # noqa: F401
 from gradtape.ops.searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where  # noqa: F401
+from gradtape.ops.sorting import *  # noqa: F403  (each chapter's __all__)
+from gradtape.ops.sets import *  # noqa: F403
+from gradtape.ops.utility import *  # noqa: F403
+from gradtape.ops.data_types import *  # noqa: F403
+from gradtape.ops.inspection import *  # noqa: F403
+from gradtape.ops import fft, linalg  # noqa: F401  (the extensions: gt.linalg.*, gt.fft.*)
 from gradtape.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
 from gradtape import _methods  # noqa: F401  (binds the Python operators)
 from gradtape import registry  # noqa: F401

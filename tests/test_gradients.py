@@ -166,12 +166,19 @@ _REFERENCE = {
 
 
 def _reference(name):
-    return _REFERENCE.get(name) or getattr(npx, name, None)
+    """``npx.<name>``; a dotted name (``linalg.cholesky``, ``fft.rfft``) looks in the extension."""
+    ref = _REFERENCE.get(name)
+    if ref is not None:
+        return ref
+    ref = npx
+    for part in name.split("."):
+        ref = getattr(ref, part, None)
+    return ref
 
 
 # the chapters of the standard: each of their ops must have a NumPy reference
 _STANDARD_CHAPTERS = {"elementwise", "creation", "manipulation", "statistical", "linear_algebra", "indexing",
-                      "searching", "sorting", "sets", "utility", "data_types"}
+                      "searching", "sorting", "sets", "utility", "data_types", "linalg", "fft"}
 FORWARD_CASES = _params([op for op in _OPS if _reference(op.name) is not None])
 
 

@@ -1,0 +1,4 @@
+"""The ``fft`` extension of the Array API standard (2024.12): ``gt.fft``."""
+from __future__ import annotations
+
+__all__: list[str] = []
