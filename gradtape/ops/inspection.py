@@ -1,4 +1,112 @@
-"""Inspection (Array API standard, chapter "Inspection"): ``__array_namespace_info__``."""
+"""Inspection (Array API standard, chapter "Inspection"): ``__array_namespace_info__``.
+
+The info object answers for gradtape's *current* backend (``gt.set_backend`` / ``gt.use_backend``),
+asked at each call: devices are gradtape's backend-neutral device names (``"cpu"``, ``"cuda:0"``,
+``"gpu:0"``: what ``Tensor.device`` returns and every ``device=`` accepts), dtypes are gradtape's
+dtype objects, and the defaults are gradtape's, the same on every backend (float32, complex64,
+int64; indices int64).  Boolean indexing and data-dependent shapes (``nonzero``, ``unique_*``) work
+on every backend, JAX included, since gradtape runs eagerly.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+from gradtape import dtypes as _dt
+
+__all__ = ["__array_namespace_info__"]
+
+_DEFAULT_DTYPES = {"real floating": _dt.float32, "complex floating": _dt.complex64,
+                   "integral": _dt.int64, "indexing": _dt.int64}
+
+
+def _backend():
+    from gradtape import _config
+    return _config.get_backend()
+
+
+def _native_info(b):
+    f = getattr(b.xp, "__array_namespace_info__", None)
+    try:
+        return f() if f is not None else None
+    except Exception:       # a namespace whose info cannot be built: answer from gradtape alone
+        return None
+
+
+def _check_device(b, device):
+    """The native device for ``device`` on backend ``b`` (a ValueError naming the devices if unknown)."""
+    if device is None:
+        return None
+    try:
+        return b.parse_device(device)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"backend {b.name!r} has no device {device!r}; its devices are {b.devices()} "
+                         f"({e})") from None
+
+
+class Info:
+    """The standard's inspection namespace for gradtape (``gt.__array_namespace_info__()``)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"<gradtape array namespace info: backend {_backend().name!r}>"
+
+    def capabilities(self):
+        """Boolean indexing and data-dependent shapes: yes; the most dimensions the backend's arrays
+        may have (None: no limit known)."""
+        b = _backend()
+        info = _native_info(b)
+        max_dims = None
+        if info is not None:
+            try:
+                max_dims = info.capabilities().get("max dimensions")
+            except Exception:
+                max_dims = None
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": max_dims}
+
+    def default_device(self):
+        """The device new tensors go to on the current backend (a backend-neutral name)."""
+        b = _backend()
+        return b.device_str(b.device)
+
+    def devices(self):
+        """The devices of the current backend (backend-neutral names, usable as ``device=``)."""
+        return list(_backend().devices())
+
+    def default_dtypes(self, *, device=None):
+        """gradtape's default dtypes (the same on every backend and device)."""
+        _check_device(_backend(), device)
+        return dict(_DEFAULT_DTYPES)
+
+    def dtypes(self, *, device=None, kind=None):
+        """The dtypes the current backend supports (on ``device``), by canonical name; ``kind``
+        filters as ``gt.isdtype`` does (a kind name or a tuple of them)."""
+        b = _backend()
+        native_device = _check_device(b, device)
+        b.xp  # noqa: B018 - load the library, filling the dtype map
+        supported = [d for d in _dt.ALL_DTYPES if d in b._to_native]
+        info = _native_info(b)
+        if info is not None:
+            try:
+                names = set(info.dtypes(device=native_device))
+            except Exception:
+                try:
+                    names = set(info.dtypes())
+                except Exception:
+                    names = None
+            if names is not None:
+                supported = [d for d in supported if d.name in names]
+        if kind is not None:
+            if isinstance(kind, list):
+                kind = tuple(kind)
+            if not isinstance(kind, (str, tuple)):
+                raise TypeError(f"dtypes: kind must be a kind name or a tuple of them, not {kind!r}")
+            supported = [d for d in supported if _dt.isdtype(d, kind)]
+        return {d.name: d for d in supported}
+
+
+_INFO = Info()
+
+
+def __array_namespace_info__():
+    """The standard's inspection utilities (``capabilities``, ``default_device``,
+    ``default_dtypes``, ``devices``, ``dtypes``), answering for gradtape's current backend."""
+    return _INFO

@@ -1,4 +1,119 @@
-"""Set functions (Array API standard, chapter "Set Functions")."""
+"""Set functions (Array API standard, chapter "Set Functions").
+
+The four ``unique_*`` functions return namedtuples with the standard's field names.  Their output
+shapes depend on the data, so they run eagerly on every backend (JAX included: on concrete arrays).
+Unique values come sorted; each NaN is distinct (NaN != NaN), signed zeros are one value;
+``inverse_indices`` has the shape of ``x``; every index and count is int64, the default index dtype.
+They are not differentiable (TensorFlow's ``Unique`` has no gradient either).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import NamedTuple
+
+from gradtape.domains import INT, REAL, Case
+from gradtape.ops import apply, defop, public
+from gradtape.tensor import Tensor, convert_to_tensor
+
+__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+
+
+class UniqueAllResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+    inverse_indices: Tensor
+    counts: Tensor
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Tensor
+    counts: Tensor
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Tensor
+    inverse_indices: Tensor
+
+
+def _index(xp, a):
+    return a if a.dtype == xp.int64 else xp.astype(a, xp.int64)
+
+
+def _unique_all_sorted(xp, x):
+    """``unique_all`` from the standard's sort and search functions, for namespaces without one
+    (array_api_compat's torch): a stable sort, then a new group wherever an element differs from
+    the one before it (NaN != NaN, so each NaN is its own group; -0.0 == 0.0)."""
+    flat = xp.reshape(x, (-1,))
+    n = flat.shape[0]
+    perm = _index(xp, xp.argsort(flat, stable=True))
+    s = xp.take(flat, perm)
+    dev = getattr(x, "device", None)
+    if n == 0:
+        empty = xp.zeros((0,), dtype=xp.int64, device=dev)
+        return s, empty, xp.reshape(empty, x.shape), empty
+    first = xp.ones((1,), dtype=xp.bool, device=dev)
+    new = xp.concat([first, s[1:] != s[:-1]]) if n > 1 else first
+    group = xp.cumulative_sum(xp.astype(new, xp.int64)) - 1
+    starts = _index(xp, xp.nonzero(new)[0])
+    ends = xp.concat([starts[1:], xp.asarray([n], dtype=xp.int64, device=dev)])
+    inverse = xp.take(group, _index(xp, xp.argsort(perm)))
+    return xp.take(s, starts), xp.take(perm, starts), xp.reshape(inverse, x.shape), ends - starts
+
+
+def _unique_all_forward(xp, x):
+    try:
+        r = xp.unique_all(x)
+    except (NotImplementedError, AttributeError):
+        return _unique_all_sorted(xp, x)
+    return r[0], _index(xp, r[1]), _index(xp, r[2]), _index(xp, r[3])
+
+
+def _unique_counts_forward(xp, x):
+    r = xp.unique_counts(x)
+    return r[0], _index(xp, r[1])
+
+
+def _unique_inverse_forward(xp, x):
+    r = xp.unique_inverse(x)
+    return r[0], _index(xp, r[1])
+
+
+# integers drawn from [-3, 3] repeat (counts > 1, first occurrences matter); floats do not
+_DOMAIN = [Case(INT[2, 5]), Case(INT[7]), Case(REAL[4])]
+
+_unique_all = defop("unique_all", _unique_all_forward, chapter="sets", differentiable=False, nout=4,
+                    domain=_DOMAIN)
+_unique_counts = defop("unique_counts", _unique_counts_forward, chapter="sets", differentiable=False,
+                       nout=2, domain=_DOMAIN)
+_unique_inverse = defop("unique_inverse", _unique_inverse_forward, chapter="sets", differentiable=False,
+                        nout=2, domain=_DOMAIN)
+_unique_values = defop("unique_values", chapter="sets", differentiable=False, domain=_DOMAIN)
+
+
+def _tensor(x):
+    return x if isinstance(x, Tensor) else convert_to_tensor(x)
+
+
+@public(_unique_all)
+def unique_all(x, /):
+    """The unique elements of ``x`` (flattened, sorted), the index of each one's first occurrence,
+    the indices that rebuild ``x`` from them (shaped like ``x``), and their counts."""
+    return UniqueAllResult(*apply(_unique_all, (_tensor(x),)))
+
+
+@public(_unique_counts)
+def unique_counts(x, /):
+    """The unique elements of ``x`` (flattened, sorted) and how often each occurs."""
+    return UniqueCountsResult(*apply(_unique_counts, (_tensor(x),)))
+
+
+@public(_unique_inverse)
+def unique_inverse(x, /):
+    """The unique elements of ``x`` (flattened, sorted) and the indices, shaped like ``x``, that
+    rebuild ``x`` from them."""
+    return UniqueInverseResult(*apply(_unique_inverse, (_tensor(x),)))
+
+
+@public(_unique_values)
+def unique_values(x, /):
+    """The unique elements of ``x`` (flattened, sorted; each NaN distinct)."""
+    return apply(_unique_values, (_tensor(x),))
