@@ -310,23 +310,40 @@ def _cumprod_forward(xp, x, *, axis, include_initial=False):
 _cumprod = defop("cumulative_prod", _cumprod_forward, chapter="statistical",
                  domain=with_complex([Case(NONZERO[4], axis=0), Case(POSITIVE[2, 3], axis=1),
                          Case(NONZERO[3, 2], axis=0, include_initial=True)]),
-                 convention="exact where x has no zeros; uses y / x, so zeros in x give NaN-free "
-                            "but approximate results")
+                 convention="exact with zeros in the input (no division by a zero element)")
+
+
+def _rev_cumsum(t, axis):
+    return flip(cumulative_sum(flip(t, axis=axis), axis=axis), axis=axis)
 
 
 @_cumprod.gradient
 def _cumprod_grad(op, grad):
-    """d y_j / d x_i = y_j / x_i for j >= i: the reversed cumulative sum of grad * conj(y),
-    divided by conj(x)."""
+    """d y_j / d x_i = prod_{k <= j, k != i} x_k for j >= i, exactly, zeros included:
+
+    * before the first zero of a slice, x_i != 0 and the sum is rev_cumsum(grad * conj(y)) / conj(x);
+    * at the first zero z it is rev_cumsum(grad * conj(y')), y' the cumulative product of x with
+      that zero replaced by 1 (so y'_j = prod_{k <= j, k != z} x_k for j >= z);
+    * after it, every product contains x_z = 0: the gradient is 0.
+    """
+    from gradtape.ops.creation import ones_like, zeros_like
     from gradtape.ops.indexing import _getitem
+    from gradtape.ops.searching import where
     axis = op.attrs["axis"]
     y = op.outputs[0]
     if op.attrs["include_initial"]:
         grad = _getitem(grad, (slice(None),) * axis + (slice(1, None),))
         y = _getitem(y, (slice(None),) * axis + (slice(1, None),))
     x = op.inputs[0]
-    acc = flip(cumulative_sum(flip(grad * _conj(y), axis=axis), axis=axis), axis=axis)
-    return acc / _conj(x)
+    zero = equal(x, 0)
+    zeros_so_far = cumulative_sum(astype(zero, _dt.int32), axis=axis)
+    before = equal(zeros_so_far, 0)                       # no zero at or before i
+    first = zero & equal(zeros_so_far, 1)                 # the first zero of the slice
+    ones = ones_like(x)
+    g_before = _rev_cumsum(grad * _conj(y), axis) / _conj(where(before, x, ones))
+    y_first = cumulative_prod(where(first, ones, x), axis=axis)
+    g_first = _rev_cumsum(grad * _conj(y_first), axis)
+    return where(before, g_before, where(first, g_first, zeros_like(g_first)))
 
 
 @public(_cumprod)

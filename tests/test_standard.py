@@ -1,0 +1,41 @@
+"""Semantics of the Array API standard that the generated per-op tests do not sample: exact
+gradients at special points, special cases, signatures (the standard's own test suite,
+data-apis/array-api-tests, is run separately: see docs/conformance.md)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+
+
+def _torch_grads(x, g, f, include_initial=False):
+    torch = pytest.importorskip("torch")
+    xt = torch.tensor(x, requires_grad=True)
+    d, = torch.autograd.grad((f(torch, xt) * torch.tensor(g)).sum(), xt, create_graph=True)
+    dd, = torch.autograd.grad((d * d).sum(), xt)
+    return d.detach().numpy(), dd.numpy()
+
+
+@pytest.mark.parametrize("include_initial", [False, True])
+def test_cumulative_prod_gradient_is_exact_at_zeros(backend, include_initial):
+    # zeros first, in the middle, last, twice in a slice: torch.autograd is exact there too
+    x = np.array([[1.5, 0.0, 2.0, 0.0, 3.0], [0.0, 2.0, -1.0, 0.5, 2.0], [1.0, 2.0, 3.0, 0.5, 0.0]])
+    g = np.random.default_rng(0).standard_normal((3, 6 if include_initial else 5))
+
+    def f(torch, t):
+        y = t.cumprod(1)
+        return torch.cat([torch.ones_like(y[:, :1]), y], 1) if include_initial else y
+
+    want, want2 = _torch_grads(x, g, f)
+    xt = gt.asarray(x, backend=backend)
+    with gt.GradientTape() as t2:
+        t2.watch(xt)
+        with gt.GradientTape() as t:
+            t.watch(xt)
+            y = gt.cumulative_prod(xt, axis=1, include_initial=include_initial)
+            loss = gt.sum(y * gt.asarray(g, backend=backend))
+        d = t.gradient(loss, xt)
+        s = gt.sum(d * d)
+    np.testing.assert_allclose(d.numpy(), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(t2.gradient(s, xt).numpy(), want2, rtol=1e-10, atol=1e-10)
