@@ -6,7 +6,9 @@ floating output, and :func:`gradtape.check_gradients` is run on ``L = Re(sum(con
 gradtape on each backend, each library's own autodiff of the same forward, finite differences in
 float64, every pair compared (kinks reported, not failed).  Ops whose rule is itself made of
 differentiable ops are also checked at second order (:func:`gradtape.testing.check_case`).
-Non-differentiable ops get a forward check: the same values on every backend.
+Non-differentiable ops get a forward check: the same values on every backend.  Arguments go through
+their ``Arg.via`` maps and results through the case's ``map_outputs`` (see :mod:`gradtape.domains`)
+in every check, so each method sees the same function.
 """
 from __future__ import annotations
 
@@ -82,7 +84,7 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
 
     def on(backend, arrays):
         ts = [gt.asarray(a, backend=backend) for a in arrays]
-        return _outputs(opdef.public(*rebuild(ts), **kwargs))
+        return _outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
 
     try:
         outs = on("numpy", leaves)
@@ -121,7 +123,7 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
         it = iter(xs)
         for k in range(len(leaves)):
             arrays.append(next(it) if k in diff_idx else gt.asarray(fixed[k], backend=like.backend))
-        ys = _outputs(opdef.public(*rebuild(arrays), **kwargs))
+        ys = _outputs(case.outputs(opdef.public(*rebuild(arrays), **kwargs)))
         total = None
         for k, w in zip(fouts, ws):
             y = ys[k]

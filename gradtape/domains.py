@@ -12,6 +12,16 @@ An op declares its domain next to its rule.  The vocabulary:
 * the ``domain=`` of an op is a Sampler (unary ops: sampled at several shapes), a tuple of Samplers
   (binary ops: sampled at several shape pairs, broadcasting included), or a list of Cases;
   :func:`with_complex` adds complex versions of a domain, :func:`op_cases` lists an op's Cases.
+
+Two maps keep structured inputs and gauge-dependent outputs comparable (linalg):
+
+* ``Arg.via(fn)``: the drawn tensor is passed through ``fn`` (a function written in gradtape ops)
+  before the call: ``REAL[3, 3].via(symmetrize)`` calls the op on ``(x + x^H) / 2``, so the function
+  checked is ``x -> op(fn(x))``, defined for every ``x`` (finite differences may perturb any element,
+  every backend reads the same matrix) and its gradient flows back through ``fn``;
+* ``Case(...).map_outputs(fn)``: the op's result is passed through ``fn`` (gradtape ops again) before
+  it is compared or differentiated, e.g. to fix the signs or phases of eigenvectors, which each
+  library chooses in its own way: the checks then see a function with one well-defined value.
 """
 from __future__ import annotations
 
@@ -93,15 +103,28 @@ class Sampler:
 
 
 class Arg:
-    """An array argument of a case: a sampler and a shape."""
+    """An array argument of a case: a sampler and a shape (and a map applied before the call,
+    see :meth:`via`)."""
 
-    __slots__ = ("sampler", "shape")
+    __slots__ = ("sampler", "shape", "map")
 
-    def __init__(self, sampler, shape):
-        self.sampler, self.shape = sampler, tuple(shape)
+    def __init__(self, sampler, shape, map=None):
+        self.sampler, self.shape, self.map = sampler, tuple(shape), map
 
     def __repr__(self):
-        return f"{self.sampler!r}{list(self.shape)}"
+        base = f"{self.sampler!r}{list(self.shape)}"
+        return base if self.map is None else f"{base}.via({_fn_name(self.map)})"
+
+    def via(self, fn):
+        """This argument passed through ``fn`` (a function of one gradtape tensor, written in gradtape
+        ops) before the op is called.  The drawn array stays the leaf that checks perturb and
+        differentiate, so the function checked is ``x -> op(fn(x))``."""
+        return Arg(self.sampler, self.shape, fn)
+
+    def apply(self, value):
+        """``value`` (a gradtape Tensor, or a NumPy array: mapped on the numpy backend and returned
+        as NumPy) passed through the map; unchanged without one."""
+        return _apply_map(self.map, value)
 
     @property
     def differentiable(self):
@@ -120,9 +143,23 @@ class Pack:
         return f"[{', '.join(repr(a) for a in self.args)}]"
 
 
+def _fn_name(fn):
+    return getattr(fn, "__name__", None) or repr(fn)
+
+
+def _apply_map(fn, value):
+    if fn is None:
+        return value
+    from gradtape.tensor import Tensor
+    if isinstance(value, Tensor):
+        return fn(value)
+    from gradtape.ops.creation import asarray
+    return fn(asarray(np.asarray(value), backend="numpy")).numpy()
+
+
 def _complex_arg(a):
     if isinstance(a, Arg) and a.sampler.kind == "f":
-        return Arg(a.sampler.complex(), a.shape)
+        return Arg(a.sampler.complex(), a.shape, a.map)
     if isinstance(a, Pack):
         return Pack(*(_complex_arg(e) for e in a.args))
     return a
@@ -138,14 +175,41 @@ class Case:
     """One sample call of an op's public function: positional arguments (Args, Packs of Args, or
     literal values) and keywords (passed as they are)."""
 
-    __slots__ = ("args", "kwargs")
+    __slots__ = ("args", "kwargs", "out_map")
 
     def __init__(self, *args, **kwargs):
-        self.args, self.kwargs = args, kwargs
+        self.args, self.kwargs, self.out_map = args, kwargs, None
 
     def __repr__(self):
         parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
-        return f"Case({', '.join(parts)})"
+        tail = "" if self.out_map is None else f".map_outputs({_fn_name(self.out_map)})"
+        return f"Case({', '.join(parts)}){tail}"
+
+    def map_outputs(self, fn):
+        """This case with the op's result passed through ``fn`` (gradtape ops; it takes the result,
+        a Tensor or a tuple of them, and returns the same structure) before it is compared or
+        differentiated: a gauge fix for outputs each library may choose differently (the signs of
+        eigenvectors, say)."""
+        c = Case(*self.args, **self.kwargs)
+        c.out_map = fn
+        return c
+
+    def outputs(self, result):
+        """The op's ``result`` (Tensors, or NumPy arrays: mapped on the numpy backend and returned
+        as NumPy) through :meth:`map_outputs`' function; unchanged without one."""
+        fn = self.out_map
+        if fn is None:
+            return result
+        from gradtape.tensor import Tensor
+        flat = list(result) if isinstance(result, (tuple, list)) else [result]
+        if all(isinstance(r, Tensor) for r in flat):
+            return fn(result)
+        from gradtape.ops.creation import asarray
+        ts = [asarray(np.asarray(r), backend="numpy") for r in flat]
+        out = fn(tuple(ts) if isinstance(result, (tuple, list)) else ts[0])
+        if isinstance(out, (tuple, list)):
+            return tuple(o.numpy() for o in out)
+        return out.numpy()
 
     def draw(self, rng, dtype="float64"):
         """NumPy arrays for the Args (a list of them for a Pack; literals unchanged), and the
@@ -162,7 +226,9 @@ class Case:
         """This case with every real (float) Arg drawn complex instead; None if it has none."""
         if not any(_has_float(a) for a in self.args):
             return None
-        return Case(*(_complex_arg(a) for a in self.args), **self.kwargs)
+        c = Case(*(_complex_arg(a) for a in self.args), **self.kwargs)
+        c.out_map = self.out_map
+        return c
 
 
 # a scalar and a matrix; for two arguments, broadcasting in each direction (few shapes: on JAX each

@@ -101,18 +101,20 @@ def case_leaves(case, values):
     """The drawn arrays of ``case`` (``values, kwargs = case.draw(rng)``) as a flat list, in order,
     with a flag per array (drawn from a differentiable sampler?) and a function that rebuilds the
     positional arguments from replacement arrays: ``leaves, flags, rebuild = case_leaves(case, values)``.
-    Literal arguments (not Args) are kept as they are and are not leaves."""
+    Literal arguments (not Args) are kept as they are and are not leaves.  ``rebuild`` passes each
+    leaf through its Arg's map (:meth:`~gradtape.domains.Arg.via`), so the leaves are what checks
+    perturb and differentiate and the op sees the mapped values."""
     from gradtape.domains import Arg, Pack
     leaves, flags, spec = [], [], []
     for a, v in zip(case.args, values):
         if isinstance(a, Pack):
-            spec.append(("pack", [isinstance(e, Arg) for e in a.args], v))
+            spec.append(("pack", [e if isinstance(e, Arg) else None for e in a.args], v))
             for e, ev in zip(a.args, v):
                 if isinstance(e, Arg):
                     leaves.append(ev)
                     flags.append(e.differentiable)
         elif isinstance(a, Arg):
-            spec.append(("leaf", None, None))
+            spec.append(("leaf", a, None))
             leaves.append(v)
             flags.append(a.differentiable)
         else:
@@ -121,11 +123,11 @@ def case_leaves(case, values):
     def rebuild(new_leaves):
         it = iter(new_leaves)
         out = []
-        for kind, mask, v in spec:
+        for kind, arg, v in spec:
             if kind == "pack":
-                out.append([next(it) if m else ev for m, ev in zip(mask, v)])
+                out.append([e.apply(next(it)) if e is not None else ev for e, ev in zip(arg, v)])
             elif kind == "leaf":
-                out.append(next(it))
+                out.append(arg.apply(next(it)))
             else:
                 out.append(v)
         return out
@@ -233,7 +235,8 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
     """Check the gradient rule of ``opdef`` on one ``case`` of its domain on ``backend``.
 
     Draws the case (``case.draw(rng)``), puts its arrays on ``backend`` as float64 / complex128
-    tensors (integer and bool arrays keep their dtype), calls ``opdef.public(*args, **kwargs)``,
+    tensors (integer and bool arrays keep their dtype), calls ``opdef.public(*args, **kwargs)``
+    (arguments through their ``Arg.via`` maps, the result through the case's ``map_outputs``),
     picks random cotangents ``w`` for each float or complex output and compares the tape's
     gradient of ``L = Re(sum(conj(w) * y))`` (``tape.gradient(y, xs, output_gradients=w)``) with
     central finite differences of ``L`` for every differentiable argument (an ``Arg`` of a float,
@@ -253,7 +256,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
 
     def call(arrays):
         ts = [_to_tensor(a, b) for a in arrays]
-        return ts, flat_outputs(opdef.public(*rebuild(ts), **kwargs))
+        return ts, flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
 
     _, outs = call(leaves)
     fouts = [k for k, o in enumerate(outs) if o.dtype.differentiable]
@@ -272,7 +275,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
         xs = [ts[k] for k in diff]
         with gt.GradientTape() as tape:
             tape.watch(xs)
-            ys = flat_outputs(opdef.public(*rebuild(ts), **kwargs))
+            ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
         wts = [gt.asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
                for w, k in zip(ws, fouts)]
@@ -328,7 +331,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
         outer.watch(xs)
         with gt.GradientTape() as inner:
             inner.watch(xs)
-            ys = flat_outputs(opdef.public(*rebuild(ts), **kwargs))
+            ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
         wts = [gt.asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
                for w, k in zip(ws, fouts)]

@@ -7,7 +7,9 @@ Case its ``domain=`` expands to, on every selected backend,
 * the second-order gradient (nested tapes vs finite differences of the first-order gradient)
   and the gradient's dtype on float32 / complex64 inputs, for every differentiable op's first
   real and first complex case,
-* the forward value and dtype against NumPy (``array_api_compat.numpy``).
+* the forward value and dtype against NumPy (``array_api_compat.numpy``),
+
+each through the case's ``Arg.via`` and ``map_outputs`` maps (:mod:`gradtape.domains`).
 
 Plus meta-tests (every built-in op declares a domain with at least one case; every differentiable
 op has a rule; the element-wise chapter of the standard is complete), the non-differentiable ops
@@ -113,7 +115,7 @@ def test_gradient_keeps_float32_dtypes(backend, name, i):
             pytest.skip("no differentiable argument in this case")
         with gt.GradientTape() as tape:
             tape.watch(xs)
-            ys = testing.flat_outputs(op.public(*rebuild(ts), **kwargs))
+            ys = testing.flat_outputs(case.outputs(op.public(*rebuild(ts), **kwargs)))
         ys = [y for y in ys if y.dtype.differentiable]
         if not ys:
             pytest.skip("no differentiable output in this case")
@@ -197,10 +199,10 @@ def test_forward_matches_numpy(backend, name, i):
     # shape and dtype is an XLA compilation)
     for dt, rtol in (("float64", 1e-10), ("float32", 2e-6))[:2 if i == 0 else 1]:
         ts, _, rebuild = _tensors(case, values, backend, dt)
-        got = op.public(*rebuild(ts), **kwargs)
+        got = case.outputs(op.public(*rebuild(ts), **kwargs))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            want = ref(*rebuild([t.numpy() for t in ts]), **kwargs)
+            want = case.outputs(ref(*rebuild([t.numpy() for t in ts]), **kwargs))
         got = testing.flat_outputs(got)
         want = list(want) if isinstance(want, (tuple, list)) else [want]
         assert len(got) == len(want)

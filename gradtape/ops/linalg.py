@@ -1,4 +1,852 @@
-"""The ``linalg`` extension of the Array API standard (2024.12): ``gt.linalg``."""
+"""The ``linalg`` extension of the Array API standard (2024.12): ``gt.linalg``.
+
+Every function of the extension, with the standard's signature; each forward runs the backend's own
+``xp.linalg`` function (LAPACK through NumPy, PyTorch or XLA), batched over leading axes where the
+standard allows them.  ``matmul``, ``matrix_transpose``, ``tensordot`` and ``vecdot`` are the main
+namespace's ops (``gt.linalg.matmul is gt.matmul``).
+
+The gradient rules are written in gradtape ops (so higher orders come free) with TensorFlow's complex
+convention (the gradient of a real ``L`` is ``2 dL/d conj(z)``).  The formulas are the standard ones:
+Giles 2008 ("An extended collection of matrix derivative results") for ``det``, ``inv``, ``solve``;
+Murray 2016 for ``cholesky``; PyTorch's ``FunctionsManual.cpp`` (Seeger et al., Townsend) for
+``eigh``, ``svd``, ``qr`` and ``pinv``, complex cases included.
+
+Conventions (docs/conventions.md):
+
+* ``cholesky``, ``eigh``, ``eigvalsh`` read the lower triangle only, on every backend; their gradients
+  are Hermitian (the gradient of ``f((A + A^H) / 2)``), as TensorFlow's and JAX's are, so they are the
+  right gradients whenever the input is Hermitian (``A = X + X^H`` gets twice the symmetric part).
+* Eigenvectors and singular vectors are defined up to a sign (a phase, for complex inputs), and ``Q``,
+  ``R`` of ``qr`` up to the signs of ``R``'s diagonal: a loss must not depend on that choice (each
+  library makes it its own way).  The rules assume it does not (PyTorch and JAX do the same).
+* At degenerate points the gradient is not defined and is not finite: repeated eigenvalues
+  (``eigh``'s eigenvectors), repeated or zero singular values (``svd``'s singular vectors; ``svd`` of a
+  non-square matrix and ``matrix_norm(ord=2 / -2 / 'nuc')`` at rank loss), singular matrices (``inv``,
+  ``solve``, ``slogdet``, ``det``'s rule uses the inverse), ``pinv`` where the rank changes, and
+  ``vector_norm`` / ``matrix_norm('fro')`` at zero.  Ties of ``max``/``min`` in the ``1``/``inf`` norms
+  split the gradient evenly (as ``gt.max`` does).
+* ``svd(full_matrices=True)`` of a non-square matrix and ``qr(mode='complete')`` of a tall one have
+  singular vectors / ``Q`` columns that are not determined by the input: their gradients raise
+  ``NotImplementedError`` (as TensorFlow's and PyTorch's do); use ``full_matrices=False`` /
+  ``mode='reduced'``, or ``svdvals``.
+* Singular or non-positive-definite inputs raise ``ValueError`` naming the op where the library
+  detects them (NumPy, PyTorch, array_api_strict); JAX returns ``inf``/``nan`` instead, as it does.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+import functools
+import inspect
+import math
+import operator
+from collections import namedtuple
+
+import numpy as np
+
+from gradtape import dtypes as _dt
+from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
+from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops.creation import tril, triu, zeros_like
+from gradtape.ops.elementwise import _conj, astype, equal, imag, sign
+from gradtape.ops.elementwise import abs as _abs
+from gradtape.ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot
+from gradtape.ops.manipulation import concat, expand_dims, reshape
+from gradtape.ops.searching import where
+from gradtape.ops.statistical import _axes
+from gradtape.ops.statistical import max as _max
+from gradtape.ops.statistical import min as _min
+from gradtape.ops.statistical import sum as _sum
+from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+
+__all__ = [
+    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+    "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
+    "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
+]
+
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+QRResult = namedtuple("QRResult", ["Q", "R"])
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def _tensor(x, like=None):
+    if isinstance(x, Tensor):
+        return x
+    return convert_to_tensor(x, like=like if isinstance(like, Tensor) else None)
+
+
+def _mH(x):
+    """The conjugate transpose of the last two axes."""
+    return _conj(matrix_transpose(x))
+
+
+def _native_like(x, value):
+    """A constant tensor (NumPy ``value``) on ``x``'s backend and device, in ``x``'s dtype."""
+    b = x._b
+    v = b.asarray(np.asarray(value), dtype=x.dtype, device=b.device_of(x._v))
+    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+
+
+def _eye(x, n, m=None, k=0):
+    """The identity (ones on the ``k``-th diagonal of an ``n x m`` matrix) in ``x``'s dtype, backend
+    and device."""
+    return _native_like(x, np.eye(n, m, k=k))
+
+
+def _diag_embed(v):
+    """``(..., n)`` -> ``(..., n, n)`` with ``v`` on the diagonal."""
+    return expand_dims(v, axis=-1) * _eye(v, v.shape[-1])
+
+
+def _half_diag(y):
+    """``y`` with its diagonal halved."""
+    return y - 0.5 * _diag_embed(diagonal(y))
+
+
+def _sgn(x):
+    """d|x|/dx in TensorFlow's convention: sign(x) for real ``x`` (0 at 0), x / |x| for complex."""
+    if x.dtype.kind != "c":
+        return sign(x)
+    a = _abs(x)
+    zero = equal(a, 0)
+    return where(zero, 0.0, x / where(zero, 1.0, a))
+
+
+def _real_dtype(x):
+    return {"complex64": _dt.float32, "complex128": _dt.float64}.get(x.dtype.name, x.dtype)
+
+
+def _check_float(name, x):
+    if x.dtype.kind not in "fc":
+        raise TypeError(f"{name} expects a floating-point tensor, got {x.dtype}; cast it first, e.g. "
+                        f"gt.astype(x, gt.float64)")
+
+
+def _check_matrix(name, x, square=False):
+    if x.ndim < 2:
+        raise ValueError(f"{name} expects a matrix or a stack of matrices (at least 2 dimensions), got "
+                         f"shape {x.shape}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"{name} expects square matrices in the last two axes, got shape {x.shape}")
+
+
+def _prep(name, x, square=False, floating=True):
+    x = _tensor(x)
+    if floating:
+        _check_float(name, x)
+    _check_matrix(name, x, square)
+    return x
+
+
+@functools.cache
+def _takes(fn, param):
+    """Whether the native function ``fn`` takes the keyword ``param``."""
+    try:
+        return param in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _lower(fn, x, **kw):
+    """``fn(x)`` reading the lower triangle only (JAX symmetrises by default: switched off)."""
+    if _takes(fn, "symmetrize_input"):
+        kw["symmetrize_input"] = False
+    return fn(x, **kw)
+
+
+# ------------------------------------------------- input maps and gauge fixes used by the domains
+def _sym(x):
+    """The Hermitian part ``(x + x^H) / 2`` (a domain map: eigh of any matrix)."""
+    return (x + _mH(x)) * 0.5
+
+
+def _spd(x):
+    """``x x^H + n I``: Hermitian positive definite, well conditioned (a domain map)."""
+    return matmul(x, _mH(x)) + x.shape[-1] * _eye(x, x.shape[-1])
+
+
+def _shift(x):
+    """``x + 1.5 n I``: diagonally dominant for entries in [-1, 1], so well conditioned."""
+    return x + (1.5 * x.shape[-1]) * _eye(x, x.shape[-1])
+
+
+def _spread(x):
+    """``x + diag(2, 4, 6, ...)``: distinct singular values, away from zero, for entries in [-1, 1]."""
+    m, n = x.shape[-2:]
+    return x + _native_like(x, np.eye(m, n) * (2.0 * np.arange(1, n + 1)))
+
+
+def _phase(s):
+    return s / _abs(s)
+
+
+def _fix_eigh(res):
+    """Eigenvectors scaled so that each column sums to a positive real number."""
+    w, v = res
+    return w, v * _conj(_phase(_sum(v, axis=-2, keepdims=True)))
+
+
+def _fix_svd(res):
+    """Singular vector pairs scaled so that each column of ``U`` sums to a positive real number."""
+    u, s, vh = res
+    p = _phase(_sum(u, axis=-2, keepdims=True))
+    return u * _conj(p), s, vh * matrix_transpose(p)
+
+
+def _fix_qr(res):
+    """``Q`` and ``R`` scaled so that ``R``'s diagonal is positive (the unique QR of a full-rank
+    matrix)."""
+    q, r = res
+    p = _phase(diagonal(r))
+    return q * _conj(expand_dims(p, axis=-2)), r * expand_dims(p, axis=-1)
+
+
+# ---------------------------------------------------------------------------------------- cholesky
+def _cholesky_forward(xp, x, *, upper=False):
+    return _lower(xp.linalg.cholesky, x, upper=upper)
+
+
+_cholesky = defop("linalg.cholesky", _cholesky_forward, chapter="linalg",
+                  domain=with_complex([Case(REAL[3, 3].via(_spd)), Case(REAL[2, 3, 3].via(_spd), upper=True)]),
+                  convention="reads the lower triangle; Hermitian gradient (Murray 2016), as TF")
+
+
+@_cholesky.gradient
+def _cholesky_grad(op, grad):
+    """A = L L^H: dL = L phi(L^-1 dA L^-H), phi = lower triangle with the diagonal halved; so
+    gA = L^-H phi(L^H gL) L^-1, made Hermitian (dA is)."""
+    lo = op.outputs[0]
+    g = grad
+    if op.attrs.get("upper", False):
+        lo, g = _mH(lo), _mH(g)
+    lh = _mH(lo)
+    p = _half_diag(tril(matmul(lh, g)))
+    x = solve(lh, p)                     # L^-H P
+    ga = _mH(solve(lh, _mH(x)))          # L^-H P L^-1
+    return (ga + _mH(ga)) * 0.5
+
+
+@public(_cholesky)
+def cholesky(x, /, *, upper=False):
+    """The Cholesky factor of a Hermitian positive-definite matrix (lower, or upper with ``upper=True``)."""
+    x = _prep("linalg.cholesky", x, square=True)
+    return apply1(_cholesky, x, {"upper": bool(upper)})
+
+
+# ---------------------------------------------------------------------------------------- det, slogdet
+_det = defop("linalg.det", lambda xp, x: xp.linalg.det(x), chapter="linalg",
+             domain=with_complex([Case(SMALL[3, 3].via(_shift)), Case(REAL[2, 2, 2])]))
+
+
+@_det.gradient
+def _det_grad(op, grad):
+    """d det(A) = det(A) tr(A^-1 dA): gA = grad conj(det A) A^-H."""
+    a = op.inputs[0]
+    c = grad * _conj(op.outputs[0])
+    return expand_dims(expand_dims(c, axis=-1), axis=-1) * _mH(inv(a))
+
+
+@public(_det)
+def det(x, /):
+    """The determinant of a square matrix (or a stack of them)."""
+    return apply1(_det, _prep("linalg.det", x, square=True))
+
+
+def _slogdet_forward(xp, x):
+    r = xp.linalg.slogdet(x)
+    return r[0], r[1]
+
+
+_slogdet = defop("linalg.slogdet", _slogdet_forward, chapter="linalg", nout=2,
+                 domain=with_complex([Case(SMALL[3, 3].via(_shift)), Case(REAL[2, 2, 2])]),
+                 convention="sign: zero gradient for real inputs; for complex ones sign = det/|det| is "
+                            "differentiated, as PyTorch and JAX")
+
+
+@_slogdet.gradient
+def _slogdet_grad(op, gsign, glog):
+    """d logabsdet = Re tr(A^-1 dA); d sign = sign i Im tr(A^-1 dA) (complex):
+    gA = (glog - i Im(conj(gsign) sign)) A^-H (PyTorch's slogdet_backward)."""
+    a = op.inputs[0]
+    sgn = op.outputs[0]
+    if a.dtype.kind == "c":
+        c = astype(glog, a.dtype) - astype(imag(_conj(gsign) * sgn), a.dtype) * 1j
+    else:
+        c = glog
+    return expand_dims(expand_dims(c, axis=-1), axis=-1) * _mH(inv(a))
+
+
+@public(_slogdet)
+def slogdet(x, /):
+    """The sign (a unit complex number for complex input) and the natural log of the absolute value of
+    the determinant: ``SlogdetResult(sign, logabsdet)``."""
+    return SlogdetResult(*apply(_slogdet, (_prep("linalg.slogdet", x, square=True),)))
+
+
+# ---------------------------------------------------------------------------------------- inv, solve
+_inv = defop("linalg.inv", lambda xp, x: xp.linalg.inv(x), chapter="linalg",
+             domain=with_complex([Case(SMALL[3, 3].via(_shift)), Case(SMALL[2, 3, 3].via(_shift))]))
+
+
+@_inv.gradient
+def _inv_grad(op, grad):
+    """Y = A^-1: dY = -Y dA Y, so gA = -Y^H grad Y^H."""
+    yh = _mH(op.outputs[0])
+    return -matmul(yh, matmul(grad, yh))
+
+
+@public(_inv)
+def inv(x, /):
+    """The inverse of a square matrix (or a stack of them)."""
+    return apply1(_inv, _prep("linalg.inv", x, square=True))
+
+
+_solve = defop("linalg.solve", lambda xp, x1, x2: xp.linalg.solve(x1, x2), chapter="linalg", promote=True,
+               domain=with_complex([Case(SMALL[3, 3].via(_shift), REAL[3, 2]),
+                                    Case(SMALL[2, 3, 3].via(_shift), REAL[3]),
+                                    Case(SMALL[3, 3].via(_shift), REAL[2, 3, 1])]))
+
+
+@_solve.gradient
+def _solve_grad(op, grad):
+    """X = A^-1 B: gB = A^-H grad, gA = -gB X^H (a 1-D B is one column)."""
+    a, b = op.inputs
+    x = op.outputs[0]
+    ah = _mH(a)
+    if b.ndim == 1:
+        gb = solve(ah, expand_dims(grad, axis=-1))
+        ga = -matmul(gb, _mH(expand_dims(x, axis=-1))) if op.needs_grad(0) else None
+        gb = reshape(gb, tuple(gb.shape[:-1]))
+    else:
+        gb = solve(ah, grad)
+        ga = -matmul(gb, _mH(x)) if op.needs_grad(0) else None
+    return ga, (gb if op.needs_grad(1) else None)
+
+
+@public(_solve)
+def solve(x1, x2, /):
+    """The solution ``X`` of ``x1 @ X = x2`` for square ``x1``; ``x2`` of shape ``(M,)`` is one vector,
+    otherwise ``(..., M, K)`` (batch axes broadcast)."""
+    x1 = _prep("linalg.solve", _tensor(x1, x2), square=True)
+    x2 = _tensor(x2, x1)
+    _check_float("linalg.solve", x2)
+    m = x1.shape[-1]
+    if x2.ndim == 0 or (x2.ndim == 1 and x2.shape[0] != m) or (x2.ndim > 1 and x2.shape[-2] != m):
+        raise ValueError(f"linalg.solve: x2 of shape {x2.shape} does not fit x1 of shape {x1.shape}; it must "
+                         f"be ({m},) or (..., {m}, K)")
+    return apply(_solve, (x1, x2))
+
+
+# ---------------------------------------------------------------------------------------- eigh
+def _eigh_forward(xp, x):
+    r = _lower(xp.linalg.eigh, x)
+    return r[0], r[1]
+
+
+_eigh = defop("linalg.eigh", _eigh_forward, chapter="linalg", nout=2,
+              domain=with_complex([Case(REAL[3, 3].via(_sym)).map_outputs(_fix_eigh),
+                                   Case(REAL[2, 3, 3].via(_sym)).map_outputs(_fix_eigh)]),
+              convention="reads the lower triangle; Hermitian gradient; not defined at repeated "
+                         "eigenvalues; the loss must not depend on the eigenvectors' signs/phases")
+
+
+def _eig_gap_inverse(w):
+    """F_ij = 1 / (w_j - w_i) off the diagonal, 0 on it (inf where eigenvalues repeat)."""
+    n = w.shape[-1]
+    eye = _eye(w, n)
+    e = expand_dims(w, axis=-2) - expand_dims(w, axis=-1)
+    return (1.0 - eye) / (e + eye)
+
+
+@_eigh.gradient
+def _eigh_grad(op, gw, gv):
+    """A = V diag(w) V^H: gA = V (diag(gw) + F o skew(V^H gV)) V^H with F_ij = 1 / (w_j - w_i) and
+    skew(K) = (K - K^H) / 2 (PyTorch's linalg_eig_backward, Hermitian case)."""
+    w, v = op.outputs
+    vh = _mH(v)
+    k = matmul(vh, gv)
+    inner = _eig_gap_inverse(w) * ((k - _mH(k)) * 0.5) + _diag_embed(gw)
+    return matmul(v, matmul(inner, vh))
+
+
+@public(_eigh)
+def eigh(x, /):
+    """Eigenvalues (ascending) and eigenvectors of a Hermitian matrix, reading its lower triangle:
+    ``EighResult(eigenvalues, eigenvectors)``."""
+    return EighResult(*apply(_eigh, (_prep("linalg.eigh", x, square=True),)))
+
+
+_eigvalsh = defop("linalg.eigvalsh", lambda xp, x: _lower(xp.linalg.eigvalsh, x), chapter="linalg",
+                  domain=with_complex([Case(REAL[3, 3].via(_sym)), Case(REAL[2, 3, 3].via(_sym))]),
+                  convention="reads the lower triangle; Hermitian gradient V diag(g) V^H")
+
+
+@_eigvalsh.gradient
+def _eigvalsh_grad(op, grad):
+    """gA = V diag(grad) V^H (the eigenvectors recomputed, so higher orders see them)."""
+    _, v = eigh(op.inputs[0])
+    return matmul(v * expand_dims(grad, axis=-2), _mH(v))
+
+
+@public(_eigvalsh)
+def eigvalsh(x, /):
+    """Eigenvalues (ascending) of a Hermitian matrix, reading its lower triangle."""
+    return apply1(_eigvalsh, _prep("linalg.eigvalsh", x, square=True))
+
+
+# ---------------------------------------------------------------------------------------- svd
+def _svd_forward(xp, x, *, full_matrices=True):
+    r = xp.linalg.svd(x, full_matrices=full_matrices)
+    return r[0], r[1], r[2]
+
+
+_svd = defop("linalg.svd", _svd_forward, chapter="linalg", nout=3,
+             domain=with_complex([Case(SMALL[3, 3].via(_spread)).map_outputs(_fix_svd),
+                                  Case(SMALL[4, 3].via(_spread), full_matrices=False).map_outputs(_fix_svd),
+                                  Case(SMALL[2, 2, 3].via(_spread), full_matrices=False).map_outputs(_fix_svd)]),
+             convention="not defined at repeated or (non-square) zero singular values; the loss must not "
+                        "depend on the singular vectors' signs/phases; full_matrices=True on a non-square "
+                        "input: NotImplementedError, as TF")
+
+
+@_svd.gradient
+def _svd_grad(op, gu, gs, gvh):
+    """PyTorch's svd_backward (Townsend; complex: the phase-invariant form):
+    gA = U [(skew(U^H gU) S + S skew(V^H gV)) / E + diag(gS) + i Im diag(U^H gU) / S] V^H, with
+    E_jk = S_k^2 - S_j^2, plus (I - U U^H) gU S^-1 V^H (tall) or U S^-1 gV^H (I - V V^H) (wide)."""
+    u, s, vh = op.outputs
+    m, n = u.shape[-2], vh.shape[-1]
+    if op.attrs.get("full_matrices", True) and m != n:
+        raise NotImplementedError(
+            f"the gradient of linalg.svd with full_matrices=True is not defined for a non-square input "
+            f"(shape {op.inputs[0].shape}): its extra singular vectors are arbitrary; call "
+            "gt.linalg.svd(x, full_matrices=False), or gt.linalg.svdvals(x) for the singular values")
+    uhgu = matmul(_mH(u), gu)
+    uhgu = uhgu - _mH(uhgu)
+    vhgv = matmul(vh, _mH(gvh))
+    vhgv = vhgv - _mH(vhgv)
+    s2 = s * s
+    k = s.shape[-1]
+    eye = _eye(s, k)
+    e = expand_dims(s2, axis=-2) - expand_dims(s2, axis=-1) + eye
+    inner = (uhgu * expand_dims(s, axis=-2) + expand_dims(s, axis=-1) * vhgv) / e + _diag_embed(gs)
+    if u.dtype.kind == "c":
+        inner = inner + _diag_embed(diagonal(uhgu) / (2.0 * s))
+    if m > n:
+        gusinv = gu / expand_dims(s, axis=-2)
+        ga = matmul(u, inner) + gusinv - matmul(u, matmul(_mH(u), gusinv))
+        return matmul(ga, vh)
+    if m < n:
+        sinvgvh = gvh / expand_dims(s, axis=-1)
+        ga = matmul(inner, vh) + sinvgvh - matmul(matmul(sinvgvh, _mH(vh)), vh)
+        return matmul(u, ga)
+    return matmul(u, matmul(inner, vh))
+
+
+@public(_svd)
+def svd(x, /, *, full_matrices=True):
+    """The singular value decomposition ``x = U diag(S) Vh``: ``SVDResult(U, S, Vh)``, singular values
+    descending."""
+    x = _prep("linalg.svd", x)
+    return SVDResult(*apply(_svd, (x,), {"full_matrices": bool(full_matrices)}))
+
+
+_svdvals = defop("linalg.svdvals", lambda xp, x: xp.linalg.svdvals(x), chapter="linalg",
+                 domain=with_complex([Case(SMALL[3, 4].via(_spread)), Case(SMALL[2, 3, 3].via(_spread))]),
+                 convention="U diag(g) V^H; not defined at repeated singular values")
+
+
+@_svdvals.gradient
+def _svdvals_grad(op, grad):
+    """gA = U diag(grad) V^H (the singular vectors recomputed, so higher orders see them)."""
+    u, _, vh = svd(op.inputs[0], full_matrices=False)
+    return matmul(u * expand_dims(grad, axis=-2), vh)
+
+
+@public(_svdvals)
+def svdvals(x, /):
+    """The singular values, descending."""
+    return apply1(_svdvals, _prep("linalg.svdvals", x))
+
+
+# ---------------------------------------------------------------------------------------- qr
+def _qr_forward(xp, x, *, mode="reduced"):
+    r = xp.linalg.qr(x, mode=mode)
+    return r[0], r[1]
+
+
+_qr = defop("linalg.qr", _qr_forward, chapter="linalg", nout=2,
+            domain=with_complex([Case(SMALL[3, 3].via(_spread)).map_outputs(_fix_qr),
+                                 Case(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
+                                 Case(SMALL[2, 2, 3].via(_spread), mode="complete").map_outputs(_fix_qr)]),
+            convention="the loss must not depend on the signs/phases of R's diagonal; mode='complete' on "
+                       "a tall input: NotImplementedError, as TF")
+
+
+@_qr.gradient
+def _qr_grad(op, gq, gr):
+    """PyTorch's linalg_qr_backward.  M = gR R^H - Q^H gQ; tall or square:
+    gA = (Q sym*(triu(M)) + gQ) R^-H; wide: gA = [Q skew*(-M) R1^-H, 0] + Q gR, where sym* and skew*
+    halve the diagonal of X + X^H and of X - X^H."""
+    q, r = op.outputs
+    m, n = q.shape[-2], r.shape[-1]
+    if op.attrs.get("mode", "reduced") == "complete" and m > n:
+        raise NotImplementedError(
+            f"the gradient of linalg.qr with mode='complete' is not defined for a tall input (shape "
+            f"{op.inputs[0].shape}): the extra columns of Q are arbitrary; use mode='reduced'")
+    mm = matmul(gr, _mH(r)) - matmul(_mH(q), gq)
+    if m >= n:
+        t = triu(mm)
+        ga = matmul(q, _half_diag(t + _mH(t))) + gq
+        return _mH(solve(r, _mH(ga)))                       # ga R^-H
+    t = -mm
+    ga = matmul(q, _half_diag(tril(t - _mH(t))))
+    r1 = r[..., :, :m]
+    ga = _mH(solve(r1, _mH(ga)))
+    ga = concat([ga, zeros_like(r[..., :, m:])], axis=-1)
+    return ga + matmul(q, gr)
+
+
+@public(_qr)
+def qr(x, /, *, mode="reduced"):
+    """The QR decomposition ``x = Q R`` (``mode='reduced'`` or ``'complete'``): ``QRResult(Q, R)``."""
+    x = _prep("linalg.qr", x)
+    if mode not in ("reduced", "complete"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    return QRResult(*apply(_qr, (x,), {"mode": mode}))
+
+
+# ---------------------------------------------------------------------------------------- pinv, rank
+def _rtol_attr(name, rtol, x):
+    if rtol is None or isinstance(rtol, (int, float)):
+        return None if rtol is None else float(rtol)
+    if isinstance(rtol, Tensor):
+        if rtol._b is not x._b:
+            raise ValueError(f"{name}: rtol is on backend {rtol.backend!r}, x on {x.backend!r}")
+        return rtol._v
+    return _tensor(rtol, x)._v
+
+
+_pinv = defop("linalg.pinv", lambda xp, x, *, rtol=None: xp.linalg.pinv(x, rtol=rtol), chapter="linalg",
+              domain=with_complex([Case(SMALL[3, 2].via(_spread)), Case(SMALL[2, 2, 3].via(_spread), rtol=1e-3)]),
+              convention="Golub-Pereyra: defined where the rank is locally constant")
+
+
+@_pinv.gradient
+def _pinv_grad(op, grad):
+    """dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P, so
+    gA = -P^H g P^H + (I - A P) g^H P P^H + P^H P g^H (I - P A)."""
+    a = op.inputs[0]
+    p = op.outputs[0]
+    ph = _mH(p)
+    gh = _mH(grad)
+    t1 = -matmul(ph, matmul(grad, ph))
+    ghppH = matmul(gh, matmul(p, ph))
+    t2 = ghppH - matmul(a, matmul(p, ghppH))
+    phpgh = matmul(matmul(ph, p), gh)
+    t3 = phpgh - matmul(matmul(phpgh, p), a)
+    return t1 + t2 + t3
+
+
+@public(_pinv)
+def pinv(x, /, *, rtol=None):
+    """The Moore-Penrose pseudo-inverse (singular values below ``rtol`` times the largest dropped)."""
+    x = _prep("linalg.pinv", x)
+    return apply1(_pinv, x, {"rtol": _rtol_attr("linalg.pinv", rtol, x)})
+
+
+def _low_rank(x):
+    """``c c^H`` of the first column ``c`` of ``x``: a rank-1 matrix (a domain map)."""
+    c = x[..., :, :1]
+    return matmul(c, _mH(c))
+
+
+_matrix_rank = defop("linalg.matrix_rank", lambda xp, x, *, rtol=None: xp.linalg.matrix_rank(x, rtol=rtol),
+                     chapter="linalg", differentiable=False,
+                     domain=[Case(REAL[3, 4]), Case(REAL[2, 3, 3], rtol=0.5), Case(REAL[3, 3].via(_low_rank))])
+
+
+@public(_matrix_rank)
+def matrix_rank(x, /, *, rtol=None):
+    """The rank: the number of singular values above ``rtol`` times the largest (not differentiable)."""
+    x = _prep("linalg.matrix_rank", x)
+    return apply1(_matrix_rank, x, {"rtol": _rtol_attr("linalg.matrix_rank", rtol, x)})
+
+
+# ---------------------------------------------------------------------------------------- norms
+_MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf)
+
+
+def _matrix_norm_forward(xp, x, *, ord="fro", keepdims=False):
+    return xp.linalg.matrix_norm(x, keepdims=keepdims, ord=ord)
+
+
+_matrix_norm = defop(
+    "linalg.matrix_norm", _matrix_norm_forward, chapter="linalg",
+    domain=with_complex([Case(REAL[3, 3]), Case(SMALL[2, 3, 4].via(_spread), ord="nuc", keepdims=True),
+                         Case(SMALL[3, 3].via(_spread), ord=2), Case(SMALL[2, 4, 3].via(_spread), ord=-2)])
+    + [Case(REAL[2, 3, 4], ord=1), Case(REAL[3, 4], ord=-1, keepdims=True), Case(REAL[2, 4, 3], ord=math.inf),
+       Case(REAL[3, 4], ord=-math.inf), Case(REAL[3, 4], ord=1).complex()],
+    convention="fro: x / |x| (nan at 0); 1, inf: ties of the max split the gradient evenly; 2, -2, nuc: "
+               "through the SVD (not defined at repeated singular values)")
+
+
+def _extreme_mask(v, axis, largest):
+    """Where ``v`` reaches its max (min) over ``axis``, each place weighted 1 / (number of places)."""
+    ext = (_max if largest else _min)(v, axis=axis, keepdims=True)
+    hit = astype(equal(v, ext), v.dtype)
+    return hit / _sum(hit, axis=axis, keepdims=True)
+
+
+@_matrix_norm.gradient
+def _matrix_norm_grad(op, grad):
+    """fro: g x / |x|; nuc: g U V^H; 2 / -2: g u v^H of the largest / smallest singular value;
+    1 / -1 (inf / -inf): g sgn(x) on the column (row) whose abs-sum is the max / min."""
+    x = op.inputs[0]
+    ordv = op.attrs["ord"]
+    g = grad
+    y = op.outputs[0]
+    if not op.attrs.get("keepdims", False):
+        g = expand_dims(expand_dims(g, axis=-1), axis=-1)
+        y = expand_dims(expand_dims(y, axis=-1), axis=-1)
+    if ordv == "fro":
+        return g * (x / y)
+    if ordv in ("nuc", 2, -2):
+        u, _, vh = svd(x, full_matrices=False)
+        if ordv == "nuc":
+            return g * matmul(u, vh)
+        i = 0 if ordv == 2 else u.shape[-1] - 1
+        return g * matmul(u[..., :, i:i + 1], vh[..., i:i + 1, :])
+    axis = -2 if ordv in (1, -1) else -1          # 1: column sums (over rows); inf: row sums
+    sums = _sum(_abs(x), axis=axis, keepdims=True)
+    mask = _extreme_mask(sums, -1 if axis == -2 else -2, ordv > 0)
+    return (g * mask) * _sgn(x)
+
+
+@public(_matrix_norm)
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """The matrix norm of the last two axes: ``'fro'``, ``'nuc'``, ``1``, ``-1``, ``2``, ``-2``,
+    ``inf``, ``-inf``."""
+    x = _prep("linalg.matrix_norm", x)
+    if isinstance(ord, str) and ord not in ("fro", "nuc") or not isinstance(ord, str) and ord not in _MATRIX_ORDS:
+        raise ValueError(f"linalg.matrix_norm: ord must be one of 'fro', 'nuc', 1, -1, 2, -2, inf, -inf; got "
+                         f"{ord!r}")
+    if not isinstance(ord, str):
+        ord = float(ord) if math.isinf(ord) else int(ord)
+    return apply1(_matrix_norm, x, {"ord": ord, "keepdims": bool(keepdims)})
+
+
+def _vector_norm_forward(xp, x, *, axis=None, axes=None, keepdims=False, ord=2):
+    return xp.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
+
+
+_vector_norm = defop(
+    "linalg.vector_norm", _vector_norm_forward, chapter="linalg",
+    domain=with_complex([Case(NONZERO[3]), Case(NONZERO[2, 3], axis=1, ord=1),
+                         Case(NONZERO[2, 3, 2], axis=(0, 2), ord=3, keepdims=True)])
+    + [Case(NONZERO[2, 3], axis=-1, ord=math.inf), Case(NONZERO[2, 3], ord=-math.inf, keepdims=True),
+       Case(NONZERO[3, 2], axis=0, ord=0), Case(NONZERO[4], ord=-1), Case(NONZERO[2, 3], axis=1, ord=0.5),
+       Case(NONZERO[2, 3], axis=0, ord=math.inf).complex()],
+    convention="2: x / |x| (nan at 0); 1: sgn(x) (0 at 0); inf / -inf: ties split evenly; 0: zero gradient; "
+               "p < 1: not defined at 0")
+
+
+@_vector_norm.gradient
+def _vector_norm_grad(op, grad):
+    """d ||x||_p = sgn(x) (|x| / ||x||)^(p - 1) (2: x / ||x||; 1: sgn(x); inf / -inf: sgn(x) where |x|
+    is the max / min, ties split evenly; 0: piecewise constant, zero)."""
+    x = op.inputs[0]
+    p = op.attrs["ord"]
+    axes = op.attrs["axes"]
+    g = grad
+    y = op.outputs[0]
+    if not op.attrs.get("keepdims", False):
+        keep = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+        g = reshape(g, keep)
+        y = reshape(y, keep)
+    if p == 0:
+        return zeros_like(x)
+    if p == 2:
+        return g * (x / y)
+    if p == 1:
+        return g * _sgn(x)
+    if math.isinf(p):
+        return (g * _extreme_mask(_abs(x), axes, p > 0)) * _sgn(x)
+    return (g * (_abs(x) / y) ** (p - 1)) * _sgn(x)
+
+
+@public(_vector_norm)
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """The vector ``ord``-norm over ``axis`` (all axes by default): any real ``ord`` (``0``: count of
+    nonzeros; negative and fractional orders as the standard defines them), ``inf``, ``-inf``."""
+    x = _tensor(x)
+    _check_float("linalg.vector_norm", x)
+    if isinstance(ord, bool) or not isinstance(ord, (int, float)):
+        raise ValueError(f"linalg.vector_norm: ord must be a number, inf or -inf; got {ord!r}")
+    axes = _axes(axis, x.ndim)
+    ordv = float(ord) if math.isinf(ord) or ord != int(ord) else int(ord)
+    native_axis = None if axis is None else (axes if len(axes) != 1 else axes[0])
+    return apply1(_vector_norm, x, {"axis": native_axis, "axes": axes, "keepdims": bool(keepdims), "ord": ordv})
+
+
+# ---------------------------------------------------------------------------------------- matrix_power
+_matrix_power = defop("linalg.matrix_power", lambda xp, x, *, n: xp.linalg.matrix_power(x, n), chapter="linalg",
+                      domain=with_complex([Case(REAL[3, 3], 2), Case(SMALL[2, 3, 3].via(_shift), -2)])
+                      + [Case(SMALL[2, 2, 2], 3), Case(REAL[3, 3], 0), Case(SMALL[3, 3].via(_shift), -1)])
+
+
+@_matrix_power.gradient
+def _matrix_power_grad(op, grad):
+    """A^n = A...A: gA = sum_k (A^H)^k grad (A^H)^(n-1-k); for n < 0 the same for B = A^-1, then
+    gA = -B^H gB B^H."""
+    a = op.inputs[0]
+    n = op.attrs["n"]
+    if n == 0:
+        return zeros_like(a)
+    b = a if n > 0 else inv(a)
+    m = builtins.abs(n)
+    bh = _mH(b)
+    powers = [None, bh]                       # powers[k] = (B^H)^k, None standing for I
+    for _ in range(2, m):
+        powers.append(matmul(powers[-1], bh))
+
+    def times(left, mid, right):
+        out = mid if left is None else matmul(left, mid)
+        return out if right is None else matmul(out, right)
+
+    gb = None
+    for k in range(m):
+        term = times(powers[k], grad, powers[m - 1 - k])
+        gb = term if gb is None else gb + term
+    if n > 0:
+        return gb
+    return -matmul(bh, matmul(gb, bh))
+
+
+@public(_matrix_power)
+def matrix_power(x, n, /):
+    """``x`` raised to the integer power ``n`` (``n < 0``: of its inverse; ``n = 0``: the identity)."""
+    x = _prep("linalg.matrix_power", x, square=True, floating=False)
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"linalg.matrix_power: n must be an integer, got {type(n).__name__}") from None
+    if n < 0:
+        _check_float("linalg.matrix_power (with n < 0)", x)
+    return apply1(_matrix_power, x, {"n": n})
+
+
+# ---------------------------------------------------------------------------------------- cross, outer
+_cross = defop("linalg.cross", lambda xp, x1, x2, *, axis=-1: xp.linalg.cross(x1, x2, axis=axis), chapter="linalg",
+               promote=True, domain=with_complex([Case(REAL[3], REAL[3]), Case(REAL[2, 3], REAL[3]),
+                                                  Case(REAL[3, 2], REAL[3, 2], axis=-2)]))
+
+
+@_cross.gradient
+def _cross_grad(op, grad):
+    """c = a x b (bilinear): ga = conj(b) x grad, gb = grad x conj(a)."""
+    a, b = op.inputs
+    axis = op.attrs["axis"]
+    ga = cross(_conj(b), grad, axis=axis) if op.needs_grad(0) else None
+    gb = cross(grad, _conj(a), axis=axis) if op.needs_grad(1) else None
+    return ga, gb
+
+
+@public(_cross)
+def cross(x1, x2, /, *, axis=-1):
+    """The cross product of 3-vectors along ``axis`` (a negative axis; other axes broadcast)."""
+    x1 = _tensor(x1, x2)
+    x2 = _tensor(x2, x1)
+    axis = operator.index(axis)
+    nd = builtins.min(x1.ndim, x2.ndim)
+    if not -nd <= axis <= -1:
+        raise ValueError(f"linalg.cross: axis must be in [-{nd}, -1] for inputs of {x1.ndim} and {x2.ndim} "
+                         f"dimensions, got {axis}")
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError(f"linalg.cross: the vectors along axis {axis} must have 3 elements, got shapes "
+                         f"{x1.shape} and {x2.shape}")
+    return apply(_cross, (x1, x2), {"axis": axis})
+
+
+_outer = defop("linalg.outer", lambda xp, x1, x2: xp.linalg.outer(x1, x2), chapter="linalg", promote=True,
+               domain=with_complex([Case(REAL[3], REAL[2])]))
+
+
+@_outer.gradient
+def _outer_grad(op, grad):
+    """y = a b^T: ga = grad conj(b), gb = grad^T conj(a)."""
+    a, b = op.inputs
+    return (matmul(grad, _conj(b)) if op.needs_grad(0) else None,
+            matmul(_conj(a), grad) if op.needs_grad(1) else None)
+
+
+@public(_outer)
+def outer(x1, x2, /):
+    """The outer product of two vectors."""
+    x1 = _tensor(x1, x2)
+    x2 = _tensor(x2, x1)
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ValueError(f"linalg.outer expects two 1-D tensors, got shapes {x1.shape} and {x2.shape}")
+    return apply(_outer, (x1, x2))
+
+
+# ---------------------------------------------------------------------------------------- trace, diagonal
+_trace = defop("linalg.trace", lambda xp, x, *, offset=0: xp.linalg.trace(x, offset=offset), chapter="linalg",
+               domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], offset=1), Case(REAL[4, 3], offset=-1)]))
+
+
+@_trace.gradient
+def _trace_grad(op, grad):
+    """Linear: grad times the 0/1 mask of the diagonal."""
+    x = op.inputs[0]
+    m, n = x.shape[-2:]
+    return expand_dims(expand_dims(grad, axis=-1), axis=-1) * _eye(x, m, n, k=op.attrs["offset"])
+
+
+@public(_trace)
+def trace(x, /, *, offset=0, dtype=None):
+    """The sum of the ``offset``-th diagonal of the last two axes (in ``dtype`` if given; integer
+    inputs accumulate in int64 / uint64)."""
+    x = _prep("linalg.trace", x, floating=False)
+    if dtype is not None and _dt.as_dtype(dtype) is not x.dtype:
+        x = astype(x, dtype)
+    elif dtype is None and x.dtype.kind in "iu" and x.dtype not in (_dt.int64, _dt.uint64):
+        x = astype(x, _dt.uint64 if x.dtype.kind == "u" else _dt.int64)
+    return apply1(_trace, x, {"offset": operator.index(offset)})
+
+
+_diagonal = defop("linalg.diagonal", lambda xp, x, *, offset=0: xp.linalg.diagonal(x, offset=offset),
+                  chapter="linalg",
+                  domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], offset=1), Case(REAL[4, 3], offset=-2)]))
+
+
+@_diagonal.gradient
+def _diagonal_grad(op, grad):
+    """Scatter the gradient back onto the diagonal: the 0/1 mask of the diagonal times the gradient
+    laid out along rows (offset >= 0) or columns (offset < 0), padded with zeros."""
+    x = op.inputs[0]
+    m, n = x.shape[-2:]
+    k = op.attrs["offset"]
+    mask = _eye(x, m, n, k=k)
+    length = grad.shape[-1]
+    full = m if k >= 0 else n
+    g = grad
+    if length < full:
+        g = concat([g, _zeros_tail(grad, full - length)], axis=-1)
+    return mask * (expand_dims(g, axis=-1) if k >= 0 else expand_dims(g, axis=-2))
+
+
+def _zeros_tail(g, count):
+    """Zeros of shape ``g.shape[:-1] + (count,)`` like ``g``."""
+    b = g._b
+    v = b.xp.zeros(tuple(g.shape[:-1]) + (count,), dtype=g._v.dtype, device=b.device_of(g._v))
+    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+
+
+@public(_diagonal)
+def diagonal(x, /, *, offset=0):
+    """The ``offset``-th diagonal of the last two axes."""
+    x = _prep("linalg.diagonal", x, floating=False)
+    return apply1(_diagonal, x, {"offset": operator.index(offset)})
