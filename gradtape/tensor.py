@@ -100,7 +100,9 @@ class Tensor:
         from gradtape.ops.creation import to_device
         return to_device(self, device)
 
-    def __dlpack__(self, **kwargs):
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
+                                    ("copy", copy)) if v is not None}
         return self._v.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
@@ -405,7 +407,12 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
             v = b.xp.astype(v, b.dtype_to_native(d))
         else:
             if isinstance(value, (np.ndarray, np.generic)) or isinstance(value, _PY_SCALARS + (list, tuple)):
-                value = np.asarray(value)
+                try:       # Python values straight to the target dtype: big uint64 ones must not pass
+                    # through float64 (complex ones raise here, and below)
+                    value = np.asarray(value, dtype=None if d.kind == "c" or isinstance(value, (np.ndarray, np.generic))
+                                       else np.dtype(d.name))
+                except TypeError:
+                    value = np.asarray(value)
                 if value.dtype.kind == "c" and d.kind not in "c":
                     raise TypeError(f"cannot convert complex values to {d} without losing the "
                                     "imaginary part; take gt.real first")

@@ -81,7 +81,7 @@ _expand_dims.gradient(lambda op, grad: reshape(grad, op.inputs[0].shape))
 
 
 @public(_expand_dims)
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis):
     """``x`` with a new axis of size one at ``axis``."""
     return apply1(_expand_dims, x, {"axis": int(axis)})
 

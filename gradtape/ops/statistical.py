@@ -62,12 +62,29 @@ def _prep(x, axis):
     return x, _axes(axis, x.ndim)
 
 
+def _in_result_dtype(x, dtype):
+    """``x`` cast to the result dtype of a sum or product: ``dtype`` if given, else the default
+    (unsigned) integer for integer and bool inputs, else ``x``'s own dtype."""
+    if dtype is not None:
+        dtype = _dt.as_dtype(dtype)
+    elif x.dtype.kind in "biu":
+        dtype = _dt.uint64 if x.dtype.kind == "u" else _dt.int64
+    return x if dtype is None or dtype is x.dtype else astype(x, dtype)
+
+
+def _same_dtype(xp, out, x):
+    """``out`` in ``x``'s dtype: the public functions cast ``x`` to the result dtype first, and a
+    library may accumulate small integers wider (NumPy: uint8 -> uint64; torch has no uint64 sum).
+    Sums and products modulo 2**bits do not depend on the width they were accumulated in."""
+    return out if out.dtype == x.dtype else xp.astype(out, x.dtype)
+
+
 _RED_DOMAIN = [Case(REAL[3]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True),
                Case(REAL[2, 3, 2], axis=(0, 2)), Case(REAL[()])]
 
 
 def _sum_forward(xp, x, *, axis, keepdims=False):
-    return xp.sum(x, axis=axis, keepdims=keepdims)
+    return _same_dtype(xp, xp.sum(x, axis=axis, keepdims=keepdims), x)
 
 
 _sum = defop("sum", _sum_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN))
@@ -78,15 +95,12 @@ _sum.gradient(lambda op, grad: _unreduce(grad, op))
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):
     """Sum over ``axis`` (all axes by default)."""
     x, axes = _prep(x, axis)
-    if dtype is not None and _dt.as_dtype(dtype) is not x.dtype:
-        x = astype(x, dtype)
-    elif x.dtype.kind in "biu" and dtype is None:
-        x = astype(x, _dt.uint64 if x.dtype.kind == "u" else _dt.int64)
+    x = _in_result_dtype(x, dtype)
     return apply1(_sum, x, {"axis": axes, "keepdims": bool(keepdims)})
 
 
 def _prod_forward(xp, x, *, axis, keepdims=False):
-    return xp.prod(x, axis=axis, keepdims=keepdims)
+    return _same_dtype(xp, xp.prod(x, axis=axis, keepdims=keepdims), x)
 
 
 _prod = defop("prod", _prod_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN),
@@ -135,10 +149,7 @@ def _exclusive_cumprod(x):
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     """Product over ``axis`` (all axes by default)."""
     x, axes = _prep(x, axis)
-    if dtype is not None and _dt.as_dtype(dtype) is not x.dtype:
-        x = astype(x, dtype)
-    elif x.dtype.kind in "biu" and dtype is None:
-        x = astype(x, _dt.uint64 if x.dtype.kind == "u" else _dt.int64)
+    x = _in_result_dtype(x, dtype)
     return apply1(_prod, x, {"axis": axes, "keepdims": bool(keepdims)})
 
 
@@ -261,7 +272,7 @@ def min(x, /, *, axis=None, keepdims=False):
 
 
 def _cumsum_forward(xp, x, *, axis, include_initial=False):
-    return xp.cumulative_sum(x, axis=axis, include_initial=include_initial)
+    return _same_dtype(xp, xp.cumulative_sum(x, axis=axis, include_initial=include_initial), x)
 
 
 _cumsum = defop("cumulative_sum", _cumsum_forward, chapter="statistical",
@@ -288,15 +299,14 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
         if x.ndim != 1:
             raise ValueError("cumulative_sum needs axis= for tensors of more than one dimension")
         axis = 0
-    if dtype is not None and _dt.as_dtype(dtype) is not x.dtype:
-        x = astype(x, dtype)
+    x = _in_result_dtype(x, dtype)
     return apply1(_cumsum, x, {"axis": _axes(axis, x.ndim)[0], "include_initial": bool(include_initial)})
 
 
 def _cumprod_forward(xp, x, *, axis, include_initial=False):
     f = getattr(xp, "cumulative_prod", None)
     if f is not None:
-        return f(x, axis=axis, include_initial=include_initial)
+        return _same_dtype(xp, f(x, axis=axis, include_initial=include_initial), x)
     # namespaces before the 2024.12 standard: a running product, slice by slice
     pre = (slice(None),) * axis
     acc = xp.ones_like(x[pre + (slice(0, 1), ...)])
@@ -355,8 +365,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
         if x.ndim != 1:
             raise ValueError("cumulative_prod needs axis= for tensors of more than one dimension")
         axis = 0
-    if dtype is not None and _dt.as_dtype(dtype) is not x.dtype:
-        x = astype(x, dtype)
+    x = _in_result_dtype(x, dtype)
     return apply1(_cumprod, x, {"axis": _axes(axis, x.ndim)[0], "include_initial": bool(include_initial)})
 
 
