@@ -21,6 +21,14 @@ _ids = itertools.count(1)
 _next_id = _ids.__next__
 
 
+class Device(str):
+    """A tensor's device: its backend-neutral name (``'cpu'``, ``'cuda:0'``, ``'gpu:0'``; it compares
+    equal to that string) that also remembers the tensor's backend, so that Array API code such as
+    ``xp.zeros(n, device=x.device)`` creates on ``x``'s backend whichever backend is active."""
+
+    backend = None
+
+
 class Tensor:
     """An immutable array of one backend, differentiable by :class:`gradtape.GradientTape`."""
 
@@ -45,7 +53,9 @@ class Tensor:
     @property
     def device(self):
         b = self._b
-        return b.device_str(b.device_of(self._v))
+        d = Device(b.device_str(b.device_of(self._v)))
+        d.backend = b
+        return d
 
     @property
     def ndim(self):
@@ -392,6 +402,8 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
     elif backend is not None:
         from gradtape import backends as _bk
         b = _bk.get(backend)
+    elif device.__class__ is Device and device.backend is not None:
+        b = device.backend
     else:
         b = _config.get_backend()
     if device is None and like is None:

@@ -39,3 +39,17 @@ def test_cumulative_prod_gradient_is_exact_at_zeros(backend, include_initial):
         s = gt.sum(d * d)
     np.testing.assert_allclose(d.numpy(), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(t2.gradient(s, xt).numpy(), want2, rtol=1e-10, atol=1e-10)
+
+
+def test_a_tensors_device_names_its_backend_for_array_api_code(backend):
+    # Array API code creates beside an input with ``device=x.device``: that lands on x's backend even
+    # while another backend is active, and the device still compares equal to its plain name
+    name = backend.split(":")[0]
+    other = "numpy" if name != "numpy" else gt.available_backends()[-1]
+    x = gt.asarray([1.0, 2.0], backend=name)
+    assert x.device == gt.asarray([0.0], backend=name).device and isinstance(x.device, str)
+    with gt.use_backend(other):
+        for y in (gt.zeros(3, device=x.device), gt.asarray([1.0], device=x.device),
+                  gt.full((2,), 1.0, device=x.device), gt.arange(3, device=x.device)):
+            assert y.backend == name and y.device == x.device
+        assert (x * gt.asarray([2.0, 3.0], device=x.device)).numpy().tolist() == [2.0, 6.0]

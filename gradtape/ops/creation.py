@@ -35,7 +35,12 @@ __all__ = [
 
 def _backend_and_device(device, backend=None):
     from gradtape import backends as _bk
-    b = _config.get_backend() if backend is None else _bk.get(backend)
+    if backend is not None:
+        b = _bk.get(backend)
+    elif getattr(device, "backend", None) is not None:       # a tensor's Device: its backend
+        b = device.backend
+    else:
+        b = _config.get_backend()
     if device is None:
         cfg = _config.current()
         dev = cfg.device if cfg.backend is b and cfg.device is not None else b.default_device()
