@@ -15,6 +15,7 @@ import pytest
 
 import gradtape as gt
 
+
 def _loss(f):
     """sum(f(x) * w) for a fixed random w: every output element reaches the gradient."""
     def loss(*xs):
