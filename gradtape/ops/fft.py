@@ -170,15 +170,17 @@ def _bin_weights(like, axis, n, weight):
 
 # --------------------------------------------------------------------------- domains
 _C = COMPLEX
+# small shapes, each norm, padding and trimming, odd and even lengths, negative axes (on JAX each
+# new shape is a compilation: few cases)
 _DOMAIN_1D = [Case(_C[5]), Case(_C[4], n=6, norm="ortho"), Case(_C[2, 4], axis=0, norm="forward"),
               Case(_C[2, 3, 4], n=3, axis=-2)]
 _DOMAIN_ND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 3), axes=(0, -1), norm="ortho"),
               Case(_C[2, 4], s=(1, 5), axes=(1, 0), norm="forward")]
 _DOMAIN_R1D = [Case(REAL[5]), Case(REAL[4], n=6, norm="ortho"), Case(REAL[2, 4], axis=0, norm="forward"),
-               Case(REAL[2, 3, 4], n=3, axis=-2), Case(REAL[4], n=3)]
+               Case(REAL[2, 3, 4], n=3, axis=-2)]
 # half spectra: even and odd output lengths, padded (n//2+1 > M) and trimmed (n//2+1 < M)
-_DOMAIN_H1D = [Case(_C[4]), Case(_C[4], n=7, norm="ortho"), Case(_C[2, 4], n=4, axis=0),
-               Case(_C[2, 3, 4], n=3, norm="forward"), Case(_C[2, 4], n=9, axis=-2, norm="ortho")]
+_DOMAIN_H1D = [Case(_C[4]), Case(_C[4], n=7, norm="ortho"), Case(_C[2, 4], n=4, axis=-2),
+               Case(_C[2, 3, 4], n=3, norm="forward")]
 _DOMAIN_RND = [Case(REAL[2, 4]), Case(REAL[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
                Case(REAL[2, 4], s=(3, 2), axes=(1, 0), norm="forward")]
 _DOMAIN_HND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
@@ -478,7 +480,7 @@ def _ifftshift_forward(xp, x, *, axes):
     return xp.fft.ifftshift(x, axes=axes)
 
 
-_SHIFT_DOMAIN = with_complex([Case(REAL[5]), Case(REAL[2, 4], axes=0), Case(REAL[2, 3, 4], axes=(0, -1))])
+_SHIFT_DOMAIN = with_complex([Case(REAL[5]), Case(REAL[2, 3, 4], axes=(0, -1))])
 _fftshift = defop("fft.fftshift", _fftshift_forward, chapter="fft", domain=_SHIFT_DOMAIN)
 _ifftshift = defop("fft.ifftshift", _ifftshift_forward, chapter="fft", domain=_SHIFT_DOMAIN)
 _fftshift.gradient(lambda op, grad: ifftshift(grad, axes=op.attrs["axes"]))
