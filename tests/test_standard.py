@@ -53,3 +53,17 @@ def test_a_tensors_device_names_its_backend_for_array_api_code(backend):
                   gt.full((2,), 1.0, device=x.device), gt.arange(3, device=x.device)):
             assert y.backend == name and y.device == x.device
         assert (x * gt.asarray([2.0, 3.0], device=x.device)).numpy().tolist() == [2.0, 6.0]
+
+
+def test_special_cases_libraries_get_wrong(backend):
+    # floor_divide with exactly one infinite operand is floor(x1 / x2) (NumPy: NaN and -1), and
+    # expm1 of a complex zero is +0 + 0j (NumPy: -0 for -0 + 0j)
+    inf = float("inf")
+    x1 = gt.asarray([inf, -inf, 1.0, -1.0, 1.0, 7.0])
+    x2 = gt.asarray([2.0, 2.0, -inf, inf, inf, 2.0])
+    with np.errstate(invalid="ignore"):
+        got = (x1 // x2).numpy()
+    np.testing.assert_array_equal(got, [inf, -inf, -0.0, -0.0, 0.0, 3.0])
+    assert list(np.signbit(got)) == [False, True, True, True, False, False]
+    z = gt.expm1(gt.asarray([complex(-0.0, 0.0)], dtype=gt.complex128)).numpy()[0]
+    assert z == 0 and not np.signbit(z.real) and not np.signbit(z.imag)

@@ -64,7 +64,21 @@ bitwise_xor = binary("bitwise_xor", _INT_OR_BOOL, differentiable=False)
 ceil = unary("ceil", REAL, differentiable=False)
 equal = binary("equal", (REAL, REAL), differentiable=False, complex=True)
 floor = unary("floor", REAL, differentiable=False)
-floor_divide = binary("floor_divide", (REAL, NONZERO), differentiable=False)
+
+
+def _floor_divide_forward(xp, x1, x2):
+    """The library's floor_divide, with the standard's special cases where exactly one operand is
+    infinite (NumPy and others give NaN and -1 there): floor(x1 / x2), e.g. inf // 2 = inf and
+    1 // -inf = -0."""
+    q = xp.floor_divide(x1, x2)
+    if not xp.isdtype(q.dtype, "real floating"):
+        return q
+    a = x1 if hasattr(x1, "shape") else xp.full_like(q, x1)
+    b = x2 if hasattr(x2, "shape") else xp.full_like(q, x2)
+    return xp.where(xp.logical_xor(xp.isinf(a), xp.isinf(b)), xp.floor(a / b), q)
+
+
+floor_divide = binary("floor_divide", (REAL, NONZERO), forward=_floor_divide_forward, differentiable=False)
 greater = binary("greater", (REAL, REAL), differentiable=False)
 greater_equal = binary("greater_equal", (REAL, REAL), differentiable=False)
 isfinite = unary("isfinite", REAL, differentiable=False, complex=True)
@@ -175,7 +189,15 @@ reciprocal.gradient(lambda op, grad: -grad * _conj(square(op.outputs[0])))
 exp = unary("exp", REAL, complex=True)
 exp.gradient(lambda op, grad: grad * _conj(op.outputs[0]))
 
-expm1 = unary("expm1", REAL, complex=True)
+
+
+def _expm1_forward(xp, x):
+    """The library's expm1; complex zeros give +0 + 0j as the standard says (NumPy: -0 for -0 + 0j)."""
+    y = xp.expm1(x)
+    return y + 0.0 if xp.isdtype(y.dtype, "complex floating") else y
+
+
+expm1 = unary("expm1", REAL, forward=_expm1_forward, complex=True)
 expm1.gradient(lambda op, grad: grad * _conj(op.outputs[0] + 1))
 
 log = unary("log", [POSITIVE, OFF_AXES])
