@@ -1,0 +1,359 @@
+"""``gt.linalg``: what the registry-generated tests (tests/test_gradients.py) cannot see.
+
+Signatures against the 2024.12 stubs, the result namedtuples, errors that name the op, batch shapes
+and broadcasting, ``upper=True``, ``full_matrices``, ``mode='complete'``, negative powers, the
+degenerate cases that raise instead of returning a wrong number, and a few higher-order checks.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+
+# the 2024.12 stub signatures (annotations dropped), checked against the stub file itself where present
+STUB_SIGNATURES = {
+    "cholesky": "(x, /, *, upper=False)",
+    "cross": "(x1, x2, /, *, axis=-1)",
+    "det": "(x, /)",
+    "diagonal": "(x, /, *, offset=0)",
+    "eigh": "(x, /)",
+    "eigvalsh": "(x, /)",
+    "inv": "(x, /)",
+    "matmul": "(x1, x2, /)",
+    "matrix_norm": "(x, /, *, keepdims=False, ord='fro')",
+    "matrix_power": "(x, n, /)",
+    "matrix_rank": "(x, /, *, rtol=None)",
+    "matrix_transpose": "(x, /)",
+    "outer": "(x1, x2, /)",
+    "pinv": "(x, /, *, rtol=None)",
+    "qr": "(x, /, *, mode='reduced')",
+    "slogdet": "(x, /)",
+    "solve": "(x1, x2, /)",
+    "svd": "(x, /, *, full_matrices=True)",
+    "svdvals": "(x, /)",
+    "tensordot": "(x1, x2, /, *, axes=2)",
+    "trace": "(x, /, *, offset=0, dtype=None)",
+    "vecdot": "(x1, x2, /, *, axis=-1)",
+    "vector_norm": "(x, /, *, axis=None, keepdims=False, ord=2)",
+}
+_STUB = Path("/tmp/aat/array-api/src/array_api_stubs/_2024_12/linalg.py")
+
+
+def _bare(sig):
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    return str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))
+
+
+def _stub_signatures(path):
+    out = {}
+    for f in ast.parse(path.read_text()).body:
+        if not isinstance(f, ast.FunctionDef):
+            continue
+        a = f.args
+        allpos = a.posonlyargs + a.args
+        defaults = [None] * (len(allpos) - len(a.defaults)) + [ast.unparse(d) for d in a.defaults]
+        parts = []
+        for i, (p, d) in enumerate(zip(allpos, defaults)):
+            parts.append(p.arg if d is None else f"{p.arg}={d}")
+            if i == len(a.posonlyargs) - 1:
+                parts.append("/")
+        if a.kwonlyargs:
+            parts.append("*")
+        parts += [p.arg if d is None else f"{p.arg}={ast.unparse(d)}" for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+        out[f.name] = "(" + ", ".join(parts) + ")"
+    return out
+
+
+def test_the_extension_is_complete_with_the_stub_signatures():
+    assert sorted(gt.linalg.__all__) == sorted(STUB_SIGNATURES)
+    for name, want in STUB_SIGNATURES.items():
+        assert _bare(inspect.signature(getattr(gt.linalg, name))) == want, name
+    if _STUB.exists():
+        assert _stub_signatures(_STUB) == STUB_SIGNATURES
+
+
+def test_main_namespace_functions_are_reexported():
+    for name in ("matmul", "matrix_transpose", "tensordot", "vecdot"):
+        assert getattr(gt.linalg, name) is getattr(gt, name)
+
+
+def test_ops_are_registered_with_the_linalg_chapter():
+    for name in STUB_SIGNATURES:
+        if name in ("matmul", "matrix_transpose", "tensordot", "vecdot"):
+            continue
+        op = gt.registry.get_op(f"linalg.{name}")
+        assert op.chapter == "linalg" and op.public is getattr(gt.linalg, name)
+        assert op.differentiable is (name != "matrix_rank")
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _spd(n=3, batch=(), seed=0, complex_=False):
+    r = _rng(seed)
+    a = r.uniform(-1, 1, batch + (n, n))
+    if complex_:
+        a = a + 1j * r.uniform(-1, 1, batch + (n, n))
+    return a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)
+
+
+def _well(n=3, batch=(), seed=0):
+    return _rng(seed).uniform(-1, 1, batch + (n, n)) + 1.5 * n * np.eye(n)
+
+
+def _t(a):
+    return gt.asarray(np.asarray(a))
+
+
+# ---------------------------------------------------------------------------------------- results
+def test_result_namedtuples(backend):
+    a = _t(_spd())
+    r = gt.linalg.eigh(a)
+    assert r._fields == ("eigenvalues", "eigenvectors") and r.eigenvalues.shape == (3,)
+    q = gt.linalg.qr(a)
+    assert q._fields == ("Q", "R") and q.Q.shape == (3, 3)
+    s = gt.linalg.slogdet(a)
+    assert s._fields == ("sign", "logabsdet")
+    np.testing.assert_allclose(s.sign.numpy() * np.exp(s.logabsdet.numpy()), np.linalg.det(a.numpy()), rtol=1e-10)
+    u = gt.linalg.svd(a)
+    assert u._fields == ("U", "S", "Vh")
+    np.testing.assert_allclose((u.U.numpy() * u.S.numpy()) @ u.Vh.numpy(), a.numpy(), atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("name", ["cholesky", "det", "slogdet", "inv", "eigh", "eigvalsh", "matrix_power"])
+def test_non_square_input_is_a_value_error_naming_the_op(backend, name):
+    x = _t(np.ones((2, 3)))
+    args = (x, 2) if name == "matrix_power" else (x,)
+    with pytest.raises(ValueError, match=f"linalg.{name} expects square matrices"):
+        getattr(gt.linalg, name)(*args)
+
+
+@pytest.mark.parametrize("name", ["inv", "svd", "qr", "pinv", "matrix_norm", "matrix_rank", "trace", "diagonal"])
+def test_vector_input_is_a_value_error(backend, name):
+    with pytest.raises(ValueError, match=f"linalg.{name} expects a matrix"):
+        getattr(gt.linalg, name)(_t(np.ones(3)))
+
+
+def test_integer_input_to_a_decomposition_is_a_type_error(backend):
+    with pytest.raises(TypeError, match="linalg.inv expects a floating-point tensor"):
+        gt.linalg.inv(_t(np.eye(3, dtype=np.int64)))
+
+
+def test_singular_input_is_a_value_error_naming_the_op(backend):
+    if backend.startswith("jax"):
+        # JAX does not check: inf / nan, as jax.numpy.linalg.inv returns them
+        assert not np.isfinite(gt.linalg.inv(_t(np.ones((3, 3)))).numpy()).all()
+        return
+    with pytest.raises(ValueError, match="linalg.inv"):
+        gt.linalg.inv(_t(np.ones((3, 3))))
+    with pytest.raises(ValueError, match="linalg.cholesky"):
+        gt.linalg.cholesky(_t(-np.eye(3)))
+    with pytest.raises(ValueError, match="linalg.solve"):
+        gt.linalg.solve(_t(np.ones((3, 3))), _t(np.ones(3)))
+
+
+def test_bad_arguments_are_value_errors(backend):
+    x = _t(_spd())
+    with pytest.raises(ValueError, match="mode must be 'reduced' or 'complete'"):
+        gt.linalg.qr(x, mode="r")
+    with pytest.raises(ValueError, match="linalg.matrix_norm: ord must be one of"):
+        gt.linalg.matrix_norm(x, ord=3)
+    with pytest.raises(ValueError, match="3 elements"):
+        gt.linalg.cross(_t(np.ones(4)), _t(np.ones(4)))
+    with pytest.raises(ValueError, match=r"axis must be in \[-1, -1\]"):
+        gt.linalg.cross(_t(np.ones(3)), _t(np.ones(3)), axis=0)
+    with pytest.raises(ValueError, match="does not fit"):
+        gt.linalg.solve(x, _t(np.ones(4)))
+    with pytest.raises(ValueError, match="two 1-D tensors"):
+        gt.linalg.outer(x, _t(np.ones(3)))
+    with pytest.raises(TypeError, match="n must be an integer"):
+        gt.linalg.matrix_power(x, 1.5)
+
+
+# ---------------------------------------------------------------------------------------- shapes
+def test_batch_shapes_and_broadcasting(backend):
+    a = _t(_well(batch=(2, 4)))
+    assert gt.linalg.inv(a).shape == (2, 4, 3, 3)
+    assert gt.linalg.det(a).shape == (2, 4)
+    assert gt.linalg.eigvalsh(a).shape == (2, 4, 3)
+    a2 = _t(_well(batch=(2,)))
+    # a 1-D x2 is one vector for every matrix; a 2-D one is a matrix (standard 2023.12+)
+    assert gt.linalg.solve(a2, _t(np.ones(3))).shape == (2, 3)
+    assert gt.linalg.solve(a2, _t(np.ones((3, 2)))).shape == (2, 3, 2)
+    assert gt.linalg.solve(_t(_well()), _t(np.ones((4, 3, 2)))).shape == (4, 3, 2)
+    x = _t(_rng().standard_normal((2, 4, 3)))
+    u, s, vh = gt.linalg.svd(x)
+    assert (u.shape, s.shape, vh.shape) == ((2, 4, 4), (2, 3), (2, 3, 3))
+    u, s, vh = gt.linalg.svd(x, full_matrices=False)
+    assert (u.shape, s.shape, vh.shape) == ((2, 4, 3), (2, 3), (2, 3, 3))
+    q, r = gt.linalg.qr(x, mode="complete")
+    assert (q.shape, r.shape) == ((2, 4, 4), (2, 4, 3))
+    assert gt.linalg.pinv(x).shape == (2, 3, 4)
+    assert gt.linalg.matrix_norm(x, ord="nuc", keepdims=True).shape == (2, 1, 1)
+    assert gt.linalg.vector_norm(x, axis=(0, 2), keepdims=True).shape == (1, 4, 1)
+    assert gt.linalg.cross(_t(np.ones((2, 3))), _t(np.arange(3.0))).shape == (2, 3)
+
+
+def test_trace_dtypes_and_matrix_rank(backend):
+    i = _t(np.arange(9, dtype=np.int32).reshape(3, 3))
+    t = gt.linalg.trace(i)
+    assert t.dtype == gt.int64 and int(t) == 12
+    assert gt.linalg.trace(i, offset=1, dtype=gt.float64).dtype == gt.float64
+    assert float(gt.linalg.trace(i, offset=-1)) == 3 + 7
+    c = _rng().standard_normal((3, 1))
+    assert int(gt.linalg.matrix_rank(_t(c @ c.T))) == 1
+    assert int(gt.linalg.matrix_rank(_t(np.diag([1.0, 1e-3, 1e-17])))) == 2
+    assert int(gt.linalg.matrix_rank(_t(np.diag([1.0, 1e-3, 1e-17])), rtol=1e-2)) == 1
+    assert gt.linalg.matrix_rank(_t(np.eye(3))).dtype == gt.int64
+
+
+# ---------------------------------------------------------------------------------------- behaviours
+def _grad(f, x):
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    return y, tape.gradient(y, x)
+
+
+def test_cholesky_upper_is_the_adjoint_of_lower_with_the_same_gradient(backend):
+    for cplx in (False, True):
+        a = _t(_spd(complex_=cplx))
+        w = _t(_rng(1).standard_normal((3, 3)))
+        lo, g_lo = _grad(lambda x: gt.sum(gt.real(gt.linalg.cholesky(x)) * w), a)
+        up, g_up = _grad(lambda x: gt.sum(gt.real(gt.matrix_transpose(gt.conj(gt.linalg.cholesky(x, upper=True))))
+                                         * w), a)
+        np.testing.assert_allclose(up.numpy(), lo.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(g_up.numpy(), g_lo.numpy(), rtol=1e-10, atol=1e-12)
+        # Hermitian, as the rule symmetrises
+        np.testing.assert_allclose(g_lo.numpy(), np.conj(g_lo.numpy().T), atol=1e-12)
+
+
+def test_eigh_reads_the_lower_triangle_on_every_backend(backend):
+    a = _spd()
+    junk = a + np.triu(np.full((3, 3), 5.0), 1)           # the strict upper triangle is ignored
+    np.testing.assert_allclose(gt.linalg.eigvalsh(_t(junk)).numpy(), np.linalg.eigvalsh(a), rtol=1e-12)
+    np.testing.assert_allclose(gt.linalg.cholesky(_t(junk)).numpy(), np.linalg.cholesky(a), rtol=1e-12)
+
+
+def test_negative_matrix_power_and_its_gradient(backend):
+    a = _t(_well())
+    w = _t(_rng(2).standard_normal((3, 3)))
+    for n in (-1, -2, -3):
+        y, g = _grad(lambda x, n=n: gt.sum(gt.linalg.matrix_power(x, n) * w), a)
+
+        def by_inv(x, n=n):
+            b = gt.linalg.inv(x)
+            p = b
+            for _ in range(-n - 1):
+                p = gt.matmul(p, b)
+            return gt.sum(p * w)
+        y2, g2 = _grad(by_inv, a)
+        np.testing.assert_allclose(y.numpy(), y2.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(g.numpy(), g2.numpy(), rtol=1e-10, atol=1e-12)
+    y, g = _grad(lambda x: gt.sum(gt.linalg.matrix_power(x, 0)), a)
+    assert float(y) == 3.0 and np.all(g.numpy() == 0)
+
+
+def test_full_matrices_and_complete_mode_gradients_raise_where_undefined(backend):
+    x = _t(_rng(3).uniform(-1, 1, (4, 3)) + np.eye(4, 3) * np.arange(2, 8, 2))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        u, s, vh = gt.linalg.svd(x)                           # full_matrices=True, non-square
+        y = gt.sum(s)
+    with pytest.raises(NotImplementedError, match="full_matrices=False"):
+        tape.gradient(y, x)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        q, r = gt.linalg.qr(x, mode="complete")               # tall: Q's last column is arbitrary
+        y = gt.sum(r)
+    with pytest.raises(NotImplementedError, match="mode='reduced'"):
+        tape.gradient(y, x)
+    # square full_matrices and wide complete mode are fine (nothing is arbitrary there)
+    _, g = _grad(lambda t: gt.sum(gt.linalg.svd(t[:3])[1]), x)
+    _, g2 = _grad(lambda t: gt.sum(gt.linalg.svdvals(t[:3])), x)
+    np.testing.assert_allclose(g.numpy(), g2.numpy(), rtol=1e-10, atol=1e-12)
+    xt = gt.matrix_transpose(x)
+    _, g = _grad(lambda t: gt.sum(gt.abs(gt.linalg.qr(t, mode="complete")[1])), xt)
+    _, g2 = _grad(lambda t: gt.sum(gt.abs(gt.linalg.qr(t)[1])), xt)
+    np.testing.assert_allclose(g.numpy(), g2.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_norm_conventions(backend):
+    x = _t(np.array([1.0, -3.0, 3.0, 0.5]))
+    _, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=math.inf), x)
+    np.testing.assert_array_equal(g.numpy(), [0.0, -0.5, 0.5, 0.0])      # ties split evenly
+    _, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=0), x)
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.0, 0.0, 0.0])
+    m = _t(np.array([[1.0, -2.0], [3.0, 0.5]]))
+    _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=1), m)           # column 0: |1| + |3| = 4
+    np.testing.assert_array_equal(g.numpy(), [[1.0, 0.0], [1.0, 0.0]])
+    _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=-math.inf), m)   # row 0: 3 < 3.5
+    np.testing.assert_array_equal(g.numpy(), [[1.0, -1.0], [0.0, 0.0]])
+    _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=2), m)
+    u, _, vh = np.linalg.svd(m.numpy())
+    np.testing.assert_allclose(g.numpy(), np.outer(u[:, 0], vh[0]), rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------- higher order
+def test_second_order_of_logdet_through_cholesky(backend):
+    """logdet A = 2 sum log diag(chol A): gradient A^-1, and d<A^-1, V> = -A^-1 V A^-1 (V symmetric)."""
+    a = _t(_spd())
+    v = _rng(4).standard_normal((3, 3))
+    v = _t(v + v.T)
+    with gt.GradientTape() as outer:
+        outer.watch(a)
+        with gt.GradientTape() as inner:
+            inner.watch(a)
+            logdet = 2.0 * gt.sum(gt.log(gt.linalg.diagonal(gt.linalg.cholesky(a))))
+        g = inner.gradient(logdet, a)
+        hv = gt.sum(g * v)
+    h = outer.gradient(hv, a)
+    ai = np.linalg.inv(a.numpy())
+    np.testing.assert_allclose(g.numpy(), ai, rtol=1e-10)
+    np.testing.assert_allclose(h.numpy(), -ai @ v.numpy() @ ai, rtol=1e-9, atol=1e-12)
+
+
+def test_third_order_of_det(backend):
+    """det of a 2 x 2 matrix is a quadratic: its third derivative is zero, its second a constant."""
+    a = _t(np.array([[1.5, 0.3], [-0.7, 2.0]]))
+    w = _t(np.array([[0.2, -1.0], [0.5, 0.3]]))
+    with gt.GradientTape() as t3:
+        t3.watch(a)
+        with gt.GradientTape() as t2:
+            t2.watch(a)
+            with gt.GradientTape() as t1:
+                t1.watch(a)
+                d = gt.linalg.det(a)
+            g1 = t1.gradient(d, a)                   # [[d, -c], [-b, a]]
+            s2 = gt.sum(g1 * w)
+        g2 = t2.gradient(s2, a)                      # [[w11, -w10], [-w01, w00]]
+        s3 = gt.sum(g2 * g2)
+    g3 = t3.gradient(s3, a, unconnected_gradients="zero")
+    np.testing.assert_allclose(g1.numpy(), [[2.0, 0.7], [-0.3, 1.5]], rtol=1e-12)
+    np.testing.assert_allclose(g2.numpy(), [[0.3, -0.5], [1.0, 0.2]], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g3.numpy(), np.zeros((2, 2)), atol=1e-10)
+
+
+def test_eigvalsh_hessian_vector_product(backend):
+    """sum(eigvalsh(A)^2) = ||A||_F^2 for symmetric A: gradient 2A, Hessian-vector product 2 sym(V)."""
+    a = _t(_spd())
+    v = _rng(5).standard_normal((3, 3))
+    with gt.GradientTape() as outer:
+        outer.watch(a)
+        with gt.GradientTape() as inner:
+            inner.watch(a)
+            f = gt.sum(gt.linalg.eigvalsh(a) ** 2)
+        g = inner.gradient(f, a)
+        hv = gt.sum(g * _t(v))
+    h = outer.gradient(hv, a)
+    np.testing.assert_allclose(g.numpy(), 2 * a.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(h.numpy(), v + v.T, rtol=1e-8, atol=1e-10)
