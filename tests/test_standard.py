@@ -67,3 +67,8 @@ def test_special_cases_libraries_get_wrong(backend):
     assert list(np.signbit(got)) == [False, True, True, True, False, False]
     z = gt.expm1(gt.asarray([complex(-0.0, 0.0)], dtype=gt.complex128)).numpy()[0]
     assert z == 0 and not np.signbit(z.real) and not np.signbit(z.imag)
+    # tanh(+-inf + bj), b finite: +-1 with b's sign on the zero (C's ctanh: the sign of sin(2b))
+    x = gt.asarray([complex(inf, 9932303639127196.0), complex(inf, -2.0), complex(-inf, 2.0)], dtype=gt.complex128)
+    t = gt.tanh(x).numpy()
+    np.testing.assert_array_equal(t.real, [1.0, 1.0, -1.0])
+    assert list(np.signbit(t.imag)) == [False, True, False]

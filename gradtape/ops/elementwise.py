@@ -66,12 +66,25 @@ equal = binary("equal", (REAL, REAL), differentiable=False, complex=True)
 floor = unary("floor", REAL, differentiable=False)
 
 
+_KIND_IS = {}
+
+
+def _kind_is(xp, native_dtype, kind):
+    """``xp.isdtype(native_dtype, kind)``, cached: forwards that fix special cases of one kind of
+    input stay cheap on the others."""
+    key = (native_dtype, kind)
+    r = _KIND_IS.get(key)
+    if r is None:
+        r = _KIND_IS[key] = bool(xp.isdtype(native_dtype, kind))
+    return r
+
+
 def _floor_divide_forward(xp, x1, x2):
     """The library's floor_divide, with the standard's special cases where exactly one operand is
     infinite (NumPy and others give NaN and -1 there): floor(x1 / x2), e.g. inf // 2 = inf and
     1 // -inf = -0."""
     q = xp.floor_divide(x1, x2)
-    if not xp.isdtype(q.dtype, "real floating"):
+    if not _kind_is(xp, q.dtype, "real floating"):
         return q
     a = x1 if hasattr(x1, "shape") else xp.full_like(q, x1)
     b = x2 if hasattr(x2, "shape") else xp.full_like(q, x2)
@@ -194,7 +207,7 @@ exp.gradient(lambda op, grad: grad * _conj(op.outputs[0]))
 def _expm1_forward(xp, x):
     """The library's expm1; complex zeros give +0 + 0j as the standard says (NumPy: -0 for -0 + 0j)."""
     y = xp.expm1(x)
-    return y + 0.0 if xp.isdtype(y.dtype, "complex floating") else y
+    return y + 0.0 if _kind_is(xp, y.dtype, "complex floating") else y
 
 
 expm1 = unary("expm1", REAL, forward=_expm1_forward, complex=True)
@@ -260,7 +273,20 @@ sinh.gradient(lambda op, grad: grad * _conj(cosh(op.inputs[0])))
 cosh = unary("cosh", REAL, complex=True)
 cosh.gradient(lambda op, grad: grad * _conj(sinh(op.inputs[0])))
 
-tanh = unary("tanh", REAL, complex=True)
+
+
+def _tanh_forward(xp, x):
+    """The library's tanh; for complex ``a + bj`` with infinite ``a`` and finite ``b`` the imaginary
+    zero takes ``b``'s sign, as the standard says (C's ctanh, and so NumPy, take sin(2b)'s)."""
+    y = xp.tanh(x)
+    if not _kind_is(xp, y.dtype, "complex floating"):
+        return y
+    b = xp.imag(x)
+    flip = xp.isinf(xp.real(x)) & xp.isfinite(b) & (xp.signbit(xp.imag(y)) != xp.signbit(b))
+    return xp.where(flip, xp.conj(y), y)
+
+
+tanh = unary("tanh", REAL, forward=_tanh_forward, complex=True)
 tanh.gradient(lambda op, grad: grad * _conj(1 - square(op.outputs[0])))
 
 asinh = unary("asinh", [REAL, OFF_AXES])
