@@ -72,3 +72,27 @@ def test_special_cases_libraries_get_wrong(backend):
     t = gt.tanh(x).numpy()
     np.testing.assert_array_equal(t.real, [1.0, 1.0, -1.0])
     assert list(np.signbit(t.imag)) == [False, True, False]
+
+
+def test_array_api_tests_runner_reads_results_and_marks_known_quirks(tmp_path):
+    from gradtape.conformance import array_api_tests as aat
+    known = aat.known_quirks()
+    assert known and all(t.startswith("array_api_tests/test_") and "::" in t and why for t, why in known.items())
+    quirk = next(iter(known))
+    name = quirk.split("::", 1)[1]
+    xml = tmp_path / "junit.xml"
+    from xml.sax.saxutils import quoteattr
+    cases = [("test_special_cases", name, "<failure message='x'/>"),
+             ("test_creation_functions", "test_zeros", ""),
+             ("test_inspection_functions.TestInspection", "test_devices", "<failure message='y'/>"),
+             ("test_fft", "test_fft", "<skipped message='z'/>")]
+    body = "".join(f"<testcase classname={quoteattr('array_api_tests.' + c)} name={quoteattr(n)}>{t}</testcase>"
+                   for c, n, t in cases)
+    xml.write_text(f"<?xml version='1.0' encoding='utf-8'?><testsuites><testsuite>{body}</testsuite></testsuites>")
+    passed, failed, skipped = aat.read_junit(xml)
+    assert passed == ["array_api_tests/test_creation_functions.py::test_zeros"]
+    assert failed == [quirk, "array_api_tests/test_inspection_functions.py::TestInspection::test_devices"]
+    assert skipped == ["array_api_tests/test_fft.py::test_fft"]
+    text, new = aat.summary(passed, failed, skipped, known)
+    assert new == ["array_api_tests/test_inspection_functions.py::TestInspection::test_devices"]
+    assert "1 of 3 passed" in text and "1 known suite quirks, 1 new failures" in text
