@@ -156,6 +156,21 @@ def _lower(fn, x, **kw):
     return fn(x, **kw)
 
 
+def _defop(name, forward, **kwargs):
+    """``defop`` with a forward whose failures on singular or indefinite input (PyTorch's
+    ``LinAlgError``, a ``RuntimeError``) are ``ValueError``s, as NumPy's are, on every backend (the
+    dispatcher then names the op)."""
+    @functools.wraps(forward)
+    def fwd(*args, **kw):
+        try:
+            return forward(*args, **kw)
+        except RuntimeError as e:
+            if "LinAlgError" not in type(e).__name__:
+                raise
+            raise ValueError(str(e)) from e
+    return defop(name, fwd, **kwargs)
+
+
 # ------------------------------------------------- input maps and gauge fixes used by the domains
 def _sym(x):
     """The Hermitian part ``(x + x^H) / 2`` (a domain map: eigh of any matrix)."""
@@ -176,6 +191,11 @@ def _spread(x):
     """``x + diag(2, 4, 6, ...)``: distinct singular values, away from zero, for entries in [-1, 1]."""
     m, n = x.shape[-2:]
     return x + _native_like(x, np.eye(m, n) * (2.0 * np.arange(1, n + 1)))
+
+
+def _C(*args, **kwargs):
+    """The complex version of ``Case(*args, **kwargs)``."""
+    return Case(*args, **kwargs).complex()
 
 
 def _phase(s):
@@ -208,7 +228,7 @@ def _cholesky_forward(xp, x, *, upper=False):
     return _lower(xp.linalg.cholesky, x, upper=upper)
 
 
-_cholesky = defop("linalg.cholesky", _cholesky_forward, chapter="linalg",
+_cholesky = _defop("linalg.cholesky", _cholesky_forward, chapter="linalg",
                   domain=with_complex([Case(REAL[3, 3].via(_spd))]) + [Case(REAL[2, 3, 3].via(_spd), upper=True)],
                   convention="reads the lower triangle; Hermitian gradient (Murray 2016), as TF")
 
@@ -236,8 +256,8 @@ def cholesky(x, /, *, upper=False):
 
 
 # ---------------------------------------------------------------------------------------- det, slogdet
-_det = defop("linalg.det", lambda xp, x: xp.linalg.det(x), chapter="linalg",
-             domain=with_complex([Case(SMALL[3, 3].via(_shift))]) + [Case(REAL[2, 3, 3])])
+_det = _defop("linalg.det", lambda xp, x: xp.linalg.det(x), chapter="linalg",
+             domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))])
 
 
 @_det.gradient
@@ -259,8 +279,8 @@ def _slogdet_forward(xp, x):
     return r[0], r[1]
 
 
-_slogdet = defop("linalg.slogdet", _slogdet_forward, chapter="linalg", nout=2,
-                 domain=with_complex([Case(SMALL[3, 3].via(_shift))]) + [Case(REAL[2, 3, 3])],
+_slogdet = _defop("linalg.slogdet", _slogdet_forward, chapter="linalg", nout=2,
+                 domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))],
                  convention="sign: zero gradient for real inputs; for complex ones sign = det/|det| is "
                             "differentiated, as PyTorch and JAX")
 
@@ -286,8 +306,8 @@ def slogdet(x, /):
 
 
 # ---------------------------------------------------------------------------------------- inv, solve
-_inv = defop("linalg.inv", lambda xp, x: xp.linalg.inv(x), chapter="linalg",
-             domain=with_complex([Case(SMALL[3, 3].via(_shift))]) + [Case(SMALL[2, 3, 3].via(_shift))])
+_inv = _defop("linalg.inv", lambda xp, x: xp.linalg.inv(x), chapter="linalg",
+             domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))])
 
 
 @_inv.gradient
@@ -303,9 +323,9 @@ def inv(x, /):
     return apply1(_inv, _prep("linalg.inv", x, square=True))
 
 
-_solve = defop("linalg.solve", lambda xp, x1, x2: xp.linalg.solve(x1, x2), chapter="linalg", promote=True,
+_solve = _defop("linalg.solve", lambda xp, x1, x2: xp.linalg.solve(x1, x2), chapter="linalg", promote=True,
                domain=with_complex([Case(SMALL[3, 3].via(_shift), REAL[3, 3])])
-               + [Case(SMALL[2, 3, 3].via(_shift), REAL[3]), Case(SMALL[3, 3].via(_shift), REAL[2, 3, 1])])
+               + [Case(SMALL[2, 3, 3].via(_shift), REAL[3])])
 
 
 @_solve.gradient
@@ -344,9 +364,9 @@ def _eigh_forward(xp, x):
     return r[0], r[1]
 
 
-_eigh = defop("linalg.eigh", _eigh_forward, chapter="linalg", nout=2,
-              domain=with_complex([Case(REAL[3, 3].via(_sym)).map_outputs(_fix_eigh)])
-              + [Case(REAL[2, 3, 3].via(_sym)).map_outputs(_fix_eigh)],
+_eigh = _defop("linalg.eigh", _eigh_forward, chapter="linalg", nout=2,
+              domain=[Case(REAL[2, 3, 3].via(_sym)).map_outputs(_fix_eigh),
+                      _C(REAL[3, 3].via(_sym)).map_outputs(_fix_eigh)],
               convention="reads the lower triangle; Hermitian gradient; not defined at repeated "
                          "eigenvalues; the loss must not depend on the eigenvectors' signs/phases")
 
@@ -377,8 +397,8 @@ def eigh(x, /):
     return EighResult(*apply(_eigh, (_prep("linalg.eigh", x, square=True),)))
 
 
-_eigvalsh = defop("linalg.eigvalsh", lambda xp, x: _lower(xp.linalg.eigvalsh, x), chapter="linalg",
-                  domain=with_complex([Case(REAL[3, 3].via(_sym))]) + [Case(REAL[2, 3, 3].via(_sym))],
+_eigvalsh = _defop("linalg.eigvalsh", lambda xp, x: _lower(xp.linalg.eigvalsh, x), chapter="linalg",
+                  domain=[Case(REAL[2, 3, 3].via(_sym)), _C(REAL[3, 3].via(_sym))],
                   convention="reads the lower triangle; Hermitian gradient V diag(g) V^H")
 
 
@@ -401,10 +421,10 @@ def _svd_forward(xp, x, *, full_matrices=True):
     return r[0], r[1], r[2]
 
 
-_svd = defop("linalg.svd", _svd_forward, chapter="linalg", nout=3,
-             domain=with_complex([Case(SMALL[3, 3].via(_spread)).map_outputs(_fix_svd),
-                                  Case(SMALL[4, 3].via(_spread), full_matrices=False).map_outputs(_fix_svd)])
-             + [Case(SMALL[2, 3, 4].via(_spread), full_matrices=False).map_outputs(_fix_svd)],
+_svd = _defop("linalg.svd", _svd_forward, chapter="linalg", nout=3,
+             domain=[Case(SMALL[3, 3].via(_spread)).map_outputs(_fix_svd),
+                     _C(SMALL[4, 3].via(_spread), full_matrices=False).map_outputs(_fix_svd),
+                     Case(SMALL[2, 3, 4].via(_spread), full_matrices=False).map_outputs(_fix_svd)],
              convention="not defined at repeated or (non-square) zero singular values; the loss must not "
                         "depend on the singular vectors' signs/phases; full_matrices=True on a non-square "
                         "input: NotImplementedError, as TF")
@@ -452,8 +472,8 @@ def svd(x, /, *, full_matrices=True):
     return SVDResult(*apply(_svd, (x,), {"full_matrices": bool(full_matrices)}))
 
 
-_svdvals = defop("linalg.svdvals", lambda xp, x: xp.linalg.svdvals(x), chapter="linalg",
-                 domain=with_complex([Case(SMALL[3, 4].via(_spread))]) + [Case(SMALL[2, 3, 3].via(_spread))],
+_svdvals = _defop("linalg.svdvals", lambda xp, x: xp.linalg.svdvals(x), chapter="linalg",
+                 domain=[Case(SMALL[3, 4].via(_spread)), _C(SMALL[2, 3, 3].via(_spread))],
                  convention="U diag(g) V^H; not defined at repeated singular values")
 
 
@@ -476,9 +496,10 @@ def _qr_forward(xp, x, *, mode="reduced"):
     return r[0], r[1]
 
 
-_qr = defop("linalg.qr", _qr_forward, chapter="linalg", nout=2,
-            domain=with_complex([Case(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
-                                 Case(SMALL[2, 3, 4].via(_spread), mode="complete").map_outputs(_fix_qr)]),
+_qr = _defop("linalg.qr", _qr_forward, chapter="linalg", nout=2,
+            domain=[Case(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
+                    _C(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
+                    _C(SMALL[2, 3, 4].via(_spread), mode="complete").map_outputs(_fix_qr)],
             convention="the loss must not depend on the signs/phases of R's diagonal; mode='complete' on "
                        "a tall input: NotImplementedError, as TF")
 
@@ -527,8 +548,8 @@ def _rtol_attr(name, rtol, x):
     return _tensor(rtol, x)._v
 
 
-_pinv = defop("linalg.pinv", lambda xp, x, *, rtol=None: xp.linalg.pinv(x, rtol=rtol), chapter="linalg",
-              domain=with_complex([Case(SMALL[4, 3].via(_spread))]) + [Case(SMALL[2, 3, 4].via(_spread), rtol=1e-3)],
+_pinv = _defop("linalg.pinv", lambda xp, x, *, rtol=None: xp.linalg.pinv(x, rtol=rtol), chapter="linalg",
+              domain=[Case(SMALL[4, 3].via(_spread)), _C(SMALL[2, 3, 4].via(_spread), rtol=1e-3)],
               convention="Golub-Pereyra: defined where the rank is locally constant")
 
 
@@ -573,8 +594,8 @@ def _matrix_rank_forward(xp, x, *, rtol=None):
     return xp.sum(xp.astype(big, xp.int64), axis=-1)
 
 
-_matrix_rank = defop("linalg.matrix_rank", _matrix_rank_forward, chapter="linalg", differentiable=False,
-                     domain=[Case(REAL[3, 4]), Case(REAL[2, 3, 3], rtol=0.5), Case(REAL[3, 3].via(_low_rank))])
+_matrix_rank = _defop("linalg.matrix_rank", _matrix_rank_forward, chapter="linalg", differentiable=False,
+                     domain=[Case(REAL[2, 3, 3], rtol=0.5), Case(REAL[3, 3].via(_low_rank))])
 
 
 @public(_matrix_rank)
@@ -592,12 +613,12 @@ def _matrix_norm_forward(xp, x, *, ord="fro", keepdims=False):
     return xp.linalg.matrix_norm(x, keepdims=keepdims, ord=ord)
 
 
-_matrix_norm = defop(
+_matrix_norm = _defop(
     "linalg.matrix_norm", _matrix_norm_forward, chapter="linalg",
-    domain=with_complex([Case(REAL[3, 4]), Case(SMALL[3, 4].via(_spread), ord="nuc", keepdims=True),
-                         Case(REAL[3, 4], ord=1)])
-    + [Case(SMALL[3, 3].via(_spread), ord=2), Case(SMALL[2, 4, 3].via(_spread), ord=-2),
-       Case(REAL[2, 3, 4], ord=-1, keepdims=True), Case(REAL[3, 4], ord=math.inf), Case(REAL[3, 4], ord=-math.inf)],
+    domain=[Case(REAL[3, 4]), _C(SMALL[3, 4].via(_spread), ord="nuc", keepdims=True), _C(REAL[3, 4], ord=1),
+            Case(SMALL[3, 4].via(_spread), ord="nuc"), Case(SMALL[3, 3].via(_spread), ord=2),
+            Case(SMALL[2, 4, 3].via(_spread), ord=-2), Case(REAL[2, 3, 4], ord=1, keepdims=True),
+            Case(REAL[3, 4], ord=-math.inf)],
     convention="fro: x / |x| (nan at 0); 1, inf: ties of the max split the gradient evenly; 2, -2, nuc: "
                "through the SVD (not defined at repeated singular values)")
 
@@ -651,12 +672,12 @@ def _vector_norm_forward(xp, x, *, axis=None, axes=None, keepdims=False, ord=2):
     return xp.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
 
 
-_vector_norm = defop(
+_vector_norm = _defop(
     "linalg.vector_norm", _vector_norm_forward, chapter="linalg",
-    domain=with_complex([Case(NONZERO[3]), Case(NONZERO[3, 4], axis=-1, ord=math.inf)])
-    + [Case(NONZERO[3, 4], axis=1, ord=1), Case(NONZERO[2, 3, 3], axis=(0, 2), ord=3, keepdims=True),
-       Case(NONZERO[3, 4], ord=-math.inf, keepdims=True), Case(NONZERO[3, 4], axis=0, ord=0),
-       Case(NONZERO[3], ord=-1), Case(NONZERO[3, 4], axis=1, ord=0.5)],
+    domain=[Case(NONZERO[3]), _C(NONZERO[3, 4], axis=-1, ord=math.inf), Case(NONZERO[3, 4], axis=1, ord=1),
+            Case(NONZERO[2, 3, 3], axis=(0, 2), ord=3, keepdims=True),
+            Case(NONZERO[3, 4], ord=-math.inf, keepdims=True), Case(NONZERO[3, 4], axis=0, ord=0),
+            Case(NONZERO[3], ord=-0.5)],
     convention="2: x / |x| (nan at 0); 1: sgn(x) (0 at 0); inf / -inf: ties split evenly; 0: zero gradient; "
                "p < 1: not defined at 0")
 
@@ -700,10 +721,9 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 
 # ---------------------------------------------------------------------------------------- matrix_power
-_matrix_power = defop("linalg.matrix_power", lambda xp, x, *, n: xp.linalg.matrix_power(x, n), chapter="linalg",
-                      domain=with_complex([Case(REAL[3, 3], 2)])
-                      + [Case(SMALL[2, 3, 3], 3), Case(REAL[3, 3], 0), Case(SMALL[3, 3].via(_shift), -1),
-                         Case(SMALL[2, 3, 3].via(_shift), -2)])
+_matrix_power = _defop("linalg.matrix_power", lambda xp, x, *, n: xp.linalg.matrix_power(x, n), chapter="linalg",
+                      domain=[Case(SMALL[2, 3, 3], 3), _C(SMALL[3, 3].via(_shift), -1), Case(REAL[3, 3], 0),
+                              Case(SMALL[2, 3, 3].via(_shift), -2)])
 
 
 @_matrix_power.gradient
@@ -748,9 +768,9 @@ def matrix_power(x, n, /):
 
 
 # ---------------------------------------------------------------------------------------- cross, outer
-_cross = defop("linalg.cross", lambda xp, x1, x2, *, axis=-1: xp.linalg.cross(x1, x2, axis=axis), chapter="linalg",
-               promote=True, domain=with_complex([Case(REAL[3], REAL[3])])
-               + [Case(REAL[4, 3], REAL[3]), Case(REAL[3, 3], REAL[3, 3], axis=-2)])
+_cross = _defop("linalg.cross", lambda xp, x1, x2, *, axis=-1: xp.linalg.cross(x1, x2, axis=axis), chapter="linalg",
+               promote=True, domain=with_complex([Case(REAL[4, 3], REAL[3])])
+               + [Case(REAL[3, 3], REAL[3, 3], axis=-2)])
 
 
 @_cross.gradient
@@ -779,7 +799,7 @@ def cross(x1, x2, /, *, axis=-1):
     return apply(_cross, (x1, x2), {"axis": axis})
 
 
-_outer = defop("linalg.outer", lambda xp, x1, x2: xp.linalg.outer(x1, x2), chapter="linalg", promote=True,
+_outer = _defop("linalg.outer", lambda xp, x1, x2: xp.linalg.outer(x1, x2), chapter="linalg", promote=True,
                domain=with_complex([Case(REAL[3], REAL[4])]))
 
 
@@ -802,8 +822,8 @@ def outer(x1, x2, /):
 
 
 # ---------------------------------------------------------------------------------------- trace, diagonal
-_trace = defop("linalg.trace", lambda xp, x, *, offset=0: xp.linalg.trace(x, offset=offset), chapter="linalg",
-               domain=with_complex([Case(REAL[3, 3])]) + [Case(REAL[2, 3, 4], offset=1), Case(REAL[3, 4], offset=-1)])
+_trace = _defop("linalg.trace", lambda xp, x, *, offset=0: xp.linalg.trace(x, offset=offset), chapter="linalg",
+               domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[3, 4], offset=-1)])
 
 
 @_trace.gradient
@@ -826,10 +846,9 @@ def trace(x, /, *, offset=0, dtype=None):
     return apply1(_trace, x, {"offset": operator.index(offset)})
 
 
-_diagonal = defop("linalg.diagonal", lambda xp, x, *, offset=0: xp.linalg.diagonal(x, offset=offset),
+_diagonal = _defop("linalg.diagonal", lambda xp, x, *, offset=0: xp.linalg.diagonal(x, offset=offset),
                   chapter="linalg",
-                  domain=with_complex([Case(REAL[3, 3])])
-                  + [Case(REAL[2, 3, 4], offset=1), Case(REAL[4, 3], offset=-2)])
+                  domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[4, 3], offset=-2)])
 
 
 @_diagonal.gradient
