@@ -308,8 +308,8 @@ def test_second_order_through_the_rules(backend, name):
 
 
 def test_third_order(backend):
-    """d^3/dx^3 of sum(rfft(x)^... ) along one direction, by three nested tapes, against the
-    closed form: f(x) = sum(irfft(rfft(x) * rfft(x)) ...) is cubic in t for x = t v."""
+    """Three nested tapes through rfft, irfft and their rules: along x = t v,
+    f = sum(irfft(rfft(x)^2) * x) = c t^3, so the derivatives are 3 c t^2, 6 c t and 6 c."""
     v = _r(4, 3)
     t = gt.asarray(np.float64(0.7))
     with gt.GradientTape() as t3:

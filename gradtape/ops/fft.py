@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradtape import dtypes as _dt
-from gradtape.domains import COMPLEX, REAL, Case, with_complex
+from gradtape.domains import COMPLEX, REAL, Case
 from gradtape.ops import apply1, defop, public
 from gradtape.ops.elementwise import _conj
 from gradtape.ops.indexing import _getitem, _index_add
@@ -62,19 +62,22 @@ def _tensor(name, x, kind):
     """``x`` as a Tensor whose dtype is of ``kind`` ('c': complex floating, 'f': real floating)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
-    if x.dtype.kind != kind:
-        if kind == "c":
-            hint = (f"cast it with gt.astype(x, gt.{_dt.complex_dtype(x.dtype).name})"
-                    if x.dtype.kind == "f" else "cast it with gt.astype(x, gt.complex128)")
-            if name in ("fft", "fftn"):
-                hint += f" or use gt.fft.r{name} for real input"
-            raise TypeError(f"fft.{name} needs a complex floating-point input (the Array API standard's "
-                            f"dtype rule), got {x.dtype}; {hint}")
-        hint = (f"take gt.real(x), or use gt.fft.{'fft' if name == 'rfft' else 'fftn' if name == 'rfftn' else 'ifft'} "
-                "for complex input" if x.dtype.kind == "c" else "cast it with gt.astype(x, gt.float64)")
-        raise TypeError(f"fft.{name} needs a real floating-point input (the Array API standard's dtype "
+    if x.dtype.kind == kind:
+        return x
+    if kind == "c":
+        hint = (f"cast it with gt.astype(x, gt.{_dt.complex_dtype(x.dtype).name})" if x.dtype.kind == "f"
+                else "cast it with gt.astype(x, gt.complex128)")
+        if name in ("fft", "fftn"):
+            hint += f", or use gt.fft.r{name} for real input"
+        raise TypeError(f"fft.{name} needs a complex floating-point input (the Array API standard's dtype "
                         f"rule), got {x.dtype}; {hint}")
-    return x
+    hint = (f"use gt.fft.{_COMPLEX_TWIN[name]} for complex input, or take gt.real(x)" if x.dtype.kind == "c"
+            else "cast it with gt.astype(x, gt.float64)")
+    raise TypeError(f"fft.{name} needs a real floating-point input (the Array API standard's dtype rule), "
+                    f"got {x.dtype}; {hint}")
+
+
+_COMPLEX_TWIN = {"rfft": "fft", "rfftn": "fftn", "ihfft": "ifft"}
 
 
 def _norm(name, norm):
@@ -172,15 +175,12 @@ def _bin_weights(like, axis, n, weight):
 _C = COMPLEX
 # small shapes, each norm, padding and trimming, odd and even lengths, negative axes (on JAX each
 # new shape is a compilation: few cases)
-_DOMAIN_1D = [Case(_C[5]), Case(_C[4], n=6, norm="ortho"), Case(_C[2, 4], axis=0, norm="forward"),
-              Case(_C[2, 3, 4], n=3, axis=-2)]
+_DOMAIN_1D = [Case(_C[5]), Case(_C[4], n=6, norm="ortho"), Case(_C[2, 3, 4], n=3, axis=-2, norm="forward")]
 _DOMAIN_ND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 3), axes=(0, -1), norm="ortho"),
               Case(_C[2, 4], s=(1, 5), axes=(1, 0), norm="forward")]
-_DOMAIN_R1D = [Case(REAL[5]), Case(REAL[4], n=6, norm="ortho"), Case(REAL[2, 4], axis=0, norm="forward"),
-               Case(REAL[2, 3, 4], n=3, axis=-2)]
+_DOMAIN_R1D = [Case(REAL[5]), Case(REAL[4], n=6, norm="ortho"), Case(REAL[2, 3, 4], n=3, axis=-2, norm="forward")]
 # half spectra: even and odd output lengths, padded (n//2+1 > M) and trimmed (n//2+1 < M)
-_DOMAIN_H1D = [Case(_C[4]), Case(_C[4], n=7, norm="ortho"), Case(_C[2, 4], n=4, axis=-2),
-               Case(_C[2, 3, 4], n=3, norm="forward")]
+_DOMAIN_H1D = [Case(_C[4]), Case(_C[2, 4], n=4, axis=-2, norm="ortho"), Case(_C[2, 3, 4], n=3, norm="forward")]
 _DOMAIN_RND = [Case(REAL[2, 4]), Case(REAL[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
                Case(REAL[2, 4], s=(3, 2), axes=(1, 0), norm="forward")]
 _DOMAIN_HND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
@@ -480,7 +480,7 @@ def _ifftshift_forward(xp, x, *, axes):
     return xp.fft.ifftshift(x, axes=axes)
 
 
-_SHIFT_DOMAIN = with_complex([Case(REAL[5]), Case(REAL[2, 3, 4], axes=(0, -1))])
+_SHIFT_DOMAIN = [Case(REAL[2, 3, 4], axes=(0, -1)), Case(_C[5])]
 _fftshift = defop("fft.fftshift", _fftshift_forward, chapter="fft", domain=_SHIFT_DOMAIN)
 _ifftshift = defop("fft.ifftshift", _ifftshift_forward, chapter="fft", domain=_SHIFT_DOMAIN)
 _fftshift.gradient(lambda op, grad: ifftshift(grad, axes=op.attrs["axes"]))
