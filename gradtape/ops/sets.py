@@ -38,13 +38,28 @@ def _index(xp, a):
     return a if a.dtype == xp.int64 else xp.astype(a, xp.int64)
 
 
+def _sort_order(xp, flat):
+    """A stable sorting permutation of a 1-D array; complex numbers by real part, then imaginary
+    part, those with a NaN part last (as NumPy; the standard does not order complex numbers)."""
+    if flat.dtype in (xp.complex64, xp.complex128):
+        perm = _index(xp, xp.argsort(xp.imag(flat), stable=True))
+        perm = xp.take(perm, _index(xp, xp.argsort(xp.take(xp.real(flat), perm), stable=True)))
+        nan = xp.astype(xp.isnan(xp.take(flat, perm)), xp.int8)        # values with a NaN part last
+        return xp.take(perm, _index(xp, xp.argsort(nan, stable=True)))
+    return _index(xp, xp.argsort(flat, stable=True))
+
+
 def _unique_all_sorted(xp, x):
     """``unique_all`` from the standard's sort and search functions, for namespaces without one
-    (array_api_compat's torch): a stable sort, then a new group wherever an element differs from
-    the one before it (NaN != NaN, so each NaN is its own group; -0.0 == 0.0)."""
+    (array_api_compat's torch, or torch on complex numbers): a stable sort, then a new group wherever
+    an element differs from the one before it (NaN != NaN, so each NaN is its own group; -0.0 == 0.0)."""
+    unsigned = x.dtype in (xp.uint8, xp.uint16, xp.uint32, xp.uint64)
+    if unsigned:      # (torch cannot index its wider unsigned types) int64 is a bijective stand-in
+        values, indices, inverse, counts = _unique_all_sorted(xp, xp.astype(x, xp.int64))
+        return xp.astype(values, x.dtype), indices, inverse, counts
     flat = xp.reshape(x, (-1,))
     n = flat.shape[0]
-    perm = _index(xp, xp.argsort(flat, stable=True))
+    perm = _sort_order(xp, flat)
     s = xp.take(flat, perm)
     dev = getattr(x, "device", None)
     if n == 0:
@@ -59,26 +74,45 @@ def _unique_all_sorted(xp, x):
     return xp.take(s, starts), xp.take(perm, starts), xp.reshape(inverse, x.shape), ends - starts
 
 
+_FALLBACK = (NotImplementedError, AttributeError, TypeError, RuntimeError)
+
+
 def _unique_all_forward(xp, x):
     try:
         r = xp.unique_all(x)
-    except (NotImplementedError, AttributeError):
+    except _FALLBACK:
         return _unique_all_sorted(xp, x)
     return r[0], _index(xp, r[1]), _index(xp, r[2]), _index(xp, r[3])
 
 
 def _unique_counts_forward(xp, x):
-    r = xp.unique_counts(x)
+    try:
+        r = xp.unique_counts(x)
+    except _FALLBACK:
+        r = _unique_all_sorted(xp, x)
+        return r[0], r[3]
     return r[0], _index(xp, r[1])
 
 
 def _unique_inverse_forward(xp, x):
-    r = xp.unique_inverse(x)
+    try:
+        r = xp.unique_inverse(x)
+    except _FALLBACK:
+        r = _unique_all_sorted(xp, x)
+        return r[0], r[2]
     return r[0], _index(xp, r[1])
 
 
-# integers drawn from [-3, 3] repeat (counts > 1, first occurrences matter); floats do not
-_DOMAIN = [Case(INT[2, 5]), Case(INT[7]), Case(REAL[4])]
+def _unique_values_forward(xp, x):
+    try:
+        return xp.unique_values(x)
+    except _FALLBACK:
+        return _unique_all_sorted(xp, x)[0]
+
+
+# integers drawn from [-3, 3] repeat (counts > 1, first occurrences matter); floats do not.  Two
+# shapes only: JAX compiles its unique for each new shape, which takes seconds
+_DOMAIN = [Case(INT[2, 5]), Case(REAL[4])]
 
 _unique_all = defop("unique_all", _unique_all_forward, chapter="sets", differentiable=False, nout=4,
                     domain=_DOMAIN)
@@ -86,7 +120,7 @@ _unique_counts = defop("unique_counts", _unique_counts_forward, chapter="sets", 
                        nout=2, domain=_DOMAIN)
 _unique_inverse = defop("unique_inverse", _unique_inverse_forward, chapter="sets", differentiable=False,
                         nout=2, domain=_DOMAIN)
-_unique_values = defop("unique_values", chapter="sets", differentiable=False, domain=_DOMAIN)
+_unique_values = defop("unique_values", _unique_values_forward, chapter="sets", differentiable=False, domain=_DOMAIN)
 
 
 def _tensor(x):

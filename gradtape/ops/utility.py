@@ -20,12 +20,17 @@ __all__ = ["all", "any", "diff"]
 
 
 # --------------------------------------------------------------------------- all, any
+def _truth(xp, x):
+    # complex: true where either part is non-zero (JAX's any/all look at the real part only)
+    return x != 0 if x.dtype in (xp.complex64, xp.complex128) else x
+
+
 def _all_forward(xp, x, *, axis, keepdims):
-    return xp.all(x, axis=axis, keepdims=keepdims)
+    return xp.all(_truth(xp, x), axis=axis, keepdims=keepdims)
 
 
 def _any_forward(xp, x, *, axis, keepdims):
-    return xp.any(x, axis=axis, keepdims=keepdims)
+    return xp.any(_truth(xp, x), axis=axis, keepdims=keepdims)
 
 
 _LOGICAL_DOMAIN = [Case(BOOL[2, 3]), Case(BOOL[3, 4], axis=1), Case(INT[2, 3], axis=(0, 1), keepdims=True),
@@ -66,8 +71,20 @@ def _diff_forward(xp, x, *extra, axis, n, parts):
         z = xp.concat(ordered, axis=axis)
     else:
         z = x
+    try:
+        return _differences(z, axis, n)
+    except (NotImplementedError, RuntimeError):
+        if z.dtype not in (xp.uint16, xp.uint32, xp.uint64):
+            raise
+        # torch has no arithmetic on its wider unsigned types: int64 wraps the same way
+        return xp.astype(_differences(xp.astype(z, xp.int64), axis, n), z.dtype)
+
+
+def _differences(z, axis, n):
     head = (slice(None),) * axis
     for _ in range(n):
+        if z.shape[axis] == 0:     # more differences than elements: empty along axis
+            break
         z = z[head + (slice(1, None), ...)] - z[head + (slice(None, -1), ...)]
     return z
 
