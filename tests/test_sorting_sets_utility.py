@@ -38,27 +38,28 @@ def test_signature_is_the_standards_and_the_function_is_an_op(name):
 
 
 # ---------------------------------------------------------------------------------------- sorting
-_TIES = [1.0, 3.0, 1.0, 3.0, 2.0, 1.0]
+# (shapes and dtypes as in the ops' domains: on JAX each new one is a compilation)
+_TIES = np.array([1.0, 3.0, 1.0, 3.0, 2.0])
 
 
 def test_argsort_is_stable_ascending_and_descending(backend):
     x = gt.asarray(_TIES)
-    assert gt.argsort(x).numpy().tolist() == [0, 2, 5, 4, 1, 3]
+    assert gt.argsort(x).numpy().tolist() == [0, 2, 4, 1, 3]
     # descending and stable: equal elements keep their original order (not reversed)
-    assert gt.argsort(x, descending=True).numpy().tolist() == [1, 3, 4, 0, 2, 5]
+    assert gt.argsort(x, descending=True).numpy().tolist() == [1, 3, 4, 0, 2]
     assert gt.argsort(x).dtype == gt.int64
-    np.testing.assert_array_equal(gt.sort(x, descending=True).numpy(), [3, 3, 2, 1, 1, 1])
-    m = gt.asarray([[2, 1, 2], [1, 1, 0], [2, 0, 2]])
-    assert gt.argsort(m, axis=0, descending=True).numpy().tolist() == [[0, 0, 0], [2, 1, 2], [1, 2, 1]]
-    assert gt.argsort(m, axis=-1).numpy().tolist() == [[1, 0, 2], [2, 0, 1], [1, 0, 2]]
+    np.testing.assert_array_equal(gt.sort(x, descending=True).numpy(), [3, 3, 2, 1, 1])
+    m = gt.asarray(np.array([[2.0, 1.0, 2.0], [1.0, 1.0, 0.0]]))
+    assert gt.argsort(m, axis=0, descending=True).numpy().tolist() == [[0, 0, 0], [1, 1, 1]]
+    assert gt.argsort(m, axis=-1).numpy().tolist() == [[1, 0, 2], [2, 0, 1]]
+    assert gt.argsort(m, axis=-1, descending=True).numpy().tolist() == [[0, 2, 1], [0, 1, 2]]
     np.testing.assert_array_equal(gt.sort(m, axis=0).numpy(), np.sort(m.numpy(), axis=0))
-    assert gt.sort(m).dtype == gt.int64
 
 
 def test_sort_gradient_follows_the_permutation(backend):
     x = gt.asarray(np.array([[0.3, -1.0, 2.0], [5.0, 4.0, -2.0]]))
     w = gt.asarray(np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
-    for axis, desc in ((-1, False), (0, True), (1, True)):
+    for axis, desc in ((-1, False), (0, True)):
         with gt.GradientTape() as tape:
             tape.watch(x)
             loss = gt.sum(gt.sort(x, axis=axis, descending=desc) * w)
@@ -71,23 +72,24 @@ def test_sort_gradient_follows_the_permutation(backend):
 
 def test_sort_second_order_through_the_permutation(backend):
     """d/dx of sum(sort(x)^3): 3 x^2; its gradient 6 x (the rule's gather is itself recorded)."""
-    x = gt.asarray(np.array([0.5, -1.5, 2.0, 1.0]))
+    x = gt.asarray(np.array([0.5, -1.5, 2.0, 1.0, -0.2]))
+    u = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     with gt.GradientTape() as outer:
         outer.watch(x)
         with gt.GradientTape() as inner:
             inner.watch(x)
             y = gt.sum(gt.sort(x, descending=True) ** 3)
         g = inner.gradient(y, x)
-        z = gt.sum(g * gt.asarray(np.array([1.0, 2.0, 3.0, 4.0])))
+        z = gt.sum(g * gt.asarray(u))
     np.testing.assert_allclose(g.numpy(), 3 * x.numpy() ** 2)
-    np.testing.assert_allclose(outer.gradient(z, x).numpy(), 6 * x.numpy() * [1, 2, 3, 4])
+    np.testing.assert_allclose(outer.gradient(z, x).numpy(), 6 * x.numpy() * u)
 
 
 def test_argsort_has_no_gradient(backend):
-    x = gt.asarray([0.3, -1.0, 2.0])
+    x = gt.asarray(_TIES)
     with gt.GradientTape() as tape:
         tape.watch(x)
-        y = gt.astype(gt.argsort(x), gt.float32)
+        y = gt.astype(gt.argsort(x), gt.float64)
     assert tape.gradient(y, x) is None
 
 
@@ -99,63 +101,59 @@ def test_sort_errors(backend):
 
 
 # ---------------------------------------------------------------------------------------- sets
-def test_unique_all_with_nan_signed_zeros_and_a_matrix(backend):
-    x = gt.asarray(np.array([[1.0, np.nan, 1.0], [np.nan, -0.0, 0.0]]))
+def test_unique_with_nan_and_signed_zeros(backend):
+    x = gt.asarray(np.array([np.nan, -0.0, 0.0, np.nan]))
     r = gt.unique_all(x)
     assert type(r).__name__ == "UniqueAllResult"
     assert r._fields == ("values", "indices", "inverse_indices", "counts")
     v = r.values.numpy()
-    assert v.shape == (4,) and v[0] == 0.0 and v[1] == 1.0 and np.isnan(v[2:]).all()   # each NaN distinct
-    assert r.counts.numpy().tolist() == [2, 2, 1, 1]                  # signed zeros counted together
-    assert r.inverse_indices.shape == (2, 3)                          # shaped like x (2024.12)
-    assert r.inverse_indices.numpy()[0].tolist() == [1, 2, 1] and r.inverse_indices.numpy()[1, 1:].tolist() == [0, 0]
-    assert r.indices.numpy().tolist()[:2] == [4, 0] and sorted(r.indices.numpy().tolist()[2:]) == [1, 3]
+    assert v.shape == (3,) and v[0] == 0.0 and np.isnan(v[1:]).all()      # each NaN distinct
+    assert r.counts.numpy().tolist() == [2, 1, 1]                         # signed zeros together
+    assert r.indices.numpy()[0] == 1 and sorted(r.indices.numpy()[1:].tolist()) == [0, 3]
+    assert r.inverse_indices.numpy()[1:3].tolist() == [0, 0]
+    assert sorted(r.inverse_indices.numpy()[[0, 3]].tolist()) == [1, 2]
+    assert r.values.dtype == gt.float64
     for t in (r.indices, r.inverse_indices, r.counts):
         assert t.dtype == gt.int64 and t.backend == backend.split(":")[0]
-    assert r.values.dtype == gt.float64
-
-
-def test_unique_counts_inverse_values(backend):
-    x = gt.asarray([[3, 1, 3], [0, 1, 3]])
     c = gt.unique_counts(x)
-    assert c._fields == ("values", "counts")
-    assert c.values.numpy().tolist() == [0, 1, 3] and c.counts.numpy().tolist() == [1, 2, 3]
+    assert c._fields == ("values", "counts") and c.counts.numpy().tolist() == [2, 1, 1]
+    v = gt.unique_values(x).numpy()
+    assert v.shape == (3,) and np.isnan(v[1:]).all()
+
+
+def test_unique_of_a_matrix(backend):
+    x = gt.asarray(np.array([[3, 1, 3, 0, 1], [0, 1, 3, 7, 7]]))
+    r = gt.unique_all(x)
+    assert r.values.numpy().tolist() == [0, 1, 3, 7]
+    assert r.indices.numpy().tolist() == [3, 1, 0, 8]                  # first occurrences, flattened
+    assert r.counts.numpy().tolist() == [2, 3, 3, 2]
+    assert r.inverse_indices.shape == (2, 5)                            # shaped like x (2024.12)
+    assert r.inverse_indices.numpy().tolist() == [[2, 1, 2, 0, 1], [0, 1, 2, 3, 3]]
     i = gt.unique_inverse(x)
-    assert i._fields == ("values", "inverse_indices")
-    assert i.inverse_indices.shape == (2, 3)
+    assert i._fields == ("values", "inverse_indices") and i.inverse_indices.shape == (2, 5)
     np.testing.assert_array_equal(gt.take(i.values, gt.reshape(i.inverse_indices, (-1,))).numpy(),
                                   x.numpy().reshape(-1))
-    v = gt.unique_values(gt.asarray([2.0, np.nan, 2.0, np.nan]))
-    assert v.shape == (3,) and v.numpy()[0] == 2.0 and np.isnan(v.numpy()[1:]).all()
-    assert gt.unique_values(gt.asarray([True, False, True])).numpy().tolist() == [False, True]
-
-
-def test_unique_all_first_occurrences_and_empty(backend):
-    x = gt.asarray([5, 2, 5, 2, 7, 2])
-    r = gt.unique_all(x)
-    assert r.values.numpy().tolist() == [2, 5, 7]
-    assert r.indices.numpy().tolist() == [1, 0, 4]
-    assert r.counts.numpy().tolist() == [3, 2, 1]
-    assert r.inverse_indices.numpy().tolist() == [1, 0, 1, 0, 2, 0]
-    e = gt.unique_all(gt.zeros((0,)))
-    assert [t.shape for t in e] == [(0,), (0,), (0,), (0,)]
+    assert gt.unique_counts(x).counts.numpy().tolist() == [2, 3, 3, 2]
+    assert gt.unique_values(x).numpy().tolist() == [0, 1, 3, 7]
 
 
 def test_unique_all_fallback_matches_numpy():
-    """The sort-based unique_all (used where a namespace has none, as array_api_compat's torch)."""
+    """The sort-based unique_all, used where a namespace has none (array_api_compat's torch) or
+    cannot do a dtype (torch: complex, the wider unsigned ints)."""
     import array_api_compat.numpy as npx
 
     from gradtape.ops.sets import _unique_all_sorted
     x = np.array([[1.0, np.nan, -0.0, 3.0], [0.0, 1.0, np.nan, 1.0]])
-    got = _unique_all_sorted(npx, x)
-    want = npx.unique_all(x)
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(g, w)
-        assert g.dtype == w.dtype and g.shape == w.shape
+    for a in (x, np.nan_to_num(x).astype(np.uint16), x + 1j * x[::-1], np.zeros((0, 2))):
+        got = _unique_all_sorted(npx, a)
+        want = npx.unique_all(a)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+            assert g.dtype == w.dtype and g.shape == w.shape
 
 
 def test_unique_is_not_differentiable(backend):
-    x = gt.asarray([1.0, 2.0, 1.0])
+    x = gt.asarray(np.array([1.0, 2.0, 1.0, 0.5]))
     with gt.GradientTape() as tape:
         tape.watch(x)
         y = gt.sum(gt.unique_values(x))
@@ -183,16 +181,14 @@ def test_all_and_any(backend):
 # ---------------------------------------------------------------------------------------- diff
 def test_diff_values_match_numpy(backend):
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((3, 4))
-    p = rng.standard_normal((3, 2))
-    q = rng.standard_normal((3, 1))
+    a, p, q = rng.standard_normal((2, 3)), rng.standard_normal((2, 1)), rng.standard_normal((2, 2))
     x = gt.asarray(a)
     np.testing.assert_allclose(gt.diff(x).numpy(), np.diff(a))
-    np.testing.assert_allclose(gt.diff(x, axis=0, n=2).numpy(), np.diff(a, axis=0, n=2))
-    np.testing.assert_allclose(gt.diff(x, n=3, prepend=gt.asarray(p), append=gt.asarray(q)).numpy(),
-                               np.diff(a, n=3, prepend=p, append=q))
+    np.testing.assert_allclose(gt.diff(x, axis=0).numpy(), np.diff(a, axis=0))
+    np.testing.assert_allclose(gt.diff(x, n=2, prepend=gt.asarray(p), append=gt.asarray(q)).numpy(),
+                               np.diff(a, n=2, prepend=p, append=q))
     np.testing.assert_allclose(gt.diff(x, n=0).numpy(), a)
-    assert gt.diff(x, n=6).shape == (3, 0)                                     # M + N1 + N2 - n < 0: empty
+    assert gt.diff(x, n=4).shape == (2, 0)                                     # n > M + N1 + N2: empty
     np.testing.assert_allclose(gt.diff(x, prepend=0.0).numpy(), np.diff(a, prepend=0.0))   # 0-d: broadcast
     i = gt.asarray([1, 4, 9, 16])
     assert gt.diff(i, n=2).numpy().tolist() == [2, 2] and gt.diff(i).dtype == gt.int64
