@@ -293,6 +293,9 @@ def test_norm_conventions(backend):
     np.testing.assert_array_equal(g.numpy(), [0.0, -0.5, 0.5, 0.0])      # ties split evenly
     _, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=0), x)
     np.testing.assert_array_equal(g.numpy(), [0.0, 0.0, 0.0, 0.0])
+    y, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=3), x)           # sgn(x) |x|^2 / ||x||_3^2
+    xs = x.numpy()
+    np.testing.assert_allclose(g.numpy(), np.sign(xs) * xs ** 2 / float(y) ** 2, rtol=1e-12)
     m = _t(np.array([[1.0, -2.0], [3.0, 0.5]]))
     _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=1), m)           # column 0: |1| + |3| = 4
     np.testing.assert_array_equal(g.numpy(), [[1.0, 0.0], [1.0, 0.0]])

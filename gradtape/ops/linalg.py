@@ -616,7 +616,7 @@ def _matrix_norm_forward(xp, x, *, ord="fro", keepdims=False):
 _matrix_norm = _defop(
     "linalg.matrix_norm", _matrix_norm_forward, chapter="linalg",
     domain=[Case(REAL[3, 4]), _C(SMALL[3, 4].via(_spread), ord="nuc", keepdims=True), _C(REAL[3, 4], ord=1),
-            Case(SMALL[3, 4].via(_spread), ord="nuc"), Case(SMALL[3, 3].via(_spread), ord=2),
+            Case(SMALL[3, 3].via(_spread), ord=2),
             Case(SMALL[2, 4, 3].via(_spread), ord=-2), Case(REAL[2, 3, 4], ord=1, keepdims=True),
             Case(REAL[3, 4], ord=-math.inf)],
     convention="fro: x / |x| (nan at 0); 1, inf: ties of the max split the gradient evenly; 2, -2, nuc: "
@@ -675,9 +675,8 @@ def _vector_norm_forward(xp, x, *, axis=None, axes=None, keepdims=False, ord=2):
 _vector_norm = _defop(
     "linalg.vector_norm", _vector_norm_forward, chapter="linalg",
     domain=[Case(NONZERO[3]), _C(NONZERO[3, 4], axis=-1, ord=math.inf), Case(NONZERO[3, 4], axis=1, ord=1),
-            Case(NONZERO[2, 3, 3], axis=(0, 2), ord=3, keepdims=True),
-            Case(NONZERO[3, 4], ord=-math.inf, keepdims=True), Case(NONZERO[3, 4], axis=0, ord=0),
-            Case(NONZERO[3], ord=-0.5)],
+            Case(NONZERO[2, 3, 3], axis=(0, 2), ord=-0.5, keepdims=True),
+            Case(NONZERO[3, 4], ord=-math.inf, keepdims=True), Case(NONZERO[3, 4], axis=0, ord=0)],
     convention="2: x / |x| (nan at 0); 1: sgn(x) (0 at 0); inf / -inf: ties split evenly; 0: zero gradient; "
                "p < 1: not defined at 0")
 
