@@ -133,9 +133,10 @@ def _reraise(op, b, args, natives, e):
     if isinstance(e, (TypeError, ValueError, IndexError, NotImplementedError, RuntimeError)):
         msg = f"{e} (in op {op.name!r} on backend {b.name!r})"
         cls = type(e)
-        if cls is RuntimeError:
-            # PyTorch reports invalid arguments (shapes, dtypes) as RuntimeError; gradtape raises the
-            # same class on every backend, ValueError, as TensorFlow's InvalidArgumentError is one
+        if issubclass(cls, RuntimeError) and not issubclass(cls, (NotImplementedError, RecursionError)):
+            # PyTorch reports invalid arguments (shapes, dtypes, singular matrices: its LinAlgError)
+            # as RuntimeError; gradtape raises the same class on every backend, ValueError, as
+            # TensorFlow's InvalidArgumentError is one
             cls = ValueError
         try:
             new = cls(msg)
