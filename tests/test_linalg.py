@@ -263,14 +263,24 @@ def test_negative_matrix_power_and_its_gradient(backend):
     assert float(y) == 3.0 and np.all(g.numpy() == 0)
 
 
-def test_full_matrices_and_complete_mode_gradients_raise_where_undefined(backend):
+def test_full_matrices_gradients_use_the_determined_vectors_and_complete_qr_raises(backend):
     x = _t(_rng(3).uniform(-1, 1, (4, 3)) + np.eye(4, 3) * np.arange(2, 8, 2))
-    with gt.GradientTape() as tape:
-        tape.watch(x)
-        u, s, vh = gt.linalg.svd(x)                           # full_matrices=True, non-square
-        y = gt.sum(s)
-    with pytest.raises(NotImplementedError, match="full_matrices=False"):
-        tape.gradient(y, x)
+    # svd(full_matrices=True) of a non-square matrix (the standard's default): the gradient flows
+    # through S and the determined singular vectors, as with full_matrices=False (PyTorch does this)
+    for t in (x, gt.matrix_transpose(x)):
+        def full(t):
+            u, s, vh = gt.linalg.svd(t)
+            k = s.shape[-1]              # |entries| do not depend on the vectors' signs
+            return gt.sum(s) + gt.sum(gt.abs(u[:, :k])) + gt.sum(gt.abs(vh[:k, :]))
+
+        def reduced(t):
+            u, s, vh = gt.linalg.svd(t, full_matrices=False)
+            return gt.sum(s) + gt.sum(gt.abs(u)) + gt.sum(gt.abs(vh))
+
+        y, g = _grad(full, t)
+        y2, g2 = _grad(reduced, t)
+        np.testing.assert_allclose(y.numpy(), y2.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(g.numpy(), g2.numpy(), rtol=1e-9, atol=1e-12)
     with gt.GradientTape() as tape:
         tape.watch(x)
         q, r = gt.linalg.qr(x, mode="complete")               # tall: Q's last column is arbitrary

@@ -25,10 +25,10 @@ Conventions (docs/conventions.md):
   ``solve``, ``slogdet``, ``det``'s rule uses the inverse), ``pinv`` where the rank changes, and
   ``vector_norm`` / ``matrix_norm('fro')`` at zero.  Ties of ``max``/``min`` in the ``1``/``inf`` norms
   split the gradient evenly (as ``gt.max`` does).
-* ``svd(full_matrices=True)`` of a non-square matrix and ``qr(mode='complete')`` of a tall one have
-  singular vectors / ``Q`` columns that are not determined by the input: their gradients raise
-  ``NotImplementedError`` (as TensorFlow's and PyTorch's do); use ``full_matrices=False`` /
-  ``mode='reduced'``, or ``svdvals``.
+* ``svd(full_matrices=True)`` of a non-square matrix returns singular vectors the input does not
+  determine: the gradient flows through ``S`` and the determined ones only (as PyTorch's does), so a
+  loss must not use the others.  ``qr(mode='complete')`` of a tall matrix: its gradient raises
+  ``NotImplementedError`` (as TensorFlow's and PyTorch's do); use ``mode='reduced'``.
 * Singular or non-positive-definite inputs raise ``ValueError`` naming the op where the library
   detects them (NumPy, PyTorch, array_api_strict); JAX returns ``inf``/``nan`` instead, as it does.
 """
@@ -427,7 +427,7 @@ _svd = _defop("linalg.svd", _svd_forward, chapter="linalg", nout=3,
                      Case(SMALL[2, 3, 4].via(_spread), full_matrices=False).map_outputs(_fix_svd)],
              convention="not defined at repeated or (non-square) zero singular values; the loss must not "
                         "depend on the singular vectors' signs/phases; full_matrices=True on a non-square "
-                        "input: NotImplementedError, as TF")
+                        "input: through the determined vectors only, as PyTorch")
 
 
 @_svd.gradient
@@ -437,17 +437,17 @@ def _svd_grad(op, gu, gs, gvh):
     E_jk = S_k^2 - S_j^2, plus (I - U U^H) gU S^-1 V^H (tall) or U S^-1 gV^H (I - V V^H) (wide)."""
     u, s, vh = op.outputs
     m, n = u.shape[-2], vh.shape[-1]
+    k = s.shape[-1]
     if op.attrs.get("full_matrices", True) and m != n:
-        raise NotImplementedError(
-            f"the gradient of linalg.svd with full_matrices=True is not defined for a non-square input "
-            f"(shape {op.inputs[0].shape}): its extra singular vectors are arbitrary; call "
-            "gt.linalg.svd(x, full_matrices=False), or gt.linalg.svdvals(x) for the singular values")
+        # the extra m - k columns of U (rows of Vh) are not determined by the input: as PyTorch does,
+        # the gradient flows through the k determined ones only (and the loss should not use the rest)
+        u, gu = u[..., :, :k], gu[..., :, :k]
+        vh, gvh = vh[..., :k, :], gvh[..., :k, :]
     uhgu = matmul(_mH(u), gu)
     uhgu = uhgu - _mH(uhgu)
     vhgv = matmul(vh, _mH(gvh))
     vhgv = vhgv - _mH(vhgv)
     s2 = s * s
-    k = s.shape[-1]
     eye = _eye(s, k)
     e = expand_dims(s2, axis=-2) - expand_dims(s2, axis=-1) + eye
     inner = (uhgu * expand_dims(s, axis=-2) + expand_dims(s, axis=-1) * vhgv) / e + _diag_embed(gs)
