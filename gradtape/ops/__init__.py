@@ -22,6 +22,9 @@ and its input domain beside it:
   convention: the gradient of real ``L`` is ``2 dL/d conj(z)``), and never undo broadcasting: the
   engine sums each gradient to its input's shape.
 * ``differentiable=False`` declares an op whose outputs carry no gradient (``gt.NotDifferentiable``).
+* ``composite(name, fn, domain=...)`` declares a function of the standard that gradtape composes of
+  other ops (``moveaxis`` is a ``permute_dims``): it has no rule of its own (it is differentiated
+  through the ops it calls), and its domain gets it checked like every op.
 * ``domain`` is a :mod:`gradtape.domains` declaration; ``complex=True`` adds complex samples.
   Every op has one: a meta-test fails otherwise.
 """
@@ -33,7 +36,7 @@ from gradtape.registry import OpDef, register
 from gradtape.tape import _ACTIVE
 from gradtape.tensor import Tensor, _new, _next_id
 
-__all__ = ["unary", "binary", "defop", "public", "apply", "apply1"]
+__all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
 
 #: the dtype kinds a Python scalar of each type joins without changing the tensor's dtype
 _FITS = {float: "fc", int: "iufc", bool: "b", complex: "c"}
@@ -150,3 +153,17 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                     return y
         return apply(op, (x1, x2))
     return _finish(f, op, doc)
+
+
+def _through_its_parts(op, *grads):
+    raise AssertionError(f"{op.opdef.name} is a composite: the tape records the ops it calls, never it")
+
+
+def composite(name, fn, *, domain, chapter, complex=False, doc=None):
+    """Declare a public function composed of other ops (no node of its own is ever recorded): it
+    is registered with its domain, so the conformance suite and the generated tests check its
+    gradient like any op's, and the docs list it; returns ``fn``."""
+    op = defop(name, name, domain=domain, chapter=chapter, complex=complex, doc=doc,
+               grad=_through_its_parts, convention="a composite: differentiated through the ops it calls")
+    public(op)(fn)
+    return fn

@@ -9,7 +9,7 @@ from __future__ import annotations
 from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape.domains import REAL, Case, with_complex
-from gradtape.ops import apply1, defop, public
+from gradtape.ops import apply1, composite, defop, public
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
@@ -255,3 +255,7 @@ def meshgrid(*arrays, indexing="xy"):
         shape[pos] = -1
         out.append(broadcast_to(reshape(a, tuple(shape)), tuple(sizes)))
     return out
+
+
+composite("meshgrid", meshgrid, chapter="creation", complex=True,
+          domain=[Case(REAL[3], REAL[2]), Case(REAL[3], REAL[2], REAL[2], indexing="ij")])

@@ -12,7 +12,7 @@ import builtins
 import numpy as np
 
 from gradtape.domains import REAL, Case, with_complex
-from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import apply, apply1, composite, defop, public
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = ["take", "take_along_axis"]  # and the ops getitem, setitem, index_add (Tensor methods)
@@ -256,13 +256,20 @@ def take_along_axis(x, indices, /, *, axis=-1):
     ind = indices._v if isinstance(indices, Tensor) else x._b.asarray(np.asarray(indices),
                                                                      device=x._b.device_of(x._v))
     xp = x._b.xp
-    ishape = tuple(ind.shape)
+    if len(ind.shape) != nd:
+        raise ValueError(f"take_along_axis: indices must have as many dimensions as x ({nd}), "
+                         f"got shape {tuple(ind.shape)}")
     key = []
     for d in range(nd):
         if d == axis:
             key.append(ind)
-        else:
+        else:       # x's own positions: they broadcast against the indices' other axes
             shape = [1] * nd
-            shape[d] = ishape[d]
-            key.append(xp.reshape(xp.arange(ishape[d], device=x._b.device_of(x._v)), tuple(shape)))
+            shape[d] = x.shape[d]
+            key.append(xp.reshape(xp.arange(x.shape[d], device=x._b.device_of(x._v)), tuple(shape)))
     return _getitem(x, tuple(key))
+
+
+composite("take_along_axis", take_along_axis, chapter="indexing", complex=True,
+          domain=[Case(REAL[2, 3], np.array([[2, 0], [1, 1]]), axis=1),
+                  Case(REAL[3, 2], np.array([[0, 2, 2, 1]]).T, axis=0)])

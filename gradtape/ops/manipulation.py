@@ -9,7 +9,7 @@ import builtins
 import numpy as np
 
 from gradtape.domains import REAL, Case, Pack, with_complex
-from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import apply, apply1, composite, defop, public
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = [
@@ -137,6 +137,10 @@ def moveaxis(x, source, destination, /):
     return permute_dims(x, tuple(order))
 
 
+composite("moveaxis", moveaxis, chapter="manipulation", complex=True,
+          domain=[Case(REAL[2, 3, 4], 0, -1), Case(REAL[2, 3, 4], (0, 1), (2, 0))])
+
+
 _broadcast_to = defop("broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape),
                       chapter="manipulation",
                       domain=with_complex([Case(REAL[3], shape=(2, 3)), Case(REAL[2, 1], shape=(2, 4)),
@@ -158,6 +162,10 @@ def broadcast_arrays(*arrays):
     import numpy as np
     shape = np.broadcast_shapes(*[tuple(a.shape) if hasattr(a, "shape") else () for a in arrays])
     return [broadcast_to(a, shape) for a in arrays]
+
+
+composite("broadcast_arrays", broadcast_arrays, chapter="manipulation", complex=True,
+          domain=[Case(REAL[2, 1], REAL[3]), Case(REAL[2, 3], REAL[()], REAL[1, 3])])
 
 
 _flip = defop("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), chapter="manipulation",
@@ -254,6 +262,10 @@ def unstack(x, /, *, axis=0):
     from gradtape.ops.indexing import _getitem
     axis = _norm_axis(axis, x.ndim)
     return tuple(_getitem(x, (slice(None),) * axis + (k,)) for k in range(x.shape[axis]))
+
+
+composite("unstack", unstack, chapter="manipulation", complex=True,
+          domain=[Case(REAL[3, 2]), Case(REAL[2, 3, 2], axis=1)])
 
 
 # --------------------------------------------------------------------------- repeat, roll, tile
