@@ -72,7 +72,7 @@ _KIND_IS = {}
 def _kind_is(xp, native_dtype, kind):
     """``xp.isdtype(native_dtype, kind)``, cached: forwards that fix special cases of one kind of
     input stay cheap on the others."""
-    key = (native_dtype, kind)
+    key = (native_dtype.__class__, native_dtype, kind)     # the class first: no cross-library ==
     r = _KIND_IS.get(key)
     if r is None:
         r = _KIND_IS[key] = bool(xp.isdtype(native_dtype, kind))
