@@ -96,3 +96,55 @@ def test_array_api_tests_runner_reads_results_and_marks_known_quirks(tmp_path):
     text, new = aat.summary(passed, failed, skipped, known)
     assert new == ["array_api_tests/test_inspection_functions.py::TestInspection::test_devices"]
     assert "1 of 3 passed" in text and "1 known suite quirks, 1 new failures" in text
+
+
+# the 2024.12 standard's namespace, chapter by chapter (from the spec's stubs, array_api_stubs/_2024_12)
+_STANDARD_2024_12 = {
+    "creation": "arange asarray empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like "
+                "tril triu zeros zeros_like",
+    "data_types": "astype can_cast finfo iinfo isdtype result_type",
+    "elementwise": "abs acos acosh add asin asinh atan atan2 atanh bitwise_and bitwise_left_shift bitwise_invert "
+                   "bitwise_or bitwise_right_shift bitwise_xor ceil clip conj copysign cos cosh divide equal exp "
+                   "expm1 floor floor_divide greater greater_equal hypot imag isfinite isinf isnan less less_equal "
+                   "log log1p log2 log10 logaddexp logical_and logical_not logical_or logical_xor maximum minimum "
+                   "multiply negative nextafter not_equal positive pow real reciprocal remainder round sign signbit "
+                   "sin sinh square sqrt subtract tan tanh trunc",
+    "indexing": "take take_along_axis",
+    "linear_algebra": "matmul matrix_transpose tensordot vecdot",
+    "manipulation": "broadcast_arrays broadcast_to concat expand_dims flip moveaxis permute_dims repeat reshape roll "
+                    "squeeze stack tile unstack",
+    "searching": "argmax argmin count_nonzero nonzero searchsorted where",
+    "sets": "unique_all unique_counts unique_inverse unique_values",
+    "sorting": "argsort sort",
+    "statistical": "cumulative_sum cumulative_prod max mean min prod std sum var",
+    "utility": "all any diff",
+    "linalg": "cholesky cross det diagonal eigh eigvalsh inv matmul matrix_norm matrix_power matrix_rank "
+              "matrix_transpose outer pinv qr slogdet solve svd svdvals tensordot trace vecdot vector_norm",
+    "fft": "fft ifft fftn ifftn rfft irfft rfftn irfftn hfft ihfft fftfreq rfftfreq fftshift ifftshift",
+}
+# functions that take no tensor to differentiate (creation from values or shapes, dtype queries)
+_NOT_OPS = set("arange asarray empty empty_like eye from_dlpack full full_like linspace ones ones_like zeros "
+               "zeros_like can_cast finfo iinfo isdtype result_type fftfreq rfftfreq".split())
+
+
+def test_the_whole_2024_12_namespace_is_there_and_every_array_function_is_a_checked_op():
+    from gradtape import domains, registry
+    assert gt.__array_api_version__ == "2024.12"
+    for name in ("e", "inf", "nan", "newaxis", "pi", "__array_namespace_info__"):
+        assert hasattr(gt, name), name
+    for dt in ("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 complex64 "
+               "complex128").split():
+        assert isinstance(getattr(gt, dt), gt.DType), dt
+    for chapter, names in _STANDARD_2024_12.items():
+        ns = getattr(gt, chapter) if chapter in ("linalg", "fft") else gt
+        for name in names.split():
+            fn = getattr(ns, name, None)
+            assert callable(fn), f"{chapter}: {name} is missing"
+            if name in _NOT_OPS:
+                continue
+            op = getattr(fn, "op", None)
+            assert op is not None, f"{chapter}: {name} is not a registered op (declare it, or composite())"
+            assert registry.get_op(op.name) is op and op.public is fn
+            assert domains.op_cases(op), f"{name} has no domain"
+            if op.differentiable:
+                assert op.grad is not None, f"{name} is differentiable but has no rule"
