@@ -94,8 +94,14 @@ class GradientReport:
     kinks: dict
 
     @property
+    def compared(self):
+        """Whether a gradtape gradient was compared at all (False when every gradtape backend was
+        skipped: a report that checked nothing does not pass)."""
+        return any(m.startswith("gradtape:") for p in self.pairs for m in (p.a, p.b))
+
+    @property
     def passed(self):
-        return all(p.passed for p in self.pairs)
+        return self.compared and all(p.passed for p in self.pairs)
 
     @property
     def failures(self):
@@ -103,6 +109,9 @@ class GradientReport:
 
     def raise_if_failed(self):
         """Raise an ``AssertionError`` naming the pairs that disagree (returns self otherwise)."""
+        if not self.compared:
+            raise AssertionError("no gradtape gradient was compared: "
+                                 + "; ".join(f"{k}: {v}" for k, v in self.skipped.items()))
         if not self.passed:
             lines = [f"{p.a} vs {p.b} on argument {p.arg}: max abs err {p.max_abs_err:.3g}, "
                      f"max rel err {p.max_rel_err:.3g} (rtol {p.rtol:g}, atol {p.atol:g})"
@@ -126,7 +135,10 @@ class GradientReport:
         return "\n".join(rows)
 
     def __str__(self):
-        head = f"check_gradients: {'all pairs agree' if self.passed else f'{len(self.failures)} pair(s) disagree'}"
+        if not self.compared:
+            head = "check_gradients: nothing compared (every gradtape backend was skipped)"
+        else:
+            head = f"check_gradients: {'all pairs agree' if self.passed else f'{len(self.failures)} pair(s) disagree'}"
         return head + "\n" + self.table()
 
     __repr__ = __str__

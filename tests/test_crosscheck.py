@@ -73,3 +73,14 @@ def test_tolerances_and_no_native():
 def test_needs_a_float_argument():
     with pytest.raises(ValueError, match="floating"):
         gt.check_gradients(lambda x: x, np.array([1, 2]))
+
+
+def test_a_report_that_compared_nothing_does_not_pass():
+    def fn(x):      # runs on NumPy (where the finite differences are taken), not on another backend
+        return gt.sum(x * gt.asarray([1.0, 2.0], dtype=gt.float64, backend="numpy"))
+    other = [b for b in gt.available_backends() if b != "numpy"][0]
+    report = gt.check_gradients(fn, np.array([1.0, 2.0]), backends=[other], native=False)
+    assert not report.compared and not report.passed
+    assert "nothing compared" in str(report)
+    with pytest.raises(AssertionError, match="no gradtape gradient was compared"):
+        report.raise_if_failed()
