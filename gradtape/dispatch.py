@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape.tape import _ACTIVE, _state, record
+from gradtape.tape import _ACTIVE, _state, record, record1
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = ["apply", "apply1"]
@@ -30,8 +30,13 @@ def apply1(op, x, attrs=None):
     if out.__class__ is not b.array_type:
         out = b.fix_output(out)
     y = _wrap(out, b)
-    if _ACTIVE[0] and op.differentiable and _state.tapes:
-        record(op, (x,), (v,), attrs, (y,))
+    if _ACTIVE[0] and op.differentiable:
+        tapes = _state.tapes
+        if tapes:
+            if op.nout is None:
+                record1(op, x._id, v, out, y._id, b, tapes, attrs)
+            else:
+                record(op, (x,), (v,), attrs, (y,))
     return y
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from gradtape import domains as _domains
 from gradtape.dispatch import _reraise, apply, apply1
 from gradtape.registry import OpDef, register
-from gradtape.tape import _ACTIVE
+from gradtape.tape import _ACTIVE, _state, record1, record2
 from gradtape.tensor import Tensor, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "apply", "apply1"]
@@ -41,13 +41,17 @@ _FITS = {float: "fc", int: "iufc", bool: "b", complex: "c"}
 
 def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, nout=None, chapter=None,
           scalars=False, complex=False, doc=None, output_differentiable=None, convention=None,
-          promote=False):
-    """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``)."""
+          promote=False, saves=None, float_out=False):
+    """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``).
+
+    Optional, for speed and memory: ``saves`` declares which recorded values the rule reads
+    (``("inputs",)``, ``("outputs",)``, ``()``, or input indices; default all), and
+    ``opdef.defvjp(...)`` adds the rule on native arrays (see :meth:`OpDef.defvjp`)."""
     if complex and domain is not None:
         domain = _with_complex(domain)
     op = OpDef(name, forward, grad=grad, differentiable=differentiable, domain=domain, nout=nout,
                chapter=chapter, scalars=scalars, doc=doc, output_differentiable=output_differentiable,
-               convention=convention, promote=promote)
+               convention=convention, promote=promote, saves=saves, float_out=float_out)
     return register(op)
 
 
@@ -61,6 +65,7 @@ def public(opdef):
         opdef.public = fn
         fn.op = opdef
         fn.gradient = opdef.gradient
+        fn.defvjp = opdef.defvjp
         if opdef.doc is None:
             opdef.doc = (fn.__doc__ or "").strip().split("\n")[0]
         return fn
@@ -73,80 +78,92 @@ def _finish(fn, op, doc):
     fn.__module__ = "gradtape"
     fn.op = op
     fn.gradient = op.gradient
+    fn.defvjp = op.defvjp
     op.public = fn
     return fn
 
 
 def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-          chapter="elementwise", convention=None):
+          chapter="elementwise", convention=None, saves=None):
     """Declare an element-wise op of one argument; returns the public function ``f(x, /)``."""
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
-               complex=complex, doc=doc, convention=convention)
+               complex=complex, doc=doc, convention=convention, saves=saves, float_out=True)
     impls = op.impls
 
     def f(x, /):
-        # fast path: a Tensor, no tape recording anywhere, the native function already resolved
-        if x.__class__ is Tensor and not _ACTIVE[0]:
+        # fast path: a Tensor (not a Variable) whose backend's native function is resolved; the
+        # tape check is one attribute read when nothing records
+        if x.__class__ is Tensor:
             b = x._b
             impl = impls.get(b)
             if impl is not None:
+                xv = x._v
                 try:
-                    v = impl(x._v)
+                    v = impl(xv)
                 except Exception as e:
-                    _reraise(op, b, (x,), (x._v,), e)
+                    _reraise(op, b, (x,), (xv,), e)
                 if v.__class__ is not b.array_type:
                     v = b.fix_output(v)
                 y = _new(Tensor)
                 y._v = v
                 y._b = b
-                y._id = _next_id()
+                y._id = yid = _next_id()
+                if _ACTIVE[0] and op.differentiable:
+                    tapes = _state.tapes
+                    if tapes:
+                        record1(op, x._id, xv, v, yid, b, tapes)
                 return y
         return apply1(op, x)
     return _finish(f, op, doc)
 
 
 def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-           chapter="elementwise", scalars=True, convention=None):
+           chapter="elementwise", scalars=True, convention=None, saves=None):
     """Declare an element-wise op of two arguments; returns the public function ``f(x1, x2, /)``."""
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
-               complex=complex, doc=doc, scalars=scalars, convention=convention, promote=True)
+               complex=complex, doc=doc, scalars=scalars, convention=convention, promote=True,
+               saves=saves, float_out=True)
     impls = op.impls
 
     def f(x1, x2, /):
-        # fast path: Tensors (or a Tensor and a Python float/int the backend takes as is) of one
-        # backend, no tape recording anywhere, the native function already resolved
-        if not _ACTIVE[0]:
-            c1 = x1.__class__
-            c2 = x2.__class__
-            if c1 is Tensor:
-                b = x1._b
-                v1 = x1._v
-                if c2 is Tensor:
-                    v2 = x2._v if x2._b is b and x2._v.dtype is v1.dtype else None
-                elif (c2 is float or c2 is int) and scalars and b.python_scalars and \
-                        b.dtype_of(v1).kind in _FITS[c2]:
-                    v2 = x2
-                else:
-                    v2 = None
-            elif c2 is Tensor and (c1 is float or c1 is int):
-                b = x2._b
-                v2 = x2._v
-                v1 = x1 if scalars and b.python_scalars and b.dtype_of(v2).kind in _FITS[c1] else None
+        # fast path: Tensors (not Variables) of one backend and dtype, or a Tensor and a Python
+        # float/int the backend takes as is, the native function already resolved
+        c1 = x1.__class__
+        c2 = x2.__class__
+        if c1 is Tensor:
+            b = x1._b
+            v1 = x1._v
+            if c2 is Tensor:
+                v2 = x2._v if x2._b is b and x2._v.dtype is v1.dtype else None
+            elif (c2 is float or c2 is int) and scalars and b.python_scalars and \
+                    b.dtype_of(v1).kind in _FITS[c2]:
+                v2 = x2
             else:
-                v1 = v2 = None
-            if v1 is not None and v2 is not None:
-                impl = impls.get(b)
-                if impl is not None:
-                    try:
-                        v = impl(v1, v2)
-                    except Exception as e:
-                        _reraise(op, b, (x1, x2), (v1, v2), e)
-                    if v.__class__ is not b.array_type:
-                        v = b.fix_output(v)
-                    y = _new(Tensor)
-                    y._v = v
-                    y._b = b
-                    y._id = _next_id()
-                    return y
+                v2 = None
+        elif c2 is Tensor and (c1 is float or c1 is int):
+            b = x2._b
+            v2 = x2._v
+            v1 = x1 if scalars and b.python_scalars and b.dtype_of(v2).kind in _FITS[c1] else None
+        else:
+            v1 = v2 = None
+        if v1 is not None and v2 is not None:
+            impl = impls.get(b)
+            if impl is not None:
+                try:
+                    v = impl(v1, v2)
+                except Exception as e:
+                    _reraise(op, b, (x1, x2), (v1, v2), e)
+                if v.__class__ is not b.array_type:
+                    v = b.fix_output(v)
+                y = _new(Tensor)
+                y._v = v
+                y._b = b
+                y._id = yid = _next_id()
+                if _ACTIVE[0] and op.differentiable:
+                    tapes = _state.tapes
+                    if tapes:
+                        record2(op, x1._id if c1 is Tensor else 0, x2._id if c2 is Tensor else 0,
+                                v1, v2, v, yid, b, tapes)
+                return y
         return apply(op, (x1, x2))
     return _finish(f, op, doc)

@@ -183,3 +183,29 @@ def vecdot(x1, x2, /, *, axis=-1):
     if axis >= 0:
         axis -= nd           # negative axes index the broadcast result the same way for every input
     return apply(_vecdot, (x1, x2), {"axis": axis})
+
+
+# --------------------------------------------------------------------------- native vjps
+# (see OpDef.defvjp: the rules above on native arrays; ``g`` may carry leading batch axes)
+def _matmul_vjp_a(xp, g, y, a, b):
+    if b.ndim == 1:                                    # ... (m,) = a (..., m, k) @ b (k,)
+        return xp.expand_dims(g, axis=-1) * b
+    if a.ndim == 1 and b.ndim > 2:                     # (..., n) = a (k,) @ b (..., k, n)
+        return (b @ xp.expand_dims(g, axis=-1))[..., 0]
+    return g @ b.mT
+
+
+def _matmul_vjp_b(xp, g, y, a, b):
+    if a.ndim == 1:
+        if b.ndim == 1:                                # (...) = a (k,) . b (k,)
+            return xp.expand_dims(g, axis=-1) * a
+        return xp.expand_dims(a, axis=-1) * xp.expand_dims(g, axis=-2)   # (..., n) = a (k,) @ b (..., k, n)
+    if b.ndim == 1:                                    # (..., m) = a (..., m, k) @ b (k,)
+        if a.ndim == 2:
+            return g @ a
+        return (xp.expand_dims(g, axis=-2) @ a)[..., 0, :]
+    return a.mT @ g
+
+
+_matmul.defvjp(_matmul_vjp_a, _matmul_vjp_b, saves="inputs")
+_matrix_transpose.defvjp(lambda xp, g, y, x: g.mT, saves=())

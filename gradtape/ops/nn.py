@@ -461,6 +461,18 @@ def _sparse_xent_grad(op, grad):
     return None, expand_dims(grad, axis=-1) * (softmax(logits, axis=-1) - oh)
 
 
+def _sparse_xent_vjp(xp, g, y, labels, logits):
+    """The rule on native arrays (see OpDef.defvjp): grad * (softmax(logits) - one_hot(labels))."""
+    e = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))
+    p = e / xp.sum(e, axis=-1, keepdims=True)
+    hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype,
+                                                       device=logits.device)
+    return xp.expand_dims(g, axis=-1) * (p - xp.astype(hit, p.dtype))
+
+
+_sparse_xent.defvjp(None, _sparse_xent_vjp, saves="inputs")
+
+
 def _l2_loss_forward(xp, t):
     return xp.sum(t * t) / 2
 
