@@ -276,8 +276,8 @@ def record1(op, xid, xv, yv, yid, b, tapes, attrs=None):
                 if s is None:
                     node = (op, (xid,), (xv,), attrs, (yid,), (yv,), b)
                 else:
-                    node = (op, (xid,), _saved_inputs(s, (xv,), yv), attrs, (yid,),
-                            (yv if s.outputs else None,), b)
+                    node = (op, (xid,), (xv,) if s.inputs is True else _saved_inputs(s, (xv,), yv), attrs,
+                            (yid,), (yv if s.outputs else None,), b)
             rec.nodes.append(node)
             w.add(yid)
 
@@ -295,8 +295,8 @@ def record2(op, id1, id2, v1, v2, yv, yid, b, tapes):
                 if s is None:
                     node = (op, (id1, id2), (v1, v2), None, (yid,), (yv,), b)
                 else:
-                    node = (op, (id1, id2), _saved_inputs(s, (v1, v2), yv), None, (yid,),
-                            (yv if s.outputs else None,), b)
+                    node = (op, (id1, id2), (v1, v2) if s.inputs is True else _saved_inputs(s, (v1, v2), yv),
+                            None, (yid,), (yv if s.outputs else None,), b)
             rec.nodes.append(node)
             w.add(yid)
 
@@ -638,7 +638,11 @@ def _backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=N
 
     keep = set(source_ids)
     if native:
-        _walk_native(nodes, grads, reach, keep, consume, nb)
+        try:
+            _walk_native(nodes, grads, reach, keep, consume, nb)
+        finally:
+            if consume:
+                nodes.clear()
     else:
         _walk_tensors(nodes, grads, reach, keep)
 
@@ -707,16 +711,12 @@ def _walk_native(nodes, grads, reach, keep, consume, nb):
     """The walk on native arrays (nothing records it)."""
     pop = grads.pop
     get = grads.get
-    if consume:
-        def order():
-            while nodes:
-                yield nodes.pop()
-        it = order()
-    else:
-        it = reversed(nodes)
     reals = None
     last_b = None
-    for n in it:
+    for idx in range(len(nodes) - 1, -1, -1):
+        n = nodes[idx]
+        if consume:
+            nodes[idx] = None           # the node's saved values go with the last reference
         op, in_ids, in_vals, attrs, out_ids, out_vals, b = n
         if len(out_ids) == 1:
             o = out_ids[0]

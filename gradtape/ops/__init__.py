@@ -35,8 +35,25 @@ from gradtape.tensor import Tensor, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "apply", "apply1"]
 
-#: the dtype kinds a Python scalar of each type joins without changing the tensor's dtype
-_FITS = {float: "fc", int: "iufc", bool: "b", complex: "c"}
+#: backend -> the native dtypes (of arrays) that a Python float or int joins without changing them,
+#: where the backend takes Python scalars as is (its floating and complex dtypes); else empty
+_FC = {}
+
+
+def _fc(b):
+    s = set()
+    if b.python_scalars:
+        from gradtape import dtypes as _dt
+        for d in _dt.ALL_DTYPES:
+            if d.kind in "fc":
+                try:
+                    nd = b.dtype_to_native(d)
+                    s.add(nd)
+                    s.add(b.xp.zeros((0,), dtype=nd).dtype)
+                except Exception:
+                    continue
+    s = _FC[b] = frozenset(s) or frozenset({None})
+    return s
 
 
 def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, nout=None, chapter=None,
@@ -135,15 +152,14 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
             v1 = x1._v
             if c2 is Tensor:
                 v2 = x2._v if x2._b is b and x2._v.dtype is v1.dtype else None
-            elif (c2 is float or c2 is int) and scalars and b.python_scalars and \
-                    b.dtype_of(v1).kind in _FITS[c2]:
+            elif (c2 is float or c2 is int) and scalars and v1.dtype in (_FC.get(b) or _fc(b)):
                 v2 = x2
             else:
                 v2 = None
         elif c2 is Tensor and (c1 is float or c1 is int):
             b = x2._b
             v2 = x2._v
-            v1 = x1 if scalars and b.python_scalars and b.dtype_of(v2).kind in _FITS[c1] else None
+            v1 = x1 if scalars and v2.dtype in (_FC.get(b) or _fc(b)) else None
         else:
             v1 = v2 = None
         if v1 is not None and v2 is not None:
