@@ -22,7 +22,8 @@ def _connected(rec, target, src):
     """For each source, whether a recorded path leads from it to ``target``."""
     need = {target._id}
     for n in reversed(rec.nodes):
-        for o in n[4]:
+        outs = n[4]
+        for o in ((outs,) if outs.__class__ is int else outs):
             if o in need:
                 need.update(i for i in n[1] if i)
                 break

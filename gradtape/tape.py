@@ -47,7 +47,9 @@ _NO_ATTRS = {}
 _PY_SCALARS = (bool, int, float, complex)
 
 # A recorded node is a plain tuple (one allocation per recorded op call):
-#   (opdef, in_ids, in_vals, attrs, out_ids, out_vals, backend)
+#   (opdef, in_ids, in_vals, attrs, out_id, out_val, backend)
+# where ``out_id``/``out_val`` are the identity (an int) and native value of the one output, or, for
+# an op of several outputs, tuples of them.
 # ``in_vals``/``out_vals`` hold the native values the op's rule needs (``OpDef.saves``); an input
 # that is not saved is None (its gradient needs no fitting: same shape and dtype as the output) or
 # a ``_Meta`` (its shape and dtype, for undoing broadcasting); an output not saved is None.
@@ -96,6 +98,8 @@ class Node:
         self.in_ids = in_ids
         self.in_vals = in_vals
         self.attrs = attrs if attrs is not None else _NO_ATTRS
+        if out_ids.__class__ is int:
+            out_ids, out_vals = (out_ids,), (out_vals,)
         self.out_ids = out_ids
         self.out_vals = out_vals
         self.backend = backend
@@ -194,12 +198,10 @@ def _node(op, ids, natives, attrs, outs):
         ov = o._v
         if not op.float_out and b.dtype_of(ov).kind not in "fc":
             return None
-        out_ids = (o._id,)
         saves = op._saves
         if saves is None:
-            return (op, ids, natives, attrs, out_ids, (ov,), b)
-        return (op, ids, _saved_inputs(saves, natives, ov), attrs, out_ids,
-                (ov if saves.outputs else None,), b)
+            return (op, ids, natives, attrs, o._id, ov, b)
+        return (op, ids, _saved_inputs(saves, natives, ov), attrs, o._id, ov if saves.outputs else None, b)
     mask = op.output_differentiable
     out_ids = tuple(o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0
                     for k, o in enumerate(outs))
@@ -258,9 +260,11 @@ def record(op, args, natives, attrs, outs):
             if node is None:
                 return
         rec.nodes.append(node)
-        for i in node[4]:
-            if i:
-                w.add(i)
+        outs = node[4]
+        if outs.__class__ is int:
+            w.add(outs)
+        else:
+            w.update(i for i in outs if i)
 
 
 def record1(op, xid, xv, yv, yid, b, tapes, attrs=None):
@@ -274,10 +278,10 @@ def record1(op, xid, xv, yv, yid, b, tapes, attrs=None):
                     return
                 s = op._saves
                 if s is None:
-                    node = (op, (xid,), (xv,), attrs, (yid,), (yv,), b)
+                    node = (op, (xid,), (xv,), attrs, yid, yv, b)
                 else:
                     node = (op, (xid,), (xv,) if s.inputs is True else _saved_inputs(s, (xv,), yv), attrs,
-                            (yid,), (yv if s.outputs else None,), b)
+                            yid, yv if s.outputs else None, b)
             rec.nodes.append(node)
             w.add(yid)
 
@@ -293,10 +297,10 @@ def record2(op, id1, id2, v1, v2, yv, yid, b, tapes):
                     return
                 s = op._saves
                 if s is None:
-                    node = (op, (id1, id2), (v1, v2), None, (yid,), (yv,), b)
+                    node = (op, (id1, id2), (v1, v2), None, yid, yv, b)
                 else:
                     node = (op, (id1, id2), (v1, v2) if s.inputs is True else _saved_inputs(s, (v1, v2), yv),
-                            None, (yid,), (yv if s.outputs else None,), b)
+                            None, yid, yv if s.outputs else None, b)
             rec.nodes.append(node)
             w.add(yid)
 
@@ -565,7 +569,11 @@ def _path(rec, source_ids):
         else:
             continue
         path.append(n)
-        reach.update(i for i in n[4] if i)
+        outs = n[4]
+        if outs.__class__ is int:
+            reach.add(outs)
+        else:
+            reach.update(i for i in outs if i)
     return reach, path
 
 
@@ -666,15 +674,14 @@ def _walk_tensors(nodes, grads, reach, keep):
     """The walk with every rule on Tensors (an outer tape records what the rules compute)."""
     from gradtape.ops.creation import zeros_like
     for n in reversed(nodes):
-        outs = n[4]
-        if len(outs) == 1:
-            o = outs[0]
+        o = n[4]
+        if o.__class__ is int:
             g = grads.get(o) if o in keep else grads.pop(o, None)
             if g is None:
                 continue
             gs = (g,)
         else:
-            gs = [(grads.get(o) if o in keep else grads.pop(o, None)) if o else None for o in outs]
+            gs = [(grads.get(i) if i in keep else grads.pop(i, None)) if i else None for i in o]
             if all(g is None for g in gs):
                 continue
             if any(g is None for g in gs):
@@ -717,9 +724,8 @@ def _walk_native(nodes, grads, reach, keep, consume, nb):
         n = nodes[idx]
         if consume:
             nodes[idx] = None           # the node's saved values go with the last reference
-        op, in_ids, in_vals, attrs, out_ids, out_vals, b = n
-        if len(out_ids) == 1:
-            o = out_ids[0]
+        op, in_ids, in_vals, attrs, o, y, b = n
+        if o.__class__ is int:
             g = get(o) if o in keep else pop(o, None)
             if g is None:
                 continue
@@ -730,7 +736,6 @@ def _walk_native(nodes, grads, reach, keep, consume, nb):
                     reals = _real_natives(b)
                     xp = b._xp
                 if g.dtype in reals:
-                    y = out_vals[0]
                     k = 0
                     for i in in_ids:
                         if i and i in reach:
@@ -739,8 +744,8 @@ def _walk_native(nodes, grads, reach, keep, consume, nb):
                                 f(xp, g, y, *in_vals, **attrs) if attrs else f(xp, g, y, *in_vals))
                             if gi is not None:
                                 v = in_vals[k]
-                                if v is not None and v.__class__ not in _PY_SCALARS and (
-                                        gi.shape != v.shape or gi.dtype != v.dtype):
+                                # (a Python scalar input has identity 0: never here)
+                                if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
                                     gi = _fit_native(gi, v, xp, nb)
                                 prev = get(i)
                                 grads[i] = gi if prev is None else prev + gi
@@ -748,7 +753,7 @@ def _walk_native(nodes, grads, reach, keep, consume, nb):
                     continue
             gs = (g,)
         else:
-            gs = [(get(o) if o in keep else pop(o, None)) if o else None for o in out_ids]
+            gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in o]
             if all(g is None for g in gs):
                 continue
         if nb:
@@ -781,7 +786,7 @@ def _fit_tensor(g, v, n, b):
         return fit_gradient(g, v, b)
     if isinstance(g, Tensor):
         return g
-    ov = n[5][0]
+    ov = n[5] if n[4].__class__ is int else n[5][0]
     if ov is not None:
         return fit_gradient(g, ov, b)
     from gradtape.tensor import convert_to_tensor
