@@ -471,6 +471,12 @@ def _sparse_xent_vjp(xp, g, y, labels, logits):
 
 
 _sparse_xent.defvjp(None, _sparse_xent_vjp, saves="inputs")
+_relu.defvjp(lambda xp, g, y, x: xp.where(x > 0, g, xp.zeros_like(g)), saves="inputs")
+_sigmoid.defvjp(lambda xp, g, y, x: g * (y * (1 - y)), saves="outputs")
+_softmax.defvjp(lambda xp, g, y, x, *, axis: y * (g - xp.sum(g * y, axis=axis - y.ndim, keepdims=True)),
+                saves="outputs")
+_log_softmax.defvjp(lambda xp, g, y, x, *, axis: g - xp.exp(y) * xp.sum(g, axis=axis - y.ndim, keepdims=True),
+                    saves="outputs")
 
 
 def _l2_loss_forward(xp, t):
