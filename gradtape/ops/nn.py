@@ -414,9 +414,14 @@ def _sparse_xent_forward(backend, labels, logits):
     depth = logits.shape[-1]
     shifted = logits - xp.max(logits, axis=-1, keepdims=True)
     lse = xp.log(xp.sum(xp.exp(shifted), axis=-1))
-    classes = xp.arange(depth, dtype=labels.dtype, device=backend.device_of(logits))
-    hit = xp.expand_dims(labels, axis=-1) == classes
-    picked = xp.sum(xp.where(hit, shifted, xp.zeros_like(shifted)), axis=-1)
+    if logits.ndim and labels.ndim == logits.ndim - 1 and hasattr(xp, "take_along_axis"):
+        # (labels were checked to lie in [0, depth) by the public function)
+        idx = xp.expand_dims(xp.astype(labels, xp.int64), axis=-1)
+        picked = xp.take_along_axis(shifted, idx, axis=-1)[..., 0]
+    else:
+        classes = xp.arange(depth, dtype=labels.dtype, device=backend.device_of(logits))
+        hit = xp.expand_dims(labels, axis=-1) == classes
+        picked = xp.sum(xp.where(hit, shifted, xp.zeros_like(shifted)), axis=-1)
     return lse - picked
 
 
