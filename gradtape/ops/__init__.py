@@ -30,7 +30,7 @@ from __future__ import annotations
 from gradtape import domains as _domains
 from gradtape.dispatch import _reraise, apply, apply1
 from gradtape.registry import OpDef, register
-from gradtape.tape import _ACTIVE, _state, record1, record2
+from gradtape.tape import _ACTIVE, _saved_inputs, _state, record1, record2
 from gradtape.tensor import Tensor, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "apply", "apply1"]
@@ -128,7 +128,20 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
                 if _ACTIVE[0] and op.differentiable:
                     tapes = _state.tapes
                     if tapes:
-                        record1(op, x._id, xv, v, yid, b, tapes)
+                        if len(tapes) == 1:
+                            # record1 inlined for the one-tape case (unary ops keep floats floating)
+                            rec = tapes[0]
+                            w = rec.watched
+                            xid = x._id
+                            if xid in w:
+                                s = op._saves
+                                rec.nodes.append(
+                                    (op, (xid,), (xv,), None, yid, v, b) if s is None else
+                                    (op, (xid,), (xv if s.inputs else None,), None, yid,
+                                     v if s.outputs else None, b))
+                                w.add(yid)
+                        else:
+                            record1(op, x._id, xv, v, yid, b, tapes)
                 return y
         return apply1(op, x)
     return _finish(f, op, doc)
@@ -178,8 +191,21 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                 if _ACTIVE[0] and op.differentiable:
                     tapes = _state.tapes
                     if tapes:
-                        record2(op, x1._id if c1 is Tensor else 0, x2._id if c2 is Tensor else 0,
-                                v1, v2, v, yid, b, tapes)
+                        id1 = x1._id if c1 is Tensor else 0
+                        id2 = x2._id if c2 is Tensor else 0
+                        if len(tapes) == 1:
+                            # record2 inlined for the one-tape case
+                            rec = tapes[0]
+                            w = rec.watched
+                            if id1 in w or id2 in w:
+                                s = op._saves
+                                rec.nodes.append(
+                                    (op, (id1, id2), (v1, v2), None, yid, v, b) if s is None else
+                                    (op, (id1, id2), (v1, v2) if s.inputs is True else
+                                     _saved_inputs(s, (v1, v2), v), None, yid, v if s.outputs else None, b))
+                                w.add(yid)
+                        else:
+                            record2(op, id1, id2, v1, v2, v, yid, b, tapes)
                 return y
         return apply(op, (x1, x2))
     return _finish(f, op, doc)
