@@ -24,13 +24,29 @@ and its input domain beside it:
 * ``differentiable=False`` declares an op whose outputs carry no gradient (``gt.NotDifferentiable``).
 * ``domain`` is a :mod:`gradtape.domains` declaration; ``complex=True`` adds complex samples.
   Every op has one: a meta-test fails otherwise.
+
+Two optional declarations make an op cheaper (docs/performance.md); an op without them works as
+before:
+
+* ``saves=`` (on ``defop``/``unary``/``binary``, or ``op.saves = ...``): the recorded values the rule
+  reads -- ``("inputs",)``, ``("outputs",)``, ``()`` or input indices; by default all.  The tape keeps
+  only those (an input's shape and dtype always), so activations are freed with the forward
+  (``tanh`` keeps its output, ``add`` nothing).  A rule that reads what its op does not save gets a
+  ``RuntimeError`` naming the op.
+* ``op.defvjp(vjp_0, vjp_1, ...)`` after the rule: the same rule on native arrays, one function per
+  input, ``vjp(xp, g, y, *xs, **attrs)``.  The backward walk runs them when nothing records it (no
+  higher order) and the gradient is real floating; otherwise, and whenever the rule is replaced
+  (``RegisterGradient``), the rule runs.  They must accept ``g`` with extra leading (batch) axes:
+  ``tape.jacobian`` on a backend without ``vmap`` walks once with a batch of cotangents.
+
+    sin.defvjp(lambda xp, g, y, x: g * xp.cos(x), saves="inputs")
 """
 from __future__ import annotations
 
 from gradtape import domains as _domains
 from gradtape.dispatch import _reraise, apply, apply1
 from gradtape.registry import OpDef, register
-from gradtape.tape import _ACTIVE, _saved_inputs, _state, record1, record2
+from gradtape.tape import _ACTIVE, _Meta, _saved_inputs, _state, record1, record2
 from gradtape.tensor import Tensor, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "apply", "apply1"]
@@ -199,10 +215,19 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                             w = rec.watched
                             if id1 in w or id2 in w:
                                 s = op._saves
-                                rec.nodes.append(
-                                    (op, (id1, id2), (v1, v2), None, yid, v, b) if s is None else
-                                    (op, (id1, id2), (v1, v2) if s.inputs is True else
-                                     _saved_inputs(s, (v1, v2), v), None, yid, v if s.outputs else None, b))
+                                if s is None:
+                                    rec.nodes.append((op, (id1, id2), (v1, v2), None, yid, v, b))
+                                else:
+                                    ins = s.inputs
+                                    if ins is False:
+                                        # keep neither: None where shaped like the output (add, subtract)
+                                        sv = (v1 if c1 is not Tensor else None if v1.shape == v.shape and
+                                              v1.dtype == v.dtype else _Meta(v1),
+                                              v2 if c2 is not Tensor else None if v2.shape == v.shape and
+                                              v2.dtype == v.dtype else _Meta(v2))
+                                    else:
+                                        sv = (v1, v2) if ins is True else _saved_inputs(s, (v1, v2), v)
+                                    rec.nodes.append((op, (id1, id2), sv, None, yid, v if s.outputs else None, b))
                                 w.add(yid)
                         else:
                             record2(op, id1, id2, v1, v2, v, yid, b, tapes)
