@@ -47,7 +47,7 @@ from gradtape import domains as _domains
 from gradtape.dispatch import _reraise, apply, apply1
 from gradtape.registry import OpDef, register
 from gradtape.tape import _ACTIVE, _Meta, _saved_inputs, _state, record1, record2
-from gradtape.tensor import Tensor, _new, _next_id
+from gradtape.tensor import Tensor, Variable, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "apply", "apply1"]
 
@@ -176,6 +176,12 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
         # float/int the backend takes as is, the native function already resolved
         c1 = x1.__class__
         c2 = x2.__class__
+        if c1 is Variable or c2 is Variable:
+            # a Variable read is recorded through the general path (it may be watched on access)
+            if _ACTIVE[0]:
+                return apply(op, (x1, x2))
+            c1 = Tensor if c1 is Variable else c1
+            c2 = Tensor if c2 is Variable else c2
         if c1 is Tensor:
             b = x1._b
             v1 = x1._v

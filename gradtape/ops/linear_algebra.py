@@ -6,6 +6,7 @@ gradient; broadcast batch axes are summed back by the engine.
 from __future__ import annotations
 
 from gradtape.domains import REAL, Case, with_complex
+from gradtape.dispatch import apply2
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import _conj
 from gradtape.ops.manipulation import expand_dims, permute_dims, reshape
@@ -88,7 +89,7 @@ def _matmul_vector_grad(op, g, a, b):
 @public(_matmul)
 def matmul(x1, x2, /):
     """Matrix product with the standard's broadcasting and 1-D rules."""
-    return apply(_matmul, (x1, x2))
+    return apply2(_matmul, x1, x2)
 
 
 def _tensordot_forward(xp, x1, x2, *, axes):
