@@ -170,6 +170,13 @@ class Backend:
             out = self.to_device(out, self.parse_device(device) if isinstance(device, str) else device)
         return out
 
+    def update_inplace(self, name, x, delta) -> bool:
+        """``x = name(x, delta)`` (``name``: "add" or "subtract") done in place, where that cannot be
+        observed: the caller (``Variable.assign_add``/``assign_sub``) checked that no Python object
+        but the variable references ``x``; the backend checks that no view or foreign buffer shares
+        its memory.  True when done; the default never does it."""
+        return False
+
     def fix_output(self, out):
         """Turn an op's output of a foreign type (NumPy scalars, say) into a native array."""
         return out

@@ -53,6 +53,14 @@ class NumpyBackend(Backend):
         except (TypeError, ValueError, RuntimeError, BufferError, AttributeError):
             return np.asarray(obj)
 
+    def update_inplace(self, name, x, delta):
+        # a view keeps its base alive (so the base's refcount shows it); x itself must own its data
+        if x.__class__ is np.ndarray and x.base is None and x.flags.writeable and \
+                delta.__class__ is np.ndarray and delta.dtype == x.dtype:
+            (np.add if name == "add" else np.subtract)(x, delta, out=x)
+            return True
+        return False
+
     def fix_output(self, out):
         # NumPy ufuncs return NumPy scalars for 0-d inputs; gradtape keeps 0-d arrays.
         return np.asarray(out)

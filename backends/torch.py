@@ -262,6 +262,32 @@ class TorchBackend(Backend):
             out = self.to_device(out, device)
         return out
 
+    def update_inplace(self, name, x, delta):
+        torch = self._torch
+        if x.__class__ is not torch.Tensor or x._base is not None or x.requires_grad or \
+                delta.__class__ is not torch.Tensor or delta.dtype != x.dtype or delta.device != x.device:
+            return False
+        try:
+            use_count = torch._C._storage_Use_Count
+            s = x.untyped_storage()
+            # memory torch allocated (not a NumPy array's or a DLPack import's), shared by no view
+            if not s.resizable() or use_count(s._cdata) != self._sole_storage():
+                return False
+        except (AttributeError, RuntimeError, TypeError):
+            return False
+        if name == "add":
+            x.add_(delta)
+        else:
+            x.sub_(delta)
+        return True
+
+    def _sole_storage(self):
+        n = getattr(self, "_sole_use_count", None)
+        if n is None:
+            t = self._torch.ones(1)
+            n = self._sole_use_count = self._torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+        return n
+
     def fix_output(self, out):
         torch = self._torch
         if isinstance(out, torch.Tensor):       # a subclass (nn.Parameter) or a tensor needing grad

@@ -22,22 +22,42 @@ def _connected(rec, target, src):
     """For each source, whether a recorded path leads from it to ``target``."""
     need = {target._id}
     for n in reversed(rec.nodes):
-        for o in n.out_ids:
+        outs = n[4]
+        for o in ((outs,) if outs.__class__ is int else outs):
             if o in need:
-                need.update(i for i in n.in_ids if i)
+                need.update(i for i in n[1] if i)
                 break
     return [s._id in need for s in src]
 
 
 def _vectorized(rec, target, src, cotangents):
     """The vector-Jacobian products of ``target`` for a batch of native ``cotangents`` (leading
-    axis), in one backward walk mapped by the backend's ``vmap``; None where the backend has none,
-    where a tape is recording (the loop is recordable, for higher order), or where the walk does
-    not map (a rule with data-dependent Python control flow, say)."""
-    from gradtape.tape import _ACTIVE, UnconnectedGradients, _backward
+    axis) in one backward walk: mapped by the backend's ``vmap`` where it has one, else walked once
+    with the batch axis by the ops' native vjps.  None where a tape is recording (the loop is
+    recordable, for higher order), where the walk does not map (a rule with data-dependent Python
+    control flow, say), or, without ``vmap``, where an op on the path has no native vjps."""
+    from gradtape.tape import UnconnectedGradients, _backward, _NotBatchable, _state
     b = target._b
-    if not getattr(b, "supports_vmap", False) or _ACTIVE[0]:
+    if _state.tapes:
         return None
+    if not getattr(b, "supports_vmap", False):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gs = _backward(rec, [target], None, src, UnconnectedGradients.NONE, batch=cotangents)
+        except _NotBatchable:
+            return None
+        xp = b.xp
+        out = []
+        for s, g in zip(src, gs):
+            if g is None:
+                out.append(None)
+                continue
+            want = (cotangents.shape[0],) + tuple(s._v.shape)
+            if tuple(g.shape) != want:      # a source that is also the target, or a broadcast view
+                g = xp.broadcast_to(g, want)
+            out.append(g)
+        return tuple(out)
 
     def vjp(u):
         gs = _backward(rec, [target], [_wrap(u, b)], src, UnconnectedGradients.ZERO)
@@ -69,7 +89,7 @@ def jacobian(rec, target, sources, unconnected):
             out = []
             for s, conn, g in zip(src, _connected(rec, target, src), batched):
                 shape = tuple(tshape) + tuple(s.shape)
-                if not conn:
+                if not conn or g is None:
                     out.append(zeros(shape, dtype=s.dtype, device=s._b.device_of(s._v))
                                if unconnected is UnconnectedGradients.ZERO else None)
                 else:
@@ -120,7 +140,7 @@ def batch_jacobian(rec, target, source, unconnected):
         batched = _vectorized(rec, target, [source],
                               xp.broadcast_to(rows, (m,) + tuple(tshape)))
         if batched is not None:
-            if not _connected(rec, target, [source])[0]:
+            if not _connected(rec, target, [source])[0] or batched[0] is None:
                 return zeros(shape, dtype=source.dtype) if unconnected is UnconnectedGradients.ZERO else None
             from gradtape.ops.manipulation import moveaxis
             g = _wrap(batched[0], source._b)            # [m, b, x...]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape.tape import _ACTIVE, _state, record
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.tape import _ACTIVE, _state, record, record1
+from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
 
-__all__ = ["apply", "apply1"]
+__all__ = ["apply", "apply1", "apply2"]
 
 _SCALARS = (bool, int, float, complex)
 
@@ -30,9 +30,38 @@ def apply1(op, x, attrs=None):
     if out.__class__ is not b.array_type:
         out = b.fix_output(out)
     y = _wrap(out, b)
-    if _ACTIVE[0] and op.differentiable and _state.tapes:
-        record(op, (x,), (v,), attrs, (y,))
+    if _ACTIVE[0] and op.differentiable:
+        tapes = _state.tapes
+        if tapes:
+            if op.nout is None:
+                record1(op, x._id, v, out, y._id, b, tapes, attrs)
+            else:
+                record(op, (x,), (v,), attrs, (y,))
     return y
+
+
+def apply2(op, x1, x2, attrs=None):
+    """Fast path of :func:`apply` for two inputs: Tensors or Variables of one backend and one dtype
+    (anything else goes through :func:`apply`)."""
+    c1 = x1.__class__
+    c2 = x2.__class__
+    if (c1 is Tensor or c1 is Variable) and (c2 is Tensor or c2 is Variable):
+        b = x1._b
+        v1 = x1._v
+        v2 = x2._v
+        if x2._b is b and v1.dtype is v2.dtype:
+            impl = op.impls.get(b) or op.resolve(b)
+            try:
+                out = impl(v1, v2, **attrs) if attrs else impl(v1, v2)
+            except Exception as e:
+                _reraise(op, b, (x1, x2), (v1, v2), e)
+            if out.__class__ is not b.array_type:
+                out = b.fix_output(out)
+            y = _wrap(out, b)
+            if _ACTIVE[0] and op.differentiable and _state.tapes:
+                record(op, (x1, x2), (v1, v2), attrs, (y,))
+            return y
+    return apply(op, (x1, x2), attrs)
 
 
 def apply(op, args, attrs=None):

@@ -28,11 +28,12 @@ class OpDef:
     """
 
     __slots__ = ("name", "forward", "grad", "differentiable", "domain", "nout", "public", "impls",
-                 "chapter", "scalars", "doc", "output_differentiable", "convention", "promote", "__weakref__")
+                 "chapter", "scalars", "doc", "output_differentiable", "convention", "promote", "vjps",
+                 "vjp_rule", "_saves", "float_out", "__weakref__")
 
     def __init__(self, name, forward=None, *, grad=None, differentiable=True, domain=None, nout=None,
                  chapter=None, scalars=False, doc=None, output_differentiable=None, convention=None,
-                 promote=False):
+                 promote=False, saves=None, float_out=False):
         self.name = name
         self.forward = name if forward is None else forward
         self.grad = grad
@@ -47,7 +48,22 @@ class OpDef:
         self.output_differentiable = output_differentiable  # per-output mask for multi-output ops
         self.convention = convention      # the subgradient convention at kinks, for the docs
         self.promote = promote            # inputs of different dtypes are cast to gradtape's result_type
+        self.vjps = None                  # optional native vjps, one per input (see defvjp)
+        self.vjp_rule = None              # the rule they mirror: used only while it is the rule
+        self._saves = None
+        self.saves = saves                # which recorded values the rule reads (None: all)
+        self.float_out = float_out        # a floating input gives a floating output (no check)
 
+    @property
+    def saves(self):
+        """Which recorded values the rule (and the native vjps) read: None (all), or a
+        :class:`Saves` (``saves=("inputs",)``, ``("outputs",)``, ``()``, input indices ``(1,)``...).
+        What is not saved is freed as soon as the caller drops it."""
+        return self._saves
+
+    @saves.setter
+    def saves(self, spec):
+        self._saves = None if spec is None else Saves.of(spec)
     def __repr__(self):
         state = "rule" if self.grad is not None else ("not differentiable" if not self.differentiable
                                                      else "no rule")
@@ -57,6 +73,29 @@ class OpDef:
         """Decorator: ``@sin.gradient`` sets the op's rule (its definition sits next to the op)."""
         self.grad = fn
         return fn
+
+    def defvjp(self, *vjps, saves=None):
+        """Optional: the rule once more on native arrays, one function per input (None: that
+        input gets no gradient), ``vjp(xp, g, y, *xs, **attrs)`` -> the gradient of that input, for
+        output gradient ``g``, output ``y`` and inputs ``xs`` (native arrays, or Python scalars passed
+        through; values the op does not save are None or carry only ``.shape``/``.dtype``).
+
+        The engine runs them instead of the rule when nothing records the backward walk (no
+        higher order) and the gradient is real floating; they must compute what the rule computes,
+        accept ``g`` with extra leading (batch) axes, and leave broadcasting to the engine (a
+        jacobian on a backend without ``vmap`` walks once with a batch of cotangents).
+        Declare them after the rule: they stand for the rule of the moment, and a rule set later
+        (``RegisterGradient``, ``@op.gradient``) silently retires them.  Returns the op."""
+        if len(vjps) == 1 and isinstance(vjps[0], (tuple, list)):
+            vjps = tuple(vjps[0])
+        if self.nout is not None:
+            raise ValueError(f"defvjp: op {self.name!r} has several outputs; native vjps are for "
+                             "single-output ops")
+        self.vjps = tuple(vjps)
+        self.vjp_rule = self.grad
+        if saves is not None:
+            self.saves = saves
+        return self
 
     def resolve(self, backend):
         """The native callable for ``backend``: an adapter's override, the namespace function, or
@@ -76,6 +115,49 @@ class OpDef:
                         functools.partial(fwd, backend) if first == "backend" else fwd)
         self.impls[backend] = impl
         return impl
+
+
+class Saves:
+    """What an op keeps for its rule: ``inputs`` (True, False or a tuple of input indices) and
+    ``outputs`` (bool)."""
+
+    __slots__ = ("inputs", "outputs")
+
+    def __init__(self, inputs, outputs):
+        self.inputs = inputs
+        self.outputs = outputs
+
+    @classmethod
+    def of(cls, spec):
+        if isinstance(spec, Saves):
+            return spec
+        if isinstance(spec, str):
+            spec = (spec,)
+        inputs = False
+        outputs = False
+        idx = []
+        for s in spec:
+            if s == "inputs":
+                inputs = True
+            elif s == "outputs":
+                outputs = True
+            elif isinstance(s, int) and not isinstance(s, bool):
+                idx.append(s)
+            else:
+                raise ValueError(f"saves: expected 'inputs', 'outputs' or input indices, got {s!r}")
+        if idx and not inputs:
+            inputs = tuple(sorted(set(idx)))
+        return cls(inputs, outputs)
+
+    def __repr__(self):
+        parts = []
+        if self.inputs is True:
+            parts.append("'inputs'")
+        elif self.inputs:
+            parts.extend(str(i) for i in self.inputs)
+        if self.outputs:
+            parts.append("'outputs'")
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
 def _first_param(fn):

@@ -46,6 +46,28 @@ class UnconnectedGradients(enum.Enum):
 _NO_ATTRS = {}
 _PY_SCALARS = (bool, int, float, complex)
 
+# A recorded node is a plain tuple (one allocation per recorded op call):
+#   (opdef, in_ids, in_vals, attrs, out_id, out_val, backend)
+# where ``out_id``/``out_val`` are the identity (an int) and native value of the one output, or, for
+# an op of several outputs, tuples of them.
+# ``in_vals``/``out_vals`` hold the native values the op's rule needs (``OpDef.saves``); an input
+# that is not saved is None (its gradient needs no fitting: same shape and dtype as the output) or
+# a ``_Meta`` (its shape and dtype, for undoing broadcasting); an output not saved is None.
+# Rules receive a :class:`Node` built from the tuple when the walk reaches it.
+
+
+class _Meta:
+    """The shape and dtype of an input whose value the op's rule does not need."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, v):
+        self.shape = v.shape
+        self.dtype = v.dtype
+
+    def __repr__(self):
+        return f"<not saved: shape {tuple(self.shape)}, dtype {self.dtype}>"
+
 
 def _scalar_tensor(v, like):
     """A 0-d tensor of Python scalar ``v`` on ``like``'s backend and device, in ``like``'s dtype
@@ -59,6 +81,12 @@ def _scalar_tensor(v, like):
     return convert_to_tensor(v, like=like)
 
 
+def _not_saved(opdef, what):
+    raise RuntimeError(f"the gradient rule of {opdef.name!r} reads op.{what}, but the op declares "
+                       f"saves={opdef.saves!r} (the values it keeps for its rule); add {what!r} to "
+                       "its saves")
+
+
 class Node:
     """One recorded op call; the ``op`` that gradient rules receive."""
 
@@ -70,6 +98,8 @@ class Node:
         self.in_ids = in_ids
         self.in_vals = in_vals
         self.attrs = attrs if attrs is not None else _NO_ATTRS
+        if out_ids.__class__ is int:
+            out_ids, out_vals = (out_ids,), (out_vals,)
         self.out_ids = out_ids
         self.out_vals = out_vals
         self.backend = backend
@@ -91,6 +121,8 @@ class Node:
             ins = []
             scalars = False
             for i, v in zip(self.in_ids, self.in_vals):
+                if v is None or v.__class__ is _Meta:
+                    _not_saved(self.opdef, "inputs")
                 if i:
                     t = _wrap(v, b)
                     t._id = i
@@ -114,6 +146,8 @@ class Node:
             b = self.backend
             outs = []
             for i, v in zip(self.out_ids, self.out_vals):
+                if v is None:
+                    _not_saved(self.opdef, "outputs")
                 t = _wrap(v, b)
                 if i:
                     t._id = i
@@ -132,20 +166,63 @@ class Node:
 
 
 class _Recording:
-    """What one tape holds: the watched identities, the recorded nodes, the watched variables."""
+    """What one tape holds: the watched identities (``roots``: watched by the user or on variable
+    access; ``watched``: those and every recorded output), the recorded nodes (tuples), the
+    watched variables."""
 
-    __slots__ = ("watched", "nodes", "variables", "watch_accessed", "__weakref__")
+    __slots__ = ("watched", "roots", "nodes", "variables", "watch_accessed", "__weakref__")
 
     def __init__(self, watch_accessed):
         self.watched = set()
+        self.roots = set()
         self.nodes = []
         self.variables = {}
         self.watch_accessed = watch_accessed
+
+    def watch_id(self, i):
+        self.watched.add(i)
+        self.roots.add(i)
 
     def watch_variable(self, v):
         if v._id not in self.variables:
             self.variables[v._id] = v
             self.watched.add(v._id)
+            self.roots.add(v._id)
+
+
+def _node(op, ids, natives, attrs, outs):
+    """The node tuple of one call (None when no output is differentiable)."""
+    b = outs[0]._b
+    if len(outs) == 1:
+        o = outs[0]
+        ov = o._v
+        if not op.float_out and b.dtype_of(ov).kind not in "fc":
+            return None
+        saves = op._saves
+        if saves is None:
+            return (op, ids, natives, attrs, o._id, ov, b)
+        return (op, ids, _saved_inputs(saves, natives, ov), attrs, o._id, ov if saves.outputs else None, b)
+    mask = op.output_differentiable
+    out_ids = tuple(o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0
+                    for k, o in enumerate(outs))
+    if not any(out_ids):
+        return None
+    return (op, ids, natives, attrs, out_ids, tuple([o._v for o in outs]), b)
+
+
+def _saved_inputs(saves, natives, ov):
+    ins = saves.inputs
+    if ins is True:
+        return natives
+    out = []
+    for k, v in enumerate(natives):
+        if (ins and k in ins) or v.__class__ in _PY_SCALARS:
+            out.append(v)
+        elif v.shape == ov.shape and v.dtype == ov.dtype:
+            out.append(None)
+        else:
+            out.append(_Meta(v))
+    return tuple(out)
 
 
 def record(op, args, natives, attrs, outs):
@@ -164,6 +241,8 @@ def record(op, args, natives, attrs, outs):
             ids.append(a._id)
         else:
             ids.append(0)
+    ids = tuple(ids)
+    natives = tuple(natives)
     node = None
     for rec in _state.tapes:
         if variables is not None and rec.watch_accessed:
@@ -177,23 +256,53 @@ def record(op, args, natives, attrs, outs):
         else:
             continue
         if node is None:
-            b = outs[0]._b
-            if len(outs) == 1 and op.output_differentiable is None:
-                o = outs[0]
-                if b.dtype_of(o._v).kind not in "fc":
-                    return
-                out_ids = (o._id,)
-            else:
-                mask = op.output_differentiable
-                out_ids = tuple(o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0
-                                for k, o in enumerate(outs))
-                if not any(out_ids):
-                    return
-            node = Node(op, ids, natives, attrs, out_ids, tuple([o._v for o in outs]), b)
+            node = _node(op, ids, natives, attrs, outs)
+            if node is None:
+                return
         rec.nodes.append(node)
-        for i in node.out_ids:
-            if i:
-                w.add(i)
+        outs = node[4]
+        if outs.__class__ is int:
+            w.add(outs)
+        else:
+            w.update(i for i in outs if i)
+
+
+def record1(op, xid, xv, yv, yid, b, tapes, attrs=None):
+    """``record`` for one (non-Variable) Tensor input and one output: the fast path."""
+    node = None
+    for rec in tapes:
+        w = rec.watched
+        if xid in w:
+            if node is None:
+                if not op.float_out and b.dtype_of(yv).kind not in "fc":
+                    return
+                s = op._saves
+                if s is None:
+                    node = (op, (xid,), (xv,), attrs, yid, yv, b)
+                else:
+                    node = (op, (xid,), (xv,) if s.inputs is True else _saved_inputs(s, (xv,), yv), attrs,
+                            yid, yv if s.outputs else None, b)
+            rec.nodes.append(node)
+            w.add(yid)
+
+
+def record2(op, id1, id2, v1, v2, yv, yid, b, tapes):
+    """``record`` for two inputs (Tensors or passed-through Python scalars, id 0) and one output."""
+    node = None
+    for rec in tapes:
+        w = rec.watched
+        if id1 in w or id2 in w:
+            if node is None:
+                if not op.float_out and b.dtype_of(yv).kind not in "fc":
+                    return
+                s = op._saves
+                if s is None:
+                    node = (op, (id1, id2), (v1, v2), None, yid, yv, b)
+                else:
+                    node = (op, (id1, id2), (v1, v2) if s.inputs is True else _saved_inputs(s, (v1, v2), yv),
+                            None, yid, yv if s.outputs else None, b)
+            rec.nodes.append(node)
+            w.add(yid)
 
 
 def _flatten(structure, what):
@@ -275,7 +384,7 @@ class GradientTape:
             if t._is_var:
                 rec.watch_variable(t)
             else:
-                rec.watched.add(t._id)
+                rec.watch_id(t._id)
 
     def watched_variables(self):
         """Variables watched by this tape, in order of construction."""
@@ -355,7 +464,7 @@ class GradientTape:
                 if len(tgrads) != len(targets):
                     raise ValueError(f"output_gradients has {len(tgrads)} entries but there are "
                                      f"{len(targets)} targets; give one per target, in the same structure")
-            grads = _backward(rec, targets, tgrads, src, unconnected)
+            grads = _backward(rec, targets, tgrads, src, unconnected, consume=not self._persistent)
         finally:
             self._release()
         return optree.tree_unflatten(spec, grads)
@@ -390,11 +499,95 @@ class GradientTape:
 
 
 # ---------------------------------------------------------------------------------------- backward
-def _backward(rec, targets, tgrads, sources, unconnected, keep_targets=False):
-    """The reverse walk.  Returns one gradient (or None / zeros) per source."""
-    from gradtape._unbroadcast import fit_gradient
-    from gradtape.ops.creation import ones_like, zeros_like
+class _NotBatchable(Exception):
+    """A batched walk (see ``_backward(batch=...)``) met a node without native vjps."""
 
+
+_REAL_NATIVE = {}
+
+
+def _real_natives(b):
+    """The native dtypes of ``b`` that are real floating (native vjps run on these only)."""
+    s = _REAL_NATIVE.get(b)
+    if s is None:
+        from gradtape import dtypes as _dt
+        s = set()
+        for d in (getattr(_dt, "float16", None), _dt.float32, _dt.float64, getattr(_dt, "bfloat16", None)):
+            if d is None:
+                continue
+            try:
+                nd = b.dtype_to_native(d)
+            except (TypeError, KeyError):
+                continue
+            s.add(nd)
+            try:        # the dtype objects arrays carry (NumPy's np.dtype, not the scalar type)
+                s.add(b.xp.zeros((0,), dtype=nd).dtype)
+            except Exception:   # pragma: no cover - a library that cannot make this array
+                pass
+        s = _REAL_NATIVE[b] = frozenset(s)
+    return s
+
+
+def _fit_native(g, v, xp, nb):
+    """Native gradient ``g`` summed to the shape of the saved input ``v`` (an array or ``_Meta``)
+    and cast to its dtype; ``nb`` leading axes of ``g`` are a batch (a batched walk) and stay."""
+    gs = g.shape
+    vs = v.shape
+    if (gs if not nb else gs[nb:]) != vs and tuple(gs[nb:]) != tuple(vs):
+        vs = tuple(vs)
+        gs = tuple(gs)
+        lead = len(gs) - nb - len(vs)
+        if lead < 0:
+            raise ValueError(f"cannot sum a gradient of shape {gs[nb:]} to the larger shape {vs}")
+        axes = tuple(range(nb, nb + lead)) + tuple(
+            nb + lead + k for k, n in enumerate(vs) if n == 1 and gs[nb + lead + k] != 1)
+        if axes:
+            g = xp.sum(g, axis=axes, keepdims=True)
+        if tuple(g.shape) != gs[:nb] + vs:
+            g = xp.reshape(g, gs[:nb] + vs)
+    if g.dtype != v.dtype:
+        if xp.isdtype(g.dtype, "complex floating") and not xp.isdtype(v.dtype, "complex floating"):
+            g = xp.real(g)
+        if g.dtype != v.dtype:
+            g = xp.astype(g, v.dtype)
+    return g
+
+
+def _path(rec, source_ids):
+    """The identities reachable from the sources, and the nodes on a path from them.  When the
+    sources include every watched root, that is everything recorded: no filtering pass."""
+    roots = rec.roots
+    ids = {i for i in source_ids if i}
+    if roots <= ids:
+        return rec.watched | ids, None
+    reach = ids
+    path = []
+    for n in rec.nodes:
+        for i in n[1]:
+            if i in reach:
+                break
+        else:
+            continue
+        path.append(n)
+        outs = n[4]
+        if outs.__class__ is int:
+            reach.add(outs)
+        else:
+            reach.update(i for i in outs if i)
+    return reach, path
+
+
+def _backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=None):
+    """The reverse walk.  Returns one gradient (or None / zeros) per source.
+
+    When no tape of this thread records (nothing needs the walk's own ops: no higher order), the
+    walk runs on native arrays: nodes whose op has native vjps (``OpDef.defvjp``) run them directly,
+    the others run their rule on Tensors wrapped around the native gradients.  Otherwise every rule
+    runs on Tensors (recorded by the outer tapes).  ``consume`` (a non-persistent tape's only walk)
+    drops each node once walked, freeing its saved values.  ``batch``: native cotangents with one
+    leading batch axis for the (single) target, walked in one pass by native vjps only (raises
+    ``_NotBatchable`` at a node without them).
+    """
     for t in targets:
         if not isinstance(t, Tensor):
             raise ValueError(f"GradientTape.gradient: targets must be Tensors or Variables, got "
@@ -410,23 +603,29 @@ def _backward(rec, targets, tgrads, sources, unconnected, keep_targets=False):
             source_ids.append(0)
         else:
             source_ids.append(s._id)
-    reach = {i for i in source_ids if i}
-    path = []
-    for n in list(rec.nodes):
-        for i in n.in_ids:
-            if i in reach:
-                break
-        else:
-            continue
-        path.append(n)
-        reach.update(i for i in n.out_ids if i)
+    native = not _state.tapes
+    if not native:
+        consume = False
+        # the walk's own ops may be recorded on this tape (a persistent tape inside its context)
+        reach, path = _path(rec, source_ids)
+        reach = set(reach)
+        nodes = list(rec.nodes) if path is None else path
+    else:
+        reach, path = _path(rec, source_ids)
+        nodes = rec.nodes if path is None else path
+    if path is not None:
+        consume = False
 
+    nb = 0
     grads = {}
     for k, t in enumerate(targets):
         if not t.dtype.differentiable:
             continue
         g = None if tgrads is None else tgrads[k]
-        if g is not None:
+        if batch is not None:
+            g = batch
+            nb = 1
+        elif g is not None:
             g = g if isinstance(g, Tensor) else _as_like(g, t)
             if tuple(g.shape) != tuple(t.shape):
                 raise ValueError(f"output_gradients[{k}] has shape {tuple(g.shape)} but its target has "
@@ -434,55 +633,164 @@ def _backward(rec, targets, tgrads, sources, unconnected, keep_targets=False):
         tid = t._id
         if tid not in reach:
             continue
-        if g is None:
+        if native:
+            if g is None:
+                g = t._b.xp.ones_like(t._v)
+            elif isinstance(g, Tensor):
+                g = g._v
+        elif g is None:
+            from gradtape.ops.creation import ones_like
             g = ones_like(t)
         prev = grads.get(tid)
         grads[tid] = g if prev is None else prev + g
 
     keep = set(source_ids)
-    for n in reversed(path):
-        outs = n.out_ids
-        if len(outs) == 1:
-            o = outs[0]
+    if native:
+        try:
+            _walk_native(nodes, grads, reach, keep, consume, nb)
+        finally:
+            if consume:
+                nodes.clear()
+    else:
+        _walk_tensors(nodes, grads, reach, keep)
+
+    out = []
+    for s, sid in zip(sources, source_ids):
+        g = grads.get(sid) if sid else None
+        if g is None:
+            if unconnected is UnconnectedGradients.ZERO and not nb:
+                from gradtape.ops.creation import zeros_like
+                g = zeros_like(s)
+        elif native and not nb:
+            b = s._b
+            if g.__class__ is not b.array_type:
+                g = b.fix_output(g)
+            g = _wrap(g, b)
+        out.append(g)
+    return out
+
+
+def _walk_tensors(nodes, grads, reach, keep):
+    """The walk with every rule on Tensors (an outer tape records what the rules compute)."""
+    from gradtape.ops.creation import zeros_like
+    for n in reversed(nodes):
+        o = n[4]
+        if o.__class__ is int:
             g = grads.get(o) if o in keep else grads.pop(o, None)
             if g is None:
                 continue
             gs = (g,)
         else:
-            gs = [(grads.get(o) if o in keep else grads.pop(o, None)) if o else None for o in outs]
+            gs = [(grads.get(i) if i in keep else grads.pop(i, None)) if i else None for i in o]
             if all(g is None for g in gs):
                 continue
             if any(g is None for g in gs):
-                outputs = n.outputs
+                outputs = Node(*n).outputs
                 gs = [zeros_like(outputs[k]) if g is None else g for k, g in enumerate(gs)]
-        rule = n.opdef.grad
-        if rule is None:
-            raise LookupError(f"gradient registry has no entry for: {n.opdef.name}")
-        n._reach = reach
-        try:
-            in_grads = rule(n, *gs)
-        finally:
-            n._reach = None
-        if in_grads.__class__ is not tuple:
-            in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
-        if len(in_grads) != len(n.in_ids):
-            raise ValueError(f"the gradient rule of {n.opdef.name!r} returned {len(in_grads)} gradients "
-                             f"for {len(n.in_ids)} inputs")
-        b = n.backend
-        for i, g, v in zip(n.in_ids, in_grads, n.in_vals):
+        in_grads = _call_rule(n, gs, reach)
+        b = n[6]
+        for i, g, v in zip(n[1], in_grads, n[2]):
             if g is None or i not in reach:
                 continue
-            g = fit_gradient(g, v, b)
+            g = _fit_tensor(g, v, n, b)
             prev = grads.get(i)
             grads[i] = g if prev is None else prev + g
 
-    out = []
-    for s, sid in zip(sources, source_ids):
-        g = grads.get(sid) if sid else None
-        if g is None and unconnected is UnconnectedGradients.ZERO:
-            g = zeros_like(s)
-        out.append(g)
-    return out
+
+def _call_rule(n, gs, reach):
+    """Run a node's Tensor rule; its input gradients, one per input."""
+    op = n[0]
+    rule = op.grad
+    if rule is None:
+        raise LookupError(f"gradient registry has no entry for: {op.name}")
+    node = Node(*n)
+    node._reach = reach
+    in_grads = rule(node, *gs)
+    if in_grads.__class__ is not tuple:
+        in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
+    if len(in_grads) != len(n[1]):
+        raise ValueError(f"the gradient rule of {op.name!r} returned {len(in_grads)} gradients "
+                         f"for {len(n[1])} inputs")
+    return in_grads
+
+
+def _walk_native(nodes, grads, reach, keep, consume, nb):
+    """The walk on native arrays (nothing records it)."""
+    pop = grads.pop
+    get = grads.get
+    reals = None
+    last_b = None
+    for idx in range(len(nodes) - 1, -1, -1):
+        n = nodes[idx]
+        if consume:
+            nodes[idx] = None           # the node's saved values go with the last reference
+        op, in_ids, in_vals, attrs, o, y, b = n
+        if o.__class__ is int:
+            g = get(o) if o in keep else pop(o, None)
+            if g is None:
+                continue
+            vjps = op.vjps
+            if vjps is not None and op.grad is op.vjp_rule:
+                if b is not last_b:
+                    last_b = b
+                    reals = _real_natives(b)
+                    xp = b._xp
+                if g.dtype in reals:
+                    k = 0
+                    for i in in_ids:
+                        if i and i in reach:
+                            f = vjps[k]
+                            gi = None if f is None else (
+                                f(xp, g, y, *in_vals, **attrs) if attrs else f(xp, g, y, *in_vals))
+                            if gi is not None:
+                                v = in_vals[k]
+                                # (a Python scalar input has identity 0: never here)
+                                if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
+                                    gi = _fit_native(gi, v, xp, nb)
+                                prev = get(i)
+                                grads[i] = gi if prev is None else prev + gi
+                        k += 1
+                    continue
+            gs = (g,)
+        else:
+            gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in o]
+            if all(g is None for g in gs):
+                continue
+        if nb:
+            raise _NotBatchable(op.name)
+        _native_fallback(n, gs, grads, reach)
+
+
+def _native_fallback(n, gs, grads, reach):
+    """A node without native vjps in a native walk: its Tensor rule, on wrapped gradients."""
+    from gradtape.ops.creation import zeros_like
+    b = n[6]
+    at = b.array_type
+    gs = [None if g is None else _wrap(g if g.__class__ is at else b.fix_output(g), b) for g in gs]
+    if any(g is None for g in gs):
+        outputs = Node(*n).outputs
+        gs = [zeros_like(outputs[k]) if g is None else g for k, g in enumerate(gs)]
+    in_grads = _call_rule(n, gs, reach)
+    for i, g, v in zip(n[1], in_grads, n[2]):
+        if g is None or i not in reach:
+            continue
+        g = _fit_tensor(g, v, n, b)._v
+        prev = grads.get(i)
+        grads[i] = g if prev is None else prev + g
+
+
+def _fit_tensor(g, v, n, b):
+    """A Tensor rule's gradient for an input saved as ``v`` (None: shaped like the output)."""
+    from gradtape._unbroadcast import fit_gradient
+    if v is not None:
+        return fit_gradient(g, v, b)
+    if isinstance(g, Tensor):
+        return g
+    ov = n[5] if n[4].__class__ is int else n[5][0]
+    if ov is not None:
+        return fit_gradient(g, ov, b)
+    from gradtape.tensor import convert_to_tensor
+    return convert_to_tensor(g, backend=b)
 
 
 def _as_like(g, t):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+from sys import getrefcount as _getrefcount
 
 import numpy as np
 
@@ -231,6 +232,26 @@ def is_tensor(x) -> bool:
 
 
 # ---------------------------------------------------------------------------------------- variables
+class _Probe:
+    __slots__ = ("_v",)
+
+
+def _sole_count(holder):
+    cur = holder._v
+    return _getrefcount(cur)
+
+
+def _calibrate():
+    """The reference count ``Variable._update`` sees for a value nothing else references (read
+    from a slot into a local, as there), measured rather than assumed: interpreters differ."""
+    p = _Probe()
+    p._v = object()
+    return _sole_count(p)
+
+
+_SOLE = _calibrate()
+
+
 _VAR_NAMES: dict[str, int] = {}
 
 
@@ -294,13 +315,30 @@ class Variable(Tensor):
         self._v = v
         return self
 
-    def assign_add(self, delta, use_locking=False, name=None, read_value=True):
-        self._v = self._b.xp.add(self._v, self._coerce(delta, "assign_add"))
+    def _delta(self, value, what):
+        """The native value of an update: a Tensor of this backend, dtype and shape as is."""
+        if value.__class__ is Tensor and value._b is self._b:
+            v = value._v
+            cur = self._v
+            if v.dtype == cur.dtype and v.shape == cur.shape:
+                return v
+        return self._coerce(value, what)
+
+    def _update(self, name, delta, what):
+        d = self._delta(delta, what)
+        cur = self._v
+        # in place when nothing but this variable references the value (no Tensor read from it, no
+        # tape's saved value, no caller's array: see _SOLE) and the backend can tell that no view
+        # shares its memory; otherwise a new value
+        if _getrefcount(cur) != _SOLE or not self._b.update_inplace(name, cur, d):
+            self._v = getattr(self._b.xp, name)(cur, d)
         return self
 
+    def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+        return self._update("add", delta, "assign_add")
+
     def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
-        self._v = self._b.xp.subtract(self._v, self._coerce(delta, "assign_sub"))
-        return self
+        return self._update("subtract", delta, "assign_sub")
 
     def __setitem__(self, key, value):
         # State update, not recorded (assignment is not differentiable).

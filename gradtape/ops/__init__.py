@@ -27,30 +27,67 @@ and its input domain beside it:
   through the ops it calls), and its domain gets it checked like every op.
 * ``domain`` is a :mod:`gradtape.domains` declaration; ``complex=True`` adds complex samples.
   Every op has one: a meta-test fails otherwise.
+
+Two optional declarations make an op cheaper (docs/performance.md); an op without them works as
+before:
+
+* ``saves=`` (on ``defop``/``unary``/``binary``, or ``op.saves = ...``): the recorded values the rule
+  reads -- ``("inputs",)``, ``("outputs",)``, ``()`` or input indices; by default all.  The tape keeps
+  only those (an input's shape and dtype always), so activations are freed with the forward
+  (``tanh`` keeps its output, ``add`` nothing).  A rule that reads what its op does not save gets a
+  ``RuntimeError`` naming the op.
+* ``op.defvjp(vjp_0, vjp_1, ...)`` after the rule: the same rule on native arrays, one function per
+  input, ``vjp(xp, g, y, *xs, **attrs)``.  The backward walk runs them when nothing records it (no
+  higher order) and the gradient is real floating; otherwise, and whenever the rule is replaced
+  (``RegisterGradient``), the rule runs.  They must accept ``g`` with extra leading (batch) axes:
+  ``tape.jacobian`` on a backend without ``vmap`` walks once with a batch of cotangents.
+
+    sin.defvjp(lambda xp, g, y, x: g * xp.cos(x), saves="inputs")
 """
 from __future__ import annotations
 
 from gradtape import domains as _domains
 from gradtape.dispatch import _reraise, apply, apply1
 from gradtape.registry import OpDef, register
-from gradtape.tape import _ACTIVE
-from gradtape.tensor import Tensor, _new, _next_id
+from gradtape.tape import _ACTIVE, _Meta, _saved_inputs, _state, record1, record2
+from gradtape.tensor import Tensor, Variable, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
 
-#: the dtype kinds a Python scalar of each type joins without changing the tensor's dtype
-_FITS = {float: "fc", int: "iufc", bool: "b", complex: "c"}
+#: backend -> the native dtypes (of arrays) that a Python float or int joins without changing them,
+#: where the backend takes Python scalars as is (its floating and complex dtypes); else empty
+_FC = {}
+
+
+def _fc(b):
+    s = set()
+    if b.python_scalars:
+        from gradtape import dtypes as _dt
+        for d in _dt.ALL_DTYPES:
+            if d.kind in "fc":
+                try:
+                    nd = b.dtype_to_native(d)
+                    s.add(nd)
+                    s.add(b.xp.zeros((0,), dtype=nd).dtype)
+                except Exception:
+                    continue
+    s = _FC[b] = frozenset(s) or frozenset({None})
+    return s
 
 
 def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, nout=None, chapter=None,
           scalars=False, complex=False, doc=None, output_differentiable=None, convention=None,
-          promote=False):
-    """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``)."""
+          promote=False, saves=None, float_out=False):
+    """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``).
+
+    Optional, for speed and memory: ``saves`` declares which recorded values the rule reads
+    (``("inputs",)``, ``("outputs",)``, ``()``, or input indices; default all), and
+    ``opdef.defvjp(...)`` adds the rule on native arrays (see :meth:`OpDef.defvjp`)."""
     if complex and domain is not None:
         domain = _with_complex(domain)
     op = OpDef(name, forward, grad=grad, differentiable=differentiable, domain=domain, nout=nout,
                chapter=chapter, scalars=scalars, doc=doc, output_differentiable=output_differentiable,
-               convention=convention, promote=promote)
+               convention=convention, promote=promote, saves=saves, float_out=float_out)
     return register(op)
 
 
@@ -64,6 +101,7 @@ def public(opdef):
         opdef.public = fn
         fn.op = opdef
         fn.gradient = opdef.gradient
+        fn.defvjp = opdef.defvjp
         if opdef.doc is None:
             opdef.doc = (fn.__doc__ or "").strip().split("\n")[0]
         return fn
@@ -76,81 +114,133 @@ def _finish(fn, op, doc):
     fn.__module__ = "gradtape"
     fn.op = op
     fn.gradient = op.gradient
+    fn.defvjp = op.defvjp
     op.public = fn
     return fn
 
 
 def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-          chapter="elementwise", convention=None):
+          chapter="elementwise", convention=None, saves=None):
     """Declare an element-wise op of one argument; returns the public function ``f(x, /)``."""
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
-               complex=complex, doc=doc, convention=convention)
+               complex=complex, doc=doc, convention=convention, saves=saves, float_out=True)
     impls = op.impls
 
     def f(x, /):
-        # fast path: a Tensor, no tape recording anywhere, the native function already resolved
-        if x.__class__ is Tensor and not _ACTIVE[0]:
+        # fast path: a Tensor (not a Variable) whose backend's native function is resolved; the
+        # tape check is one attribute read when nothing records
+        if x.__class__ is Tensor:
             b = x._b
             impl = impls.get(b)
             if impl is not None:
+                xv = x._v
                 try:
-                    v = impl(x._v)
+                    v = impl(xv)
                 except Exception as e:
-                    _reraise(op, b, (x,), (x._v,), e)
+                    _reraise(op, b, (x,), (xv,), e)
                 if v.__class__ is not b.array_type:
                     v = b.fix_output(v)
                 y = _new(Tensor)
                 y._v = v
                 y._b = b
-                y._id = _next_id()
+                y._id = yid = _next_id()
+                if _ACTIVE[0] and op.differentiable:
+                    tapes = _state.tapes
+                    if tapes:
+                        if len(tapes) == 1:
+                            # record1 inlined for the one-tape case (unary ops keep floats floating)
+                            rec = tapes[0]
+                            w = rec.watched
+                            xid = x._id
+                            if xid in w:
+                                s = op._saves
+                                rec.nodes.append(
+                                    (op, (xid,), (xv,), None, yid, v, b) if s is None else
+                                    (op, (xid,), (xv if s.inputs else None,), None, yid,
+                                     v if s.outputs else None, b))
+                                w.add(yid)
+                        else:
+                            record1(op, x._id, xv, v, yid, b, tapes)
                 return y
         return apply1(op, x)
     return _finish(f, op, doc)
 
 
 def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-           chapter="elementwise", scalars=True, convention=None):
+           chapter="elementwise", scalars=True, convention=None, saves=None):
     """Declare an element-wise op of two arguments; returns the public function ``f(x1, x2, /)``."""
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
-               complex=complex, doc=doc, scalars=scalars, convention=convention, promote=True)
+               complex=complex, doc=doc, scalars=scalars, convention=convention, promote=True,
+               saves=saves, float_out=True)
     impls = op.impls
 
     def f(x1, x2, /):
-        # fast path: Tensors (or a Tensor and a Python float/int the backend takes as is) of one
-        # backend, no tape recording anywhere, the native function already resolved
-        if not _ACTIVE[0]:
-            c1 = x1.__class__
-            c2 = x2.__class__
-            if c1 is Tensor:
-                b = x1._b
-                v1 = x1._v
-                if c2 is Tensor:
-                    v2 = x2._v if x2._b is b and x2._v.dtype is v1.dtype else None
-                elif (c2 is float or c2 is int) and scalars and b.python_scalars and \
-                        b.dtype_of(v1).kind in _FITS[c2]:
-                    v2 = x2
-                else:
-                    v2 = None
-            elif c2 is Tensor and (c1 is float or c1 is int):
-                b = x2._b
-                v2 = x2._v
-                v1 = x1 if scalars and b.python_scalars and b.dtype_of(v2).kind in _FITS[c1] else None
+        # fast path: Tensors (not Variables) of one backend and dtype, or a Tensor and a Python
+        # float/int the backend takes as is, the native function already resolved
+        c1 = x1.__class__
+        c2 = x2.__class__
+        if c1 is Variable or c2 is Variable:
+            # a Variable read is recorded through the general path (it may be watched on access)
+            if _ACTIVE[0]:
+                return apply(op, (x1, x2))
+            c1 = Tensor if c1 is Variable else c1
+            c2 = Tensor if c2 is Variable else c2
+        if c1 is Tensor:
+            b = x1._b
+            v1 = x1._v
+            if c2 is Tensor:
+                v2 = x2._v if x2._b is b and x2._v.dtype is v1.dtype else None
+            elif (c2 is float or c2 is int) and scalars and v1.dtype in (_FC.get(b) or _fc(b)):
+                v2 = x2
             else:
-                v1 = v2 = None
-            if v1 is not None and v2 is not None:
-                impl = impls.get(b)
-                if impl is not None:
-                    try:
-                        v = impl(v1, v2)
-                    except Exception as e:
-                        _reraise(op, b, (x1, x2), (v1, v2), e)
-                    if v.__class__ is not b.array_type:
-                        v = b.fix_output(v)
-                    y = _new(Tensor)
-                    y._v = v
-                    y._b = b
-                    y._id = _next_id()
-                    return y
+                v2 = None
+        elif c2 is Tensor and (c1 is float or c1 is int):
+            b = x2._b
+            v2 = x2._v
+            v1 = x1 if scalars and v2.dtype in (_FC.get(b) or _fc(b)) else None
+        else:
+            v1 = v2 = None
+        if v1 is not None and v2 is not None:
+            impl = impls.get(b)
+            if impl is not None:
+                try:
+                    v = impl(v1, v2)
+                except Exception as e:
+                    _reraise(op, b, (x1, x2), (v1, v2), e)
+                if v.__class__ is not b.array_type:
+                    v = b.fix_output(v)
+                y = _new(Tensor)
+                y._v = v
+                y._b = b
+                y._id = yid = _next_id()
+                if _ACTIVE[0] and op.differentiable:
+                    tapes = _state.tapes
+                    if tapes:
+                        id1 = x1._id if c1 is Tensor else 0
+                        id2 = x2._id if c2 is Tensor else 0
+                        if len(tapes) == 1:
+                            # record2 inlined for the one-tape case
+                            rec = tapes[0]
+                            w = rec.watched
+                            if id1 in w or id2 in w:
+                                s = op._saves
+                                if s is None:
+                                    rec.nodes.append((op, (id1, id2), (v1, v2), None, yid, v, b))
+                                else:
+                                    ins = s.inputs
+                                    if ins is False:
+                                        # keep neither: None where shaped like the output (add, subtract)
+                                        sv = (v1 if c1 is not Tensor else None if v1.shape == v.shape and
+                                              v1.dtype == v.dtype else _Meta(v1),
+                                              v2 if c2 is not Tensor else None if v2.shape == v.shape and
+                                              v2.dtype == v.dtype else _Meta(v2))
+                                    else:
+                                        sv = (v1, v2) if ins is True else _saved_inputs(s, (v1, v2), v)
+                                    rec.nodes.append((op, (id1, id2), sv, None, yid, v if s.outputs else None, b))
+                                w.add(yid)
+                        else:
+                            record2(op, id1, id2, v1, v2, v, yid, b, tapes)
+                return y
         return apply(op, (x1, x2))
     return _finish(f, op, doc)
 

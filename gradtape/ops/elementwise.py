@@ -473,3 +473,37 @@ cast = astype
 _identity = unary("identity", REAL, forward=lambda xp, x: x, complex=True, chapter="utility",
                   doc="The value itself, recorded (reading a Variable).")
 _identity.gradient(lambda op, grad: grad)
+
+
+# --------------------------------------------------------------------------- native vjps
+# The rules above once more on native arrays, for the backward walk that nothing records (see
+# OpDef.defvjp): real floating gradients only, ``g`` may carry leading batch axes, broadcasting is
+# the engine's.  ``saves`` lists what the rule and the vjps read; the rest is freed with the forward.
+def _grad_only(xp, g, y, *xs, **attrs):
+    return g
+
+
+def _neg_grad(xp, g, y, *xs):
+    return -g
+
+
+add.defvjp(_grad_only, _grad_only, saves=())
+subtract.defvjp(_grad_only, _neg_grad, saves=())
+multiply.defvjp(lambda xp, g, y, x1, x2: g * x2, lambda xp, g, y, x1, x2: g * x1, saves="inputs")
+divide.defvjp(lambda xp, g, y, x1, x2: g / x2, lambda xp, g, y, x1, x2: -(g / x2) * y)
+negative.defvjp(_neg_grad, saves=())
+positive.defvjp(_grad_only, saves=())
+square.defvjp(lambda xp, g, y, x: g * (2 * x), saves="inputs")
+sqrt.defvjp(lambda xp, g, y, x: g / (2 * y), saves="outputs")
+reciprocal.defvjp(lambda xp, g, y, x: -g * (y * y), saves="outputs")
+exp.defvjp(lambda xp, g, y, x: g * y, saves="outputs")
+expm1.defvjp(lambda xp, g, y, x: g * (y + 1), saves="outputs")
+log.defvjp(lambda xp, g, y, x: g / x, saves="inputs")
+log1p.defvjp(lambda xp, g, y, x: g / (x + 1), saves="inputs")
+sin.defvjp(lambda xp, g, y, x: g * xp.cos(x), saves="inputs")
+cos.defvjp(lambda xp, g, y, x: -g * xp.sin(x), saves="inputs")
+sinh.defvjp(lambda xp, g, y, x: g * xp.cosh(x), saves="inputs")
+cosh.defvjp(lambda xp, g, y, x: g * xp.sinh(x), saves="inputs")
+tanh.defvjp(lambda xp, g, y, x: g * (1 - y * y), saves="outputs")
+_identity.defvjp(_grad_only, saves=())
+_astype.defvjp(_grad_only, saves=())

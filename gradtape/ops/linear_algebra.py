@@ -6,6 +6,7 @@ gradient; broadcast batch axes are summed back by the engine.
 from __future__ import annotations
 
 from gradtape.domains import REAL, Case, with_complex
+from gradtape.dispatch import apply2
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import _conj
 from gradtape.ops.manipulation import expand_dims, permute_dims, reshape
@@ -88,7 +89,7 @@ def _matmul_vector_grad(op, g, a, b):
 @public(_matmul)
 def matmul(x1, x2, /):
     """Matrix product with the standard's broadcasting and 1-D rules."""
-    return apply(_matmul, (x1, x2))
+    return apply2(_matmul, x1, x2)
 
 
 def _tensordot_forward(xp, x1, x2, *, axes):
@@ -183,3 +184,29 @@ def vecdot(x1, x2, /, *, axis=-1):
     if axis >= 0:
         axis -= nd           # negative axes index the broadcast result the same way for every input
     return apply(_vecdot, (x1, x2), {"axis": axis})
+
+
+# --------------------------------------------------------------------------- native vjps
+# (see OpDef.defvjp: the rules above on native arrays; ``g`` may carry leading batch axes)
+def _matmul_vjp_a(xp, g, y, a, b):
+    if b.ndim == 1:                                    # ... (m,) = a (..., m, k) @ b (k,)
+        return xp.expand_dims(g, axis=-1) * b
+    if a.ndim == 1 and b.ndim > 2:                     # (..., n) = a (k,) @ b (..., k, n)
+        return (b @ xp.expand_dims(g, axis=-1))[..., 0]
+    return g @ b.mT
+
+
+def _matmul_vjp_b(xp, g, y, a, b):
+    if a.ndim == 1:
+        if b.ndim == 1:                                # (...) = a (k,) . b (k,)
+            return xp.expand_dims(g, axis=-1) * a
+        return xp.expand_dims(a, axis=-1) * xp.expand_dims(g, axis=-2)   # (..., n) = a (k,) @ b (..., k, n)
+    if b.ndim == 1:                                    # (..., m) = a (..., m, k) @ b (k,)
+        if a.ndim == 2:
+            return g @ a
+        return (xp.expand_dims(g, axis=-2) @ a)[..., 0, :]
+    return a.mT @ g
+
+
+_matmul.defvjp(_matmul_vjp_a, _matmul_vjp_b, saves="inputs")
+_matrix_transpose.defvjp(lambda xp, g, y, x: g.mT, saves=())

@@ -377,3 +377,24 @@ def _tile_grad(op, grad):
 def tile(x, repetitions, /):
     """``x`` repeated ``repetitions[i]`` times along each axis ``i`` (leading axes added as needed)."""
     return apply1(_tile, x, {"repetitions": tuple(int(r) for r in repetitions)})
+
+
+# --------------------------------------------------------------------------- native vjps
+# (see OpDef.defvjp: the rules above on native arrays; ``g`` may carry leading batch axes)
+def _reshape_back(xp, g, y, x, **attrs):
+    return xp.reshape(g, tuple(g.shape[:g.ndim - y.ndim]) + tuple(x.shape))
+
+
+def _permute_back(xp, g, y, x, *, axes):
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    lead = g.ndim - len(axes)
+    return xp.permute_dims(g, tuple(range(lead)) + tuple(lead + i for i in inv))
+
+
+_reshape.defvjp(_reshape_back)
+_expand_dims.defvjp(_reshape_back)
+_squeeze.defvjp(_reshape_back)
+_permute_dims.defvjp(_permute_back, saves=())
+_broadcast_to.defvjp(lambda xp, g, y, x, **attrs: g, saves=())

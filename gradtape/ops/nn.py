@@ -414,9 +414,14 @@ def _sparse_xent_forward(backend, labels, logits):
     depth = logits.shape[-1]
     shifted = logits - xp.max(logits, axis=-1, keepdims=True)
     lse = xp.log(xp.sum(xp.exp(shifted), axis=-1))
-    classes = xp.arange(depth, dtype=labels.dtype, device=backend.device_of(logits))
-    hit = xp.expand_dims(labels, axis=-1) == classes
-    picked = xp.sum(xp.where(hit, shifted, xp.zeros_like(shifted)), axis=-1)
+    if logits.ndim and labels.ndim == logits.ndim - 1 and hasattr(xp, "take_along_axis"):
+        # (labels were checked to lie in [0, depth) by the public function)
+        idx = xp.expand_dims(xp.astype(labels, xp.int64), axis=-1)
+        picked = xp.take_along_axis(shifted, idx, axis=-1)[..., 0]
+    else:
+        classes = xp.arange(depth, dtype=labels.dtype, device=backend.device_of(logits))
+        hit = xp.expand_dims(labels, axis=-1) == classes
+        picked = xp.sum(xp.where(hit, shifted, xp.zeros_like(shifted)), axis=-1)
     return lse - picked
 
 
@@ -459,6 +464,24 @@ def _sparse_xent_grad(op, grad):
     labels, logits = op.inputs
     oh = one_hot(labels, logits.shape[-1], dtype=logits.dtype)
     return None, expand_dims(grad, axis=-1) * (softmax(logits, axis=-1) - oh)
+
+
+def _sparse_xent_vjp(xp, g, y, labels, logits):
+    """The rule on native arrays (see OpDef.defvjp): grad * (softmax(logits) - one_hot(labels))."""
+    e = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))
+    p = e / xp.sum(e, axis=-1, keepdims=True)
+    hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype,
+                                                       device=logits.device)
+    return xp.expand_dims(g, axis=-1) * (p - xp.astype(hit, p.dtype))
+
+
+_sparse_xent.defvjp(None, _sparse_xent_vjp, saves="inputs")
+_relu.defvjp(lambda xp, g, y, x: xp.where(x > 0, g, xp.zeros_like(g)), saves="inputs")
+_sigmoid.defvjp(lambda xp, g, y, x: g * (y * (1 - y)), saves="outputs")
+_softmax.defvjp(lambda xp, g, y, x, *, axis: y * (g - xp.sum(g * y, axis=axis - y.ndim, keepdims=True)),
+                saves="outputs")
+_log_softmax.defvjp(lambda xp, g, y, x, *, axis: g - xp.exp(y) * xp.sum(g, axis=axis - y.ndim, keepdims=True),
+                    saves="outputs")
 
 
 def _l2_loss_forward(xp, t):

@@ -370,3 +370,18 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
 
 
 _ = sqrt  # re-exported helpers used by other chapters
+
+
+# --------------------------------------------------------------------------- native vjps
+# (see OpDef.defvjp: the rules above on native arrays; ``g`` may carry leading batch axes)
+def _unreduce_native(xp, g, shape, axis, keepdims):
+    shape = tuple(shape)
+    lead = tuple(g.shape[:g.ndim - (len(shape) if keepdims else len(shape) - len(axis))])
+    if not keepdims:
+        g = xp.reshape(g, lead + _keep_shape(shape, axis))
+    return xp.broadcast_to(g, lead + shape)
+
+
+_sum.defvjp(lambda xp, g, y, x, *, axis, keepdims=False: _unreduce_native(xp, g, x.shape, axis, keepdims))
+_mean.defvjp(lambda xp, g, y, x, *, axis, keepdims=False: _unreduce_native(
+    xp, g / builtins.max(_count(x.shape, axis), 1), x.shape, axis, keepdims))

@@ -1,0 +1,123 @@
+"""Where a W1-style chain's time goes: gradtape against the minimal tape, phase by phase.
+
+    python benchmarks/chain_breakdown.py                 # (1,) float32, 2,000 steps, NumPy
+    python benchmarks/chain_breakdown.py --shape 64 --backend numpy --steps 2000 --repeats 25
+
+One process, the frameworks interleaved call by call (so a busy machine slows both alike), medians
+of process CPU time, in µs per chain step (``y = sin(y) * 1.0001 + 1e-6``: three ops):
+
+- ``forward, no tape``: the ops alone (gradtape's not-recording path; NumPy itself for the anchors);
+- ``forward, recorded``: inside a tape that watches the input;
+- ``backward``: ``tape.gradient`` (gradtape) / the minimal tape's walk;
+- ``--profile``: a cProfile of one gradtape step, top functions by own time.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import os
+import pstats
+import statistics
+import sys
+import time
+
+for _k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_k, "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.workloads.common import CHAIN_SCALE, CHAIN_SHIFT  # noqa: E402
+from benchmarks.workloads.numpy_bench import MiniTape, _Var  # noqa: E402
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--backend", default="numpy")
+    ap.add_argument("--shape", default="1", help="comma-separated; '' for a 0-d array (W6)")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=25)
+    ap.add_argument("--profile", type=int, default=0, metavar="N")
+    a = ap.parse_args(argv)
+
+    import gradtape as gt
+    gt.set_backend(a.backend)
+    shape = tuple(int(s) for s in a.shape.split(",") if s.strip())
+    x0 = np.full(shape, 0.5, np.float32)
+    x = gt.constant(x0)
+    n = a.steps
+    sin, npsin = gt.sin, np.sin
+    times = {k: [] for k in ("gradtape forward, no tape", "gradtape forward, recorded", "gradtape backward",
+                             "minitape forward, recorded", "minitape backward", "numpy forward")}
+
+    def clock():
+        return time.process_time()
+
+    def gt_plain():
+        t0 = clock()
+        y = x
+        for _ in range(n):
+            y = sin(y) * CHAIN_SCALE + CHAIN_SHIFT
+        times["gradtape forward, no tape"].append(clock() - t0)
+
+    def gt_taped():
+        t0 = clock()
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = x
+            for _ in range(n):
+                y = sin(y) * CHAIN_SCALE + CHAIN_SHIFT
+        t1 = clock()
+        tape.gradient(y, x)
+        t2 = clock()
+        times["gradtape forward, recorded"].append(t1 - t0)
+        times["gradtape backward"].append(t2 - t1)
+
+    def mini():
+        t0 = clock()
+        tape = MiniTape()
+        xv = _Var(x0)
+        y = xv
+        for _ in range(n):
+            y = tape.add(tape.mul(tape.sin(y), CHAIN_SCALE), CHAIN_SHIFT)
+        t1 = clock()
+        tape.gradient(y, xv)
+        t2 = clock()
+        times["minitape forward, recorded"].append(t1 - t0)
+        times["minitape backward"].append(t2 - t1)
+
+    def np_plain():
+        t0 = clock()
+        y = x0
+        for _ in range(n):
+            y = npsin(y) * CHAIN_SCALE + CHAIN_SHIFT
+        times["numpy forward"].append(clock() - t0)
+
+    fns = (gt_plain, gt_taped, mini, np_plain)
+    for _ in range(2):
+        for f in fns:
+            f()
+    for _ in range(a.repeats):
+        for f in fns:
+            gc.collect()
+            f()
+    med = {k: statistics.median(v) / n * 1e6 for k, v in times.items()}
+    print(f"{a.backend}, shape {shape}, {n} steps, median of {a.repeats} (process CPU time, µs per step)")
+    for k, v in med.items():
+        print(f"  {k:28s} {v:8.2f}")
+    gt_total = med["gradtape forward, recorded"] + med["gradtape backward"]
+    mini_total = med["minitape forward, recorded"] + med["minitape backward"]
+    fwd = med["gradtape forward, recorded"] / med["minitape forward, recorded"]
+    bwd = med["gradtape backward"] / med["minitape backward"]
+    print(f"  gradtape / minitape: forward {fwd:.2f}x, backward {bwd:.2f}x, total {gt_total / mini_total:.2f}x")
+    if a.profile:
+        pr = cProfile.Profile()
+        pr.enable()
+        gt_taped()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("tottime").print_stats(a.profile)
+
+
+if __name__ == "__main__":
+    main()
