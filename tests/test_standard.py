@@ -148,3 +148,10 @@ def test_the_whole_2024_12_namespace_is_there_and_every_array_function_is_a_chec
             assert domains.op_cases(op), f"{name} has no domain"
             if op.differentiable:
                 assert op.grad is not None, f"{name} is differentiable but has no rule"
+
+
+def test_searchsorted_takes_a_sorter_tensor_or_list(backend):
+    x = gt.asarray([3.0, 1.0, 2.0])
+    for sorter in (gt.argsort(x), [1, 2, 0]):
+        got = gt.searchsorted(x, gt.asarray([0.5, 2.5, 4.0]), sorter=sorter, side="right")
+        assert got.numpy().tolist() == [0, 2, 3] and got.dtype == gt.int64

@@ -102,4 +102,7 @@ _searchsorted = defop("searchsorted", _searchsorted_forward,
 @public(_searchsorted)
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
     """Insertion points of ``x2`` into sorted ``x1`` (not differentiable)."""
+    if sorter is not None:      # an attribute: the native array, on x1's backend and device
+        like = x1 if isinstance(x1, Tensor) else x2 if isinstance(x2, Tensor) else None
+        sorter = convert_to_tensor(sorter, like=like)._v
     return apply(_searchsorted, (x1, x2), {"side": side, "sorter": sorter})
