@@ -103,8 +103,10 @@ class OpDef:
         impl = getattr(backend, "overrides", {}).get(self.name)
         if impl is None:
             fwd = self.forward
-            if isinstance(fwd, str):
-                impl = getattr(backend.xp, fwd, None)
+            if isinstance(fwd, str):        # a name in the namespace; "fft.rfft" in an extension
+                impl = backend.xp
+                for part in fwd.split("."):
+                    impl = getattr(impl, part, None)
                 if impl is None:
                     raise NotImplementedError(
                         f"op {self.name!r} is not available on backend {backend.name!r}: its namespace "

@@ -188,16 +188,8 @@ _DOMAIN_HND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 5), axes=(0, -1), norm="o
 
 
 # --------------------------------------------------------------------------- fft, ifft
-def _fft_forward(xp, x, *, n, axis, norm):
-    return xp.fft.fft(x, n=n, axis=axis, norm=norm)
-
-
-def _ifft_forward(xp, x, *, n, axis, norm):
-    return xp.fft.ifft(x, n=n, axis=axis, norm=norm)
-
-
-_fft = defop("fft.fft", _fft_forward, chapter="fft", domain=_DOMAIN_1D)
-_ifft = defop("fft.ifft", _ifft_forward, chapter="fft", domain=_DOMAIN_1D)
+_fft = defop("fft.fft", chapter="fft", domain=_DOMAIN_1D)
+_ifft = defop("fft.ifft", chapter="fft", domain=_DOMAIN_1D)
 
 
 @_fft.gradient
@@ -241,16 +233,8 @@ def ifft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 # --------------------------------------------------------------------------- fftn, ifftn
-def _fftn_forward(xp, x, *, s, axes, norm):
-    return xp.fft.fftn(x, s=s, axes=axes, norm=norm)
-
-
-def _ifftn_forward(xp, x, *, s, axes, norm):
-    return xp.fft.ifftn(x, s=s, axes=axes, norm=norm)
-
-
-_fftn = defop("fft.fftn", _fftn_forward, chapter="fft", domain=_DOMAIN_ND)
-_ifftn = defop("fft.ifftn", _ifftn_forward, chapter="fft", domain=_DOMAIN_ND)
+_fftn = defop("fft.fftn", chapter="fft", domain=_DOMAIN_ND)
+_ifftn = defop("fft.ifftn", chapter="fft", domain=_DOMAIN_ND)
 
 
 @_fftn.gradient
@@ -296,16 +280,8 @@ def ifftn(x, /, *, s=None, axes=None, norm="backward"):
 
 
 # --------------------------------------------------------------------------- rfft, irfft
-def _rfft_forward(xp, x, *, n, axis, norm):
-    return xp.fft.rfft(x, n=n, axis=axis, norm=norm)
-
-
-def _irfft_forward(xp, x, *, n, axis, norm):
-    return xp.fft.irfft(x, n=n, axis=axis, norm=norm)
-
-
-_rfft = defop("fft.rfft", _rfft_forward, chapter="fft", domain=_DOMAIN_R1D)
-_irfft = defop("fft.irfft", _irfft_forward, chapter="fft", domain=_DOMAIN_H1D,
+_rfft = defop("fft.rfft", chapter="fft", domain=_DOMAIN_R1D)
+_irfft = defop("fft.irfft", chapter="fft", domain=_DOMAIN_H1D,
                convention="the imaginary parts of the DC bin and, for even n, the Nyquist bin do not "
                           "change the output: their gradient is 0")
 
@@ -355,16 +331,8 @@ def irfft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 # --------------------------------------------------------------------------- rfftn, irfftn
-def _rfftn_forward(xp, x, *, s, axes, norm):
-    return xp.fft.rfftn(x, s=s, axes=axes, norm=norm)
-
-
-def _irfftn_forward(xp, x, *, s, axes, norm):
-    return xp.fft.irfftn(x, s=s, axes=axes, norm=norm)
-
-
-_rfftn = defop("fft.rfftn", _rfftn_forward, chapter="fft", domain=_DOMAIN_RND)
-_irfftn = defop("fft.irfftn", _irfftn_forward, chapter="fft", domain=_DOMAIN_HND,
+_rfftn = defop("fft.rfftn", chapter="fft", domain=_DOMAIN_RND)
+_irfftn = defop("fft.irfftn", chapter="fft", domain=_DOMAIN_HND,
                 convention="the imaginary parts that the hermitian extension drops (DC and, for even "
                            "sizes, Nyquist along the last axis) get a gradient of 0")
 
@@ -407,17 +375,9 @@ def irfftn(x, /, *, s=None, axes=None, norm="backward"):
 
 
 # --------------------------------------------------------------------------- hfft, ihfft
-def _hfft_forward(xp, x, *, n, axis, norm):
-    return xp.fft.hfft(x, n=n, axis=axis, norm=norm)
-
-
-def _ihfft_forward(xp, x, *, n, axis, norm):
-    return xp.fft.ihfft(x, n=n, axis=axis, norm=norm)
-
-
-_hfft = defop("fft.hfft", _hfft_forward, chapter="fft", domain=_DOMAIN_H1D,
+_hfft = defop("fft.hfft", chapter="fft", domain=_DOMAIN_H1D,
               convention="as irfft: the imaginary parts of DC and (even n) Nyquist get a gradient of 0")
-_ihfft = defop("fft.ihfft", _ihfft_forward, chapter="fft", domain=_DOMAIN_R1D)
+_ihfft = defop("fft.ihfft", chapter="fft", domain=_DOMAIN_R1D)
 
 
 @_hfft.gradient
@@ -472,17 +432,9 @@ def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
 
 
 # --------------------------------------------------------------------------- fftshift, ifftshift
-def _fftshift_forward(xp, x, *, axes):
-    return xp.fft.fftshift(x, axes=axes)
-
-
-def _ifftshift_forward(xp, x, *, axes):
-    return xp.fft.ifftshift(x, axes=axes)
-
-
 _SHIFT_DOMAIN = [Case(REAL[2, 3, 4], axes=(0, -1)), Case(_C[5])]
-_fftshift = defop("fft.fftshift", _fftshift_forward, chapter="fft", domain=_SHIFT_DOMAIN)
-_ifftshift = defop("fft.ifftshift", _ifftshift_forward, chapter="fft", domain=_SHIFT_DOMAIN)
+_fftshift = defop("fft.fftshift", chapter="fft", domain=_SHIFT_DOMAIN)
+_ifftshift = defop("fft.ifftshift", chapter="fft", domain=_SHIFT_DOMAIN)
 _fftshift.gradient(lambda op, grad: ifftshift(grad, axes=op.attrs["axes"]))
 _ifftshift.gradient(lambda op, grad: fftshift(grad, axes=op.attrs["axes"]))
 
