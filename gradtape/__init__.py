@@ -9,14 +9,15 @@ is differentiated, on NumPy, PyTorch, JAX, array_api_strict or any plugged-in ar
         y = x * x
     tape.gradient(y, x)   # 6.0
 
-``gradtape`` is itself an Array API namespace (``__array_api_version__ == "2024.12"``).
+``gradtape`` is itself an Array API namespace (``__array_api_version__ == "2025.12"``; code written
+for 2024.12 and earlier keeps working).
 """
 from __future__ import annotations
 
 import math as _math
 
 __version__ = "0.1.0"
-__array_api_version__ = "2024.12"
+__array_api_version__ = "2025.12"
 
 from gradtape import dtypes  # noqa: F401
 from gradtape.dtypes import (  # noqa: F401
@@ -57,6 +58,8 @@ from gradtape.ops.utility import *  # noqa: F403
 from gradtape.ops.data_types import *  # noqa: F403
 from gradtape.ops.inspection import *  # noqa: F403
 from gradtape.ops import fft, linalg  # noqa: F401  (the extensions: gt.linalg.*, gt.fft.*)
+from gradtape.ops import special  # noqa: F401  (gt.special.*: what SciPy's array-API dispatch looks up)
+from gradtape.ops.nan_functions import *  # noqa: F403  (nansum, nanmean, ...: what xarray looks up)
 from gradtape.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
 from gradtape import _methods  # noqa: F401  (binds the Python operators)
 from gradtape import registry  # noqa: F401

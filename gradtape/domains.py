@@ -59,10 +59,16 @@ __all__ = [
 class Sampler:
     """Uniform samples in ``[lo, hi]`` (complex: real and imaginary parts), at least ``gap`` away
     from each point of ``avoid``; ``kind`` is 'f' (float), 'c' (complex), 'i' (int), 'b' (bool) or
-    'spd' (symmetric positive definite matrices over the last two axes)."""
+    'spd' (symmetric positive definite matrices over the last two axes).
 
-    def __init__(self, name, lo=-2.0, hi=2.0, *, avoid=(), gap=0.15, kind="f"):
+    ``edges``: the points at the border of the interval (or in ``avoid``) where an op sampled here
+    may have an infinite or undefined derivative (0 for ``POSITIVE``, +-1 for ``UNIT``): the
+    zero-cotangent checks evaluate every op there, where a masked branch must still give a zero,
+    never a NaN, gradient.  Defaults to ``avoid``."""
+
+    def __init__(self, name, lo=-2.0, hi=2.0, *, avoid=(), gap=0.15, kind="f", edges=None):
         self.name, self.lo, self.hi, self.avoid, self.gap, self.kind = name, lo, hi, tuple(avoid), gap, kind
+        self.edges = tuple(self.avoid if edges is None else edges)
 
     def __repr__(self):
         return self.name
@@ -99,7 +105,8 @@ class Sampler:
 
     def complex(self):
         """This interval in both the real and the imaginary part."""
-        return Sampler(self.name + "_complex", self.lo, self.hi, avoid=self.avoid, gap=self.gap, kind="c")
+        return Sampler(self.name + "_complex", self.lo, self.hi, avoid=self.avoid, gap=self.gap, kind="c",
+                       edges=self.edges)
 
 
 class Arg:
@@ -236,12 +243,12 @@ class Case:
 UNARY_SHAPES = [(), (2, 3)]
 BINARY_SHAPES = [((), ()), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2, 2))]
 
-REAL = Sampler("REAL")
+REAL = Sampler("REAL", edges=(0.0,))
 ANY = REAL
-POSITIVE = Sampler("POSITIVE", 0.2, 3.0)
+POSITIVE = Sampler("POSITIVE", 0.2, 3.0, edges=(0.0,))
 NONNEG = POSITIVE
-UNIT = Sampler("UNIT", -0.9, 0.9)            # open (-1, 1)
-GT_ONE = Sampler("GT_ONE", 1.2, 3.0)
+UNIT = Sampler("UNIT", -0.9, 0.9, edges=(-1.0, 1.0))            # open (-1, 1)
+GT_ONE = Sampler("GT_ONE", 1.2, 3.0, edges=(1.0,))
 NONZERO = Sampler("NONZERO", -2.0, 2.0, avoid=(0.0,), gap=0.2)
 SMALL = Sampler("SMALL", -1.0, 1.0)
 COMPLEX = Sampler("COMPLEX", -2.0, 2.0, kind="c")

@@ -10,31 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import threading
 import warnings
 
 import optree
 
+from gradtape._recording_state import _ACTIVE, _activate, _state  # noqa: F401  (re-exported)
 from gradtape.tensor import Tensor, Variable, _wrap
 
 __all__ = ["GradientTape", "UnconnectedGradients", "record", "Node"]
-
-
-class _State(threading.local):
-    def __init__(self):
-        self.tapes = []          # the recording tapes of this thread, innermost last
-
-
-_state = _State()
-#: number of recording tapes over all threads: ``_ACTIVE[0] == 0`` lets every op skip the
-#: thread-local lookup (the not-recording fast path)
-_ACTIVE = [0]
-_active_lock = threading.Lock()
-
-
-def _activate(delta):
-    with _active_lock:
-        _ACTIVE[0] += delta
 
 
 class UnconnectedGradients(enum.Enum):

@@ -102,8 +102,9 @@ class Tensor:
         return np.asarray(a, dtype=dtype) if dtype is not None else np.asarray(a)
 
     def __array_namespace__(self, *, api_version=None):
-        if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12"):
-            raise ValueError(f"gradtape implements the Array API standard 2024.12, not {api_version!r}")
+        if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12"):
+            raise ValueError(f"gradtape implements the Array API standard 2025.12 (and the earlier "
+                             f"versions), not {api_version!r}")
         import gradtape
         return gradtape
 

@@ -1,0 +1,35 @@
+"""Which tapes record, per thread: the state that tensors, dispatch and the tape all read.
+
+It sits below ``tensor`` so that a Tensor can ask whether a recording tape connects it to a
+watched source (the gradient-leak check of its conversions) without importing the tape.
+"""
+from __future__ import annotations
+
+import threading
+
+__all__ = ["connected_tapes"]
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.tapes = []          # the recordings (``tape._Recording``) of this thread, innermost last
+
+
+_state = _State()
+#: number of recording tapes over all threads: ``_ACTIVE[0] == 0`` lets every op skip the
+#: thread-local lookup (the not-recording fast path)
+_ACTIVE = [0]
+_active_lock = threading.Lock()
+
+
+def _activate(delta):
+    with _active_lock:
+        _ACTIVE[0] += delta
+
+
+def connected_tapes(tensor_id):
+    """The recordings of this thread on which ``tensor_id`` is watched or computed from a watched
+    tensor (empty when nothing records: one list read)."""
+    if not _ACTIVE[0]:
+        return ()
+    return [rec for rec in _state.tapes if tensor_id in rec.watched]
