@@ -25,8 +25,10 @@ from gradtape.dtypes import (  # noqa: F401
     uint8, uint16, uint32, uint64,
 )
 from gradtape.dtypes import as_dtype  # noqa: F401
-from gradtape._config import available_backends, get_backend, set_backend, use_backend  # noqa: F401
-from gradtape.tensor import Tensor, Variable, constant, convert_to_tensor, is_tensor  # noqa: F401
+from gradtape._config import available_backends, config, get_backend, set_backend, use_backend  # noqa: F401
+from gradtape.tensor import (  # noqa: F401
+    GradientLeakError, GradientLeakWarning, Tensor, Variable, constant, convert_to_tensor, is_tensor,
+)
 from gradtape.tape import GradientTape, UnconnectedGradients  # noqa: F401
 from gradtape.registry import NotDifferentiable, RegisterGradient  # noqa: F401
 from gradtape.ops.elementwise import (  # noqa: F401
@@ -80,7 +82,7 @@ def transpose(a, perm=None, conjugate=False, name=None):
 from gradtape import layers, losses, math, nn, optimizers, random  # noqa: E402,F401
 # TensorFlow's top-level names with TensorFlow's signatures, so code ported from TF reads the same.
 from gradtape.math import (  # noqa: E402,F401
-    reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_std, reduce_sum,
+    add_n, reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_std, reduce_sum,
     reduce_variance,
 )
 from gradtape.module import *  # noqa: E402, F403

@@ -18,7 +18,7 @@ import os
 
 from gradtape import backends as _backends
 
-__all__ = ["available_backends", "get_backend", "parse_spec", "set_backend", "use_backend"]
+__all__ = ["available_backends", "config", "get_backend", "parse_spec", "set_backend", "use_backend"]
 
 
 def parse_spec(spec: str):
@@ -110,3 +110,53 @@ def use_backend(name, device=None):
 def available_backends():
     """Names of the backends importable in this environment (nothing is imported to find out)."""
     return _backends.available_backends()
+
+
+_LEAK_MODES = ("warn", "raise")
+
+
+class Config:
+    """``gt.config``: process-wide settings.
+
+    ``gradient_leak``: what converting a recorded tensor out of gradtape does (``np.asarray(t)``,
+    ``float(t)``, ``t.numpy()``, ``t.tolist()``, ``t.__dlpack__()`` on a tensor that a recording tape
+    connects to a watched source: the gradient through that value is lost).  ``"warn"`` (the default)
+    warns :class:`gradtape.GradientLeakWarning` once per call site; ``"raise"`` raises
+    :class:`gradtape.GradientLeakError`.  The environment variable ``GRADTAPE_GRADIENT_LEAK`` sets
+    the default (read on first use).
+    """
+
+    __slots__ = ("_gradient_leak",)
+
+    def __init__(self):
+        self._gradient_leak = None
+
+    @property
+    def gradient_leak(self):
+        mode = self._gradient_leak
+        if mode is None:
+            env = os.environ.get("GRADTAPE_GRADIENT_LEAK", "").strip().lower() or "warn"
+            try:
+                mode = self._gradient_leak = _leak_mode(env)
+            except ValueError as e:
+                raise ValueError(f"GRADTAPE_GRADIENT_LEAK={env!r}: {e}") from None
+        return mode
+
+    @gradient_leak.setter
+    def gradient_leak(self, mode):
+        self._gradient_leak = _leak_mode(mode)
+
+    def __repr__(self):
+        return f"gt.config(gradient_leak={self.gradient_leak!r})"
+
+
+def _leak_mode(mode):
+    m = str(mode).strip().lower() if isinstance(mode, str) else mode
+    if m == "error":
+        m = "raise"
+    if m not in _LEAK_MODES:
+        raise ValueError(f"gradient_leak must be one of {_LEAK_MODES} (or 'error'), got {mode!r}")
+    return m
+
+
+config = Config()

@@ -208,7 +208,8 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
         logits = convert_to_tensor(logits)
     if logits.ndim != 2:
         raise ValueError(f"categorical: logits must be 2-D [batch, num_classes], got shape {logits.shape}")
-    lg = logits.numpy().astype(np.float64)
+    # sampling has no gradient (as tf.random.categorical): read the values without a leak warning
+    lg = np.asarray(logits._b.to_numpy(logits._v), dtype=np.float64)
     batch, n = lg.shape
     g = _draw(seed, "gumbel", (batch, int(num_samples), n))
     out = np.argmax(lg[:, None, :] + g, axis=-1)

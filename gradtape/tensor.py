@@ -9,17 +9,96 @@ from __future__ import annotations
 
 import itertools
 import numbers
+import os
+import sys
+import warnings
 from sys import getrefcount as _getrefcount
 
 import numpy as np
 
 from gradtape import _config
 from gradtape import dtypes as _dt
+from gradtape._recording_state import _ACTIVE, _state
 
-__all__ = ["Tensor", "Variable", "constant", "convert_to_tensor", "is_tensor"]
+__all__ = ["GradientLeakError", "GradientLeakWarning", "Tensor", "Variable", "constant", "convert_to_tensor",
+           "is_tensor"]
 
 _ids = itertools.count(1)
 _next_id = _ids.__next__
+
+
+class GradientLeakWarning(UserWarning):
+    """A recorded tensor was converted out of gradtape (``np.asarray(t)``, ``float(t)``,
+    ``t.numpy()``...): whatever is computed from the converted value is invisible to the tape, so
+    the gradient through it is lost.  ``gt.config.gradient_leak = "raise"`` makes it an error."""
+
+
+class GradientLeakError(RuntimeError):
+    """The error form of :class:`GradientLeakWarning` (``gt.config.gradient_leak = "raise"``)."""
+
+
+# the folders of gradtape's own code: a leak is reported at the first frame outside them
+_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(p)) + os.sep for p in (
+    __file__, os.path.join(os.path.dirname(__file__), "..", "backends", "__init__.py"),
+    os.path.join(os.path.dirname(__file__), "..", "conformance", "__init__.py")))
+_LIBRARY_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep,
+                 os.path.dirname(os.__file__) + os.sep)
+
+
+def _call_sites():
+    """The first frame outside gradtape (where the conversion happened) and, when that one is in an
+    installed library, the first frame outside every library (the user's line that called it)."""
+    f = sys._getframe(2)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_OWN_DIRS):
+        f = f.f_back
+    if f is None:
+        return None, None
+    user = f
+    while user is not None and any(d in os.path.abspath(user.f_code.co_filename) for d in _LIBRARY_DIRS):
+        user = user.f_back
+    return f, (user if user is not f else None)
+
+
+def _connected(t):
+    """Whether a recording tape of this thread connects ``t`` to a watched source (a trainable
+    Variable counts where a tape watches the variables it reads)."""
+    tapes = _state.tapes
+    tid = t._id
+    for rec in tapes:
+        if tid in rec.watched or (t._is_var and t._trainable and rec.watch_accessed):
+            return True
+    return False
+
+
+def _check_leak(t, how):
+    """Warn (or raise, per ``gt.config.gradient_leak``) when ``how`` converts a tensor that a
+    recording tape connects to a watched source out of gradtape."""
+    if not _ACTIVE[0] or not _connected(t):
+        return
+    site, user = _call_sites()
+    if user is not None:        # inside a library: name its function, then the user's line
+        where = (f" inside {site.f_globals.get('__name__', '?')}.{site.f_code.co_name}, called from "
+                 f"{user.f_code.co_filename}:{user.f_lineno},")
+    elif site is not None:
+        where = f" at {site.f_code.co_filename}:{site.f_lineno}"
+    else:
+        where = ""
+    msg = (f"{how}{where} converts a tensor that a recording GradientTape connects to a watched source "
+           f"(backend {t._b.name!r}, shape {t.shape}) out of gradtape: the gradient through the converted "
+           "value is lost. Compute with gradtape ops (gt.* or x.__array_namespace__()) to keep it, "
+           "convert gt.stop_gradient(x) to cut it on purpose (no warning), or set "
+           "gt.config.gradient_leak = 'raise' (GRADTAPE_GRADIENT_LEAK=raise) to stop at the leak.")
+    if _config.config.gradient_leak == "raise":
+        raise GradientLeakError(msg)
+    frame = user or site
+    if frame is None:
+        warnings.warn(msg, GradientLeakWarning, stacklevel=3)
+        return
+    g = frame.f_globals
+    # once per call site (Python's 'default' action keyed on the caller's own registry)
+    warnings.warn_explicit(msg, GradientLeakWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=g.get("__name__", "<unknown>"),
+                           registry=g.setdefault("__warningregistry__", {}))
 
 
 class Device(str):
@@ -94,12 +173,23 @@ class Tensor:
 
     # ------------------------------------------------------------------ conversion
     def numpy(self):
-        """A NumPy copy of the value."""
+        """A NumPy copy of the value (outside the tape: warns ``GradientLeakWarning`` while a
+        recording tape connects this tensor to a watched source)."""
+        if _ACTIVE[0]:
+            _check_leak(self, "Tensor.numpy()")
         return np.array(self._b.to_numpy(self._v), copy=True)
 
     def __array__(self, dtype=None, copy=None):
+        if _ACTIVE[0]:
+            _check_leak(self, "np.asarray(tensor) (Tensor.__array__)")
         a = self._b.to_numpy(self._v)
         return np.asarray(a, dtype=dtype) if dtype is not None else np.asarray(a)
+
+    def tolist(self):
+        """The value as (nested) Python scalars, as ``numpy.ndarray.tolist``."""
+        if _ACTIVE[0]:
+            _check_leak(self, "Tensor.tolist()")
+        return np.asarray(self._b.to_numpy(self._v)).tolist()
 
     def __array_namespace__(self, *, api_version=None):
         if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12"):
@@ -113,6 +203,8 @@ class Tensor:
         return to_device(self, device)
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if _ACTIVE[0]:
+            _check_leak(self, "Tensor.__dlpack__() (from_dlpack of another library)")
         kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
                                     ("copy", copy)) if v is not None}
         return self._v.__dlpack__(**kwargs)
@@ -130,12 +222,18 @@ class Tensor:
         return self._scalar(bool)
 
     def __int__(self):
+        if _ACTIVE[0]:
+            _check_leak(self, "int(tensor)")
         return self._scalar(int)
 
     def __float__(self):
+        if _ACTIVE[0]:
+            _check_leak(self, "float(tensor)")
         return self._scalar(float)
 
     def __complex__(self):
+        if _ACTIVE[0]:
+            _check_leak(self, "complex(tensor)")
         return self._scalar(complex)
 
     def __index__(self):
@@ -155,6 +253,15 @@ class Tensor:
             yield self[i]
 
     __hash__ = object.__hash__
+
+    def __copy__(self):
+        """``copy.copy(t)``: a recorded copy (the tape connects it to ``t``, as ``asarray(copy=True)``)."""
+        # (function-level import: the ops are built on this module)
+        from gradtape.ops.elementwise import astype
+        return astype(self, self.dtype, copy=True)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     def ref(self):
         """A hashable reference to this object (as ``tf.Tensor.ref``)."""
@@ -185,7 +292,7 @@ class Tensor:
         self._become(_setitem(self, key, value))
 
     def __reduce__(self):
-        return (_rebuild, (self.numpy(), self._b.name))
+        return (_rebuild, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name))
 
 
 def _format_value(a, prefix="gt.Tensor("):
@@ -359,8 +466,15 @@ class Variable(Tensor):
 
     __str__ = __repr__
 
+    def __copy__(self):
+        return _rebuild_var(*self.__reduce__()[1])
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
     def __reduce__(self):
-        return (_rebuild_var, (self.numpy(), self._b.name, self._trainable, self._name))
+        return (_rebuild_var, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name, self._trainable,
+                               self._name))
 
 
 def _rebuild_var(arr, backend_name, trainable, name):
@@ -451,8 +565,13 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
             device = cfg.device
     if dtype is None and dtype_hint is not None and isinstance(value, _PY_SCALARS + (list, tuple)):
         dtype = dtype_hint
+    if value is None or value.__class__ in (list, tuple) and any(e is None for e in _leaves(value)):
+        raise ValueError(f"Attempt to convert {value!r} to a tensor: None is not a number; pass a value "
+                         "(float('nan') for a missing one)")
     if dtype is not None:
         d = _dt.as_dtype(dtype)
+        if d.kind in "iub" and isinstance(value, _PY_SCALARS + (list, tuple)):
+            _check_exact(value, d)
         if isinstance(value, (list, tuple)) and any(isinstance(e, Tensor) for e in _leaves(value)):
             v = _default_native(value, b, device)
             v = b.xp.astype(v, b.dtype_to_native(d))
@@ -473,6 +592,17 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
     if type(v) is not b.array_type:
         v = b.fix_output(v)
     return _wrap(v, b)
+
+
+def _check_exact(value, d):
+    """Python floats (or complex) that the integer or bool dtype ``d`` cannot hold exactly are a
+    ``TypeError``, as in TensorFlow, not a silent truncation."""
+    for e in (_leaves(value) if isinstance(value, (list, tuple)) else (value,)):
+        if isinstance(e, (float, complex)) and not isinstance(e, bool):
+            if isinstance(e, complex) or not (e == e and e not in (float("inf"), float("-inf"))
+                                              and e == int(e) and (d.kind != "b" or e in (0.0, 1.0))):
+                raise TypeError(f"Cannot convert {e!r} to a tensor of dtype {d} without changing its value; "
+                                "round it first (or pass a floating dtype)")
 
 
 def constant(value, dtype=None, shape=None, name=None, device=None):

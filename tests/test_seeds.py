@@ -892,7 +892,9 @@ def test_004_calculations_outside_gradtape(backend):
     with gt.GradientTape() as tape:
         x2 = x**2
         # This step is calculated with NumPy
-        y = np.mean(x2, axis=0)
+        # (TensorFlow is silent here; gradtape warns, naming this line: issue 10)
+        with pytest.warns(gt.GradientLeakWarning, match=r"test_seeds\.py:\d+ converts a tensor"):
+            y = np.mean(x2, axis=0)
         # Like most ops, reduce_mean will cast the NumPy array to a constant tensor
         # using `tf.convert_to_tensor`.
         y = gt.reduce_mean(y, axis=0)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape.domains import REAL, Case, with_complex
+from gradtape._recording_state import _ACTIVE
 from gradtape.ops import apply1, composite, defop, public
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.ops.elementwise import _identity, astype
+from gradtape.tensor import Tensor, _check_leak, _wrap, convert_to_tensor
 
 __all__ = [
     "arange",
@@ -160,26 +162,37 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None):
-    """A tensor from ``obj`` (a Tensor passes through, cast or moved if asked; ``backend=`` converts
-    between backends through DLPack or NumPy)."""
+    """A tensor from ``obj``.  A Tensor passes through, or is cast, moved or copied by recorded ops, so
+    the tape connects the result to ``obj`` (a defensive ``asarray(x, copy=True)`` keeps the
+    gradient); ``backend=`` converts to another backend (outside the tape: that warns
+    ``GradientLeakWarning`` while a tape records ``obj``)."""
     if isinstance(obj, Tensor):
         if backend is not None:
             from gradtape import backends as _bk
             target = _bk.get(backend)
             if target is not obj._b:
-                obj = convert_to_tensor(obj.numpy(), dtype=dtype, device=device, backend=target)
-                return obj
+                return convert_to_tensor(obj.numpy(), dtype=dtype, device=device, backend=target)
         t = convert_to_tensor(obj, dtype=dtype, device=device)
-        if copy and t is obj:
-            t = _wrap(t._b.xp.asarray(t._v, copy=True), t._b)
+        if copy is False and t._v is not obj._v:
+            raise ValueError(f"asarray(copy=False): converting a {obj.dtype} tensor on {obj.device} to dtype "
+                             f"{t.dtype} on {t.device} needs a copy; pass copy=None to allow one")
+        if copy and t._v is obj._v:
+            t = astype(t, t.dtype, copy=True)        # a recorded copy: the gradient flows through
         return t
     return convert_to_tensor(obj, dtype=dtype, device=device, backend=backend)
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    """A tensor on the active backend sharing memory with a DLPack-capable array."""
+    """A tensor on the active backend (or ``device``'s) sharing memory with a DLPack-capable array.
+    A gradtape tensor of that backend and device gives a recorded view of itself (a recorded copy
+    with ``copy=True``), so the tape connects the two; across backends the tape cannot follow (that
+    warns ``GradientLeakWarning`` while a tape records ``x``)."""
     b, dev = _backend_and_device(device)
     if isinstance(x, Tensor):
+        if b is x._b and (device is None or b.device_str(b.device_of(x._v)) == b.device_str(dev)):
+            return astype(x, x.dtype, copy=True) if copy else _identity(x)
+        if _ACTIVE[0]:
+            _check_leak(x, f"from_dlpack to backend {b.name!r}")
         x = x._v
     v = b.xp.from_dlpack(x)
     if device is not None:
@@ -254,7 +267,7 @@ def meshgrid(*arrays, indexing="xy"):
         shape = [1] * n
         shape[pos] = -1
         out.append(broadcast_to(reshape(a, tuple(shape)), tuple(sizes)))
-    return out
+    return tuple(out)
 
 
 composite("meshgrid", meshgrid, chapter="creation", complex=True,
