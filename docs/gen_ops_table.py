@@ -37,6 +37,8 @@ CHAPTERS = [
     ("utility", "Utility functions"),
     ("linalg", "gt.linalg (extension)"),
     ("fft", "gt.fft (extension)"),
+    ("special", "gt.special (SciPy's special functions)"),
+    ("nan_functions", "NaN-ignoring reductions (NumPy's nan*)"),
     ("nn", "gt.nn (beyond the standard)"),
     ("random", "gt.random (beyond the standard)"),
     ("user", "Registered by users"),
@@ -60,7 +62,7 @@ INDIRECT = {
     "to_device": "`x.to_device(d)`",
 }
 
-SUBMODULES = ("", "linalg", "fft", "nn", "random", "math", "losses")
+SUBMODULES = ("", "linalg", "fft", "special", "nn", "random", "math", "losses")
 
 
 def _import_gradtape():

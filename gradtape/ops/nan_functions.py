@@ -1,4 +1,418 @@
-"""NaN-ignoring reductions (``nansum``, ``nanmean``, ...): what xarray looks up on a namespace."""
+"""NaN-ignoring reductions with NumPy's signatures: what xarray looks up on a namespace.
+
+xarray (``core/nputils.py``, ``computation/nanops.py``) calls ``xp.nanmean(values, axis=axis,
+dtype=dtype)``, ``xp.nanvar``/``xp.nanstd(..., dtype=dtype, ddof=ddof)``, ``xp.nanmin``/``nanmax``/
+``nanargmin``/``nanargmax(values, axis=axis)``, ``xp.nanprod``/``nancumsum``/``nancumprod(values,
+axis=axis, dtype=dtype)`` on any namespace that has them (``axis`` an int, a tuple or None); its
+``skipna`` sum is a ``sum`` of ``where(isnull, 0, x)``.  Each function here is a registered op
+(chapter ``nan_functions``) with a rule and a domain of inputs with NaN entries (:class:`NanSampler`).
+
+* NaN entries get a zero gradient; the gradient elsewhere is that of the reduction over the other
+  entries (``nanmax``/``nanmin``: ties split evenly, as ``gt.max``).
+* All-NaN slices behave as NumPy's: ``nansum`` 0, ``nanprod`` 1, ``nanmean``/``nanvar``/``nanstd``/
+  ``nanmax``/``nanmin`` NaN (on the NumPy backend with NumPy's ``RuntimeWarning``), ``nanargmax``/
+  ``nanargmin`` raise ``ValueError``; their gradient is 0.
+* Forwards: NumPy's ``np.nan*`` on NumPy; elsewhere composed of the namespace's functions.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+import types
+
+import numpy as np
+
+from gradtape import dtypes as _dt
+from gradtape.domains import Case, Sampler
+from gradtape.ops import apply1, defop, public
+from gradtape.ops.elementwise import astype, equal, isnan, multiply_no_nan
+from gradtape.ops.manipulation import reshape
+from gradtape.ops.searching import where
+from gradtape.ops.statistical import (
+    _axes,
+    _cumprod_grad,
+    _keep_shape,
+    _prod_grad,
+    _rev_cumsum,
+    _unreduce,
+)
+from gradtape.ops.statistical import sum as _sum
+from gradtape.tensor import Tensor, convert_to_tensor
+
+__all__ = ["nanargmax", "nanargmin", "nancumprod", "nancumsum", "nanmax", "nanmean", "nanmin", "nanprod",
+           "nanstd", "nansum", "nanvar"]
+
+
+class NanSampler(Sampler):
+    """Uniform samples with NaN at every entry whose indices sum to 1 modulo 3: never a whole slice
+    of two or more entries along any axis, so every reduction of those has a finite value.  Finite
+    differences at a NaN entry are 0 (NaN + h is NaN), the gradient the rules give there."""
+
+    def sample(self, rng, shape, dtype="float64"):
+        x = super().sample(rng, shape, dtype)
+        if x.ndim:
+            x[np.indices(x.shape).sum(axis=0) % 3 == 1] = np.nan
+        return x
+
+
+WITH_NAN = NanSampler("WITH_NAN", -2.0, 2.0)
+NONZERO_WITH_NAN = NanSampler("NONZERO_WITH_NAN", -2.0, 2.0, avoid=(0.0,), gap=0.2)
+
+_RED_CASES = [Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1), Case(WITH_NAN[2, 3], axis=0, keepdims=True),
+              Case(WITH_NAN[2, 3, 2], axis=(0, 2)), Case(WITH_NAN[()])]
+
+
+def _prep(a, axis, dtype=None, out=None):
+    if out is not None:
+        raise TypeError("gradtape's nan-functions take no out= (tensors are immutable)")
+    a = a if isinstance(a, Tensor) else convert_to_tensor(a)
+    if dtype is not None and _dt.as_dtype(dtype) is not a.dtype:
+        a = astype(a, dtype)
+    return a, _axes(axis, a.ndim)
+
+
+def _is_float(xp, x):
+    return xp.isdtype(x.dtype, ("real floating", "complex floating"))
+
+
+def _filled(xp, x, value):
+    """``x`` with NaN entries replaced by ``value``."""
+    if not _is_float(xp, x):
+        return x
+    return xp.where(xp.isnan(x), xp.full_like(x, value), x)
+
+
+def _valid(xp, x, axis, keepdims):
+    """The number of non-NaN entries over ``axis``, in ``x``'s dtype."""
+    ok = xp.astype(xp.logical_not(xp.isnan(x)), x.dtype)
+    return xp.sum(ok, axis=axis, keepdims=keepdims)
+
+
+# --------------------------------------------------------------------------- nansum, nanprod
+def _nansum_forward(backend, x, *, axis, keepdims):
+    if backend.name == "numpy":
+        return np.asarray(np.nansum(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
+    xp = backend.xp
+    return xp.sum(_filled(xp, x, 0), axis=axis, keepdims=keepdims)
+
+
+_nansum = defop("nansum", _nansum_forward, chapter="nan_functions", domain=_RED_CASES,
+                convention="NaN entries get a zero gradient")
+
+
+@public(_nansum)
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    """Sum over ``axis``, NaN entries counted as 0 (``np.nansum``)."""
+    a, axes = _prep(a, axis, dtype, out)
+    return apply1(_nansum, a, {"axis": axes, "keepdims": bool(keepdims)})
+
+
+def _masked(x, g):
+    """``g`` where ``x`` is not NaN, 0 where it is."""
+    if x.dtype.kind not in "fc":
+        return g
+    return where(isnan(x), 0.0, g)
+
+
+_nansum.gradient(lambda op, grad: _masked(op.inputs[0], _unreduce(grad, op)))
+
+
+def _nanprod_forward(backend, x, *, axis, keepdims):
+    if backend.name == "numpy":
+        return np.asarray(np.nanprod(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
+    xp = backend.xp
+    return xp.prod(_filled(xp, x, 1), axis=axis, keepdims=keepdims)
+
+
+_nanprod = defop("nanprod", _nanprod_forward, chapter="nan_functions", domain=_RED_CASES,
+                 convention="NaN entries get a zero gradient; exact with zeros, as prod")
+
+
+@public(_nanprod)
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
+    """Product over ``axis``, NaN entries counted as 1 (``np.nanprod``)."""
+    a, axes = _prep(a, axis, dtype, out)
+    return apply1(_nanprod, a, {"axis": axes, "keepdims": bool(keepdims)})
+
+
+def _as_op(op, x, y=None):
+    """The recorded call ``op`` with its input replaced by ``x`` (to reuse a rule of statistical)."""
+    return types.SimpleNamespace(inputs=(x,), outputs=(op.outputs[0] if y is None else y,),
+                                 attrs=op.attrs, needs_grad=op.needs_grad)
+
+
+@_nanprod.gradient
+def _nanprod_grad(op, grad):
+    """prod's rule on x with NaN entries replaced by 1; 0 at those entries."""
+    x = op.inputs[0]
+    filled = where(isnan(x), 1.0, x)
+    return _masked(x, _prod_grad(_as_op(op, filled), grad))
+
+
+# --------------------------------------------------------------------------- nanmean, nanvar, nanstd
+def _nanmean_forward(backend, x, *, axis, keepdims):
+    if backend.name == "numpy":
+        return np.asarray(np.nanmean(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
+    xp = backend.xp
+    return xp.sum(_filled(xp, x, 0), axis=axis, keepdims=keepdims) / _valid(xp, x, axis, keepdims)
+
+
+_nanmean = defop("nanmean", _nanmean_forward, chapter="nan_functions", domain=_RED_CASES,
+                 convention="NaN entries get a zero gradient; all-NaN slices: NaN value, zero gradient")
+
+
+@public(_nanmean)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """Mean over ``axis`` of the non-NaN entries (``np.nanmean``; NaN for an all-NaN slice)."""
+    a, axes = _prep(a, axis, dtype, out)
+    return apply1(_nanmean, a, {"axis": axes, "keepdims": bool(keepdims)})
+
+
+def _valid_count(x, axes):
+    """The number of non-NaN entries over ``axes`` (kept as size-1 axes), at least 1."""
+    from gradtape.ops.elementwise import logical_not, maximum
+    n = _sum(astype(logical_not(isnan(x)), x.dtype), axis=axes, keepdims=True)
+    return n, maximum(n, 1.0)
+
+
+@_nanmean.gradient
+def _nanmean_grad(op, grad):
+    """grad / (the number of non-NaN entries) at the non-NaN entries, 0 at NaN."""
+    x = op.inputs[0]
+    _, n = _valid_count(x, op.attrs["axis"])
+    return _masked(x, _unreduce(grad, op) / n)
+
+
+def _centred(xp, x, axis):
+    m = xp.sum(_filled(xp, x, 0), axis=axis, keepdims=True) / _valid(xp, x, axis, True)
+    return _filled(xp, x - m, 0)
+
+
+def _nanvar_forward(backend, x, *, axis, ddof, keepdims):
+    if backend.name == "numpy":
+        return np.asarray(np.nanvar(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype=x.dtype)
+    xp = backend.xp
+    c = _centred(xp, x, axis)
+    n = _valid(xp, x, axis, keepdims) - ddof
+    return xp.sum(c * c, axis=axis, keepdims=keepdims) / xp.where(n > 0, n, xp.zeros_like(n))
+
+
+def _nanstd_forward(backend, x, *, axis, ddof, keepdims):
+    if backend.name == "numpy":
+        return np.asarray(np.nanstd(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype=x.dtype)
+    xp = backend.xp
+    v = _nanvar_forward(backend, x, axis=axis, ddof=ddof, keepdims=keepdims)
+    pos = v > 0           # sqrt through a where: a library's own autodiff gives 0, not NaN, at v = 0
+    return xp.where(pos, xp.sqrt(xp.where(pos, v, xp.ones_like(v))), v)
+
+
+_VAR_CASES = _RED_CASES[:-1] + [Case(WITH_NAN[4, 3], axis=0, ddof=1)]
+_nanvar = defop("nanvar", _nanvar_forward, chapter="nan_functions", domain=_VAR_CASES,
+                convention="NaN entries get a zero gradient; a zero cotangent gives 0 where the "
+                           "degrees of freedom are <= 0")
+_nanstd = defop("nanstd", _nanstd_forward, chapter="nan_functions", domain=_VAR_CASES,
+                convention="NaN entries get a zero gradient; 0 at an entry equal to the mean (a "
+                           "slice of equal values); a zero cotangent gives 0 where the degrees of "
+                           "freedom are <= 0")
+
+
+@public(_nanvar)
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """Variance over ``axis`` of the non-NaN entries, ``ddof`` degrees of freedom removed (``np.nanvar``)."""
+    a, axes = _prep(a, axis, dtype, out)
+    return apply1(_nanvar, a, {"axis": axes, "ddof": ddof, "keepdims": bool(keepdims)})
+
+
+@public(_nanstd)
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """Standard deviation over ``axis`` of the non-NaN entries (``np.nanstd``)."""
+    a, axes = _prep(a, axis, dtype, out)
+    return apply1(_nanstd, a, {"axis": axes, "ddof": ddof, "keepdims": bool(keepdims)})
+
+
+def _nan_centred(x, axes):
+    """``x - nanmean(x)`` over ``axes``, 0 at NaN entries, and the count of non-NaN entries."""
+    n, n1 = _valid_count(x, axes)
+    filled = where(isnan(x), 0.0, x)
+    m = _sum(filled, axis=axes, keepdims=True) / n1
+    return where(isnan(x), 0.0, filled - m), n
+
+
+@_nanvar.gradient
+def _nanvar_grad(op, grad):
+    """d nanvar = 2 (x - nanmean(x)) / (n - ddof) dx over the non-NaN entries."""
+    x = op.inputs[0]
+    c, n = _nan_centred(x, op.attrs["axis"])
+    return multiply_no_nan(c * (2.0 / (n - op.attrs["ddof"])), _unreduce(grad, op))
+
+
+@_nanstd.gradient
+def _nanstd_grad(op, grad):
+    """d nanstd = (x - nanmean(x)) / ((n - ddof) nanstd) dx over the non-NaN entries (0 at an entry
+    equal to the mean: the subgradient 0 where every entry of the slice is equal)."""
+    x = op.inputs[0]
+    axes = op.attrs["axis"]
+    c, n = _nan_centred(x, axes)
+    y = op.outputs[0]
+    if not op.attrs["keepdims"]:
+        y = reshape(y, _keep_shape(x.shape, axes))
+    flat = equal(c, 0.0)                  # a slice of equal values (or one value): subgradient 0
+    d = where(flat, 0.0, c / where(flat, 1.0, (n - op.attrs["ddof"]) * y))
+    return multiply_no_nan(d, _unreduce(grad, op))
+
+
+# --------------------------------------------------------------------------- nanmax, nanmin
+def _nanext_forward(name, fill):
+    def forward(backend, x, *, axis, keepdims):
+        if backend.name == "numpy":
+            return np.asarray(getattr(np, "nan" + name)(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
+        xp = backend.xp
+        r = getattr(xp, name)(_filled(xp, x, fill), axis=axis, keepdims=keepdims)
+        if not _is_float(xp, x):
+            return r
+        allnan = xp.all(xp.isnan(x), axis=axis, keepdims=keepdims)
+        return xp.where(allnan, xp.full_like(r, math.nan), r)
+    return forward
+
+
+_nanmax = defop("nanmax", _nanext_forward("max", -math.inf), chapter="nan_functions", domain=_RED_CASES,
+                convention="NaN entries get a zero gradient; ties split the gradient evenly, as max")
+_nanmin = defop("nanmin", _nanext_forward("min", math.inf), chapter="nan_functions", domain=_RED_CASES,
+                convention="NaN entries get a zero gradient; ties split the gradient evenly, as min")
+
+
+@public(_nanmax)
+def nanmax(a, axis=None, out=None, keepdims=False):
+    """Maximum over ``axis`` ignoring NaN (``np.nanmax``; NaN for an all-NaN slice)."""
+    a, axes = _prep(a, axis, None, out)
+    return apply1(_nanmax, a, {"axis": axes, "keepdims": bool(keepdims)})
+
+
+@public(_nanmin)
+def nanmin(a, axis=None, out=None, keepdims=False):
+    """Minimum over ``axis`` ignoring NaN (``np.nanmin``; NaN for an all-NaN slice)."""
+    a, axes = _prep(a, axis, None, out)
+    return apply1(_nanmin, a, {"axis": axes, "keepdims": bool(keepdims)})
+
+
+def _nanext_grad(op, grad):
+    """The gradient goes to the entries equal to the extremum (never NaN ones), split evenly."""
+    from gradtape.ops.elementwise import maximum
+    x = op.inputs[0]
+    axes = op.attrs["axis"]
+    y = op.outputs[0]
+    if not op.attrs["keepdims"]:
+        y = reshape(y, _keep_shape(x.shape, axes))
+    hit = astype(equal(x, y), x.dtype)
+    count = maximum(_sum(hit, axis=axes, keepdims=True), 1.0)
+    return _unreduce(grad, op) * hit / count
+
+
+_nanmax.gradient(_nanext_grad)
+_nanmin.gradient(_nanext_grad)
+
+
+# --------------------------------------------------------------------------- nancumsum, nancumprod
+_CUM_CASES = [Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1), Case(WITH_NAN[3, 2], axis=0)]
+
+
+def _nancumsum_forward(backend, x, *, axis):
+    if backend.name == "numpy":
+        return np.asarray(np.nancumsum(x, axis=axis), dtype=x.dtype)
+    xp = backend.xp
+    return xp.cumulative_sum(_filled(xp, x, 0), axis=axis)
+
+
+def _nancumprod_forward(backend, x, *, axis):
+    if backend.name == "numpy":
+        return np.asarray(np.nancumprod(x, axis=axis), dtype=x.dtype)
+    from gradtape.ops.statistical import _cumprod_forward
+    xp = backend.xp
+    return _cumprod_forward(xp, _filled(xp, x, 1), axis=axis)
+
+
+_nancumsum = defop("nancumsum", _nancumsum_forward, chapter="nan_functions", domain=_CUM_CASES,
+                   convention="NaN entries get a zero gradient")
+_nancumprod = defop("nancumprod", _nancumprod_forward, chapter="nan_functions",
+                    domain=[Case(NONZERO_WITH_NAN[4]), Case(NONZERO_WITH_NAN[2, 3], axis=1)],
+                    convention="NaN entries get a zero gradient; exact with zeros, as cumulative_prod")
+
+
+def _cum_prep(a, axis, dtype, out):
+    a, _ = _prep(a, None, dtype, out)
+    if axis is None:
+        a = reshape(a, (-1,))
+        axis = 0
+    return a, {"axis": _axes(axis, a.ndim)[0]}
+
+
+@public(_nancumsum)
+def nancumsum(a, axis=None, dtype=None, out=None):
+    """Cumulative sum along ``axis`` (None: of the flattened array), NaN counted as 0 (``np.nancumsum``)."""
+    a, attrs = _cum_prep(a, axis, dtype, out)
+    return apply1(_nancumsum, a, attrs)
+
+
+@public(_nancumprod)
+def nancumprod(a, axis=None, dtype=None, out=None):
+    """Cumulative product along ``axis`` (None: of the flattened array), NaN counted as 1 (``np.nancumprod``)."""
+    a, attrs = _cum_prep(a, axis, dtype, out)
+    return apply1(_nancumprod, a, attrs)
+
+
+_nancumsum.gradient(lambda op, grad: _masked(op.inputs[0], _rev_cumsum(grad, op.attrs["axis"])))
+
+
+@_nancumprod.gradient
+def _nancumprod_grad(op, grad):
+    """cumulative_prod's rule on x with NaN entries replaced by 1; 0 at those entries."""
+    x = op.inputs[0]
+    filled = where(isnan(x), 1.0, x)
+    fake = _as_op(op, filled)
+    fake.attrs = dict(op.attrs, include_initial=False)
+    return _masked(x, _cumprod_grad(fake, grad))
+
+
+# --------------------------------------------------------------------------- nanargmax, nanargmin
+def _nanarg_forward(name, fill):
+    def forward(backend, x, *, axis, keepdims):
+        if backend.name == "numpy":
+            return np.asarray(getattr(np, "nan" + name)(x, axis=axis, keepdims=keepdims))
+        xp = backend.xp
+        if _is_float(xp, x):
+            if bool(xp.any(xp.all(xp.isnan(x), axis=axis))):
+                raise ValueError("All-NaN slice encountered")
+            x = _filled(xp, x, fill)
+        if axis is None:
+            r = getattr(xp, name)(xp.reshape(x, (-1,)))
+            return xp.reshape(r, (1,) * x.ndim) if keepdims else r
+        return getattr(xp, name)(x, axis=axis, keepdims=keepdims)
+    return forward
+
+
+_nanargmax = defop("nanargmax", _nanarg_forward("argmax", -math.inf), chapter="nan_functions",
+                   differentiable=False, domain=[Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1),
+                                                 Case(WITH_NAN[2, 3], axis=0, keepdims=True)])
+_nanargmin = defop("nanargmin", _nanarg_forward("argmin", math.inf), chapter="nan_functions",
+                   differentiable=False, domain=[Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1),
+                                                 Case(WITH_NAN[2, 3], axis=0, keepdims=True)])
+
+
+def _arg_axis(a, axis, out):
+    a = a if isinstance(a, Tensor) else convert_to_tensor(a)
+    if out is not None:
+        raise TypeError("gradtape's nan-functions take no out= (tensors are immutable)")
+    return a, None if axis is None else _axes(axis, a.ndim)[0]
+
+
+@public(_nanargmax)
+def nanargmax(a, axis=None, out=None, *, keepdims=False):
+    """Index of the maximum ignoring NaN (``np.nanargmax``; ``ValueError`` for an all-NaN slice)."""
+    a, ax = _arg_axis(a, axis, out)
+    return apply1(_nanargmax, a, {"axis": ax, "keepdims": bool(keepdims)})
+
+
+@public(_nanargmin)
+def nanargmin(a, axis=None, out=None, *, keepdims=False):
+    """Index of the minimum ignoring NaN (``np.nanargmin``; ``ValueError`` for an all-NaN slice)."""
+    a, ax = _arg_axis(a, axis, out)
+    return apply1(_nanargmin, a, {"axis": ax, "keepdims": bool(keepdims)})

@@ -1,4 +1,525 @@
-"""``gt.special``: the special functions SciPy's array-API dispatch looks up (``xp.special.<name>``)."""
+"""``gt.special``: the special functions SciPy's array-API dispatch looks up, differentiable.
+
+With ``SCIPY_ARRAY_API=1``, ``scipy.special.<f>(x)`` takes ``xp = array_namespace(x)`` (``gradtape``
+for a gradtape tensor), finds no "scipy namespace" for it (that is only for CuPy, JAX and torch)
+and then looks up ``getattr(xp.special, name)`` (``scipy/special/_support_alternative_backends.py``,
+``_get_native_func``), by SciPy's own name (``psi`` for ``digamma``; ``alt_names_map`` renames only
+for ``torch``/``jax.numpy``), calling it with SciPy's positional arguments.  Found, it is called as is
+and its result returned; not found, SciPy uses its generic array-API version where it has one
+(``xlogy``, ``rel_entr``, ...) or, failing that, converts the arguments with ``np.asarray``, calls the
+NumPy ufunc and wraps the result with ``xp.asarray``: a tensor no tape connects to its inputs.
+
+Provided here (each a registered op, chapter ``special``, with a rule in gradtape ops and a domain),
+of SciPy's list: ``erf``, ``erfc``, ``erfinv``, ``expit``, ``logit``, ``xlogy``, ``xlog1py``, ``entr``,
+``rel_entr``, ``gammaln``, ``psi`` (= ``digamma``), ``polygamma``, ``gamma``, ``ndtr``, ``log_ndtr``,
+``ndtri``, ``i0``, ``i0e``, ``i1``, ``i1e``, ``betaln``, ``sinc``, ``exp2``, ``exp10``, ``cosm1``.
+Also ``erfcinv`` (a bare ufunc in SciPy 1.17, never dispatched: ``scipy.special.erfcinv(tensor)`` is
+a ``TypeError``) and ``softmax``, ``log_softmax``, ``logsumexp`` with SciPy's signatures (SciPy
+computes those from the namespace's own functions, so they differentiate without ``xp.special``).
+
+Forwards: NumPy ``scipy.special``; PyTorch ``torch.special`` (``erfcinv`` from ``ndtri``, ``gamma``,
+``betaln``, ``rel_entr`` composed); JAX ``jax.scipy.special`` (``erfcinv`` from ``ndtri``, ``sinc``
+from ``jax.numpy``); any other library: through NumPy and SciPy on the host.
+
+The rest of SciPy's list (``bdtr``, ``betainc``, ``gammainc``, ``j0``, ``k0``, ``zeta``, ... about 70
+functions) is not provided yet: SciPy then computes them through NumPy and the result is constant to
+every tape (its gradient is ``None``).
+
+Rules follow the zero-cotangent convention: where a derivative is infinite or undefined (``logit``
+at 0 and 1, ``erfinv`` at +-1, ``xlogy``'s ``d/dy`` at ``y = 0``, poles of ``gammaln``...) a zero
+cotangent gives a zero gradient, never NaN (``multiply_no_nan(derivative, grad)``, whose own rule
+keeps higher-order and forward-mode derivatives right).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+
+import numpy as np
+
+from gradtape.custom_gradient import stop_gradient
+from gradtape.domains import POSITIVE, REAL, UNIT, Case, Sampler
+from gradtape.ops import apply1, binary, composite, defop, public, unary
+from gradtape.ops import nn as _nn
+from gradtape.ops.elementwise import (
+    abs,
+    cos,
+    equal,
+    exp,
+    less,
+    log,
+    log1p,
+    multiply_no_nan,
+    sign,
+    sin,
+    square,
+)
+from gradtape.ops.manipulation import permute_dims, reshape
+from gradtape.ops.searching import where
+from gradtape.ops.statistical import _axes, max, sum
+from gradtape.tensor import Tensor, convert_to_tensor
+
+__all__ = [
+    "betaln", "cosm1", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "exp10", "exp2", "expit",
+    "gamma", "gammaln", "i0", "i0e", "i1", "i1e", "log_ndtr", "log_softmax", "logit", "logsumexp",
+    "ndtr", "ndtri", "polygamma", "psi", "rel_entr", "sinc", "softmax", "xlog1py", "xlogy",
+]
+
+_SQRT2 = math.sqrt(2.0)
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+# --------------------------------------------------------------------------- domains
+OPEN01 = Sampler("OPEN01", 0.05, 0.95, edges=(0.0, 1.0))
+OPEN02 = Sampler("OPEN02", 0.1, 1.9, edges=(0.0, 2.0))
+NONNEG_EDGE = Sampler("NONNEG_EDGE", 0.05, 3.0, edges=(0.0,))
+GT_MINUS1 = Sampler("GT_MINUS1", -0.8, 2.0, edges=(-1.0,))
+# the real line around the poles of gamma at 0, -1, -2
+OFF_POLES = Sampler("OFF_POLES", -2.8, 3.0, avoid=(0.0, -1.0, -2.0, -3.0), gap=0.15,
+                    edges=(0.0, -1.0, -2.0))
+FAR_LEFT = Sampler("FAR_LEFT", -150.0, -20.0, edges=(-math.inf,))
+MODERATE = Sampler("MODERATE", -3.0, 3.0, edges=(0.0,))
+
+
+# --------------------------------------------------------------------------- forwards
+def _host(backend, fn, *xs):
+    """``fn`` (NumPy/SciPy) on the host copies of ``xs``, back on ``xs[0]``'s backend and device, in
+    its dtype."""
+    like = next(x for x in xs if hasattr(x, "shape"))
+    out = np.asarray(fn(*[backend.to_numpy(x) if hasattr(x, "shape") else x for x in xs]))
+    dt = np.dtype(backend.dtype_of(like).name)
+    return backend.asarray(out.astype(dt, copy=False), device=backend.device_of(like))
+
+
+def _forward(name, *, torch=None, jax=None):
+    """``forward(backend, *xs)``: ``scipy.special.<name>`` on NumPy; on PyTorch ``torch.special.<torch>``
+    (a name, default ``name``) or ``torch(torch_module, *xs)``; on JAX ``jax.scipy.special.<jax>`` or
+    ``jax(jax_scipy_special, jax_numpy, *xs)``; through the host elsewhere (and where a library lacks it)."""
+    def forward(backend, *xs):
+        b = backend.name
+        if b == "numpy":
+            return getattr(_scipy_special(name), name)(*xs)
+        if b == "torch":
+            import torch as _t
+            if callable(torch):
+                return torch(_t, *xs)
+            f = getattr(_t.special, torch or name, None)
+            if f is not None:
+                return f(*xs)
+        elif b == "jax":
+            import jax.numpy as jnp
+            import jax.scipy.special as jsp
+            if callable(jax):
+                return jax(jsp, jnp, *xs)
+            f = getattr(jsp, jax or name, None)
+            if f is not None:
+                return f(*xs)
+        return _host(backend, getattr(_scipy_special(name), name), *xs)
+    forward.__name__ = f"_{name}_forward"
+    return forward
+
+
+def _scipy_special(name):
+    """``scipy.special`` (imported on first use: SciPy is needed only where it computes the forward)."""
+    try:
+        import scipy.special
+    except ImportError:
+        raise ImportError(f"gt.special.{name} on this backend computes with SciPy, which is not installed: "
+                          "pip install scipy") from None
+    return scipy.special
+
+
+def _named(fn, name, doc):
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "gradtape.special"
+    fn.__doc__ = doc
+    fn.op.doc = doc.split("\n")[0]
+    return fn
+
+
+def _unary(name, domain, doc, convention=None, **kw):
+    return _named(unary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
+                        convention=convention, doc=doc), name, doc)
+
+
+def _binary(name, domain, doc, convention=None, **kw):
+    return _named(binary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
+                         convention=convention, doc=doc, scalars=False), name, doc)
+
+
+def _safe(c, x, fill):
+    """``x`` where ``c`` is False, ``fill`` where it is True (so a masked branch stays finite)."""
+    return where(c, fill, x)
+
+
+# --------------------------------------------------------------------------- error functions
+def _erf_fn(x, /):
+    return _nn.erf(x)
+
+
+erf = composite("special.erf", _erf_fn, domain=REAL, chapter="special",
+                doc="The error function (``gt.nn.erf``).")
+_named(erf, "erf", "The error function, ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.")
+
+erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, accurate for large x.")
+erfc.gradient(lambda op, grad: grad * ((-2.0 / _SQRT_PI) * exp(-square(op.inputs[0]))))
+
+
+def _erfcinv_torch(t, x):
+    return -t.special.ndtri(x / 2) / _SQRT2
+
+
+def _erfcinv_jax(jsp, jnp, x):
+    return -jsp.ndtri(x / 2) / _SQRT2
+
+
+erfinv = _unary("erfinv", UNIT,
+                "The inverse of ``erf`` on (-1, 1).", convention="infinite slope at +-1: a zero "
+                "cotangent gives 0")
+erfinv.gradient(lambda op, grad: multiply_no_nan((_SQRT_PI / 2) * exp(square(op.outputs[0])), grad))
+
+erfcinv = _unary("erfcinv", OPEN02, "The inverse of ``erfc`` on (0, 2).", torch=_erfcinv_torch,
+                 jax=_erfcinv_jax, convention="infinite slope at 0 and 2: a zero cotangent gives 0")
+erfcinv.gradient(lambda op, grad: multiply_no_nan((-_SQRT_PI / 2) * exp(square(op.outputs[0])), grad))
+
+ndtr = _unary("ndtr", REAL, "The standard normal CDF.")
+ndtr.gradient(lambda op, grad: grad * (exp(-0.5 * square(op.inputs[0])) / _SQRT_2PI))
+
+ndtri = _unary("ndtri", OPEN01, "The inverse of ``ndtr`` on (0, 1).",
+               convention="infinite slope at 0 and 1: a zero cotangent gives 0")
+ndtri.gradient(lambda op, grad: multiply_no_nan(_SQRT_2PI * exp(0.5 * square(op.outputs[0])), grad))
+
+log_ndtr = _unary("log_ndtr", [REAL, FAR_LEFT], "``log(ndtr(x))``, accurate far in the left tail.",
+                  convention="the slope -> |x| as x -> -inf: a zero cotangent gives 0 at -inf")
+
+
+@log_ndtr.gradient
+def _log_ndtr_grad(op, grad):
+    """d log ndtr = phi(x) / ndtr(x) = exp(-x^2/2 - y) / sqrt(2 pi); below x = -100 (where that
+    difference cancels) the asymptotic -x / (1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8)."""
+    x = op.inputs[0]
+    y = op.outputs[0]
+    far = less(x, -100.0)
+    xn = _safe(far, x, 0.0)
+    near = exp(-0.5 * square(xn) - _safe(far, y, 0.0)) / _SQRT_2PI
+    xf = where(far, x, -100.0)
+    r = 1.0 / square(xf)
+    tail = -xf / (1.0 + r * (-1.0 + r * (3.0 + r * (-15.0 + r * 105.0))))
+    return multiply_no_nan(where(far, tail, near), grad)
+
+
+# --------------------------------------------------------------------------- logistic
+def _expit_fn(x, /):
+    return _nn.sigmoid(x)
+
+
+expit = composite("special.expit", _expit_fn, domain=REAL, chapter="special",
+                  doc="The logistic sigmoid ``1 / (1 + exp(-x))`` (``gt.nn.sigmoid``).")
+_named(expit, "expit", "The logistic sigmoid ``1 / (1 + exp(-x))``.")
+
+logit = _unary("logit", OPEN01, "``log(p / (1 - p))``, the inverse of ``expit``.",
+               convention="infinite slope at 0 and 1: a zero cotangent gives 0")
+
+
+@logit.gradient
+def _logit_grad(op, grad):
+    """d logit = dp / (p (1 - p))."""
+    p = op.inputs[0]
+    return multiply_no_nan(1.0 / (p * (1.0 - p)), grad)
+
+
+# --------------------------------------------------------------------------- x log y family
+def _xlogy_torch(t, x, y):
+    return t.special.xlogy(x, y)
+
+
+xlogy = _binary("xlogy", [(REAL, NONNEG_EDGE)], "``x * log(y)``, 0 where ``x == 0``.",
+                convention="d/dx = log(y) (also at x = 0); d/dy = x / y, 0 where x == 0; a zero "
+                           "cotangent gives 0 at y = 0", torch=_xlogy_torch)
+
+
+@xlogy.gradient
+def _xlogy_grad(op, grad):
+    """d/dx = log(y); d/dy = x / y (0 where x == 0: the function is 0 there for every y)."""
+    x, y = op.inputs
+    gx = gy = None
+    if op.needs_grad(0):
+        gx = multiply_no_nan(log(y), grad)
+    if op.needs_grad(1):
+        x0 = equal(x, 0)
+        gy = multiply_no_nan(where(x0, 0.0, x / _safe(x0, y, 1.0)), grad)
+    return gx, gy
+
+
+xlog1py = _binary("xlog1py", [(REAL, GT_MINUS1)], "``x * log1p(y)``, 0 where ``x == 0``.",
+                  convention="d/dx = log1p(y); d/dy = x / (1 + y), 0 where x == 0; a zero cotangent "
+                             "gives 0 at y = -1")
+
+
+@xlog1py.gradient
+def _xlog1py_grad(op, grad):
+    """d/dx = log1p(y); d/dy = x / (1 + y) (0 where x == 0)."""
+    x, y = op.inputs
+    gx = gy = None
+    if op.needs_grad(0):
+        gx = multiply_no_nan(log1p(y), grad)
+    if op.needs_grad(1):
+        x0 = equal(x, 0)
+        gy = multiply_no_nan(where(x0, 0.0, x / _safe(x0, 1.0 + y, 1.0)), grad)
+    return gx, gy
+
+
+entr = _unary("entr", NONNEG_EDGE, "``-x log(x)`` for x > 0, 0 at 0, -inf below.",
+              convention="infinite slope at 0: a zero cotangent gives 0")
+entr.gradient(lambda op, grad: multiply_no_nan(-(log(op.inputs[0]) + 1.0), grad))
+
+
+def _rel_entr_torch(t, x, y):
+    pos = (x > 0) & (y > 0)
+    one = t.ones_like(x)
+    v = t.where(pos, x * (t.log(t.where(pos, x, one)) - t.log(t.where(pos, y, one))), t.full_like(x, math.inf))
+    v = t.where((x == 0) & (y >= 0), t.zeros_like(v), v)
+    return t.where(t.isnan(x) | t.isnan(y), t.full_like(v, math.nan), v)
+
+
+rel_entr = _binary("rel_entr", [(NONNEG_EDGE, NONNEG_EDGE)],
+                   "``x log(x / y)`` for x, y > 0; 0 at x = 0, y >= 0; inf otherwise.",
+                   convention="infinite slopes at x = 0 and y = 0: a zero cotangent gives 0",
+                   torch=_rel_entr_torch)
+
+
+@rel_entr.gradient
+def _rel_entr_grad(op, grad):
+    """d/dx = log(x / y) + 1, d/dy = -x / y."""
+    x, y = op.inputs
+    return (multiply_no_nan(log(x) - log(y) + 1.0, grad) if op.needs_grad(0) else None,
+            multiply_no_nan(-x / y, grad) if op.needs_grad(1) else None)
+
+
+# --------------------------------------------------------------------------- gamma family
+_POLES = "poles at 0, -1, -2, ...: a zero cotangent gives 0 there"
+
+gammaln = _unary("gammaln", OFF_POLES, "``log|gamma(x)|``.", convention=_POLES)
+gammaln.gradient(lambda op, grad: multiply_no_nan(psi(op.inputs[0]), grad))
+
+psi = _unary("psi", OFF_POLES, "The digamma function ``gammaln'(x)`` (SciPy's ``psi``).",
+             convention=_POLES, torch="digamma", jax="digamma")
+digamma = psi
+psi.gradient(lambda op, grad: multiply_no_nan(polygamma(1, op.inputs[0]), grad))
+
+
+def _polygamma_forward(backend, x, *, n):
+    b = backend.name
+    if b == "torch":
+        import torch
+        return torch.special.polygamma(n, x)
+    if b == "jax":
+        import jax.scipy.special as jsp
+        return jsp.polygamma(n, x)
+    sc = _scipy_special("polygamma")
+    if b == "numpy":
+        return sc.polygamma(n, x)
+    return _host(backend, lambda h: sc.polygamma(n, h), x)
+
+
+_polygamma = defop("special.polygamma", _polygamma_forward, chapter="special",
+                   domain=[Case(1, POSITIVE[2, 3]), Case(0, OFF_POLES[4]), Case(2, POSITIVE[3])],
+                   convention=_POLES)
+
+
+@public(_polygamma)
+def polygamma(n, x, /):
+    """The n-th derivative of ``psi`` (``n`` a non-negative int, or an integer array: one op per
+    distinct value)."""
+    x = x if isinstance(x, Tensor) else convert_to_tensor(x)
+    if isinstance(n, (int, np.integer)):
+        if n < 0:
+            raise ValueError(f"polygamma: n must be non-negative, got {n}")
+        return apply1(_polygamma, x, {"n": int(n)})
+    n_host = np.asarray(n.numpy() if isinstance(n, Tensor) else n)
+    if n_host.dtype.kind not in "iu":
+        raise TypeError(f"polygamma: n must be integers, got dtype {n_host.dtype}")
+    if n_host.ndim == 0:
+        return polygamma(int(n_host), x)
+    nt = convert_to_tensor(n_host, like=x)
+    out = None
+    for k in np.unique(n_host):
+        v = polygamma(int(k), x)
+        out = v if out is None else where(equal(nt, int(k)), v, out)
+    return out
+
+
+_polygamma.gradient(lambda op, grad: multiply_no_nan(polygamma(op.attrs["n"] + 1, op.inputs[0]), grad))
+
+
+def _gamma_torch(t, x):
+    s = t.where((x > 0) | (t.remainder(t.floor(x), 2) == 0), 1.0, -1.0).to(x.dtype)
+    v = s * t.exp(t.special.gammaln(x))
+    return t.where((x <= 0) & (x == t.floor(x)), t.full_like(x, math.nan), v)
+
+
+gamma = _unary("gamma", OFF_POLES, "The gamma function.", convention=_POLES, torch=_gamma_torch)
+gamma.gradient(lambda op, grad: multiply_no_nan(op.outputs[0] * psi(op.inputs[0]), grad))
+
+
+def _betaln_torch(t, a, b):
+    g = t.special.gammaln
+    return g(a) + g(b) - g(a + b)
+
+
+betaln = _binary("betaln", [(POSITIVE, POSITIVE)], "``log|beta(a, b)|``.", convention=_POLES,
+                 torch=_betaln_torch)
+
+
+@betaln.gradient
+def _betaln_grad(op, grad):
+    """d/da = psi(a) - psi(a + b), d/db = psi(b) - psi(a + b)."""
+    a, b = op.inputs
+    s = psi(a + b)
+    return (multiply_no_nan(psi(a) - s, grad) if op.needs_grad(0) else None,
+            multiply_no_nan(psi(b) - s, grad) if op.needs_grad(1) else None)
+
+
+# --------------------------------------------------------------------------- Bessel
+i0 = _unary("i0", REAL, "The modified Bessel function of the first kind, order 0.")
+i0.gradient(lambda op, grad: grad * i1(op.inputs[0]))
+
+i0e = _unary("i0e", REAL, "``exp(-|x|) i0(x)``.")
+i0e.gradient(lambda op, grad: grad * (i1e(op.inputs[0]) - sign(op.inputs[0]) * op.outputs[0]))
+
+i1 = _unary("i1", REAL, "The modified Bessel function of the first kind, order 1.")
+
+
+@i1.gradient
+def _i1_grad(op, grad):
+    """d i1 = i0(x) - i1(x) / x (1/2 at 0)."""
+    x = op.inputs[0]
+    x0 = equal(x, 0)
+    return grad * where(x0, 0.5, i0(x) - op.outputs[0] / _safe(x0, x, 1.0))
+
+
+i1e = _unary("i1e", REAL, "``exp(-|x|) i1(x)``.")
+
+
+@i1e.gradient
+def _i1e_grad(op, grad):
+    """d i1e = i0e(x) - i1e(x) (sign(x) + 1 / x) (1/2 at 0)."""
+    x = op.inputs[0]
+    x0 = equal(x, 0)
+    y = op.outputs[0]
+    return grad * where(x0, 0.5, i0e(x) - y * (sign(x) + 1.0 / _safe(x0, x, 1.0)))
+
+
+# --------------------------------------------------------------------------- elementary
+def _sinc_forward(backend, x):
+    b = backend.name
+    if b == "numpy":
+        return np.sinc(x)
+    if b == "torch":
+        import torch
+        return torch.special.sinc(x)
+    if b == "jax":
+        import jax.numpy as jnp
+        return jnp.sinc(x)
+    xp = backend.xp
+    z = x == 0
+    px = math.pi * xp.where(z, xp.ones_like(x), x)
+    return xp.where(z, xp.ones_like(x), xp.sin(px) / px)
+
+
+sinc = _named(unary("special.sinc", REAL, forward=_sinc_forward, chapter="special", doc="s"), "sinc",
+              "The normalised sinc ``sin(pi x) / (pi x)`` (1 at 0), as ``scipy.special.sinc``.")
+
+
+@sinc.gradient
+def _sinc_grad(op, grad):
+    """d sinc = (cos(pi x) - sinc(x)) / x (0 at 0)."""
+    x = op.inputs[0]
+    x0 = equal(x, 0)
+    xs = _safe(x0, x, 1.0)
+    return grad * where(x0, 0.0, (cos(math.pi * xs) - sinc(xs)) / xs)
+
+
+def _exp2_fn(x, /):
+    return exp(x * math.log(2.0))
+
+
+def _exp10_fn(x, /):
+    return exp(x * math.log(10.0))
+
+
+def _cosm1_fn(x, /):
+    return -2.0 * square(sin(0.5 * x))
+
+
+exp2 = _named(composite("special.exp2", _exp2_fn, domain=MODERATE, chapter="special", doc="2**x"),
+              "exp2", "``2**x``.")
+exp10 = _named(composite("special.exp10", _exp10_fn, domain=MODERATE, chapter="special", doc="10**x"),
+               "exp10", "``10**x``.")
+cosm1 = _named(composite("special.cosm1", _cosm1_fn, domain=REAL, chapter="special", doc="cos(x) - 1"),
+               "cosm1", "``cos(x) - 1``, accurate near 0.")
+
+
+# --------------------------------------------------------------------------- softmax family
+def _last(x, axis):
+    """``x`` with the axes ``axis`` (None: all) moved last and flattened into one, and a function
+    that undoes it."""
+    x = x if isinstance(x, Tensor) else convert_to_tensor(x)
+    axes = _axes(axis, x.ndim)
+    rest = tuple(a for a in range(x.ndim) if a not in axes)
+    perm = rest + axes
+    moved = permute_dims(x, perm) if perm != tuple(range(x.ndim)) else x
+    kept = tuple(x.shape[a] for a in rest)
+    flat = reshape(moved, kept + (-1,))
+    inv = tuple(int(i) for i in np.argsort(perm))
+
+    def back(y):
+        y = reshape(y, kept + tuple(x.shape[a] for a in axes))
+        return permute_dims(y, inv) if inv != tuple(range(x.ndim)) else y
+    return flat, back
+
+
+def _softmax_fn(x, /, axis=None):
+    flat, back = _last(x, axis)
+    return back(_nn.softmax(flat, axis=-1))
+
+
+def _log_softmax_fn(x, /, axis=None):
+    flat, back = _last(x, axis)
+    return back(_nn.log_softmax(flat, axis=-1))
+
+
+_SOFTMAX_CASES = [Case(REAL[4]), Case(REAL[2, 3]), Case(REAL[2, 3], axis=0), Case(REAL[2, 3, 2], axis=(0, 2))]
+softmax = _named(composite("special.softmax", _softmax_fn, domain=_SOFTMAX_CASES, chapter="special", doc="s"),
+                 "softmax", "``exp(x) / sum(exp(x), axis)`` (``axis=None``: over all axes), as SciPy.")
+log_softmax = _named(composite("special.log_softmax", _log_softmax_fn, domain=_SOFTMAX_CASES,
+                               chapter="special", doc="l"),
+                     "log_softmax", "``x - logsumexp(x, axis)`` (``axis=None``: over all axes), as SciPy.")
+
+
+def _logsumexp_fn(a, /, axis=None, b=None, keepdims=False, return_sign=False):
+    a = a if isinstance(a, Tensor) else convert_to_tensor(a)
+    if b is None and not return_sign:
+        return _nn.logsumexp(a, axis=axis, keepdims=keepdims)
+    if b is not None:
+        b = b if isinstance(b, Tensor) else convert_to_tensor(b, like=a)
+        a, b = a + 0.0 * b, b + 0.0 * a          # broadcast both
+        a = where(equal(b, 0), -math.inf, a)      # terms with b == 0 do not count
+    axes = _axes(axis, a.ndim)
+    m = stop_gradient(max(a, axis=axes, keepdims=True))
+    m = where(abs(m) < math.inf, m, 0.0)
+    e = exp(a - m)
+    s = sum(e if b is None else b * e, axis=axes, keepdims=True)
+    out = log(abs(s)) + m
+    if not keepdims:
+        out = reshape(out, tuple(n for i, n in enumerate(a.shape) if i not in axes))
+        s = reshape(s, out.shape)
+    if return_sign:
+        return out, sign(s)
+    return where(less(s, 0), math.nan, out)
+
+
+logsumexp = _named(composite("special.logsumexp", _logsumexp_fn, chapter="special", doc="l", domain=[
+    Case(REAL[4]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True),
+    Case(REAL[2, 3], axis=1, b=np.array([0.5, 2.0, 1.5])),
+    Case(REAL[3], return_sign=True, b=np.array([1.0, -0.2, 0.5]))]),
+    "logsumexp", "``log(sum(b * exp(a), axis))``, computed stably, with SciPy's signature.")
