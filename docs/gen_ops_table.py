@@ -40,6 +40,7 @@ CHAPTERS = [
     ("special", "gt.special (SciPy's special functions)"),
     ("nan_functions", "NaN-ignoring reductions (NumPy's nan*)"),
     ("nn", "gt.nn (beyond the standard)"),
+    ("math", "gt.math (beyond the standard)"),
     ("random", "gt.random (beyond the standard)"),
     ("user", "Registered by users"),
 ]

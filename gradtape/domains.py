@@ -34,6 +34,7 @@ __all__ = [
     "BINARY_SHAPES",
     "BOOL",
     "COMPLEX",
+    "GT_MINUS_ONE",
     "GT_ONE",
     "INT",
     "NONNEG",
@@ -253,8 +254,10 @@ NONZERO = Sampler("NONZERO", -2.0, 2.0, avoid=(0.0,), gap=0.2)
 SMALL = Sampler("SMALL", -1.0, 1.0)
 COMPLEX = Sampler("COMPLEX", -2.0, 2.0, kind="c")
 # complex numbers in every quadrant, away from both axes: where log, sqrt, the inverse trigonometric
-# and hyperbolic functions have their branch cuts
-OFF_AXES = Sampler("OFF_AXES", -2.0, 2.0, avoid=(0.0,), gap=0.3, kind="c")
+# and hyperbolic functions have their branch cuts; their branch points (0, +-1, +-i: real and imaginary
+# parts in 0, +-1) are the edges
+OFF_AXES = Sampler("OFF_AXES", -2.0, 2.0, avoid=(0.0,), gap=0.3, kind="c", edges=(0.0, -1.0, 1.0))
+GT_MINUS_ONE = Sampler("GT_MINUS_ONE", -0.8, 3.0, edges=(-1.0,))     # log1p: singular at -1
 INT = Sampler("INT", -3, 3, kind="i")
 BOOL = Sampler("BOOL", kind="b")
 SPD = Sampler("SPD", kind="spd")

@@ -3,8 +3,9 @@
 Element-wise functions are the ops themselves (``gt.math.sin is gt.sin``).  Reductions take TF's
 signature ``reduce_sum(input_tensor, axis=None, keepdims=False)`` (``axis`` may be positional or a
 list) and call the standard's functions; a few TF conveniences (``rsqrt``, ``squared_difference``,
-``divide_no_nan``, ``cumsum`` with ``exclusive``/``reverse``, ``add_n``, ...) are compositions of
-ops, so they need no gradient rules of their own.
+``cumsum`` with ``exclusive``/``reverse``, ``add_n``, ...) are compositions of ops, so they need no
+gradient rules of their own.  ``multiply_no_nan``, ``divide_no_nan`` and ``xdivy`` are ops (TF's):
+gradient rules use them so that a zero cotangent gives a zero gradient (docs/conventions.md).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from gradtape.ops import statistical as _S
 from gradtape.ops.searching import argmax as _argmax
 from gradtape.ops.searching import argmin as _argmin
 from gradtape.ops.searching import count_nonzero as _count_nonzero
-from gradtape.ops.searching import where as _where
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = [
@@ -23,11 +23,11 @@ __all__ = [
     "divide", "divide_no_nan", "equal", "erf", "exp", "expm1", "floor", "floordiv", "floormod", "greater",
     "greater_equal", "imag", "is_finite", "is_inf", "is_nan", "l2_normalize", "less", "less_equal", "log",
     "log1p", "log_sigmoid", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
-    "maximum", "minimum", "mod", "multiply", "negative", "not_equal", "pow", "real", "reciprocal",
+    "maximum", "minimum", "mod", "multiply", "multiply_no_nan", "negative", "not_equal", "pow", "real", "reciprocal",
     "reduce_euclidean_norm", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
     "reduce_std", "reduce_sum", "reduce_variance", "round", "rsqrt", "scalar_mul", "sigmoid", "sign",
     "sin", "sinh", "softmax", "softplus", "sqrt", "square", "squared_difference", "subtract", "tan",
-    "tanh", "truediv",
+    "tanh", "truediv", "xdivy",
 ]
 
 # --------------------------------------------------------------------------- element-wise (aliases)
@@ -37,6 +37,7 @@ atan, atan2, atanh = _E.atan, _E.atan2, _E.atanh
 add, subtract, multiply, divide, truediv = _E.add, _E.subtract, _E.multiply, _E.divide, _E.divide
 negative, reciprocal, square, sqrt = _E.negative, _E.reciprocal, _E.square, _E.sqrt
 pow = _E.pow
+multiply_no_nan, divide_no_nan, xdivy = _E.multiply_no_nan, _E.divide_no_nan, _E.xdivy
 exp, expm1, log, log1p = _E.exp, _E.expm1, _E.log, _E.log1p
 sin, cos, tan, sinh, cosh, tanh = _E.sin, _E.cos, _E.tan, _E.sinh, _E.cosh, _E.tanh
 ceil, floor, sign = _E.ceil, _E.floor, _E.sign
@@ -156,14 +157,6 @@ def rsqrt(x, name=None):
 def squared_difference(x, y, name=None):
     """``(x - y) ** 2``."""
     return _E.square(_E.subtract(x, y))
-
-
-def divide_no_nan(x, y, name=None):
-    """``x / y``, and 0 where ``y == 0`` (gradients too, as TF)."""
-    y = _t(y)
-    zero = _E.equal(y, 0)
-    safe = _where(zero, 1, y)
-    return _where(zero, 0, _E.divide(x, safe))
 
 
 def scalar_mul(scalar, x, name=None):

@@ -14,6 +14,7 @@ import numpy as _np
 from gradtape.domains import (
     BOOL,
     COMPLEX,
+    GT_MINUS_ONE,
     GT_ONE,
     INT,
     NONZERO,
@@ -145,9 +146,83 @@ divide = binary("divide", (REAL, NONZERO), complex=True)
 @divide.gradient
 def _divide_grad(op, grad):
     """d(x1 / x2) = dx1 / x2 - x1 / x2^2 dx2."""
-    x2 = op.inputs[1]
-    g1 = grad / _conj(x2)
-    return g1, (-g1 * _conj(op.outputs[0]) if op.needs_grad(1) else None)
+    g1 = xdivy(grad, _conj(op.inputs[1]))
+    return g1, (multiply_no_nan(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
+
+
+# --------------------------------------------------------------------------- NaN-safe products
+# A zero cotangent gives a zero gradient (docs/conventions.md): rules multiply a derivative that may be
+# infinite or NaN by the cotangent with ``multiply_no_nan(derivative, grad)``, or divide the cotangent
+# by a denominator that may be zero with ``xdivy(grad, denominator)``.  Both are ops with exact rules
+# of their own, so higher orders (and ForwardAccumulator, which differentiates a vjp at a zero
+# cotangent) see the true derivative, never a mask.
+def _full(xp, like, v):
+    """``v`` (an array, or a Python scalar made an array like ``like``)."""
+    return v if hasattr(v, "shape") else xp.full_like(like, v)
+
+
+def _multiply_no_nan_forward(xp, x1, x2):
+    """x1 * x2, and 0 where x2 == 0 (x1 is masked first: no invalid-value warning for inf * 0)."""
+    if not hasattr(x1, "shape"):
+        if math.isfinite(x1.real) and math.isfinite(x1.imag):
+            return x1 * x2
+        x1 = xp.full_like(x2, x1)
+    if not hasattr(x2, "shape"):
+        return x1 * x2 if x2 != 0 else xp.zeros_like(x1)
+    return xp.where(x2 == 0, 0, x1) * x2
+
+
+multiply_no_nan = binary("multiply_no_nan", (REAL, REAL), forward=_multiply_no_nan_forward, complex=True,
+                         chapter="math", doc="``x1 * x2``, and 0 where ``x2 == 0`` even if ``x1`` is infinite "
+                         "or NaN (TensorFlow's ``multiply_no_nan``).")
+
+
+@multiply_no_nan.gradient
+def _multiply_no_nan_grad(op, grad):
+    """TF's _MulNoNanGrad: (mul_no_nan(grad, conj(x2)), mul_no_nan(conj(x1), grad)); exact away from
+    infinite inputs (the product is x1 x2 wherever x1 is finite)."""
+    x1, x2 = op.inputs
+    return (multiply_no_nan(grad, _conj(x2)) if op.needs_grad(0) else None,
+            multiply_no_nan(_conj(x1), grad) if op.needs_grad(1) else None)
+
+
+def _xdivy_forward(xp, x1, x2):
+    """x1 / x2, and 0 where x1 == 0 (the divisor is masked first: no warning for 0 / 0)."""
+    if not hasattr(x1, "shape"):
+        return x1 / x2 if x1 != 0 else xp.zeros_like(x1 * x2)
+    return x1 / xp.where(x1 == 0, 1, _full(xp, x1, x2))
+
+
+xdivy = binary("xdivy", (REAL, NONZERO), forward=_xdivy_forward, complex=True, chapter="math",
+               doc="``x1 / x2``, and 0 where ``x1 == 0`` even if ``x2`` is 0 (TensorFlow's ``xdivy``).",
+               convention="d/dx1 = 1 / x2 also at x1 = 0 (TF's XdivyGrad gives 0 there)")
+
+
+@xdivy.gradient
+def _xdivy_grad(op, grad):
+    """x1 / x2 wherever x2 != 0: (xdivy(grad, conj(x2)), -g1 conj(y)), both 0 for a zero grad."""
+    g1 = xdivy(grad, _conj(op.inputs[1]))
+    return g1, (multiply_no_nan(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
+
+
+def _divide_no_nan_forward(xp, x1, x2):
+    """x1 / x2, and 0 where x2 == 0."""
+    if not hasattr(x2, "shape"):
+        return x1 / x2 if x2 != 0 else xp.zeros_like(x1 * 1.0)
+    zero = x2 == 0
+    return xp.where(zero, 0, x1 / xp.where(zero, 1, x2))
+
+
+divide_no_nan = binary("divide_no_nan", (REAL, NONZERO), forward=_divide_no_nan_forward, complex=True,
+                       chapter="math", doc="``x1 / x2``, and 0 where ``x2 == 0`` (TensorFlow's "
+                       "``divide_no_nan``).", convention="0 where x2 == 0, gradients too, as TF")
+
+
+@divide_no_nan.gradient
+def _divide_no_nan_grad(op, grad):
+    """TF's _DivNoNanGrad: (div_no_nan(grad, conj(x2)), -g1 conj(y)); both 0 where x2 == 0."""
+    g1 = divide_no_nan(grad, _conj(op.inputs[1]))
+    return g1, (multiply_no_nan(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
 
 
 negative = unary("negative", REAL, complex=True)
@@ -163,7 +238,7 @@ remainder = binary("remainder", (REAL, NONZERO), convention="as TF's FloorMod: d
 def _remainder_grad(op, grad):
     """remainder(x1, x2) = x1 - floor(x1 / x2) x2, so (grad, -grad * floor(x1 / x2))."""
     x1, x2 = op.inputs
-    return grad, (-grad * floor_divide(x1, x2) if op.needs_grad(1) else None)
+    return grad, (multiply_no_nan(-floor_divide(x1, x2), grad) if op.needs_grad(1) else None)
 
 
 pow = binary("pow", [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)],
@@ -176,7 +251,7 @@ def _pow_grad(op, grad):
     x1, x2 = op.inputs
     g1 = g2 = None
     if op.needs_grad(0):
-        g1 = grad * _conj(x2 * pow(x1, x2 - 1))
+        g1 = multiply_no_nan(_conj(x2 * pow(x1, x2 - 1)), grad)
     if op.needs_grad(1):
         y = op.outputs[0]
         if isinstance(x1, Tensor) and x1.dtype.kind == "c":
@@ -185,7 +260,7 @@ def _pow_grad(op, grad):
         else:
             pos = greater(x1, 0)
             logx = _where(pos, log(_where(pos, x1, 1)), 0)
-        g2 = grad * _conj(y * logx)
+        g2 = multiply_no_nan(_conj(y * logx), grad)
     return g1, g2
 
 
@@ -193,14 +268,14 @@ square = unary("square", REAL, complex=True)
 square.gradient(lambda op, grad: grad * (2 * _conj(op.inputs[0])))
 
 sqrt = unary("sqrt", [POSITIVE, OFF_AXES])
-sqrt.gradient(lambda op, grad: grad / (2 * _conj(op.outputs[0])))
+sqrt.gradient(lambda op, grad: xdivy(grad, 2 * _conj(op.outputs[0])))
 
 reciprocal = unary("reciprocal", NONZERO, complex=True)
-reciprocal.gradient(lambda op, grad: -grad * _conj(square(op.outputs[0])))
+reciprocal.gradient(lambda op, grad: multiply_no_nan(-_conj(square(op.outputs[0])), grad))
 
 # --------------------------------------------------------------------------- exponentials and logs
 exp = unary("exp", REAL, complex=True)
-exp.gradient(lambda op, grad: grad * _conj(op.outputs[0]))
+exp.gradient(lambda op, grad: multiply_no_nan(_conj(op.outputs[0]), grad))
 
 
 
@@ -211,19 +286,19 @@ def _expm1_forward(xp, x):
 
 
 expm1 = unary("expm1", REAL, forward=_expm1_forward, complex=True)
-expm1.gradient(lambda op, grad: grad * _conj(op.outputs[0] + 1))
+expm1.gradient(lambda op, grad: multiply_no_nan(_conj(op.outputs[0] + 1), grad))
 
 log = unary("log", [POSITIVE, OFF_AXES])
-log.gradient(lambda op, grad: grad / _conj(op.inputs[0]))
+log.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0])))
 
-log1p = unary("log1p", [POSITIVE, OFF_AXES])
-log1p.gradient(lambda op, grad: grad / _conj(op.inputs[0] + 1))
+log1p = unary("log1p", [GT_MINUS_ONE, OFF_AXES])
+log1p.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0] + 1)))
 
 log2 = unary("log2", [POSITIVE, OFF_AXES])
-log2.gradient(lambda op, grad: grad / (_conj(op.inputs[0]) * math.log(2.0)))
+log2.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0]) * math.log(2.0)))
 
 log10 = unary("log10", [POSITIVE, OFF_AXES])
-log10.gradient(lambda op, grad: grad / (_conj(op.inputs[0]) * math.log(10.0)))
+log10.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0]) * math.log(10.0)))
 
 logaddexp = binary("logaddexp", (REAL, REAL))
 
@@ -248,13 +323,13 @@ tan = unary("tan", UNIT, complex=True)
 tan.gradient(lambda op, grad: grad * _conj(1 + square(op.outputs[0])))
 
 asin = unary("asin", [UNIT, OFF_AXES])
-asin.gradient(lambda op, grad: grad / _conj(sqrt(1 - square(op.inputs[0]))))
+asin.gradient(lambda op, grad: xdivy(grad, _conj(sqrt(1 - square(op.inputs[0])))))
 
 acos = unary("acos", [UNIT, OFF_AXES])
-acos.gradient(lambda op, grad: -grad / _conj(sqrt(1 - square(op.inputs[0]))))
+acos.gradient(lambda op, grad: xdivy(-grad, _conj(sqrt(1 - square(op.inputs[0])))))
 
 atan = unary("atan", [REAL, OFF_AXES])
-atan.gradient(lambda op, grad: grad / _conj(1 + square(op.inputs[0])))
+atan.gradient(lambda op, grad: xdivy(grad, _conj(1 + square(op.inputs[0]))))
 
 atan2 = binary("atan2", (NONZERO, NONZERO))
 
@@ -263,15 +338,15 @@ atan2 = binary("atan2", (NONZERO, NONZERO))
 def _atan2_grad(op, grad):
     """atan2(x1, x2) = angle of (x2, x1): d = (x2 dx1 - x1 dx2) / (x1^2 + x2^2)."""
     x1, x2 = op.inputs
-    g = grad / (square(x1) + square(x2))
+    g = xdivy(grad, square(x1) + square(x2))
     return (g * x2 if op.needs_grad(0) else None, -g * x1 if op.needs_grad(1) else None)
 
 
 sinh = unary("sinh", REAL, complex=True)
-sinh.gradient(lambda op, grad: grad * _conj(cosh(op.inputs[0])))
+sinh.gradient(lambda op, grad: multiply_no_nan(_conj(cosh(op.inputs[0])), grad))
 
 cosh = unary("cosh", REAL, complex=True)
-cosh.gradient(lambda op, grad: grad * _conj(sinh(op.inputs[0])))
+cosh.gradient(lambda op, grad: multiply_no_nan(_conj(sinh(op.inputs[0])), grad))
 
 
 
@@ -290,7 +365,7 @@ tanh = unary("tanh", REAL, forward=_tanh_forward, complex=True)
 tanh.gradient(lambda op, grad: grad * _conj(1 - square(op.outputs[0])))
 
 asinh = unary("asinh", [REAL, OFF_AXES])
-asinh.gradient(lambda op, grad: grad / _conj(sqrt(square(op.inputs[0]) + 1)))
+asinh.gradient(lambda op, grad: xdivy(grad, _conj(sqrt(square(op.inputs[0]) + 1))))
 
 acosh = unary("acosh", [GT_ONE, OFF_AXES])
 
@@ -299,11 +374,11 @@ acosh = unary("acosh", [GT_ONE, OFF_AXES])
 def _acosh_grad(op, grad):
     """d acosh(x) = dx / sinh(y) (TF's _AcoshGrad); 1 / sqrt(x^2 - 1) takes the other branch for
     complex x with a negative real part."""
-    return grad / _conj(sinh(op.outputs[0]))
+    return xdivy(grad, _conj(sinh(op.outputs[0])))
 
 
 atanh = unary("atanh", [UNIT, OFF_AXES])
-atanh.gradient(lambda op, grad: grad / _conj(1 - square(op.inputs[0])))
+atanh.gradient(lambda op, grad: xdivy(grad, _conj(1 - square(op.inputs[0]))))
 
 hypot = binary("hypot", (NONZERO, NONZERO), convention="at (0, 0) the gradient is NaN-free 0")
 
@@ -490,20 +565,37 @@ def _neg_grad(xp, g, y, *xs):
 add.defvjp(_grad_only, _grad_only, saves=())
 subtract.defvjp(_grad_only, _neg_grad, saves=())
 multiply.defvjp(lambda xp, g, y, x1, x2: g * x2, lambda xp, g, y, x1, x2: g * x1, saves="inputs")
-divide.defvjp(lambda xp, g, y, x1, x2: g / x2, lambda xp, g, y, x1, x2: -(g / x2) * y)
+
+
+# A zero cotangent gives a zero gradient here too: where ``g == 0`` the divisor is masked to 1 and the
+# factor to 0 (no 0 / 0, no 0 * inf, no warning); elsewhere the values are the rules', bit for bit.
+def _den(xp, g, d):
+    """The divisor ``d``, 1 where ``g == 0``."""
+    if not hasattr(d, "shape"):                 # a Python scalar
+        return d if d != 0 else xp.where(g == 0, 1, xp.zeros_like(g))
+    return xp.where(g == 0, 1, d)
+
+
+def _fac(xp, g, f):
+    """The factor ``f``, 0 where ``g == 0``."""
+    return xp.where(g == 0, 0, f)
+
+
+divide.defvjp(lambda xp, g, y, x1, x2: g / _den(xp, g, x2),
+              lambda xp, g, y, x1, x2: -(g / _den(xp, g, x2)) * _fac(xp, g, y))
 negative.defvjp(_neg_grad, saves=())
 positive.defvjp(_grad_only, saves=())
 square.defvjp(lambda xp, g, y, x: g * (2 * x), saves="inputs")
-sqrt.defvjp(lambda xp, g, y, x: g / (2 * y), saves="outputs")
-reciprocal.defvjp(lambda xp, g, y, x: -g * (y * y), saves="outputs")
-exp.defvjp(lambda xp, g, y, x: g * y, saves="outputs")
-expm1.defvjp(lambda xp, g, y, x: g * (y + 1), saves="outputs")
-log.defvjp(lambda xp, g, y, x: g / x, saves="inputs")
-log1p.defvjp(lambda xp, g, y, x: g / (x + 1), saves="inputs")
+sqrt.defvjp(lambda xp, g, y, x: g / _den(xp, g, 2 * y), saves="outputs")
+reciprocal.defvjp(lambda xp, g, y, x: -g * _fac(xp, g, y * y), saves="outputs")
+exp.defvjp(lambda xp, g, y, x: g * _fac(xp, g, y), saves="outputs")
+expm1.defvjp(lambda xp, g, y, x: g * _fac(xp, g, y + 1), saves="outputs")
+log.defvjp(lambda xp, g, y, x: g / _den(xp, g, x), saves="inputs")
+log1p.defvjp(lambda xp, g, y, x: g / _den(xp, g, x + 1), saves="inputs")
 sin.defvjp(lambda xp, g, y, x: g * xp.cos(x), saves="inputs")
 cos.defvjp(lambda xp, g, y, x: -g * xp.sin(x), saves="inputs")
-sinh.defvjp(lambda xp, g, y, x: g * xp.cosh(x), saves="inputs")
-cosh.defvjp(lambda xp, g, y, x: g * xp.sinh(x), saves="inputs")
+sinh.defvjp(lambda xp, g, y, x: g * _fac(xp, g, xp.cosh(x)), saves="inputs")
+cosh.defvjp(lambda xp, g, y, x: g * _fac(xp, g, xp.sinh(x)), saves="inputs")
 tanh.defvjp(lambda xp, g, y, x: g * (1 - y * y), saves="outputs")
 _identity.defvjp(_grad_only, saves=())
 _astype.defvjp(_grad_only, saves=())

@@ -12,7 +12,7 @@ import numpy as np
 from gradtape import dtypes as _dt
 from gradtape.domains import NONZERO, POSITIVE, REAL, Case, with_complex
 from gradtape.ops import apply1, defop, public
-from gradtape.ops.elementwise import _conj, astype, equal, sqrt
+from gradtape.ops.elementwise import _conj, astype, equal, multiply_no_nan, sqrt, xdivy
 from gradtape.ops.manipulation import broadcast_to, flip, reshape
 from gradtape.tensor import Tensor, convert_to_tensor
 
@@ -204,7 +204,9 @@ def _std_forward(xp, x, *, axis, correction=0.0, keepdims=False):
     return xp.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
-_std = defop("std", _std_forward, chapter="statistical", domain=_VAR_DOMAIN)
+_std = defop("std", _std_forward, chapter="statistical", domain=_VAR_DOMAIN,
+             convention="0 where the values are constant (std = 0): the subgradient of least norm; TF, "
+                        "PyTorch and JAX give NaN there")
 
 
 @_std.gradient
@@ -217,7 +219,10 @@ def _std_grad(op, grad):
     if not op.attrs["keepdims"]:
         y = reshape(y, _keep_shape(x.shape, axes))
     centred = x - mean(x, axis=axes, keepdims=True)
-    return _unreduce(grad, op) * centred / (y * builtins.max(n - op.attrs["correction"], 1e-300))
+    # 0 for a zero grad; where std = 0 (constant values) the centred values are 0 and so is the
+    # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's
+    return multiply_no_nan(xdivy(_unreduce(grad, op), y * builtins.max(n - op.attrs["correction"], 1e-300)),
+                           centred)
 
 
 @public(_std)
