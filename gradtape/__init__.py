@@ -88,3 +88,4 @@ from gradtape.math import (  # noqa: E402,F401
 from gradtape.module import *  # noqa: E402, F403
 from gradtape.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.crosscheck import check_gradients  # noqa: E402,F401
+from gradtape import _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)

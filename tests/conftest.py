@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import os
 
+# SciPy reads it once, when first imported (by any test module): its array-API dispatch, which
+# the third-party and special-function tests differentiate through
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
 import pytest
 
 import gradtape as gt
