@@ -60,6 +60,9 @@ class Backend:
     supports_vmap: bool = False
     #: the library has its own autodiff, reachable through :meth:`native_grad` (for cross-checks)
     supports_native_grad: bool = False
+    #: the library's floating functions (``sin``, ``divide``...) compute bool and integer inputs in
+    #: float32 or refuse them, as gradtape's rule wants: the dispatcher need not check the dtype
+    floating_ints_to_float32: bool = False
     #: op name -> native callable that replaces the op's forward on this backend (checked first by
     #: ``OpDef.resolve``; it is called as the op's forward would be, without the ``xp`` argument)
     overrides: ClassVar[dict] = {}

@@ -7,11 +7,23 @@ import numpy as np
 from ._protocol import Backend
 
 
+def _reciprocal(x, /):
+    """``1 / x``: NumPy's reciprocal of integers is integer division (1 // x); the standard's
+    is floating, so an integer input is computed in float32, as gradtape's other backends do."""
+    if x.dtype.kind in "biu":
+        x = x.astype(np.float32)
+    return np.reciprocal(x)
+
+
 class NumpyBackend(Backend):
     name = "numpy"
     install_hint = "pip install numpy"
     array_type = np.ndarray
     python_scalars = True
+
+    def __init__(self):
+        super().__init__()
+        self.overrides = {"reciprocal": _reciprocal}
 
     def load(self):
         import array_api_compat.numpy as xp

@@ -137,6 +137,7 @@ class TorchBackend(Backend):
     python_scalars = True
     supports_vmap = True
     supports_native_grad = True
+    floating_ints_to_float32 = True      # (torch's default dtype, float32: sin(int) is float32)
 
     def __init__(self):
         super().__init__()
@@ -305,7 +306,9 @@ class TorchBackend(Backend):
         if not _negative_step(key):
             return torch.arange(n, device=device).reshape(tuple(shape))[key]
         host = tuple(self.to_numpy(k) if isinstance(k, torch.Tensor) else k for k in key)
-        flat = np.ascontiguousarray(np.arange(n).reshape(tuple(shape))[host])
+        # a copy, not ascontiguousarray: a selection of one element counts as contiguous and
+        # keeps its negative stride, which torch.from_numpy refuses
+        flat = np.arange(n).reshape(tuple(shape))[host].copy()
         return torch.from_numpy(flat).to(device)
 
     def _getitem(self, x, *, key):

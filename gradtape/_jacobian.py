@@ -71,6 +71,39 @@ def _vectorized(rec, target, src, cotangents):
         return None
 
 
+def check_args(call, target, sources):
+    """Bad arguments of ``jacobian`` / ``batch_jacobian``, refused before the tape is used: a None
+    target is a ``TypeError`` (as ``gradient``), a source that is not a Tensor or Variable a
+    ``ValueError`` naming it."""
+    if target is None:
+        raise TypeError(f"GradientTape.{call}: `target` is None; pass the Tensor (or Variable) to "
+                        "differentiate")
+    leaves = [sources] if call == "batch_jacobian" else optree.tree_leaves(sources, none_is_leaf=True)
+    for k, s in enumerate(leaves):
+        if not isinstance(s, Tensor):
+            where = "source" if call == "batch_jacobian" else f"sources (leaf {k})"
+            raise ValueError(f"GradientTape.{call}: {where} is {type(s).__name__} {s!r}, not a gt.Tensor "
+                             "or gt.Variable; differentiate with respect to tensors the tape watches "
+                             "(make one with gt.constant(...) and tape.watch(it) before computing)")
+
+
+def check_batch_args(target, source):
+    """``batch_jacobian``'s shapes, as TensorFlow: both of rank 2 or more, one batch size."""
+    check_args("batch_jacobian", target, source)
+    if not isinstance(target, Tensor):
+        raise ValueError(f"GradientTape.batch_jacobian: `target` is {type(target).__name__}, not a "
+                         "gt.Tensor or gt.Variable")
+    tshape, sshape = tuple(target.shape), tuple(source.shape)
+    for what, shape in (("target", tshape), ("source", sshape)):
+        if len(shape) < 2:
+            raise ValueError(f"GradientTape.batch_jacobian: the {what} has shape {shape}, rank "
+                             f"{len(shape)}, but must have rank at least 2 ([batch, ...]); use "
+                             "GradientTape.jacobian for tensors without a batch axis")
+    if tshape[0] != sshape[0]:
+        raise ValueError(f"Need first dimension of target shape ({tshape}) and source shape ({sshape}) "
+                         "to match.")
+
+
 def jacobian(rec, target, sources, unconnected):
     from gradtape.ops.creation import zeros
     from gradtape.ops.manipulation import reshape, stack
@@ -118,16 +151,15 @@ def jacobian(rec, target, sources, unconnected):
 
 
 def batch_jacobian(rec, target, source, unconnected):
+    """Per-example jacobians.  As TensorFlow: target and source of rank 2 or more (a
+    ``ValueError`` otherwise), and zeros, never None, where the target does not depend on the
+    source, whatever ``unconnected`` says (TF keeps this for compatibility; ``unconnected`` is
+    validated and otherwise ignored).  The zeros have the source's dtype and device."""
     from gradtape.ops.creation import zeros
     from gradtape.ops.manipulation import reshape, stack
     from gradtape.tape import UnconnectedGradients, _backward
+    check_batch_args(target, source)
     tshape, sshape = target.shape, source.shape
-    if not tshape or not sshape:
-        raise ValueError("batch_jacobian needs a target and a source of rank 2 or higher "
-                         f"(got shapes {tshape} and {sshape})")
-    if tshape[0] != sshape[0]:
-        raise ValueError(f"Need first dimension of target shape ({tshape}) and source shape ({sshape}) "
-                         "to match.")
     bsz = tshape[0]
     m = 1
     for d in tshape[1:]:
@@ -141,7 +173,7 @@ def batch_jacobian(rec, target, source, unconnected):
                               xp.broadcast_to(rows, (m,) + tuple(tshape)))
         if batched is not None:
             if not _connected(rec, target, [source])[0] or batched[0] is None:
-                return zeros(shape, dtype=source.dtype) if unconnected is UnconnectedGradients.ZERO else None
+                return zeros(shape, dtype=source.dtype, device=source._b.device_of(source._v))
             from gradtape.ops.manipulation import moveaxis
             g = _wrap(batched[0], source._b)            # [m, b, x...]
             return reshape(moveaxis(g, 0, 1), shape)
@@ -152,9 +184,7 @@ def batch_jacobian(rec, target, source, unconnected):
         (g,) = _backward(rec, [target], [og], [source], UnconnectedGradients.NONE)
         cols.append(g)
     if not m or all(g is None for g in cols):
-        if unconnected is UnconnectedGradients.ZERO or not m:
-            return zeros(shape, dtype=source.dtype)
-        return None
+        return zeros(shape, dtype=source.dtype, device=source._b.device_of(source._v))
     from gradtape.ops.creation import zeros_like
     filled = [zeros_like(source) if g is None else g for g in cols]
     return reshape(stack(filled, axis=1), shape)

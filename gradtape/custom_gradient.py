@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import inspect
 
+import numpy as np
 import optree
 
 from gradtape.ops import apply, defop
-from gradtape.registry import OpDef
+from gradtape.registry import _OPS, OpDef
 from gradtape.tape import _activate, _Recording, _state, record
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
@@ -103,15 +104,57 @@ def custom_gradient(f=None):
     return wrapper
 
 
+def _describe(o):
+    r = repr(o)
+    return f"{type(o).__name__} {r[:60] + '...' if len(r) > 60 else r}"
+
+
+def _check_output(name, backend, out, k=None):
+    """One output of a registered op's forward: a native array of ``backend`` (or what it turns
+    into one: a NumPy array or scalar, a Python number); a gt.Tensor of that backend is unwrapped."""
+    if isinstance(out, Tensor) and out._b is backend:
+        return out._v
+    if backend.is_native(out):
+        return out
+    if isinstance(out, (bool, int, float, complex, np.ndarray, np.generic)) and \
+            np.asarray(out).dtype.kind in "biufc":
+        return out
+    which = "forward" if k is None else f"output {k} of forward"
+    raise TypeError(f"register_op({name!r}): {which} returned {_describe(out)}, not an array of "
+                    f"backend {backend.name!r}; forward(xp, *arrays, **attrs) must compute on the "
+                    "namespace xp and return its array" + ("s" if k is not None else ""))
+
+
 def register_op(name, forward, gradient=None, *, nout=None, domain=None, differentiable=True):
     """Add an op: ``forward(xp, *native_arrays, **attrs)`` computes it on the backend's namespace
     ``xp``; ``gradient(op, *grads)`` is its rule (or register one later with
-    ``gt.RegisterGradient(name)``).  Returns the function users call: ``f(*arrays, **attrs)``."""
-    if not callable(forward):
-        raise TypeError(f"register_op({name!r}): forward must be callable forward(xp, *arrays, **attrs)")
+    ``gt.RegisterGradient(name)``).  Returns the function users call: ``f(*arrays, **attrs)``.
 
-    def fwd(xp, *arrays, **attrs):
-        return forward(xp, *arrays, **attrs)
+    The arguments are checked before anything is registered; what ``forward`` returns is checked
+    on every call (one array, or a tuple of ``nout`` arrays), a ``TypeError`` naming the op."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register_op: the op's name must be a non-empty str, got {_describe(name)}")
+    if not callable(forward):
+        raise TypeError(f"register_op({name!r}): forward must be callable forward(xp, *arrays, **attrs), "
+                        f"got {_describe(forward)}")
+    if gradient is not None and not callable(gradient):
+        raise TypeError(f"register_op({name!r}): gradient must be None or a rule gradient(op, *grads), "
+                        f"got {_describe(gradient)}")
+    if nout is not None and (isinstance(nout, bool) or not isinstance(nout, int) or nout < 1):
+        raise ValueError(f"register_op({name!r}): nout must be None (one output) or a positive int, "
+                         f"got {nout!r}")
+    if name in _OPS:
+        raise KeyError(f"an op named {name!r} is already registered ({_OPS[name]!r}); pick another "
+                       "name or override its gradient with gt.RegisterGradient")
+
+    def fwd(backend, *arrays, **attrs):
+        out = forward(backend.xp, *arrays, **attrs)
+        if nout is None:
+            return _check_output(name, backend, out)
+        if not isinstance(out, (tuple, list)) or len(out) != nout:
+            raise TypeError(f"register_op({name!r}): declared with nout={nout}, forward must return a "
+                            f"tuple of {nout} arrays, got {_describe(out)}")
+        return tuple(_check_output(name, backend, o, k) for k, o in enumerate(out))
 
     op = defop(name, fwd, grad=gradient, chapter="user", nout=nout, domain=domain,
                differentiable=differentiable, doc=(forward.__doc__ or "").strip() or None)

@@ -15,6 +15,32 @@ __all__ = ["apply", "apply1", "apply2"]
 
 _SCALARS = (bool, int, float, complex)
 
+#: backend -> its native floating and complex dtypes (as arrays carry them and as the library names them)
+_FLOATS = {}
+
+
+def _floats(b):
+    s = set()
+    for d in _dt.ALL_DTYPES:
+        if d.kind in "fc":
+            try:
+                nd = b.dtype_to_native(d)
+                s.add(nd)
+                s.add(b.xp.zeros((0,), dtype=nd).dtype)
+            except Exception:
+                continue
+    s = _FLOATS[b] = frozenset(s)
+    return s
+
+
+def _to_float(v, b):
+    """A bool / integer native array cast to the default float dtype (float32), for the functions
+    declared ``floating``: the same dtype on every backend (NumPy alone would pick float16 for bool
+    and float64 for int64).  Not recorded: a bool or integer tensor carries no gradient."""
+    if v.__class__ in _SCALARS or v.dtype in (_FLOATS.get(b) or _floats(b)):
+        return v
+    return b.xp.astype(v, b.dtype_to_native(default_float(b)))
+
 
 def apply1(op, x, attrs=None):
     """Fast path of :func:`apply` for one input."""
@@ -23,6 +49,8 @@ def apply1(op, x, attrs=None):
     b = x._b
     impl = op.impls.get(b) or op.resolve(b)
     v = x._v
+    if op.floating:
+        v = _to_float(v, b)
     try:
         out = impl(v, **attrs) if attrs else impl(v)
     except Exception as e:
@@ -81,6 +109,8 @@ def apply(op, args, attrs=None):
         promoted = _promote(op, b, args, natives)
         if promoted is not None:
             return apply(op, promoted, attrs)
+    if op.floating:
+        natives = [_to_float(v, b) for v in natives]
     impl = op.impls.get(b) or op.resolve(b)
     try:
         out = impl(*natives, **attrs) if attrs else impl(*natives)

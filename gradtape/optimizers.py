@@ -118,6 +118,12 @@ class Optimizer:
             return lr
         if isinstance(lr, Tensor):
             lr = float(lr)
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) and not hasattr(lr, "__float__"):
+            # (Keras' message and class)
+            raise ValueError("Argument `learning_rate` should be float, or an instance of "
+                             "LearningRateSchedule, or a callable (that takes in the current iteration "
+                             f"value and returns the corresponding learning rate value). Received "
+                             f"instead: learning_rate={lr!r}")
         lr = float(lr)
         if lr < 0:
             raise ValueError(f"learning_rate must be non-negative, got {lr}")
@@ -182,20 +188,29 @@ class Optimizer:
         """Apply ``(gradient, variable)`` pairs: pairs whose gradient is ``None`` are skipped with a
         warning (all ``None`` is a ``ValueError``), as Keras.  Returns ``iterations``."""
         pairs = list(grads_and_vars)
+        for k, p in enumerate(pairs):
+            if not isinstance(p, (tuple, list)) or len(p) != 2:
+                raise ValueError(f"{type(self).__name__}.apply_gradients: expects (gradient, variable) "
+                                 f"pairs, such as zip(grads, variables); item {k} is {type(p).__name__} "
+                                 f"{_short(p)}")
         grads = [g for g, _ in pairs]
         variables = [v for _, v in pairs]
         return self.apply(grads, variables)
 
     def apply(self, grads, trainable_variables=None):
         """Apply ``grads`` to ``trainable_variables`` (Keras 3's ``Optimizer.apply``)."""
+        if trainable_variables is None:
+            raise ValueError(f"{type(self).__name__}.apply: pass the variables to update, apply(grads, "
+                             "trainable_variables), one per gradient")
         grads = list(grads)
         variables = list(trainable_variables)
         if len(grads) != len(variables):
             raise ValueError(f"got {len(grads)} gradients for {len(variables)} variables")
         for v in variables:
             if not isinstance(v, Variable):
-                raise TypeError(f"optimizers update gt.Variable objects, got {type(v).__name__}; wrap the "
-                                "value in gt.Variable(...)")
+                raise TypeError(f"{type(self).__name__}.apply: optimizers update gt.Variable objects, got "
+                                f"{type(v).__name__}; wrap the value in gt.Variable(...) (apply_gradients "
+                                "takes (gradient, variable) pairs, in that order)")
         missing = [v.name for g, v in zip(grads, variables) if g is None]
         kept = [(g, v) for g, v in zip(grads, variables) if g is not None]
         if not kept:
@@ -299,6 +314,11 @@ class Optimizer:
 
     def __repr__(self):
         return f"<gt.optimizers.{type(self).__name__} name={self.name!r} iterations={int(self.iterations)}>"
+
+
+def _short(o):
+    r = repr(o)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _unsupported(what):

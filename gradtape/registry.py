@@ -24,16 +24,18 @@ class OpDef:
     ``grad`` (the rule ``f(op, *output_grads)``);
     ``differentiable`` (False: outputs carry no gradient); ``domain`` (what inputs the conformance
     suite samples); ``nout`` (None for one output, else the number of outputs);
-    ``public`` (the function users call); ``chapter`` (the standard's chapter it belongs to).
+    ``public`` (the function users call); ``chapter`` (the standard's chapter it belongs to);
+    ``floating`` (a function of the standard defined on floating inputs, such as ``sin``: bool and
+    integer inputs are cast to the default float dtype, float32, so every backend agrees).
     """
 
     __slots__ = ("name", "forward", "grad", "differentiable", "domain", "nout", "public", "impls",
                  "chapter", "scalars", "doc", "output_differentiable", "convention", "promote", "vjps",
-                 "vjp_rule", "_saves", "float_out", "__weakref__")
+                 "vjp_rule", "_saves", "float_out", "floating", "__weakref__")
 
     def __init__(self, name, forward=None, *, grad=None, differentiable=True, domain=None, nout=None,
                  chapter=None, scalars=False, doc=None, output_differentiable=None, convention=None,
-                 promote=False, saves=None, float_out=False):
+                 promote=False, saves=None, float_out=False, floating=False):
         self.name = name
         self.forward = name if forward is None else forward
         self.grad = grad
@@ -53,6 +55,7 @@ class OpDef:
         self._saves = None
         self.saves = saves                # which recorded values the rule reads (None: all)
         self.float_out = float_out        # a floating input gives a floating output (no check)
+        self.floating = floating          # bool / int inputs are computed in the default float dtype
 
     @property
     def saves(self):

@@ -14,7 +14,7 @@ import warnings
 
 import optree
 
-from gradtape._recording_state import _ACTIVE, _activate, _state  # noqa: F401  (re-exported)
+from gradtape._recording_state import _ACTIVE, _activate, _active_lock, _state  # noqa: F401  (re-exported)
 from gradtape.tensor import Tensor, Variable, _wrap
 
 __all__ = ["GradientTape", "UnconnectedGradients", "record", "Node"]
@@ -315,6 +315,7 @@ class GradientTape:
         self._watch_accessed_variables = bool(watch_accessed_variables)
         self._rec = None
         self._recording = False
+        self._stack = None          # the tape stack (one thread's ``_state.tapes``) it records on
         self._used = False
         self._warned_inside = False
         self._watched_after_release = ()
@@ -333,23 +334,35 @@ class GradientTape:
             self._rec = _Recording(self._watch_accessed_variables)
         return self._rec
 
-    def _push(self):
+    def _push(self, stack=None):
+        """Start recording on ``stack`` (default: this thread's tape stack)."""
         if self._recording:
             raise ValueError("Tape is still recording; this can happen if you try to re-enter an "
                              "already-active tape")
-        _state.tapes.append(self._ensure())
-        _activate(1)
+        if stack is None:
+            stack = _state.tapes
+        rec = self._ensure()
+        with _active_lock:      # another thread may be taking a tape off this stack
+            stack.append(rec)
+            _ACTIVE[0] += 1
+        self._stack = stack
         self._recording = True
 
     def _pop(self):
-        tapes = _state.tapes
+        """Stop recording: off the stack it was pushed on, whichever thread calls (a tape exited,
+        reset or used from another thread must not keep recording on its own)."""
+        stack = self._stack
         rec = self._rec
-        for k in range(len(tapes) - 1, -1, -1):
-            if tapes[k] is rec:
-                del tapes[k]
-                _activate(-1)
-                break
+        if stack is not None:
+            with _active_lock:
+                for k in range(len(stack) - 1, -1, -1):
+                    if stack[k] is rec:
+                        del stack[k]
+                        _ACTIVE[0] -= 1
+                        break
+        self._stack = None
         self._recording = False
+        return stack
 
     # ------------------------------------------------------------------ watching
     def watch(self, tensor):
@@ -378,24 +391,22 @@ class GradientTape:
     # ------------------------------------------------------------------ control
     def reset(self):
         """Clear everything recorded; the tape stays in its context (as exit and re-enter)."""
-        was = self._recording
-        if was:
-            self._pop()
+        stack = self._pop() if self._recording else None
         self._rec = None
         self._used = False
-        if was:
-            self._push()
+        if stack is not None:
+            self._push(stack)
 
     @contextlib.contextmanager
     def stop_recording(self):
         """Temporarily stop recording operations on this tape."""
         if not self._recording:
             raise RuntimeError("Trying to stop recording a tape which is not recording.")
-        self._pop()
+        stack = self._pop()
         try:
             yield
         finally:
-            self._push()
+            self._push(stack)
 
     # ------------------------------------------------------------------ gradients
     def _begin(self, what):
@@ -433,14 +444,15 @@ class GradientTape:
             raise TypeError("Argument `target` should be a list or nested structure of Tensors or "
                             "Variables to be differentiated, but received None.")
         unconnected = _check_unconnected(unconnected_gradients)
+        src, spec = _flatten(sources, "sources")
+        for s in src:
+            if not isinstance(s, Tensor):
+                raise ValueError(f"GradientTape.gradient: sources must be Tensors or Variables, got "
+                                 f"{type(s).__name__} {s!r}; differentiate with respect to tensors the "
+                                 "tape watches")
         rec = self._begin("gradient")
         try:
             targets, _ = _flatten(target, "target")
-            src, spec = _flatten(sources, "sources")
-            for s in src:
-                if not isinstance(s, Tensor):
-                    raise ValueError(f"GradientTape.gradient: sources must be Tensors or Variables, got "
-                                     f"{type(s).__name__}")
             tgrads = None
             if output_gradients is not None:
                 tgrads, _ = _flatten(output_gradients, "output_gradients")
@@ -455,11 +467,12 @@ class GradientTape:
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
                  parallel_iterations=None, experimental_use_pfor=True):
         """Jacobian of ``target`` with respect to each source: shape ``target.shape + source.shape``."""
-        from gradtape._jacobian import jacobian
+        from gradtape._jacobian import check_args, jacobian
         if not experimental_use_pfor and not self._persistent:
             raise RuntimeError("GradientTape must be created with persistent=True to compute the "
                                "jacobian with experimental_use_pfor=False.")
         unconnected = _check_unconnected(unconnected_gradients)
+        check_args("jacobian", target, sources)
         rec = self._begin("jacobian")
         try:
             return jacobian(rec, target, sources, unconnected)
@@ -469,11 +482,12 @@ class GradientTape:
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True):
         """Per-example jacobians: ``[b, y1..yn, x1..xm]`` for target ``[b, y...]``, source ``[b, x...]``."""
-        from gradtape._jacobian import batch_jacobian
+        from gradtape._jacobian import batch_jacobian, check_batch_args
         if not experimental_use_pfor and not self._persistent:
             raise RuntimeError("GradientTape must be created with persistent=True to compute the "
                                "batch jacobian with experimental_use_pfor=False.")
         unconnected = _check_unconnected(unconnected_gradients)
+        check_batch_args(target, source)
         rec = self._begin("batch_jacobian")
         try:
             return batch_jacobian(rec, target, source, unconnected)
@@ -511,17 +525,47 @@ def _real_natives(b):
     return s
 
 
-def _fit_native(g, v, xp, nb):
+def _broadcasts_to(shape, gshape):
+    """Whether an input of ``shape`` broadcasts to ``gshape`` (its gradient may then have that
+    shape: the engine sums it back)."""
+    lead = len(gshape) - len(shape)
+    if lead < 0:
+        return False
+    for k, d in enumerate(shape):
+        if d != 1 and d != gshape[lead + k]:
+            return False
+    return True
+
+
+def _bad_gradient(n, k, gshape, shape):
+    """A rule returned, for input ``k`` of node ``n``, a gradient its input's shape cannot come from."""
+    from gradtape.registry import rule_location
+    op = n[0]
+    attrs = n[3] or {}
+    fn = attrs.get("grad_fn") if op.name == "custom_gradient" else op.grad
+    code = getattr(fn, "__code__", None)
+    where = (f"{getattr(fn, '__qualname__', fn)!r} at {code.co_filename}:{code.co_firstlineno}" if code
+             else rule_location(op))
+    raise ValueError(f"the gradient rule of op {op.name!r} ({where}) returned a gradient of shape "
+                     f"{gshape} for input {k} of shape {shape} (backend {n[6].name!r}); a rule must "
+                     "return, for each input, a gradient of that input's shape (or of the shape it was "
+                     "broadcast to, which the engine sums back)")
+
+
+def _fit_native(g, v, xp, nb, n=None, k=None):
     """Native gradient ``g`` summed to the shape of the saved input ``v`` (an array or ``_Meta``)
-    and cast to its dtype; ``nb`` leading axes of ``g`` are a batch (a batched walk) and stay."""
+    and cast to its dtype; ``nb`` leading axes of ``g`` are a batch (a batched walk) and stay.
+    ``n``, ``k``: the node and input index, named if ``g`` cannot be the input's gradient."""
     gs = g.shape
     vs = v.shape
     if (gs if not nb else gs[nb:]) != vs and tuple(gs[nb:]) != tuple(vs):
         vs = tuple(vs)
         gs = tuple(gs)
         lead = len(gs) - nb - len(vs)
-        if lead < 0:
-            raise ValueError(f"cannot sum a gradient of shape {gs[nb:]} to the larger shape {vs}")
+        if not _broadcasts_to(vs, gs[nb:]):
+            if n is not None:
+                _bad_gradient(n, k, gs[nb:], vs)
+            raise ValueError(f"cannot sum a gradient of shape {gs[nb:]} to the shape {vs}")
         axes = tuple(range(nb, nb + lead)) + tuple(
             nb + lead + k for k, n in enumerate(vs) if n == 1 and gs[nb + lead + k] != 1)
         if axes:
@@ -672,10 +716,10 @@ def _walk_tensors(nodes, grads, reach, keep):
                 gs = [zeros_like(outputs[k]) if g is None else g for k, g in enumerate(gs)]
         in_grads = _call_rule(n, gs, reach)
         b = n[6]
-        for i, g, v in zip(n[1], in_grads, n[2]):
+        for k, (i, g, v) in enumerate(zip(n[1], in_grads, n[2])):
             if g is None or i not in reach:
                 continue
-            g = _fit_tensor(g, v, n, b)
+            g = _fit_tensor(g, v, n, b, k, gs[0].shape)
             prev = grads.get(i)
             grads[i] = g if prev is None else prev + g
 
@@ -729,7 +773,7 @@ def _walk_native(nodes, grads, reach, keep, consume, nb):
                                 v = in_vals[k]
                                 # (a Python scalar input has identity 0: never here)
                                 if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
-                                    gi = _fit_native(gi, v, xp, nb)
+                                    gi = _fit_native(gi, v, xp, nb, n, k)
                                 prev = get(i)
                                 grads[i] = gi if prev is None else prev + gi
                         k += 1
@@ -754,17 +798,27 @@ def _native_fallback(n, gs, grads, reach):
         outputs = Node(*n).outputs
         gs = [zeros_like(outputs[k]) if g is None else g for k, g in enumerate(gs)]
     in_grads = _call_rule(n, gs, reach)
-    for i, g, v in zip(n[1], in_grads, n[2]):
+    for k, (i, g, v) in enumerate(zip(n[1], in_grads, n[2])):
         if g is None or i not in reach:
             continue
-        g = _fit_tensor(g, v, n, b)._v
+        g = _fit_tensor(g, v, n, b, k, gs[0].shape)._v
         prev = grads.get(i)
         grads[i] = g if prev is None else prev + g
 
 
-def _fit_tensor(g, v, n, b):
-    """A Tensor rule's gradient for an input saved as ``v`` (None: shaped like the output)."""
+def _fit_tensor(g, v, n, b, k, oshape):
+    """A Tensor rule's gradient for input ``k``, saved as ``v`` (None: shaped like the output,
+    ``oshape``); a ``ValueError`` naming the op and its rule if no broadcasting of the input gives
+    the gradient's shape."""
     from gradtape._unbroadcast import fit_gradient
+    shape = oshape if v is None else getattr(v, "shape", None)
+    gshape = getattr(g, "shape", None)
+    if gshape is None and g.__class__ in _PY_SCALARS:
+        gshape = ()
+    if shape is not None and gshape is not None:
+        shape, gshape = tuple(shape), tuple(gshape)
+        if gshape != shape and not _broadcasts_to(shape, gshape):
+            _bad_gradient(n, k, gshape, shape)
     if v is not None:
         return fit_gradient(g, v, b)
     if isinstance(g, Tensor):

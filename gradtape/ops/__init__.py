@@ -21,6 +21,10 @@ and its input domain beside it:
   (so outer tapes record them: higher order for free), conjugate for complex inputs (TensorFlow's
   convention: the gradient of real ``L`` is ``2 dL/d conj(z)``), and never undo broadcasting: the
   engine sums each gradient to its input's shape.
+* ``floating=True`` declares a function defined on floating inputs (``sin``, ``divide``): bool and
+  integer inputs are computed in the default float dtype (float32), so every backend gives the same
+  dtype (NumPy alone would give float16 for bool, float64 for int64).  The standard's functions
+  that require floating inputs (``FLOATING_FUNCTIONS``) are declared so by default.
 * ``differentiable=False`` declares an op whose outputs carry no gradient (``gt.NotDifferentiable``).
 * ``composite(name, fn, domain=...)`` declares a function of the standard that gradtape composes of
   other ops (``moveaxis`` is a ``permute_dims``): it has no rule of its own (it is differentiated
@@ -47,12 +51,19 @@ before:
 from __future__ import annotations
 
 from gradtape import domains as _domains
-from gradtape.dispatch import _reraise, apply, apply1
+from gradtape.dispatch import _FLOATS, _floats, _reraise, apply, apply1
 from gradtape.registry import OpDef, register
 from gradtape.tape import _ACTIVE, _Meta, _saved_inputs, _state, record1, record2
 from gradtape.tensor import Tensor, Variable, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
+
+#: the standard's element-wise functions whose inputs "should have a floating-point data type" (and
+#: gradtape's ``reciprocal``): a bool or integer input is computed in float32 on every backend
+FLOATING_FUNCTIONS = frozenset({
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp", "expm1", "log", "log1p",
+    "log2", "log10", "sin", "sinh", "sqrt", "tan", "tanh", "reciprocal",
+    "atan2", "copysign", "divide", "hypot", "logaddexp", "nextafter"})
 
 #: backend -> the native dtypes (of arrays) that a Python float or int joins without changing them,
 #: where the backend takes Python scalars as is (its floating and complex dtypes); else empty
@@ -77,7 +88,7 @@ def _fc(b):
 
 def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, nout=None, chapter=None,
           scalars=False, complex=False, doc=None, output_differentiable=None, convention=None,
-          promote=False, saves=None, float_out=False):
+          promote=False, saves=None, float_out=False, floating=False):
     """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``).
 
     Optional, for speed and memory: ``saves`` declares which recorded values the rule reads
@@ -87,7 +98,8 @@ def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, no
         domain = _with_complex(domain)
     op = OpDef(name, forward, grad=grad, differentiable=differentiable, domain=domain, nout=nout,
                chapter=chapter, scalars=scalars, doc=doc, output_differentiable=output_differentiable,
-               convention=convention, promote=promote, saves=saves, float_out=float_out)
+               convention=convention, promote=promote, saves=saves, float_out=float_out,
+               floating=floating)
     return register(op)
 
 
@@ -120,10 +132,13 @@ def _finish(fn, op, doc):
 
 
 def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-          chapter="elementwise", convention=None, saves=None):
-    """Declare an element-wise op of one argument; returns the public function ``f(x, /)``."""
+          chapter="elementwise", convention=None, saves=None, floating=None):
+    """Declare an element-wise op of one argument; returns the public function ``f(x, /)``
+    (``floating``: see the module docstring; default: ``name in FLOATING_FUNCTIONS``)."""
+    floating = name in FLOATING_FUNCTIONS if floating is None else bool(floating)
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
-               complex=complex, doc=doc, convention=convention, saves=saves, float_out=True)
+               complex=complex, doc=doc, convention=convention, saves=saves, float_out=True,
+               floating=floating)
     impls = op.impls
 
     def f(x, /):
@@ -137,7 +152,15 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
                 try:
                     v = impl(xv)
                 except Exception as e:
+                    if floating and xv.dtype not in (_FLOATS.get(b) or _floats(b)):
+                        return apply1(op, x)        # a library refusing bool / int: cast to float32
                     _reraise(op, b, (x,), (xv,), e)
+                # a floating function keeps a floating dtype; a bool / int input is computed again
+                # in float32 (cheaper here, where the dtype is compared by identity, than a check
+                # before the call)
+                if floating and not b.floating_ints_to_float32 and v.dtype is not xv.dtype and \
+                        xv.dtype not in (_FLOATS.get(b) or _floats(b)):
+                    return apply1(op, x)
                 if v.__class__ is not b.array_type:
                     v = b.fix_output(v)
                 y = _new(Tensor)
@@ -167,11 +190,13 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
 
 
 def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-           chapter="elementwise", scalars=True, convention=None, saves=None):
-    """Declare an element-wise op of two arguments; returns the public function ``f(x1, x2, /)``."""
+           chapter="elementwise", scalars=True, convention=None, saves=None, floating=None):
+    """Declare an element-wise op of two arguments; returns the public function ``f(x1, x2, /)``
+    (``floating``: see the module docstring; default: ``name in FLOATING_FUNCTIONS``)."""
+    floating = name in FLOATING_FUNCTIONS if floating is None else bool(floating)
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
                complex=complex, doc=doc, scalars=scalars, convention=convention, promote=True,
-               saves=saves, float_out=True)
+               saves=saves, float_out=True, floating=floating)
     impls = op.impls
 
     def f(x1, x2, /):
@@ -206,7 +231,13 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                 try:
                     v = impl(v1, v2)
                 except Exception as e:
+                    if floating and c1 is c2 and v1.dtype not in (_FLOATS.get(b) or _floats(b)):
+                        return apply(op, (x1, x2))  # a library refusing bool / int: cast to float32
                     _reraise(op, b, (x1, x2), (v1, v2), e)
+                # (two tensors of one dtype; with a Python scalar the tensor is floating already)
+                if floating and c1 is c2 and not b.floating_ints_to_float32 and v.dtype is not v1.dtype \
+                        and v1.dtype not in (_FLOATS.get(b) or _floats(b)):
+                    return apply(op, (x1, x2))
                 if v.__class__ is not b.array_type:
                     v = b.fix_output(v)
                 y = _new(Tensor)

@@ -156,7 +156,7 @@ def _nanmean_forward(backend, x, *, axis, keepdims):
     return xp.sum(_filled(xp, x, 0), axis=axis, keepdims=keepdims) / _valid(xp, x, axis, keepdims)
 
 
-_nanmean = defop("nanmean", _nanmean_forward, chapter="nan_functions", domain=_RED_CASES,
+_nanmean = defop("nanmean", _nanmean_forward, chapter="nan_functions", floating=True, domain=_RED_CASES,
                  convention="NaN entries get a zero gradient; all-NaN slices: NaN value, zero gradient")
 
 

@@ -92,7 +92,7 @@ def _sigmoid_forward(xp, x):
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-_sigmoid = defop("sigmoid", _sigmoid_forward, chapter="nn", domain=REAL)
+_sigmoid = defop("sigmoid", _sigmoid_forward, chapter="nn", floating=True, domain=REAL)
 
 
 @public(_sigmoid)
@@ -112,7 +112,7 @@ def _softplus_forward(xp, x):
     return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, xp.zeros_like(x))
 
 
-_softplus = defop("softplus", _softplus_forward, chapter="nn", domain=REAL)
+_softplus = defop("softplus", _softplus_forward, chapter="nn", floating=True, domain=REAL)
 
 
 @public(_softplus)
@@ -131,7 +131,7 @@ def _erf_forward(backend, x):
     return backend.erf(x)
 
 
-_erf = defop("erf", _erf_forward, chapter="nn", domain=REAL,
+_erf = defop("erf", _erf_forward, chapter="nn", floating=True, domain=REAL,
              doc="The error function (the backend's erf).")
 
 
@@ -155,7 +155,7 @@ def _gelu_forward(backend, x, *, approximate=False):
     return 0.5 * x * (1 + backend.erf(x / _SQRT2))
 
 
-_gelu = defop("gelu", _gelu_forward, chapter="nn",
+_gelu = defop("gelu", _gelu_forward, chapter="nn", floating=True,
               domain=[Case(REAL[3]), Case(REAL[2, 3]), Case(REAL[2, 3], approximate=True)])
 
 
@@ -184,7 +184,7 @@ def _elu_forward(xp, x, *, alpha=1.0):
     return xp.where(x > 0, x, alpha * xp.expm1(neg))
 
 
-_elu = defop("elu", _elu_forward, chapter="nn",
+_elu = defop("elu", _elu_forward, chapter="nn", floating=True,
              domain=[Case(NONZERO[3]), Case(NONZERO[2, 3]), Case(NONZERO[2, 3], alpha=0.5)],
              convention="elu'(0) = 1, as TF's EluGrad")
 
@@ -231,7 +231,7 @@ def _softmax_forward(xp, x, *, axis):
 
 
 _AXIS_CASES = [Case(REAL[4]), Case(REAL[2, 3]), Case(REAL[2, 3], axis=0), Case(REAL[2, 3, 2], axis=1)]
-_softmax = defop("softmax", _softmax_forward, chapter="nn", domain=_AXIS_CASES)
+_softmax = defop("softmax", _softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES)
 
 
 @public(_softmax)
@@ -253,7 +253,7 @@ def _log_softmax_forward(xp, x, *, axis):
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
-_log_softmax = defop("log_softmax", _log_softmax_forward, chapter="nn", domain=_AXIS_CASES)
+_log_softmax = defop("log_softmax", _log_softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES)
 
 
 @public(_log_softmax)
@@ -277,7 +277,7 @@ def _logsumexp_forward(xp, x, *, axis, keepdims=False):
     return out if keepdims else xp.reshape(out, tuple(n for i, n in enumerate(x.shape) if i not in axis))
 
 
-_logsumexp = defop("logsumexp", _logsumexp_forward, chapter="nn",
+_logsumexp = defop("logsumexp", _logsumexp_forward, chapter="nn", floating=True,
                    domain=[Case(REAL[4]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True),
                            Case(REAL[2, 3, 2], axis=(0, 2))])
 
@@ -488,7 +488,7 @@ def _l2_loss_forward(xp, t):
     return xp.sum(t * t) / 2
 
 
-_l2_loss = defop("l2_loss", _l2_loss_forward, chapter="nn", domain=REAL)
+_l2_loss = defop("l2_loss", _l2_loss_forward, chapter="nn", floating=True, domain=REAL)
 
 
 @public(_l2_loss)

@@ -138,12 +138,12 @@ def _named(fn, name, doc):
 
 def _unary(name, domain, doc, convention=None, **kw):
     return _named(unary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
-                        convention=convention, doc=doc), name, doc)
+                        convention=convention, doc=doc, floating=True), name, doc)
 
 
 def _binary(name, domain, doc, convention=None, **kw):
     return _named(binary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
-                         convention=convention, doc=doc, scalars=False), name, doc)
+                         convention=convention, doc=doc, floating=True, scalars=False), name, doc)
 
 
 def _safe(c, x, fill):

@@ -157,7 +157,7 @@ def _mean_forward(xp, x, *, axis, keepdims=False):
     return xp.mean(x, axis=axis, keepdims=keepdims)
 
 
-_mean = defop("mean", _mean_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN))
+_mean = defop("mean", _mean_forward, chapter="statistical", floating=True, domain=with_complex(_RED_DOMAIN))
 
 
 @_mean.gradient
@@ -180,7 +180,7 @@ def _var_forward(xp, x, *, axis, correction=0.0, keepdims=False):
 
 
 _VAR_DOMAIN = _RED_DOMAIN[:-1] + [Case(REAL[4, 3], axis=0, correction=1)]
-_var = defop("var", _var_forward, chapter="statistical", domain=_VAR_DOMAIN)
+_var = defop("var", _var_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN)
 
 
 @_var.gradient
@@ -204,7 +204,7 @@ def _std_forward(xp, x, *, axis, correction=0.0, keepdims=False):
     return xp.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
-_std = defop("std", _std_forward, chapter="statistical", domain=_VAR_DOMAIN,
+_std = defop("std", _std_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN,
              convention="0 where the values are constant (std = 0): the subgradient of least norm; TF, "
                         "PyTorch and JAX give NaN there")
 
