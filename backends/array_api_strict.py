@@ -1,11 +1,13 @@
 """The ``array_api_strict`` backend: the reference.  If gradtape runs here, the core uses nothing but
 the Array API standard.
 
-Version: gradtape targets the 2024.12 standard.  array_api_strict 2.6 defaults to 2025.12, so on
-load this adapter sets ``array_api_strict.set_array_api_strict_flags(api_version="2024.12")`` --
-unless the user chose a version already (``ARRAY_API_STRICT_API_VERSION`` in the environment, or
-flags set to anything but the library default).  The flags are process-wide: other code using
-array_api_strict in the same process then sees 2024.12 too.
+Version: gradtape targets the 2025.12 standard (array_api_strict 2.6's default).  On load this
+adapter sets ``array_api_strict.set_array_api_strict_flags(api_version="2025.12")`` where the
+library supports it and defaults to another version -- unless the user chose a version already
+(``ARRAY_API_STRICT_API_VERSION`` in the environment, or flags set to anything but the library
+default).  The flags are process-wide: other code using array_api_strict in the same process then
+sees 2025.12 too.  At an earlier version gradtape still works: ``linalg.eig`` and ``isin``, which
+array_api_strict refuses there, are computed on the host or from standard functions.
 
 What the standard lacks (scatter-add for indexing gradients, ``setitem`` with integer-array keys,
 ``erf``, and the indexing keys that mix integer arrays with slices, ``...`` or ``None``, which the
@@ -28,7 +30,7 @@ from gradtape import dtypes as _dt
 from ._protocol import Backend
 
 _PY_DEFAULT = {bool: "bool", int: "int64", float: "float32", complex: "complex64"}
-TARGET_API_VERSION = "2024.12"
+TARGET_API_VERSION = "2025.12"
 
 
 class StrictBackend(Backend):

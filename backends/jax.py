@@ -134,8 +134,10 @@ class JaxBackend(Backend):
         try:
             return x.device
         except Exception:  # a tracer, or an array sharded over several devices
-            devs = getattr(x, "devices", None)
-            ds = devs() if callable(devs) else ()
+            try:
+                ds = x.devices()
+            except Exception:   # a tracer has no devices (jax.errors.ConcretizationTypeError)
+                ds = ()
             return next(iter(ds)) if len(ds) == 1 else self.default_device()
 
     def device_str(self, device) -> str:

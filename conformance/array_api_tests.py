@@ -6,9 +6,10 @@
     python -m gradtape.conformance.array_api_tests . --max-examples 100 --report result.md
 
 runs ``pytest array_api_tests`` in the suite's folder with ``ARRAY_API_TESTS_MODULE=gradtape`` and
-``ARRAY_API_TESTS_VERSION=2024.12`` on one gradtape backend (``--backend``, default numpy), reads the
-JUnit XML pytest writes, and prints the pass rate and every failure, each marked as a known quirk of
-the suite (``known_failures/array-api-tests.txt``: failures the reference implementation
+``ARRAY_API_TESTS_VERSION`` set to ``--version`` (default 2025.12, the version gradtape reports;
+2024.12 measures the previous standard) on one gradtape backend (``--backend``, default numpy), reads
+the JUnit XML pytest writes, and prints the pass rate and every failure, each marked as a known quirk
+of the suite (``known_failures/array-api-tests.txt``: failures the reference implementation
 array_api_strict has too) or as new.  Exits 1 when a failure is not a known quirk.
 """
 from __future__ import annotations
@@ -54,13 +55,34 @@ def read_junit(path):
     return passed, failed, skipped
 
 
-def run(suite, *, max_examples=100, backend="numpy", pytest_args=(), version="2024.12"):
+VERSION = "2025.12"
+
+
+def pytest_configure(config):
+    """As a pytest plugin (``--no-shrink``): the suite's hypothesis profile without the shrink phase.
+    A failure stays a failure; only the minimisation of its example, which can take longer than the
+    whole run on a backend with many failures, is skipped."""
+    if os.environ.get("GRADTAPE_AAT_NO_SHRINK") != "1":
+        return
+    from hypothesis import Phase, settings
+    settings.register_profile("array-api-tests-no-shrink", parent=settings.get_profile("array-api-tests"),
+                              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target])
+    settings.load_profile("array-api-tests-no-shrink")
+
+
+pytest_configure.trylast = True
+
+
+def run(suite, *, max_examples=100, backend="numpy", pytest_args=(), version=VERSION, shrink=True):
     """Run the suite; returns ``(passed, failed, skipped)`` test-id lists."""
     suite = Path(suite).resolve()
     if not (suite / "array_api_tests").is_dir():
         raise SystemExit(f"{suite} is not a checkout of data-apis/array-api-tests (no array_api_tests/ folder)")
     env = dict(os.environ, ARRAY_API_TESTS_MODULE="gradtape", ARRAY_API_TESTS_VERSION=version,
                GRADTAPE_BACKEND=backend)
+    if not shrink:
+        env["GRADTAPE_AAT_NO_SHRINK"] = "1"
+        pytest_args = ["-p", "gradtape.conformance.array_api_tests", *pytest_args]
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "array_api_tests", "-q", "-p", "no:cacheprovider",
@@ -71,12 +93,12 @@ def run(suite, *, max_examples=100, backend="numpy", pytest_args=(), version="20
         return read_junit(xml)
 
 
-def summary(passed, failed, skipped, known, *, backend="numpy", max_examples=100):
+def summary(passed, failed, skipped, known, *, backend="numpy", max_examples=100, version=VERSION):
     """A markdown summary: the rate, then each failure marked known quirk / new."""
     ran = len(passed) + len(failed)
     rate = 100.0 * len(passed) / ran if ran else 0.0
     new = [t for t in failed if t not in known]
-    lines = [f"array-api-tests on gradtape ({backend} backend, 2024.12, {max_examples} examples): "
+    lines = [f"array-api-tests on gradtape ({backend} backend, {version}, {max_examples} examples): "
              f"**{len(passed)} of {ran} passed ({rate:.1f}%)**, {len(skipped)} skipped; "
              f"{len(failed) - len(new)} known suite quirks, {len(new)} new failures", ""]
     if failed:
@@ -91,12 +113,21 @@ def main(argv=None):
     p.add_argument("suite", help="path of a data-apis/array-api-tests checkout (with its array-api submodule)")
     p.add_argument("--max-examples", type=int, default=100)
     p.add_argument("--backend", default="numpy")
+    p.add_argument("--version", default=VERSION, help=f"ARRAY_API_TESTS_VERSION (default {VERSION})")
     p.add_argument("--report", help="also write the summary to this markdown file")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="skip hypothesis's shrinking of failing examples (much faster where many fail)")
     p.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = []
+    if "--" in argv:            # everything after -- goes to pytest, wherever the suite path stands
+        k = argv.index("--")
+        argv, extra = argv[:k], argv[k + 1:]
     a = p.parse_args(argv)
     passed, failed, skipped = run(a.suite, max_examples=a.max_examples, backend=a.backend,
-                                  pytest_args=a.pytest_args)
-    text, new = summary(passed, failed, skipped, known_quirks(), backend=a.backend, max_examples=a.max_examples)
+                                  pytest_args=[*a.pytest_args, *extra], version=a.version, shrink=not a.no_shrink)
+    text, new = summary(passed, failed, skipped, known_quirks(), backend=a.backend, max_examples=a.max_examples,
+                        version=a.version)
     print(text)
     if a.report:
         Path(a.report).write_text(text)

@@ -45,7 +45,7 @@ from gradtape.ops.creation import (  # noqa: F401
     ones_like, tril, triu, zeros, zeros_like,
 )
 from gradtape.ops.manipulation import (  # noqa: F401
-    broadcast_arrays, broadcast_to, concat, expand_dims, flip, moveaxis, permute_dims, repeat, reshape, roll,
+    broadcast_arrays, broadcast_shapes, broadcast_to, concat, expand_dims, flip, moveaxis, permute_dims, repeat, reshape, roll,
     squeeze, stack, tile, unstack,
 )
 from gradtape.ops.statistical import (  # noqa: F401

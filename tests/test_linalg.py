@@ -1,14 +1,16 @@
 """``gt.linalg``: what the registry-generated tests (tests/test_gradients.py) cannot see.
 
-Signatures against the 2024.12 stubs, the result namedtuples, errors that name the op, batch shapes
+Signatures against the 2025.12 stubs, the result namedtuples, errors that name the op, batch shapes
 and broadcasting, ``upper=True``, ``full_matrices``, ``mode='complete'``, negative powers, the
-degenerate cases that raise instead of returning a wrong number, and a few higher-order checks.
+degenerate cases that raise instead of returning a wrong number, ``eig``/``eigvals`` (2025.12, complex
+outputs, the host path), zero cotangents at degenerate inputs, and a few higher-order checks.
 """
 from __future__ import annotations
 
 import ast
 import inspect
 import math
+import types
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +18,15 @@ import pytest
 
 import gradtape as gt
 
-# the 2024.12 stub signatures (annotations dropped), checked against the stub file itself where present
+# the 2025.12 stub signatures (annotations dropped), checked against the stub file itself where present
 STUB_SIGNATURES = {
     "cholesky": "(x, /, *, upper=False)",
     "cross": "(x1, x2, /, *, axis=-1)",
     "det": "(x, /)",
     "diagonal": "(x, /, *, offset=0)",
+    "eig": "(x, /)",
     "eigh": "(x, /)",
+    "eigvals": "(x, /)",
     "eigvalsh": "(x, /)",
     "inv": "(x, /)",
     "matmul": "(x1, x2, /)",
@@ -42,7 +46,7 @@ STUB_SIGNATURES = {
     "vecdot": "(x1, x2, /, *, axis=-1)",
     "vector_norm": "(x, /, *, axis=None, keepdims=False, ord=2)",
 }
-_STUB = Path("/tmp/aat/array-api/src/array_api_stubs/_2024_12/linalg.py")
+_STUB = Path("/tmp/aat/array-api/src/array_api_stubs/_2025_12/linalg.py")
 
 
 def _bare(sig):
@@ -129,7 +133,8 @@ def test_result_namedtuples(backend):
 
 
 # ---------------------------------------------------------------------------------------- errors
-@pytest.mark.parametrize("name", ["cholesky", "det", "slogdet", "inv", "eigh", "eigvalsh", "matrix_power"])
+@pytest.mark.parametrize("name", ["cholesky", "det", "slogdet", "inv", "eigh", "eigvalsh", "matrix_power", "eig",
+                                  "eigvals"])
 def test_non_square_input_is_a_value_error_naming_the_op(backend, name):
     x = _t(np.ones((2, 3)))
     args = (x, 2) if name == "matrix_power" else (x,)
@@ -370,3 +375,155 @@ def test_eigvalsh_hessian_vector_product(backend):
     h = outer.gradient(hv, a)
     np.testing.assert_allclose(g.numpy(), 2 * a.numpy(), rtol=1e-10)
     np.testing.assert_allclose(h.numpy(), v + v.T, rtol=1e-8, atol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------- eig, eigvals
+def test_eig_outputs_are_complex_for_every_input(backend):
+    """Complex eigenvalues and unit eigenvectors with A V = V diag(w), real eigenvalues included
+    (NumPy's own eig returns them real), batched; the dtype follows the input's precision."""
+    tri = np.array([[2.0, 1.0, 0.5], [0.0, -1.0, 3.0], [0.0, 0.0, 4.0]])      # real eigenvalues 2, -1, 4
+    rot = np.array([[0.0, -2.0], [2.0, 0.0]])                                 # +-2i
+    for a, want in ((tri, [-1, 2, 4]), (rot, [-2j, 2j])):
+        for dt, cdt in ((gt.float64, gt.complex128), (gt.float32, gt.complex64)):
+            w, v = gt.linalg.eig(gt.asarray(a, dtype=dt))
+            assert w.dtype == cdt and v.dtype == cdt and w.shape == a.shape[:1] and v.shape == a.shape
+            wn, vn = w.numpy(), v.numpy()
+            tol = 1e-12 if dt == gt.float64 else 1e-5
+            np.testing.assert_allclose(np.sort_complex(wn), want, atol=tol * 10)
+            np.testing.assert_allclose(a @ vn, vn * wn, atol=tol * 10)
+            np.testing.assert_allclose(np.linalg.norm(vn, axis=0), 1.0, atol=tol)
+            ev = gt.linalg.eigvals(gt.asarray(a, dtype=dt))
+            assert ev.dtype == cdt
+            np.testing.assert_allclose(np.sort_complex(ev.numpy()), want, atol=tol * 10)
+    batch = _rng(3).uniform(-1, 1, (2, 3, 3)) + 1j * _rng(4).uniform(-1, 1, (2, 3, 3))
+    w, v = gt.linalg.eig(_t(batch))
+    assert w.shape == (2, 3) and v.shape == (2, 3, 3) and w.dtype == gt.complex128
+    np.testing.assert_allclose(batch @ v.numpy(), v.numpy() * w.numpy()[:, None, :], atol=1e-12)
+    assert gt.linalg.eig(_t(np.eye(3))).eigenvalues.numpy().tolist() == [1, 1, 1]
+    with pytest.raises(TypeError, match="floating-point"):
+        gt.linalg.eig(gt.asarray([[1, 2], [3, 4]]))
+
+
+def test_eig_runs_on_the_host_where_the_namespace_has_none():
+    """array_api_strict below 2025.12 refuses eig; a namespace may lack it: NumPy computes it."""
+    from gradtape import backends
+    from gradtape.ops.linalg import _eig_native
+    a = _rng(5).uniform(-2, 2, (2, 3, 3))
+    want_w, want_v = np.linalg.eig(a)
+    b = backends.get("numpy")
+
+    class NoEig:
+        def __init__(self, xp):
+            self._xp, self.linalg = xp, types.SimpleNamespace()
+
+        def __getattr__(self, name):
+            return getattr(self._xp, name)
+
+    fake = types.SimpleNamespace(xp=NoEig(b.xp), to_numpy=b.to_numpy, asarray=b.asarray, device_of=b.device_of)
+    w, v = _eig_native(fake, b.asarray(a), "eig")
+    np.testing.assert_allclose(w, want_w, rtol=1e-14)
+    np.testing.assert_allclose(v, want_v, rtol=1e-14)
+    assert _eig_native(fake, b.asarray(a.astype(np.float32)), "eigvals")[0].dtype == np.complex64
+    if "array_api_strict" not in gt.available_backends():
+        return
+    import array_api_strict
+    for version in ("2024.12", "2025.12"):
+        with array_api_strict.ArrayAPIStrictFlags(api_version=version):
+            r = gt.linalg.eig(gt.asarray(a, backend="array_api_strict"))
+            np.testing.assert_allclose(r.eigenvalues.numpy(), want_w, rtol=1e-12)
+            np.testing.assert_allclose(r.eigenvectors.numpy(), want_v, rtol=1e-12)
+            w = gt.linalg.eigvals(gt.asarray(a, backend="array_api_strict"))
+            assert w.backend == "array_api_strict" and w.dtype == gt.complex128
+
+
+def test_eig_gradients_of_trace_and_determinant(backend):
+    """sum(w) = trace(A) and prod(w) = det(A), through eig (eigenvalues only, eigenvectors' cotangent
+    zero) and eigvals, on a real matrix with a complex pair: gradients I and det(A) A^-T, real."""
+    a = np.array([[0.5, -2.0, 0.3], [2.0, 0.2, -0.4], [0.1, 0.6, 3.0]])
+    x = gt.Variable(a)
+    with gt.GradientTape(persistent=True) as tape:
+        w = gt.linalg.eig(x).eigenvalues
+        w2 = gt.linalg.eigvals(x)
+        tr, tr2, det = gt.real(gt.sum(w)), gt.real(gt.sum(w2)), gt.real(gt.prod(w2))
+    for g in (tape.gradient(tr, x), tape.gradient(tr2, x)):
+        assert g.dtype == gt.float64
+        np.testing.assert_allclose(g.numpy(), np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(tape.gradient(det, x).numpy(), np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------- zero cotangents
+def _grads(f, a, cotangents):
+    """Gradients w.r.t. ``a`` of ``f(a)``'s outputs for the given output gradients, through the rules
+    (an outer tape records the walk) and, where it differs, the native path."""
+    out = []
+    for outer in (False, True):
+        x = gt.Variable(a)
+        with gt.GradientTape() as tape:
+            ys = f(x)
+            ys = list(ys) if isinstance(ys, tuple) else [ys]
+        cts = [gt.zeros_like(y) if c is None else gt.astype(gt.asarray(c), y.dtype) for y, c in zip(ys, cotangents)]
+        if outer:
+            with gt.GradientTape():
+                out.append(tape.gradient(ys, x, output_gradients=cts).numpy())
+        else:
+            out.append(tape.gradient(ys, x, output_gradients=cts).numpy())
+    return out
+
+
+def test_zero_cotangents_at_repeated_eigenvalues_give_finite_gradients(backend):
+    """At repeated eigenvalues (the identity, zero) the eigenvector gradient divides by 0: with a zero
+    eigenvector cotangent only the eigenvalue term remains, V diag(gw) V^-1 (eigh: V^H), and all-zero
+    cotangents give exactly zero."""
+    gw = np.array([1.0, -2.0, 0.5])
+    with np.errstate(all="ignore"):
+        for a in (np.eye(3), np.zeros((3, 3)), np.diag([2.0, 2.0, -1.0])):
+            v = np.linalg.eigh(a)[1]
+            for g in _grads(gt.linalg.eigh, a, [gw, None]):
+                np.testing.assert_allclose(g, (v * gw) @ v.T, atol=1e-12)
+            for g in _grads(gt.linalg.eigh, a, [None, None]) + _grads(gt.linalg.eig, a, [None, None]):
+                assert np.all(g == 0)
+            for g in _grads(gt.linalg.eig, a, [gw.astype(complex), None]):
+                ev, vv = gt.linalg.eig(_t(a))
+                want = np.real(np.linalg.solve(vv.numpy().conj().T, (gw[:, None] * vv.numpy().conj().T)))
+                assert np.all(np.isfinite(g))
+                np.testing.assert_allclose(g, want, atol=1e-12)
+
+
+def test_zero_cotangents_at_zero_and_repeated_singular_values(backend):
+    """svd of a zero / rank-deficient / repeated-spectrum matrix, square, tall and wide: a cotangent on S
+    only gives U diag(gS) V^H (the vector terms divide by 0 and by S_j^2 - S_k^2), all-zero gives 0."""
+    cases = [np.zeros((3, 3)), np.eye(3), np.zeros((4, 3)), np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]),
+             np.array([[2.0, 0.0], [0.0, 2.0], [0.0, 0.0]])]
+    with np.errstate(all="ignore"):
+        for a in cases:
+            k = min(a.shape)
+            gs = np.arange(1.0, k + 1)
+            svd = lambda x: gt.linalg.svd(x, full_matrices=False)
+            u, _, vh = np.linalg.svd(a, full_matrices=False)
+            for g in _grads(svd, a, [None, gs, None]):
+                np.testing.assert_allclose(g, (u * gs) @ vh, atol=1e-12)
+            for g in _grads(svd, a, [None, None, None]) + _grads(gt.linalg.svd, a, [None, None, None]):
+                assert np.all(g == 0), a
+            if a.shape[0] == a.shape[1]:
+                for g in _grads(lambda x: gt.linalg.matrix_norm(x, ord="nuc"), a, [0.0]):
+                    assert np.all(g == 0)
+
+
+def test_norms_at_zero_give_zero_for_a_zero_cotangent_and_nan_otherwise(backend):
+    """vector_norm (2, fractional, negative orders) and matrix_norm('fro') at a zero input: a masked
+    branch gets 0, an unmasked one keeps the undefined (NaN) derivative."""
+    z = np.zeros((2, 3))
+    fns = [lambda x: gt.linalg.vector_norm(x), lambda x: gt.linalg.vector_norm(x, axis=1, ord=0.5),
+           lambda x: gt.linalg.vector_norm(x, axis=0, ord=-1), lambda x: gt.linalg.matrix_norm(x)]
+    with np.errstate(all="ignore"):
+        for f in fns:
+            shape = f(_t(z)).shape
+            for g in _grads(f, z, [np.zeros(shape)]):
+                assert np.all(g == 0)
+            for g in _grads(f, z, [np.ones(shape)]):
+                assert np.all(np.isnan(g))
+        x = gt.Variable(np.array([[0.0, 0.0], [3.0, 4.0]]))
+        with gt.GradientTape() as tape:
+            n = gt.linalg.vector_norm(x, axis=1)
+            y = gt.sum(gt.where(n > 0, n, 0.0))
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), [[0.0, 0.0], [0.6, 0.8]], rtol=1e-15, atol=0)

@@ -68,8 +68,9 @@ class Info:
         return b.device_str(b.device)
 
     def devices(self):
-        """The devices of the current backend (backend-neutral names, usable as ``device=``)."""
-        return list(_backend().devices())
+        """The devices of the current backend (backend-neutral names, usable as ``device=``), as a
+        tuple (2025.12; a list before)."""
+        return tuple(_backend().devices())
 
     def default_dtypes(self, *, device=None):
         """gradtape's default dtypes (the same on every backend and device)."""

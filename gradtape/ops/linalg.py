@@ -1,4 +1,4 @@
-"""The ``linalg`` extension of the Array API standard (2024.12): ``gt.linalg``.
+"""The ``linalg`` extension of the Array API standard (2025.12): ``gt.linalg``.
 
 Every function of the extension, with the standard's signature; each forward runs the backend's own
 ``xp.linalg`` function (LAPACK through NumPy, PyTorch or XLA), batched over leading axes where the
@@ -9,19 +9,26 @@ The gradient rules are written in gradtape ops (so higher orders come free) with
 convention (the gradient of a real ``L`` is ``2 dL/d conj(z)``).  The formulas are the standard ones:
 Giles 2008 ("An extended collection of matrix derivative results") for ``det``, ``inv``, ``solve``;
 Murray 2016 for ``cholesky``; PyTorch's ``FunctionsManual.cpp`` (Seeger et al., Townsend) for
-``eigh``, ``svd``, ``qr`` and ``pinv``, complex cases included.
+``eigh``, ``svd``, ``qr`` and ``pinv``, complex cases included; TensorFlow's ``_EigGrad`` (the same as
+PyTorch's ``linalg_eig_backward``) for ``eig`` and ``eigvals`` (2025.12).
 
 Conventions (docs/conventions.md):
 
 * ``cholesky``, ``eigh``, ``eigvalsh`` read the lower triangle only, on every backend; their gradients
   are Hermitian (the gradient of ``f((A + A^H) / 2)``), as TensorFlow's and JAX's are, so they are the
   right gradients whenever the input is Hermitian (``A = X + X^H`` gets twice the symmetric part).
+* ``eig`` and ``eigvals`` (2025.12) return complex eigenvalues and unit-norm eigenvectors for every
+  input, real ones included (NumPy's own ``eig`` returns real arrays when every eigenvalue is real);
+  their order is the library's (LAPACK's ``geev`` on every CPU backend).  Where the library has no
+  ``eig`` (array_api_strict below 2025.12, JAX on a GPU) it runs on the host through NumPy, as
+  TensorFlow's ``Eig`` kernel does.  The gradient of a real input is the real part of the complex one.
 * Eigenvectors and singular vectors are defined up to a sign (a phase, for complex inputs), and ``Q``,
   ``R`` of ``qr`` up to the signs of ``R``'s diagonal: a loss must not depend on that choice (each
   library makes it its own way).  The rules assume it does not (PyTorch and JAX do the same).
 * At degenerate points the gradient is not defined and is not finite: repeated eigenvalues
   (``eigh``'s eigenvectors), repeated or zero singular values (``svd``'s singular vectors; ``svd`` of a
-  non-square matrix and ``matrix_norm(ord=2 / -2 / 'nuc')`` at rank loss), singular matrices (``inv``,
+  non-square matrix and ``matrix_norm(ord=2 / -2 / 'nuc')`` at rank loss), repeated eigenvalues and
+  defective matrices (``eig``'s eigenvectors), singular matrices (``inv``,
   ``solve``, ``slogdet``, ``det``'s rule uses the inverse), ``pinv`` where the rank changes, and
   ``vector_norm`` / ``matrix_norm('fro')`` at zero.  Ties of ``max``/``min`` in the ``1``/``inf`` norms
   split the gradient evenly (as ``gt.max`` does).
@@ -47,11 +54,13 @@ from gradtape import dtypes as _dt
 from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.creation import tril, triu, zeros_like
-from gradtape.ops.elementwise import _conj, astype, equal, imag, sign
+from gradtape.ops.elementwise import _conj, astype, equal, imag, multiply_no_nan, real, sign, xdivy
 from gradtape.ops.elementwise import abs as _abs
 from gradtape.ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot
-from gradtape.ops.manipulation import concat, expand_dims, reshape
+from gradtape.ops.indexing import take_along_axis
+from gradtape.ops.manipulation import broadcast_to, concat, expand_dims, reshape
 from gradtape.ops.searching import where
+from gradtape.ops.sorting import argsort
 from gradtape.ops.statistical import _axes
 from gradtape.ops.statistical import max as _max
 from gradtape.ops.statistical import min as _min
@@ -59,11 +68,12 @@ from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
-    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+    "cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "matmul", "matrix_norm",
     "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
     "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
 ]
 
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 QRResult = namedtuple("QRResult", ["Q", "R"])
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -206,6 +216,33 @@ def _fix_qr(res):
     q, r = res
     p = _phase(diagonal(r))
     return q * _conj(expand_dims(p, axis=-2)), r * expand_dims(p, axis=-1)
+
+
+def _rotate(x):
+    """``x / 4`` plus a rotation by 90 degrees scaled by 2 and a 3 (for a 3 x 3 ``x`` in [-1, 1]): a real
+    matrix with a conjugate pair of eigenvalues near +-2i and a real one near 3 (a domain map)."""
+    return x * 0.25 + _native_like(x, np.array([[0.0, 2.0, 0.0], [-2.0, 0.0, 0.0], [0.0, 0.0, 3.0]]))
+
+
+def _eig_order(w):
+    """The permutation sorting eigenvalues by real part, then imaginary part (a conjugate pair of a
+    real matrix has equal real parts, to the bit, in LAPACK's output)."""
+    by_imag = argsort(imag(w), axis=-1, stable=True)
+    return take_along_axis(by_imag, argsort(take_along_axis(real(w), by_imag, axis=-1), axis=-1, stable=True),
+                           axis=-1)
+
+
+def _fix_eigvals(w):
+    """Eigenvalues sorted by real part, then imaginary part (each library has its own order)."""
+    return take_along_axis(w, _eig_order(w), axis=-1)
+
+
+def _fix_eig(res):
+    """Eigenpairs sorted as :func:`_fix_eigvals`, each eigenvector's phase fixed as ``eigh``'s."""
+    w, v = res
+    p = _eig_order(w)
+    v = take_along_axis(v, broadcast_to(expand_dims(p, axis=-2), tuple(v.shape)), axis=-1)
+    return take_along_axis(w, p, axis=-1), v * _conj(_phase(_sum(v, axis=-2, keepdims=True)))
 
 
 # ---------------------------------------------------------------------------------------- cholesky
@@ -371,7 +408,7 @@ def _eigh_grad(op, gw, gv):
     w, v = op.outputs
     vh = _mH(v)
     k = matmul(vh, gv)
-    inner = _eig_gap_inverse(w) * ((k - _mH(k)) * 0.5) + _diag_embed(gw)
+    inner = multiply_no_nan(_eig_gap_inverse(w), (k - _mH(k)) * 0.5) + _diag_embed(gw)
     return matmul(v, matmul(inner, vh))
 
 
@@ -398,6 +435,95 @@ def _eigvalsh_grad(op, grad):
 def eigvalsh(x, /):
     """Eigenvalues (ascending) of a Hermitian matrix, reading its lower triangle."""
     return apply1(_eigvalsh, _prep("linalg.eigvalsh", x, square=True))
+
+
+# ---------------------------------------------------------------------------------------- eig, eigvals
+def _eig_native(backend, x, name):
+    """``xp.linalg.<name>(x)`` as a tuple of complex arrays; through NumPy on the host where the
+    namespace has no such function (array_api_strict below 2025.12, JAX on a GPU)."""
+    xp = backend.xp
+    fn = getattr(xp.linalg, name, None)
+    out = missing = None
+    if fn is not None:
+        try:
+            out = fn(x)
+        except NotImplementedError as e:
+            missing = e
+        except RuntimeError as e:    # array_api_strict refuses 2025.12 functions below 2025.12
+            if getattr(xp, "__array_api_version__", "2025.12") >= "2025.12":
+                raise
+            missing = e
+    if out is None:
+        try:
+            host = backend.to_numpy(x)
+        except Exception:            # a tracer (jax.grad of eigenvectors): the library's own error
+            if missing is not None:
+                raise missing from None
+            raise
+        host = getattr(np.linalg, name)(host)
+        dev = backend.device_of(x)
+        out = tuple(backend.asarray(h, device=dev) for h in (host if isinstance(host, tuple) else (host,)))
+    out = tuple(out) if isinstance(out, tuple) or name == "eig" else (out,)
+    cdt = xp.complex64 if x.dtype in (xp.float32, xp.complex64) else xp.complex128
+    return tuple(o if o.dtype == cdt else xp.astype(o, cdt) for o in out)
+
+
+def _eig_forward(backend, x):
+    return _eig_native(backend, x, "eig")
+
+
+def _eigvals_forward(backend, x):
+    return _eig_native(backend, x, "eigvals")[0]
+
+
+_EIG_DOMAIN = [Case(SMALL[3, 3].via(_rotate)), Case(SMALL[2, 3, 3].via(_spread)), _C(SMALL[3, 3].via(_spread))]
+
+_eig = defop("linalg.eig", _eig_forward, chapter="linalg", nout=2,
+             domain=[c.map_outputs(_fix_eig) for c in _EIG_DOMAIN],
+             convention="complex outputs for real inputs (the gradient's real part); not defined at repeated "
+                        "eigenvalues; the loss must not depend on the eigenvectors' phases (their norm is 1)")
+
+
+@_eig.gradient
+def _eig_grad(op, gw, gv):
+    """A V = V diag(w), unit columns of V: gA = V^-H (diag(gw) + conj(F) o (K - V^H V diag(Re diag K))) V^H
+    with K = V^H gV, F_ij = 1 / (w_j - w_i) off the diagonal (TensorFlow's _EigGrad)."""
+    a = op.inputs[0]
+    w, v = op.outputs
+    vh = _mH(v)
+    k = matmul(vh, gv)
+    k = k - matmul(vh, v * expand_dims(astype(real(diagonal(k)), k.dtype), axis=-2))
+    inner = multiply_no_nan(_conj(_eig_gap_inverse(w)), k) + _diag_embed(gw)
+    ga = solve(vh, matmul(inner, vh))
+    return ga if a.dtype.kind == "c" else real(ga)
+
+
+@public(_eig)
+def eig(x, /):
+    """Eigenvalues and unit-norm eigenvectors of a square matrix, complex for every input (2025.12):
+    ``EigResult(eigenvalues, eigenvectors)``, in the library's order."""
+    return EigResult(*apply(_eig, (_prep("linalg.eig", x, square=True),)))
+
+
+_eigvals = defop("linalg.eigvals", _eigvals_forward, chapter="linalg",
+                 domain=[c.map_outputs(_fix_eigvals) for c in _EIG_DOMAIN],
+                 convention="complex outputs for real inputs (the gradient's real part); V^-H diag(g) V^H")
+
+
+@_eigvals.gradient
+def _eigvals_grad(op, grad):
+    """gA = V^-H diag(grad) V^H (the eigenvectors recomputed, so higher orders see them)."""
+    a = op.inputs[0]
+    _, v = eig(a)
+    vh = _mH(v)
+    ga = solve(vh, expand_dims(grad, axis=-1) * vh)
+    return ga if a.dtype.kind == "c" else real(ga)
+
+
+@public(_eigvals)
+def eigvals(x, /):
+    """Eigenvalues of a square matrix, complex for every input (2025.12), in the library's order."""
+    return apply1(_eigvals, _prep("linalg.eigvals", x, square=True))
 
 
 # ---------------------------------------------------------------------------------------- svd
@@ -435,15 +561,15 @@ def _svd_grad(op, gu, gs, gvh):
     s2 = s * s
     eye = _eye(s, k)
     e = expand_dims(s2, axis=-2) - expand_dims(s2, axis=-1) + eye
-    inner = (uhgu * expand_dims(s, axis=-2) + expand_dims(s, axis=-1) * vhgv) / e + _diag_embed(gs)
+    inner = xdivy(uhgu * expand_dims(s, axis=-2) + expand_dims(s, axis=-1) * vhgv, e) + _diag_embed(gs)
     if u.dtype.kind == "c":
-        inner = inner + _diag_embed(diagonal(uhgu) / (2.0 * s))
+        inner = inner + _diag_embed(xdivy(diagonal(uhgu), 2.0 * s))
     if m > n:
-        gusinv = gu / expand_dims(s, axis=-2)
+        gusinv = xdivy(gu, expand_dims(s, axis=-2))
         ga = matmul(u, inner) + gusinv - matmul(u, matmul(_mH(u), gusinv))
         return matmul(ga, vh)
     if m < n:
-        sinvgvh = gvh / expand_dims(s, axis=-1)
+        sinvgvh = xdivy(gvh, expand_dims(s, axis=-1))
         ga = matmul(inner, vh) + sinvgvh - matmul(matmul(sinvgvh, _mH(vh)), vh)
         return matmul(u, ga)
     return matmul(u, matmul(inner, vh))
@@ -627,7 +753,7 @@ def _matrix_norm_grad(op, grad):
         g = expand_dims(expand_dims(g, axis=-1), axis=-1)
         y = expand_dims(expand_dims(y, axis=-1), axis=-1)
     if ordv == "fro":
-        return g * (x / y)
+        return multiply_no_nan(x / y, g)
     if ordv in ("nuc", 2, -2):
         u, _, vh = svd(x, full_matrices=False)
         if ordv == "nuc":
@@ -682,12 +808,12 @@ def _vector_norm_grad(op, grad):
     if p == 0:
         return zeros_like(x)
     if p == 2:
-        return g * (x / y)
+        return multiply_no_nan(x / y, g)
     if p == 1:
         return g * _sgn(x)
     if math.isinf(p):
         return (g * _extreme_mask(_abs(x), axes, p > 0)) * _sgn(x)
-    return (g * (_abs(x) / y) ** (p - 1)) * _sgn(x)
+    return multiply_no_nan((_abs(x) / y) ** (p - 1) * _sgn(x), g)
 
 
 @public(_vector_norm)

@@ -5,6 +5,7 @@ All of them are linear, so each rule is the adjoint manipulation of the gradient
 from __future__ import annotations
 
 import builtins
+import operator
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = [
     "broadcast_arrays",
+    "broadcast_shapes",
     "broadcast_to",
     "concat",
     "expand_dims",
@@ -73,17 +75,36 @@ def _check_reshape(old, shape):
                          "(in op 'reshape')")
 
 
-_expand_dims = defop("expand_dims", lambda xp, x, *, axis: xp.expand_dims(x, axis=axis),
-                     chapter="manipulation",
+def _expand_dims_forward(xp, x, *, axis):
+    for a in axis:                  # ascending positions of the output: each lands where it must
+        x = xp.expand_dims(x, axis=a)
+    return x
+
+
+_expand_dims = defop("expand_dims", _expand_dims_forward, chapter="manipulation",
                      domain=with_complex([Case(REAL[3], axis=0), Case(REAL[2, 3], axis=-1),
-                                          Case(REAL[()], axis=0)]))
+                                          Case(REAL[()], axis=0), Case(REAL[2, 3], axis=(0, -1, 2))]))
 _expand_dims.gradient(lambda op, grad: reshape(grad, op.inputs[0].shape))
 
 
 @public(_expand_dims)
 def expand_dims(x, /, axis):
-    """``x`` with a new axis of size one at ``axis``."""
-    return apply1(_expand_dims, x, {"axis": int(axis)})
+    """``x`` with new axes of size one at ``axis``: an int, or (2025.12) a tuple of positions in the
+    output, each in ``[-M, M)`` for ``M = x.ndim + len(axis)`` and distinct once normalized."""
+    if not isinstance(x, Tensor):
+        x = convert_to_tensor(x)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    m = x.ndim + len(axes)
+    norm = []
+    for a in axes:
+        a = operator.index(a)
+        if not -m <= a < m:
+            raise IndexError(f"expand_dims: axis {a} is out of bounds for an output of {m} dimensions "
+                             f"(input of {x.ndim}, {len(axes)} new)")
+        norm.append(a % m)
+    if len(set(norm)) != len(norm):
+        raise ValueError(f"expand_dims: axis {axis!r} names an output position twice")
+    return apply1(_expand_dims, x, {"axis": tuple(sorted(norm))})
 
 
 _squeeze = defop("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), chapter="manipulation",
@@ -116,11 +137,14 @@ def _permute_dims_grad(op, grad):
 
 @public(_permute_dims)
 def permute_dims(x, /, axes):
-    """``x`` with its axes permuted."""
+    """``x`` with its axes permuted (negative axes count from the last, as 2025.12 allows)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
     nd = x.ndim
-    axes = tuple(_norm_axis(int(a), nd) for a in axes)
+    axes = tuple(_norm_axis(operator.index(a), nd) for a in axes)
+    if sorted(axes) != list(range(nd)):
+        raise ValueError(f"permute_dims: axes {tuple(axes)} are not a permutation of the {nd} axes of a "
+                         f"tensor of shape {x.shape}")
     return apply1(_permute_dims, x, {"axes": axes})
 
 
@@ -157,11 +181,30 @@ def broadcast_to(x, /, shape):
     return apply1(_broadcast_to, x, {"shape": shape})
 
 
+def broadcast_shapes(*shapes):
+    """The shape that ``shapes`` broadcast to (2025.12; ``()`` for none); a ``ValueError`` when they
+    do not broadcast.  Not an op: it takes and returns tuples of ints."""
+    out = []
+    for shape in shapes:
+        shape = tuple(operator.index(n) for n in shape)
+        if len(shape) > len(out):
+            out = [1] * (len(shape) - len(out)) + out
+        for k, n in enumerate(shape, len(out) - len(shape)):
+            if n < 0:
+                raise ValueError(f"broadcast_shapes: shape {shape} has a negative size")
+            if out[k] == 1:
+                out[k] = n
+            elif n != 1 and n != out[k]:
+                raise ValueError(f"broadcast_shapes: shapes {', '.join(map(str, shapes))} do not broadcast "
+                                 f"(size {n} against {out[k]})")
+    return tuple(out)
+
+
 def broadcast_arrays(*arrays):
-    """The arrays broadcast against each other (each a differentiable broadcast_to)."""
-    import numpy as np
-    shape = np.broadcast_shapes(*[tuple(a.shape) if hasattr(a, "shape") else () for a in arrays])
-    return [broadcast_to(a, shape) for a in arrays]
+    """The arrays broadcast against each other (each a differentiable broadcast_to), as a tuple
+    (2025.12; a list before)."""
+    shape = broadcast_shapes(*[tuple(a.shape) if hasattr(a, "shape") else () for a in arrays])
+    return tuple(broadcast_to(a, shape) for a in arrays)
 
 
 composite("broadcast_arrays", broadcast_arrays, chapter="manipulation", complex=True,

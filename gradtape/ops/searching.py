@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from gradtape.domains import BOOL, REAL, Case, with_complex
+from gradtape.dtypes import float64
 from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops.elementwise import astype
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
@@ -89,19 +91,38 @@ def count_nonzero(x, /, *, axis=None, keepdims=False):
 
 
 def _searchsorted_forward(xp, x1, x2, *, side="left", sorter=None):
-    out = xp.searchsorted(x1, x2, side=side, sorter=sorter)
+    try:
+        out = xp.searchsorted(x1, x2, side=side, sorter=sorter)
+    except (NotImplementedError, RuntimeError, TypeError):
+        if x1.dtype not in (xp.uint16, xp.uint32) or x2.dtype not in (xp.uint8, xp.uint16, xp.uint32):
+            raise
+        # torch has no searchsorted for its wider unsigned types: int64 holds their values in order
+        out = xp.searchsorted(xp.astype(x1, xp.int64), xp.astype(x2, xp.int64), side=side, sorter=sorter)
     return out if out.dtype == xp.int64 else xp.astype(out, xp.int64)   # JAX gives int32
 
 
 _searchsorted = defop("searchsorted", _searchsorted_forward,
                       chapter="searching", differentiable=False,
                       domain=[Case(np.array([0.0, 1.0, 2.0]), REAL[4]),
-                              Case(np.array([-1.0, 0.0, 0.0, 2.5]), REAL[2, 3], side="right")])
+                              Case(np.array([-1.0, 0.0, 0.0, 2.5]), REAL[2, 3], side="right"),
+                              Case(np.array([0.0, 1.0, 2.0]), 0.5), Case(np.array([-1, 0, 0, 2]), 0, side="right")])
 
 
 @public(_searchsorted)
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
-    """Insertion points of ``x2`` into sorted ``x1`` (not differentiable)."""
+    """Insertion points of ``x2`` (an array, or since 2025.12 a Python int or float: a 0-d result)
+    into sorted ``x1`` (not differentiable)."""
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', not {side!r}")
+    if isinstance(x2, (int, float)) and not isinstance(x2, bool):
+        # the standard's mixing of scalars and arrays: x1's dtype where the scalar's kind fits it
+        # (an int beside floats, or an int beside ints); a float beside integers compares in float64
+        x1 = convert_to_tensor(x1)
+        if isinstance(x2, int) or x1.dtype.kind in "fc":
+            x2 = convert_to_tensor(x2, dtype=x1.dtype, like=x1)
+        else:
+            x1 = astype(x1, float64)
+            x2 = convert_to_tensor(x2, dtype=float64, like=x1)
     if sorter is not None:      # an attribute: the native array, on x1's backend and device
         like = x1 if isinstance(x1, Tensor) else x2 if isinstance(x2, Tensor) else None
         sorter = convert_to_tensor(sorter, like=like)._v

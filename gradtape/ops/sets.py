@@ -4,17 +4,20 @@ The four ``unique_*`` functions return namedtuples with the standard's field nam
 shapes depend on the data, so they run eagerly on every backend (JAX included: on concrete arrays).
 Unique values come sorted; each NaN is distinct (NaN != NaN), signed zeros are one value;
 ``inverse_indices`` has the shape of ``x``; every index and count is int64, the default index dtype.
-They are not differentiable (TensorFlow's ``Unique`` has no gradient either).
+They are not differentiable (TensorFlow's ``Unique`` has no gradient either), and neither is
+``isin`` (2025.12), membership by value equality (NaN is in nothing; -0.0 is 0.0).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from gradtape.domains import INT, REAL, Case
 from gradtape.ops import apply, defop, public
 from gradtape.tensor import Tensor, convert_to_tensor
 
-__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+__all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
 
 class UniqueAllResult(NamedTuple):
@@ -151,3 +154,45 @@ def unique_inverse(x, /):
 def unique_values(x, /):
     """The unique elements of ``x`` (flattened, sorted; each NaN distinct)."""
     return apply(_unique_values, (_tensor(x),))
+
+
+# ---------------------------------------------------------------------------------------- isin
+def _isin_sorted(xp, x1, x2, invert):
+    """``isin`` from the standard's sort and search (namespaces without one: array_api_strict at
+    2024.12): each element of ``x1`` is looked up in the sorted ``x2`` and compared with what it
+    lands on; complex numbers, which have no order, are compared with every element of ``x2``."""
+    if x1.dtype in (xp.uint8, xp.uint16, xp.uint32, xp.uint64):
+        # (torch cannot sort or search its wider unsigned types) int64 is a bijective stand-in
+        x1, x2 = xp.astype(x1, xp.int64), xp.astype(x2, xp.int64)
+    flat = xp.reshape(x1, (-1,))
+    pool = xp.reshape(x2, (-1,))
+    n = pool.shape[0]
+    if n == 0 or flat.shape[0] == 0:
+        hit = xp.zeros(flat.shape, dtype=xp.bool, device=getattr(x1, "device", None))
+    elif xp.isdtype(pool.dtype, "complex floating"):
+        hit = xp.any(flat[:, None] == pool[None, :], axis=1)
+    else:
+        pool = xp.sort(pool)
+        at = xp.clip(_index(xp, xp.searchsorted(pool, flat)), max=n - 1)
+        hit = xp.take(pool, at) == flat
+    hit = xp.reshape(hit, x1.shape)
+    return xp.logical_not(hit) if invert else hit
+
+
+def _isin_forward(xp, x1, x2, *, invert=False):
+    try:
+        return xp.isin(x1, x2, invert=invert)
+    except _FALLBACK:
+        return _isin_sorted(xp, x1, x2, invert)
+
+
+_isin = defop("isin", _isin_forward, chapter="sets", differentiable=False, promote=True,
+              domain=[Case(INT[2, 5], INT[4]), Case(INT[3], INT[2, 2], invert=True), Case(INT[4], 1),
+                      Case(np.array([0.5, 1.0, -2.0, 0.0]), np.array([1.0, -0.0, 3.0])), Case(2, INT[3])])
+
+
+@public(_isin)
+def isin(x1, x2, /, *, invert=False):
+    """Whether each element of ``x1`` equals some element of ``x2`` (``invert=True``: equals none);
+    either may be a Python int (2025.12; a scalar ``x1`` gives a 0-d result; not differentiable)."""
+    return apply(_isin, (x1, x2), {"invert": bool(invert)})
