@@ -45,8 +45,8 @@ from gradtape.ops.creation import (  # noqa: F401
     ones_like, tril, triu, zeros, zeros_like,
 )
 from gradtape.ops.manipulation import (  # noqa: F401
-    broadcast_arrays, broadcast_shapes, broadcast_to, concat, expand_dims, flip, moveaxis, permute_dims, repeat, reshape, roll,
-    squeeze, stack, tile, unstack,
+    broadcast_arrays, broadcast_shapes, broadcast_to, concat, expand_dims, flip, moveaxis, permute_dims, repeat,
+    reshape, roll, squeeze, stack, tile, unstack,
 )
 from gradtape.ops.statistical import (  # noqa: F401
     cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum, var,
