@@ -27,7 +27,7 @@ __all__ = [
     "reduce_euclidean_norm", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
     "reduce_std", "reduce_sum", "reduce_variance", "round", "rsqrt", "scalar_mul", "sigmoid", "sign",
     "sin", "sinh", "softmax", "softplus", "sqrt", "square", "squared_difference", "subtract", "tan",
-    "tanh", "truediv", "xdivy",
+    "strong_zero_multiply", "tanh", "truediv", "xdivy",
 ]
 
 # --------------------------------------------------------------------------- element-wise (aliases)
@@ -38,6 +38,7 @@ add, subtract, multiply, divide, truediv = _E.add, _E.subtract, _E.multiply, _E.
 negative, reciprocal, square, sqrt = _E.negative, _E.reciprocal, _E.square, _E.sqrt
 pow = _E.pow
 multiply_no_nan, divide_no_nan, xdivy = _E.multiply_no_nan, _E.divide_no_nan, _E.xdivy
+strong_zero_multiply = _E.strong_zero_multiply
 exp, expm1, log, log1p = _E.exp, _E.expm1, _E.log, _E.log1p
 sin, cos, tan, sinh, cosh, tanh = _E.sin, _E.cos, _E.tan, _E.sinh, _E.cosh, _E.tanh
 ceil, floor, sign = _E.ceil, _E.floor, _E.sign

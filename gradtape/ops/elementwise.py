@@ -145,9 +145,9 @@ divide = binary("divide", (REAL, NONZERO), complex=True)
 
 @divide.gradient
 def _divide_grad(op, grad):
-    """d(x1 / x2) = dx1 / x2 - x1 / x2^2 dx2."""
+    """d(x1 / x2) = dx1 / x2 - x1 / x2^2 dx2 (0 for a zero grad, also at second order where x1 = 0)."""
     g1 = xdivy(grad, _conj(op.inputs[1]))
-    return g1, (multiply_no_nan(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
+    return g1, (strong_zero_multiply(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
 
 
 # --------------------------------------------------------------------------- NaN-safe products
@@ -186,6 +186,28 @@ def _multiply_no_nan_grad(op, grad):
             multiply_no_nan(_conj(x1), grad) if op.needs_grad(1) else None)
 
 
+def _strong_zero_multiply_forward(xp, x1, x2):
+    """x1 * x2, and 0 where either is 0 (both masked first: no invalid-value warning for inf * 0)."""
+    a = _full(xp, x2, x1) if not hasattr(x1, "shape") else x1
+    b = _full(xp, a, x2)
+    zero = (a == 0) | (b == 0)
+    return xp.where(zero, 0, xp.where(zero, 1, a) * xp.where(zero, 1, b))
+
+
+strong_zero_multiply = binary(
+    "strong_zero_multiply", (REAL, REAL), forward=_strong_zero_multiply_forward, complex=True, chapter="math",
+    doc="``x1 * x2``, and 0 where either is 0 even if the other is infinite or NaN (a strong zero).")
+
+
+@strong_zero_multiply.gradient
+def _strong_zero_multiply_grad(op, grad):
+    """(grad * conj(x2), conj(x1) * grad), each a strong-zero product: exact wherever both factors
+    are finite, and 0 for a zero grad."""
+    x1, x2 = op.inputs
+    return (strong_zero_multiply(grad, _conj(x2)) if op.needs_grad(0) else None,
+            strong_zero_multiply(_conj(x1), grad) if op.needs_grad(1) else None)
+
+
 def _xdivy_forward(xp, x1, x2):
     """x1 / x2, and 0 where x1 == 0 (the divisor is masked first: no warning for 0 / 0)."""
     if not hasattr(x1, "shape"):
@@ -200,9 +222,11 @@ xdivy = binary("xdivy", (REAL, NONZERO), forward=_xdivy_forward, complex=True, c
 
 @xdivy.gradient
 def _xdivy_grad(op, grad):
-    """x1 / x2 wherever x2 != 0: (xdivy(grad, conj(x2)), -g1 conj(y)), both 0 for a zero grad."""
+    """x1 / x2 wherever x2 != 0: (xdivy(grad, conj(x2)), -g1 conj(y)), both 0 for a zero grad; the
+    second also 0 where x1 == 0 (y is 0 for every x2 there), even where g1 is infinite or NaN, so a
+    masked singular branch stays NaN-free at second order."""
     g1 = xdivy(grad, _conj(op.inputs[1]))
-    return g1, (multiply_no_nan(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
+    return g1, (strong_zero_multiply(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
 
 
 def _divide_no_nan_forward(xp, x1, x2):
@@ -271,7 +295,10 @@ sqrt = unary("sqrt", [POSITIVE, OFF_AXES])
 sqrt.gradient(lambda op, grad: xdivy(grad, 2 * _conj(op.outputs[0])))
 
 reciprocal = unary("reciprocal", NONZERO, complex=True)
-reciprocal.gradient(lambda op, grad: multiply_no_nan(-_conj(square(op.outputs[0])), grad))
+# -y * (y * grad), each product masked on its second factor: 0 for a zero grad, also at second order
+# (square(y) would be recorded with y = inf at x = 0, and square's rule gives 0 * inf there)
+reciprocal.gradient(lambda op, grad: -multiply_no_nan(_conj(op.outputs[0]),
+                                                      multiply_no_nan(_conj(op.outputs[0]), grad)))
 
 # --------------------------------------------------------------------------- exponentials and logs
 exp = unary("exp", REAL, complex=True)
