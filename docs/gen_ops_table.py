@@ -104,7 +104,10 @@ def _called_as(gt, op):
             if mod is None or not hasattr(mod, "__dict__"):
                 continue
             prefix = f"gt.{sub}." if sub else "gt."
-            names = sorted(k for k, v in vars(mod).items() if v is pub and not k.startswith("_"))
+            # a submodule's public names are its __all__ (not what it imports for its own use)
+            public = getattr(mod, "__all__", None) if sub else None
+            names = sorted(k for k, v in vars(mod).items() if v is pub and not k.startswith("_")
+                           and (public is None or k in public))
             # the op's own name first, then aliases (TF's reduce_* names, cast, transpose, ...)
             names.sort(key=lambda k: k != op.name)
             found += [prefix + k for k in names]

@@ -37,9 +37,13 @@ def _check(args):
         print("gradtape check: give the function as MODULE:FUNCTION", file=sys.stderr)
         return 2
     sys.path.insert(0, ".")
-    fn = getattr(importlib.import_module(module), name)
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        print(f"gradtape check: cannot load {args.function!r}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     rng = np.random.default_rng(args.seed)
-    shapes = args.shape or [()]
+    shapes = args.shape or ["()"]        # one scalar input
     inputs = [rng.uniform(args.low, args.high, size=_shape(s)).astype(args.dtype) for s in shapes]
     report = gt.check_gradients(fn, *inputs, backends=_csv(args.backends), native=args.native)
     print(report)
@@ -82,14 +86,16 @@ def main(argv=None):
     c.set_defaults(run=_conformance)
 
     k = sub.add_parser("check", help="cross-check the gradient of your function MODULE:FUNCTION")
-    k.add_argument("function")
-    k.add_argument("--shape", action="append", help="shape of one input, e.g. 3 or 2,3 (repeat per input)")
-    k.add_argument("--backends")
-    k.add_argument("--native", action=argparse.BooleanOptionalAction, default=True)
-    k.add_argument("--dtype", default="float64", choices=["float64", "float32"])
-    k.add_argument("--low", type=float, default=-1.0)
-    k.add_argument("--high", type=float, default=1.0)
-    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("function", help="the function to check, as MODULE:FUNCTION (MODULE importable from here)")
+    k.add_argument("--shape", action="append",
+                   help="shape of one input, e.g. 3 or 2,3 (repeat per input; default: one scalar input)")
+    k.add_argument("--backends", help="comma-separated backends (default: every installed one)")
+    k.add_argument("--native", action=argparse.BooleanOptionalAction, default=True,
+                   help="also compare with torch.autograd / jax.grad of the same function (default: on)")
+    k.add_argument("--dtype", default="float64", choices=["float64", "float32"], help="dtype of the inputs")
+    k.add_argument("--low", type=float, default=-1.0, help="inputs are drawn uniformly from [low, high]")
+    k.add_argument("--high", type=float, default=1.0, help="see --low")
+    k.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     k.set_defaults(run=_check)
 
     b = sub.add_parser("backends", help="list the backends gradtape knows and their devices")

@@ -85,11 +85,12 @@ def _check_leak(t, how):
         where = ""
     msg = (f"{how}{where} converts a tensor that a recording GradientTape connects to a watched source "
            f"(backend {t._b.name!r}, shape {t.shape}) out of gradtape: the gradient through the converted "
-           "value is lost. Compute with gradtape ops (gt.* or x.__array_namespace__()) to keep it, "
-           "convert gt.stop_gradient(x) to cut it on purpose (no warning), or set "
-           "gt.config.gradient_leak = 'raise' (GRADTAPE_GRADIENT_LEAK=raise) to stop at the leak.")
+           "value is lost. Compute with gradtape ops (gt.* or x.__array_namespace__()) to keep it, or "
+           "convert gt.stop_gradient(x) to cut it on purpose")
     if _config.config.gradient_leak == "raise":
-        raise GradientLeakError(msg)
+        raise GradientLeakError(msg + " (this is an error because gt.config.gradient_leak is 'raise').")
+    msg += (" (no warning then), or set gt.config.gradient_leak = 'raise' (GRADTAPE_GRADIENT_LEAK=raise) to "
+            "stop at the leak.")
     frame = user or site
     if frame is None:
         warnings.warn(msg, GradientLeakWarning, stacklevel=3)
