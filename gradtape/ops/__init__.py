@@ -71,18 +71,7 @@ _FC = {}
 
 
 def _fc(b):
-    s = set()
-    if b.python_scalars:
-        from gradtape import dtypes as _dt
-        for d in _dt.ALL_DTYPES:
-            if d.kind in "fc":
-                try:
-                    nd = b.dtype_to_native(d)
-                    s.add(nd)
-                    s.add(b.xp.zeros((0,), dtype=nd).dtype)
-                except Exception:
-                    continue
-    s = _FC[b] = frozenset(s) or frozenset({None})
+    s = _FC[b] = ((_FLOATS.get(b) or _floats(b)) if b.python_scalars else frozenset()) or frozenset({None})
     return s
 
 
