@@ -48,7 +48,10 @@ class Report:
                     row.append("**FAIL**")
             lines.append(f"| {op} | " + " | ".join(row) + " |")
         if self.problems:
-            lines += ["", "Failures:"]
+            failing = {op for op, _ in self.failed}
+            known = all(op not in failing for op in self.problems)
+            lines += ["", "Known disagreements (listed in known_failures, not counted as failures):" if known
+                      else "Problems (failures, and known disagreements of the ops listed in known_failures):"]
             for op, probs in self.problems.items():
                 for p in probs[:6]:
                     lines.append(f"- `{op}`: {p}")
