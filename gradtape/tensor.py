@@ -404,6 +404,10 @@ class Variable(Tensor):
     read_value = value
 
     def _coerce(self, value, what):
+        if isinstance(value, Tensor) and value.dtype != self.dtype:
+            # as TensorFlow: a tensor is not silently cast (Python values and NumPy arrays are)
+            raise ValueError(f"Variable.{what}: the value is a {value.dtype} tensor but the variable "
+                             f"{self._name!r} is {self.dtype}; cast it first (gt.cast(value, {self.dtype}))")
         t = convert_to_tensor(value, dtype=self.dtype, like=self)
         if t._b is not self._b:
             raise ValueError(f"Variable.{what}: the value lives on backend {t._b.name!r} but the "

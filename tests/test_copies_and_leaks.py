@@ -235,3 +235,16 @@ def test_add_n_is_at_the_top_level_and_differentiable(backend):
     ga, gb = tape.gradient(y, [a, b])
     np.testing.assert_allclose(ga.numpy(), [4.0, 5.0])
     np.testing.assert_allclose(gb.numpy(), [2.0, 3.0])
+
+
+def test_assigning_a_tensor_of_another_dtype_is_an_error_as_in_tensorflow(backend):
+    v = gt.Variable([1.0, 2.0])
+    for call in (lambda: v.assign(gt.constant([3.0, 4.0], dtype=gt.float64)),
+                 lambda: v.assign_add(gt.constant([1, 2])),
+                 lambda: v.assign_sub(gt.constant([True, False]))):
+        with pytest.raises(ValueError, match="cast it first"):
+            call()
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    v.assign(np.array([3.0, 4.0]))              # NumPy arrays and Python values are converted, as in TF
+    v.assign_add([1, 1])
+    np.testing.assert_array_equal(v.numpy(), [4.0, 5.0])
