@@ -24,13 +24,14 @@ import numpy as np
 from gradtape import dtypes as _dt
 from gradtape.domains import Case, Sampler
 from gradtape.ops import apply1, defop, public
-from gradtape.ops.elementwise import astype, equal, isnan, multiply_no_nan
+from gradtape.ops.elementwise import astype, equal, isnan, logical_not, maximum, multiply_no_nan
 from gradtape.ops.manipulation import reshape
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import (
     _axes,
     _cumprod_grad,
     _keep_shape,
+    _minmax_grad,
     _prod_grad,
     _rev_cumsum,
     _unreduce,
@@ -169,7 +170,6 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
 
 def _valid_count(x, axes):
     """The number of non-NaN entries over ``axes`` (kept as size-1 axes), at least 1."""
-    from gradtape.ops.elementwise import logical_not, maximum
     n = _sum(astype(logical_not(isnan(x)), x.dtype), axis=axes, keepdims=True)
     return n, maximum(n, 1.0)
 
@@ -295,16 +295,9 @@ def nanmin(a, axis=None, out=None, keepdims=False):
 
 
 def _nanext_grad(op, grad):
-    """The gradient goes to the entries equal to the extremum (never NaN ones), split evenly."""
-    from gradtape.ops.elementwise import maximum
-    x = op.inputs[0]
-    axes = op.attrs["axis"]
-    y = op.outputs[0]
-    if not op.attrs["keepdims"]:
-        y = reshape(y, _keep_shape(x.shape, axes))
-    hit = astype(equal(x, y), x.dtype)
-    count = maximum(_sum(hit, axis=axes, keepdims=True), 1.0)
-    return _unreduce(grad, op) * hit / count
+    """The gradient goes to the entries equal to the extremum (never NaN ones), split evenly; an
+    all-NaN slice gets 0."""
+    return _minmax_grad(op, grad, empty_gets_zero=True)
 
 
 _nanmax.gradient(_nanext_grad)

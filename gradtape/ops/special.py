@@ -52,6 +52,7 @@ from gradtape.ops.elementwise import (
     sign,
     sin,
     square,
+    xdivy,
 )
 from gradtape.ops.manipulation import permute_dims, reshape
 from gradtape.ops.searching import where
@@ -245,8 +246,7 @@ def _xlogy_grad(op, grad):
     if op.needs_grad(0):
         gx = multiply_no_nan(log(y), grad)
     if op.needs_grad(1):
-        x0 = equal(x, 0)
-        gy = multiply_no_nan(where(x0, 0.0, x / _safe(x0, y, 1.0)), grad)
+        gy = multiply_no_nan(xdivy(x, y), grad)         # x / y, 0 where x == 0
     return gx, gy
 
 
@@ -263,8 +263,7 @@ def _xlog1py_grad(op, grad):
     if op.needs_grad(0):
         gx = multiply_no_nan(log1p(y), grad)
     if op.needs_grad(1):
-        x0 = equal(x, 0)
-        gy = multiply_no_nan(where(x0, 0.0, x / _safe(x0, 1.0 + y, 1.0)), grad)
+        gy = multiply_no_nan(xdivy(x, 1.0 + y), grad)   # x / (1 + y), 0 where x == 0
     return gx, gy
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from gradtape import dtypes as _dt
 from gradtape.domains import NONZERO, POSITIVE, REAL, Case, with_complex
 from gradtape.ops import apply1, defop, public
-from gradtape.ops.elementwise import _conj, astype, equal, multiply_no_nan, sqrt, xdivy
+from gradtape.ops.elementwise import _conj, astype, equal, maximum, multiply_no_nan, sqrt, xdivy
 from gradtape.ops.manipulation import broadcast_to, flip, reshape
 from gradtape.tensor import Tensor, convert_to_tensor
 
@@ -232,9 +232,10 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     return apply1(_std, x, {"axis": axes, "correction": correction, "keepdims": bool(keepdims)})
 
 
-def _minmax_grad(op, grad):
+def _minmax_grad(op, grad, *, empty_gets_zero=False):
     """The gradient goes to the elements equal to the extremum, split evenly over ties (TF's
-    _MinOrMaxGrad)."""
+    _MinOrMaxGrad).  ``empty_gets_zero``: a slice where no element equals it (an all-NaN slice of
+    nanmax) gets 0, not 0 / 0."""
     from gradtape.ops.statistical import sum as _s
     x = op.inputs[0]
     axes = op.attrs["axis"]
@@ -243,6 +244,8 @@ def _minmax_grad(op, grad):
         y = reshape(y, _keep_shape(x.shape, axes))
     hit = astype(equal(x, y), x.dtype)
     count = _s(hit, axis=axes, keepdims=True)
+    if empty_gets_zero:
+        count = maximum(count, 1.0)
     return _unreduce(grad, op) * hit / count
 
 
