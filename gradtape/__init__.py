@@ -15,6 +15,7 @@ for 2024.12 and earlier keeps working).
 from __future__ import annotations
 
 import math as _math
+import sys as _sys
 
 __version__ = "0.1.0"
 __array_api_version__ = "2025.12"
@@ -63,7 +64,7 @@ from gradtape.ops import fft, linalg  # noqa: F401  (the extensions: gt.linalg.*
 from gradtape.ops import special  # noqa: F401  (gt.special.*: what SciPy's array-API dispatch looks up)
 from gradtape.ops.nan_functions import *  # noqa: F403  (nansum, nanmean, ...: what xarray looks up)
 from gradtape.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
-from gradtape import _methods  # noqa: F401  (binds the Python operators)
+from gradtape import _operators  # noqa: F401  (binds the Python operators and computing methods)
 from gradtape import registry  # noqa: F401
 
 e = _math.e
@@ -89,3 +90,6 @@ from gradtape.module import *  # noqa: E402, F403
 from gradtape.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.crosscheck import check_gradients  # noqa: E402,F401
 from gradtape import _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)
+
+from gradtape._rule_namespace import set_tensor_module as _set_tensor_module  # noqa: E402
+_set_tensor_module(_sys.modules[__name__])  # rules on Tensors call gradtape's own functions

@@ -12,6 +12,27 @@ imported (and removes itself), so ``import gradtape, einops`` works in either or
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
+
+from gradtape.dtypes import isdtype
+from gradtape.ops.creation import arange, asarray
+from gradtape.ops.indexing import take
+from gradtape.ops.linear_algebra import matmul
+from gradtape.ops.manipulation import broadcast_to, concat, expand_dims, permute_dims, reshape, stack, tile
+from gradtape.ops.statistical import max as _max
+from gradtape.ops.statistical import mean, prod
+from gradtape.ops.statistical import min as _min
+from gradtape.ops.statistical import sum as _sum
+from gradtape.ops.utility import all as _all
+from gradtape.ops.utility import any as _any
+from gradtape.tensor import Tensor, convert_to_tensor
+
+#: the gradtape functions einops' backend and ``einsum`` call (imported from the chapters: this module is
+#: imported by the package's ``__init__``)
+gt = SimpleNamespace(Tensor=Tensor, convert_to_tensor=convert_to_tensor, asarray=asarray, arange=arange,
+                     reshape=reshape, permute_dims=permute_dims, stack=stack, expand_dims=expand_dims,
+                     broadcast_to=broadcast_to, tile=tile, concat=concat, isdtype=isdtype, take=take,
+                     sum=_sum, mean=mean, max=_max, min=_min, prod=prod, any=_any, all=_all, matmul=matmul)
 
 __all__ = ["einsum", "install"]
 
@@ -82,8 +103,7 @@ def _define_backend(module=None):
         framework_name = "gradtape"
 
         def __init__(self):
-            import gradtape
-            self.gt = gradtape
+            self.gt = gt
 
         def is_appropriate_type(self, tensor):
             return isinstance(tensor, self.gt.Tensor)
@@ -219,7 +239,6 @@ def einsum(pattern, *operands):
     """``einsum`` in NumPy's explicit notation (``"ij,jk->ik"``, ``"...i,i->..."``, ``"ii->"``) from
     gradtape ops (diagonals by ``take``, contractions by ``matmul``), so that it is differentiable on
     every backend.  Operands are contracted left to right."""
-    import gradtape as gt
     operands = [gt.convert_to_tensor(t) for t in operands]
     if not operands:
         raise ValueError("einsum needs at least one operand")

@@ -6,7 +6,11 @@ import warnings
 
 import optree
 
-from gradtape.tensor import Tensor, _wrap
+from gradtape._engine import NotBatchable, UnconnectedGradients, backward
+from gradtape._recording_state import _state
+from gradtape.ops.creation import zeros, zeros_like
+from gradtape.ops.manipulation import moveaxis, reshape, stack
+from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = ["jacobian", "batch_jacobian"]
 
@@ -22,10 +26,9 @@ def _connected(rec, target, src):
     """For each source, whether a recorded path leads from it to ``target``."""
     need = {target._id}
     for n in reversed(rec.nodes):
-        outs = n[4]
-        for o in ((outs,) if outs.__class__ is int else outs):
+        for o in n.out_ids:
             if o in need:
-                need.update(i for i in n[1] if i)
+                need.update(i for i in n.in_ids if i)
                 break
     return [s._id in need for s in src]
 
@@ -33,10 +36,10 @@ def _connected(rec, target, src):
 def _vectorized(rec, target, src, cotangents):
     """The vector-Jacobian products of ``target`` for a batch of native ``cotangents`` (leading
     axis) in one backward walk: mapped by the backend's ``vmap`` where it has one, else walked once
-    with the batch axis by the ops' native vjps.  None where a tape is recording (the loop is
-    recordable, for higher order), where the walk does not map (a rule with data-dependent Python
-    control flow, say), or, without ``vmap``, where an op on the path has no native vjps."""
-    from gradtape.tape import UnconnectedGradients, _backward, _NotBatchable, _state
+    with the batch axis by the ops' rules on the native namespace.  None where a tape is recording
+    (the loop is recordable, for higher order), where the walk does not map (a rule with
+    data-dependent Python control flow, say), or, without ``vmap``, where an op on the path has a
+    rule that does not take a batch axis (``OpDef.batched``)."""
     b = target._b
     if _state.tapes:
         return None
@@ -44,8 +47,8 @@ def _vectorized(rec, target, src, cotangents):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                gs = _backward(rec, [target], None, src, UnconnectedGradients.NONE, batch=cotangents)
-        except _NotBatchable:
+                gs = backward(rec, [target], None, src, UnconnectedGradients.NONE, batch=cotangents)
+        except NotBatchable:
             return None
         xp = b.xp
         out = []
@@ -60,7 +63,7 @@ def _vectorized(rec, target, src, cotangents):
         return tuple(out)
 
     def vjp(u):
-        gs = _backward(rec, [target], [_wrap(u, b)], src, UnconnectedGradients.ZERO)
+        gs = backward(rec, [target], [_wrap(u, b)], src, UnconnectedGradients.ZERO)
         return tuple(g._v for g in gs)
 
     try:
@@ -105,11 +108,7 @@ def check_batch_args(target, source):
 
 
 def jacobian(rec, target, sources, unconnected):
-    from gradtape.ops.creation import zeros
-    from gradtape.ops.manipulation import reshape, stack
-    from gradtape.tape import UnconnectedGradients, _backward
     if not isinstance(target, Tensor):
-        from gradtape.tensor import convert_to_tensor
         target = convert_to_tensor(target)
     src, spec = optree.tree_flatten(sources, none_is_leaf=True)
     tshape = target.shape
@@ -131,7 +130,7 @@ def jacobian(rec, target, sources, unconnected):
     rows = [[] for _ in src]
     for i in range(n):
         og = _wrap(target._b.xp.reshape(eye[i, ...], tshape), target._b)
-        gs = _backward(rec, [target], [og], src, UnconnectedGradients.NONE)
+        gs = backward(rec, [target], [og], src, UnconnectedGradients.NONE)
         for k, g in enumerate(gs):
             rows[k].append(g)
     out = []
@@ -144,7 +143,6 @@ def jacobian(rec, target, sources, unconnected):
         if not n:
             out.append(zeros(shape, dtype=s.dtype))
             continue
-        from gradtape.ops.creation import zeros_like
         filled = [zeros_like(s) if g is None else g for g in rows[k]]
         out.append(reshape(stack(filled, axis=0), shape))
     return optree.tree_unflatten(spec, out)
@@ -155,9 +153,6 @@ def batch_jacobian(rec, target, source, unconnected):
     ``ValueError`` otherwise), and zeros, never None, where the target does not depend on the
     source, whatever ``unconnected`` says (TF keeps this for compatibility; ``unconnected`` is
     validated and otherwise ignored).  The zeros have the source's dtype and device."""
-    from gradtape.ops.creation import zeros
-    from gradtape.ops.manipulation import reshape, stack
-    from gradtape.tape import UnconnectedGradients, _backward
     check_batch_args(target, source)
     tshape, sshape = target.shape, source.shape
     bsz = tshape[0]
@@ -174,17 +169,15 @@ def batch_jacobian(rec, target, source, unconnected):
         if batched is not None:
             if not _connected(rec, target, [source])[0] or batched[0] is None:
                 return zeros(shape, dtype=source.dtype, device=source._b.device_of(source._v))
-            from gradtape.ops.manipulation import moveaxis
             g = _wrap(batched[0], source._b)            # [m, b, x...]
             return reshape(moveaxis(g, 0, 1), shape)
     cols = []
     for j in range(m):
         row = xp.reshape(eye[j, ...], (1,) + tuple(tshape[1:]))
         og = _wrap(xp.broadcast_to(row, tuple(tshape)), target._b)
-        (g,) = _backward(rec, [target], [og], [source], UnconnectedGradients.NONE)
+        (g,) = backward(rec, [target], [og], [source], UnconnectedGradients.NONE)
         cols.append(g)
     if not m or all(g is None for g in cols):
         return zeros(shape, dtype=source.dtype, device=source._b.device_of(source._v))
-    from gradtape.ops.creation import zeros_like
     filled = [zeros_like(source) if g is None else g for g in cols]
     return reshape(stack(filled, axis=1), shape)

@@ -12,7 +12,8 @@ __all__ = ["connected_tapes"]
 
 class _State(threading.local):
     def __init__(self):
-        self.tapes = []          # the recordings (``tape._Recording``) of this thread, innermost last
+        self.tapes = []          # the recordings (``_engine._Recording``) of this thread, innermost last
+        self.reach = None        # the identities the running backward walk wants (``Node.needs_grad``)
 
 
 _state = _State()

@@ -1,53 +1,73 @@
-"""The one place where broadcasting is undone: a rule returns the gradient in the broadcast shape,
-and the engine sums it back to the input's shape (and dtype) here."""
+"""The one place where broadcasting is undone: a rule returns an input's gradient in the broadcast
+shape, and the engine sums it back to the input's shape (and casts it to its dtype) here, on the
+namespace of the walk (native arrays, or gradtape Tensors when an outer tape records)."""
 from __future__ import annotations
 
-from gradtape.tensor import Tensor, _wrap
+from gradtape.registry import rule_location
 
-__all__ = ["sum_to_shape", "fit_gradient"]
+__all__ = ["broadcasts_to", "sum_to_shape", "fit", "bad_gradient"]
 
 
-def sum_to_shape(g, shape):
-    """Sum ``g`` over the axes that broadcasting added or stretched, giving ``shape``."""
-    from gradtape.ops.manipulation import reshape
-    from gradtape.ops.statistical import sum as _sum
-    shape = tuple(shape)
-    gshape = tuple(g.shape)
-    if gshape == shape:
-        return g
+def bad_gradient(n, k, gshape, shape):
+    """A rule returned, for input ``k`` of node ``n``, a gradient its input's shape cannot come from:
+    a ``ValueError`` naming the op, its rule (file:line) and the shapes."""
+    op = n.opdef
+    fn = n.attrs.get("grad_fn") if op.name == "custom_gradient" else op.grad
+    code = getattr(fn, "__code__", None)
+    where = (f"{getattr(fn, '__qualname__', fn)!r} at {code.co_filename}:{code.co_firstlineno}" if code
+             else rule_location(op))
+    raise ValueError(f"the gradient rule of op {op.name!r} ({where}) returned a gradient of shape "
+                     f"{gshape} for input {k} of shape {shape} (backend {n.backend.name!r}); a rule must "
+                     "return, for each input, a gradient of that input's shape (or of the shape it was "
+                     "broadcast to, which the engine sums back)")
+
+
+def broadcasts_to(shape, gshape):
+    """Whether an input of ``shape`` broadcasts to ``gshape`` (its gradient may then have that
+    shape: the engine sums it back)."""
     lead = len(gshape) - len(shape)
     if lead < 0:
-        raise ValueError(f"cannot sum a gradient of shape {gshape} to the larger shape {shape}")
-    axes = tuple(range(lead)) + tuple(lead + k for k, n in enumerate(shape) if n == 1 and gshape[lead + k] != 1)
+        return False
+    for k, d in enumerate(shape):
+        if d != 1 and d != gshape[lead + k]:
+            return False
+    return True
+
+
+def sum_to_shape(xp, g, shape, nb=0):
+    """``g`` summed over the axes that broadcasting added or stretched, giving ``shape``; ``nb``
+    leading axes of ``g`` are a batch and stay."""
+    shape = tuple(shape)
+    gshape = tuple(g.shape)
+    if gshape[nb:] == shape:
+        return g
+    lead = len(gshape) - nb - len(shape)
+    if lead < 0 or not broadcasts_to(shape, gshape[nb:]):
+        raise ValueError(f"cannot sum a gradient of shape {gshape[nb:]} to the shape {shape}")
+    axes = tuple(range(nb, nb + lead)) + tuple(
+        nb + lead + k for k, d in enumerate(shape) if d == 1 and gshape[nb + lead + k] != 1)
     if axes:
-        g = _sum(g, axis=axes, keepdims=True)
-    if tuple(g.shape) != shape:
-        g = reshape(g, shape)
+        g = xp.sum(g, axis=axes, keepdims=True)
+    if tuple(g.shape) != gshape[:nb] + shape:
+        g = xp.reshape(g, gshape[:nb] + shape)
     return g
 
 
-def fit_gradient(g, like, backend):
-    """``g`` summed to the shape of the native input ``like`` and cast to its dtype (a complex
-    gradient of a real input keeps its real part)."""
-    if not isinstance(g, Tensor):
-        if backend.is_native(g):
-            g = _wrap(g, backend)
-        else:
-            from gradtape.tensor import convert_to_tensor
-            g = convert_to_tensor(g, dtype=backend.dtype_of(like) if hasattr(like, "dtype") else None,
-                                  backend=backend)
-    gv = g._v
-    lshape = getattr(like, "shape", None)
-    if lshape is None:
-        return g
-    if gv.shape != lshape and tuple(gv.shape) != tuple(lshape):
-        g = sum_to_shape(g, lshape)
-        gv = g._v
-    if gv.dtype != like.dtype:
-        from gradtape.ops.elementwise import astype, real
-        want = backend.dtype_of(like)
-        if g.dtype.is_complex and not want.is_complex:
-            g = real(g)
-        if g.dtype != want:
-            g = astype(g, want)
+def fit(xp, g, shape, dtype, nb=0, node=None, k=None):
+    """Gradient ``g`` summed to ``shape`` and cast to ``dtype`` (both in ``xp``'s terms); a complex
+    gradient of a real input keeps its real part.  ``node``, ``k``: the node and input index, named
+    (with the rule) when ``g`` cannot be that input's gradient."""
+    gshape = tuple(g.shape)
+    shape = tuple(shape)
+    if gshape[nb:] != shape:
+        if not broadcasts_to(shape, gshape[nb:]):
+            if node is not None:
+                bad_gradient(node, k, gshape[nb:], shape)
+            raise ValueError(f"cannot sum a gradient of shape {gshape[nb:]} to the shape {shape}")
+        g = sum_to_shape(xp, g, shape, nb)
+    if g.dtype != dtype:
+        if xp.isdtype(g.dtype, "complex floating") and not xp.isdtype(dtype, "complex floating"):
+            g = xp.real(g)
+        if g.dtype != dtype:
+            g = xp.astype(g, dtype)
     return g

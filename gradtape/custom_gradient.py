@@ -10,7 +10,8 @@ import optree
 
 from gradtape.ops import apply, defop
 from gradtape.registry import _OPS, OpDef
-from gradtape.tape import _activate, _Recording, _state, record
+from gradtape._engine import _Recording, record
+from gradtape._recording_state import _activate, _state
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = ["custom_gradient", "stop_gradient", "register_op"]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape.tape import _ACTIVE, _state, record, record1
+from gradtape._engine import record, record1
+from gradtape._recording_state import _ACTIVE, _state
+from gradtape.registry import get_op
 from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
 
 __all__ = ["apply", "apply1", "apply2"]
@@ -39,7 +41,7 @@ def _to_float(v, b):
     and float64 for int64).  Not recorded: a bool or integer tensor carries no gradient."""
     if v.__class__ in _SCALARS or v.dtype in (_FLOATS.get(b) or _floats(b)):
         return v
-    return b.xp.astype(v, b.dtype_to_native(default_float(b)))
+    return b.xp.astype(v, b.dtype_to_native(_dt.float32))
 
 
 def apply1(op, x, attrs=None):
@@ -156,8 +158,9 @@ def _promote(op, b, args, natives):
     if len(set(present)) < 2:
         return None
     rt = _dt.result_type(*present)
-    from gradtape.ops.elementwise import astype
-    return tuple(a if d is None or d is rt else astype(a if isinstance(a, Tensor) else _wrap(v, b), rt)
+    cast = get_op("astype")         # registered by the ops, above this module
+    attrs = {"dtype": b.dtype_to_native(rt), "copy": True}
+    return tuple(a if d is None or d is rt else apply1(cast, a if isinstance(a, Tensor) else _wrap(v, b), attrs)
                  for a, v, d in zip(args, natives, dts))
 
 
@@ -203,7 +206,3 @@ def _reraise(op, b, args, natives, e):
             raise e from None
         raise new.with_traceback(e.__traceback__) from None
     raise e
-
-
-def default_float(b=None):
-    return _dt.float32

@@ -21,21 +21,27 @@ _NOT_DIFFERENTIABLE_PENDING: set[str] = set()
 class OpDef:
     """One op: ``name``; ``forward`` (the name of a function of the backend's namespace, or a callable
     ``forward(xp, *native_arrays, **attrs)``, or ``forward(backend, ...)`` to get the Backend);
-    ``grad`` (the rule ``f(op, *output_grads)``);
+    ``grad`` (the rule ``rule(xp, op, *output_grads)``, written against the namespace ``xp`` the
+    engine passes; a TensorFlow-style ``rule(op, *output_grads)`` on Tensors is accepted too);
     ``differentiable`` (False: outputs carry no gradient); ``domain`` (what inputs the conformance
     suite samples); ``nout`` (None for one output, else the number of outputs);
     ``public`` (the function users call); ``chapter`` (the standard's chapter it belongs to);
     ``floating`` (a function of the standard defined on floating inputs, such as ``sin``: bool and
-    integer inputs are cast to the default float dtype, float32, so every backend agrees).
+    integer inputs are cast to the default float dtype, float32, so every backend agrees);
+    ``xp_callable`` (the native forward takes the public function's arguments, so rules may call
+    it by name on the native namespace: element-wise ops and namespace functions);
+    ``batched`` (the rule accepts extra leading batch axes on its cotangents: a jacobian then walks
+    once for every row).
     """
 
-    __slots__ = ("name", "forward", "grad", "differentiable", "domain", "nout", "public", "impls",
-                 "chapter", "scalars", "doc", "output_differentiable", "convention", "promote", "vjps",
-                 "vjp_rule", "_saves", "float_out", "floating", "__weakref__")
+    __slots__ = ("name", "forward", "differentiable", "domain", "nout", "public", "impls",
+                 "chapter", "scalars", "doc", "output_differentiable", "convention", "promote", "_grad",
+                 "xp_rule", "_saves", "float_out", "floating", "xp_callable", "batched", "__weakref__")
 
     def __init__(self, name, forward=None, *, grad=None, differentiable=True, domain=None, nout=None,
                  chapter=None, scalars=False, doc=None, output_differentiable=None, convention=None,
-                 promote=False, saves=None, float_out=False, floating=False):
+                 promote=False, saves=None, float_out=False, floating=False, xp_callable=None,
+                 batched=False):
         self.name = name
         self.forward = name if forward is None else forward
         self.grad = grad
@@ -50,16 +56,17 @@ class OpDef:
         self.output_differentiable = output_differentiable  # per-output mask for multi-output ops
         self.convention = convention      # the subgradient convention at kinks, for the docs
         self.promote = promote            # inputs of different dtypes are cast to gradtape's result_type
-        self.vjps = None                  # optional native vjps, one per input (see defvjp)
-        self.vjp_rule = None              # the rule they mirror: used only while it is the rule
         self._saves = None
         self.saves = saves                # which recorded values the rule reads (None: all)
         self.float_out = float_out        # a floating input gives a floating output (no check)
         self.floating = floating          # bool / int inputs are computed in the default float dtype
+        # the native forward takes the public function's arguments (rules may call it by name)
+        self.xp_callable = isinstance(self.forward, str) if xp_callable is None else bool(xp_callable)
+        self.batched = batched            # the rule takes extra leading batch axes on its cotangents
 
     @property
     def saves(self):
-        """Which recorded values the rule (and the native vjps) read: None (all), or a
+        """Which recorded values the rule reads: None (all), or a
         :class:`Saves` (``saves=("inputs",)``, ``("outputs",)``, ``()``, input indices ``(1,)``...).
         What is not saved is freed as soon as the caller drops it."""
         return self._saves
@@ -72,33 +79,21 @@ class OpDef:
                                                      else "no rule")
         return f"<OpDef {self.name!r} ({state})>"
 
+    @property
+    def grad(self):
+        """The rule: ``rule(xp, op, *output_grads)`` (``xp_rule``), or TensorFlow's form
+        ``rule(op, *output_grads)``, which always runs on Tensors."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, fn):
+        self._grad = fn
+        self.xp_rule = fn is not None and _first_param(fn) == "xp"
+
     def gradient(self, fn):
         """Decorator: ``@sin.gradient`` sets the op's rule (its definition sits next to the op)."""
         self.grad = fn
         return fn
-
-    def defvjp(self, *vjps, saves=None):
-        """Optional: the rule once more on native arrays, one function per input (None: that
-        input gets no gradient), ``vjp(xp, g, y, *xs, **attrs)`` -> the gradient of that input, for
-        output gradient ``g``, output ``y`` and inputs ``xs`` (native arrays, or Python scalars passed
-        through; values the op does not save are None or carry only ``.shape``/``.dtype``).
-
-        The engine runs them instead of the rule when nothing records the backward walk (no
-        higher order) and the gradient is real floating; they must compute what the rule computes,
-        accept ``g`` with extra leading (batch) axes, and leave broadcasting to the engine (a
-        jacobian on a backend without ``vmap`` walks once with a batch of cotangents).
-        Declare them after the rule: they stand for the rule of the moment, and a rule set later
-        (``RegisterGradient``, ``@op.gradient``) silently retires them.  Returns the op."""
-        if len(vjps) == 1 and isinstance(vjps[0], (tuple, list)):
-            vjps = tuple(vjps[0])
-        if self.nout is not None:
-            raise ValueError(f"defvjp: op {self.name!r} has several outputs; native vjps are for "
-                             "single-output ops")
-        self.vjps = tuple(vjps)
-        self.vjp_rule = self.grad
-        if saves is not None:
-            self.saves = saves
-        return self
 
     def resolve(self, backend):
         """The native callable for ``backend``: an adapter's override, the namespace function, or
@@ -182,6 +177,7 @@ def register(opdef: OpDef) -> OpDef:
     _OPS[opdef.name] = opdef
     if opdef.name in _PENDING_RULES:
         opdef.grad = _PENDING_RULES.pop(opdef.name)
+        opdef.saves = None
     if opdef.name in _NOT_DIFFERENTIABLE_PENDING:
         _NOT_DIFFERENTIABLE_PENDING.discard(opdef.name)
         opdef.differentiable = False
@@ -209,8 +205,11 @@ class RegisterGradient:
     """Decorator registering (or overriding) the gradient rule of the op called ``op_name``.
 
     The rule is ``f(op, *output_grads)`` and returns one gradient per input (``None`` for none);
-    ``op.inputs``, ``op.outputs`` and ``op.attrs`` describe the recorded call.  Rules written in
-    gradtape ops are themselves recorded by outer tapes, so higher derivatives come for free.
+    ``op.inputs``, ``op.outputs`` and ``op.attrs`` describe the recorded call, as Tensors.  Rules
+    written in gradtape ops are themselves recorded by outer tapes, so higher derivatives come for
+    free.  (gradtape's own rules take the namespace first, ``f(xp, op, *output_grads)``, and run on
+    native arrays when nothing records; either form is accepted.)  The op then keeps every input
+    and output for the rule (a user's rule may read any of them).
     """
 
     def __init__(self, op_name: str):
@@ -224,6 +223,7 @@ class RegisterGradient:
             _PENDING_RULES[self._op_name] = fn
         else:
             op.grad = fn
+            op.saves = None
             op.differentiable = True
         return fn
 

@@ -3,7 +3,10 @@
 A Tensor wraps one native array of its backend (``_v``), the backend (``_b``) and its identity on
 the tape (``_id``).  Its native value is never mutated: ``x[i] = v`` and ``x += 1`` compute a new
 value through a recorded op and the object takes the new value and a new identity.
-Every Python operator calls an op of the namespace (bound in ``gradtape/_methods.py``).
+Every Python operator, and every method that computes (``.T``, ``.mT``, ``to_device``, ``copy``,
+``t[k] = v``, ``Variable.value``), calls an op of the namespace: they are bound in
+``gradtape/_operators.py``, above the ops, and so are the few ops this module's conversions use
+(:data:`ops`); this module imports no op.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from sys import getrefcount as _getrefcount
 import numpy as np
 
 from gradtape import _config
+from gradtape import backends as _backends
 from gradtape import dtypes as _dt
 from gradtape._recording_state import _ACTIVE, _state
 
@@ -26,6 +30,19 @@ __all__ = ["GradientLeakError", "GradientLeakWarning", "Tensor", "Variable", "co
 _ids = itertools.count(1)
 _next_id = _ids.__next__
 
+
+
+class _OpsForTensors:
+    """The ops this module's conversions call (``astype``, ``identity``, ``stack``, ``reshape``,
+    ``broadcast_to``), set by ``gradtape/_operators.py`` once the op chapters exist: the tensor sits
+    below the ops, which are built on it."""
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"gradtape's ops are not bound yet (Tensor conversion needs {name!r}); "
+                           "import gradtape")
+
+
+ops = _OpsForTensors()
 
 class GradientLeakWarning(UserWarning):
     """A recorded tensor was converted out of gradtape (``np.asarray(t)``, ``float(t)``,
@@ -159,18 +176,6 @@ class Tensor:
         """The raw backend array (no copy).  Do not modify it in place."""
         return self._v
 
-    @property
-    def T(self):
-        from gradtape.ops.manipulation import permute_dims
-        if self.ndim != 2:
-            raise ValueError(f"Tensor.T is for 2-D tensors (got {self.ndim}-D); use gt.matrix_transpose "
-                             "or gt.permute_dims")
-        return permute_dims(self, (1, 0))
-
-    @property
-    def mT(self):
-        from gradtape.ops.linear_algebra import matrix_transpose
-        return matrix_transpose(self)
 
     # ------------------------------------------------------------------ conversion
     def numpy(self):
@@ -196,12 +201,7 @@ class Tensor:
         if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12"):
             raise ValueError(f"gradtape implements the Array API standard 2025.12 (and the earlier "
                              f"versions), not {api_version!r}")
-        import gradtape
-        return gradtape
-
-    def to_device(self, device, /, *, stream=None):
-        from gradtape.ops.creation import to_device
-        return to_device(self, device)
+        return sys.modules["gradtape"]
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         if _ACTIVE[0]:
@@ -255,14 +255,6 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    def __copy__(self):
-        """``copy.copy(t)``: a recorded copy (the tape connects it to ``t``, as ``asarray(copy=True)``)."""
-        # (function-level import: the ops are built on this module)
-        from gradtape.ops.elementwise import astype
-        return astype(self, self.dtype, copy=True)
-
-    def __deepcopy__(self, memo):
-        return self.__copy__()
 
     def ref(self):
         """A hashable reference to this object (as ``tf.Tensor.ref``)."""
@@ -287,10 +279,6 @@ class Tensor:
         """Take ``new``'s value and identity (used by __setitem__ and in-place operators)."""
         self._v, self._b, self._id = new._v, new._b, new._id
         return self
-
-    def __setitem__(self, key, value):
-        from gradtape.ops.indexing import _setitem
-        self._become(_setitem(self, key, value))
 
     def __reduce__(self):
         return (_rebuild, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name))
@@ -396,13 +384,6 @@ class Variable(Tensor):
     def trainable(self):
         return self._trainable
 
-    def value(self):
-        """The current value as a Tensor (a recorded read: gradients flow to the variable)."""
-        from gradtape.ops.elementwise import _identity
-        return _identity(self)
-
-    read_value = value
-
     def _coerce(self, value, what):
         if isinstance(value, Tensor) and value.dtype != self.dtype:
             # as TensorFlow: a tensor is not silently cast (Python values and NumPy arrays are)
@@ -453,14 +434,9 @@ class Variable(Tensor):
     def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
         return self._update("subtract", delta, "assign_sub")
 
-    def __setitem__(self, key, value):
-        # State update, not recorded (assignment is not differentiable).
-        from gradtape.ops.indexing import _native_key
-        v = convert_to_tensor(value, dtype=self.dtype, like=self)
-        self._v = self._b.setitem(self._v, _native_key(key, self._b, self.ndim, self._b.device_of(self._v)), v._v)
-
-    # in-place operators on a variable return a Tensor (``x += 1`` rebinds x, as in TF 2);
-    # they are bound in gradtape/_methods.py with the other operators.
+    # ``value()``/``read_value()`` (a recorded read), ``v[key] = ...`` (a state update, not recorded)
+    # and the in-place operators (they return a Tensor: ``x += 1`` rebinds x, as in TF 2) are bound
+    # in gradtape/_operators.py with the other operators.
 
     def __repr__(self):
         val = _format_value(self._b.to_numpy(self._v), prefix="")
@@ -510,8 +486,7 @@ def _default_native(value, b, device):
         return b.asarray(value, dtype=_dt.complex64, device=device)
     if isinstance(value, (list, tuple)):
         if any(isinstance(e, Tensor) for e in _leaves(value)):
-            from gradtape.ops.manipulation import stack
-            return stack([convert_to_tensor(e, like=None) for e in value])._v
+            return ops.stack([convert_to_tensor(e, like=None) for e in value])._v
         arr = np.asarray(value)
         if arr.dtype == np.float64:
             arr = arr.astype(np.float32)
@@ -545,21 +520,18 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
     converted on ``like``'s backend, or ``backend``, or the active backend."""
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != _dt.as_dtype(dtype):
-            from gradtape.ops.elementwise import astype
-            value = astype(value, _dt.as_dtype(dtype))
+            value = ops.astype(value, _dt.as_dtype(dtype))
         if device is not None:
             value = value.to_device(device)
         if value._is_var:           # a recorded read: gradients flow to the variable
-            from gradtape.ops.elementwise import _identity
-            return _identity(value)
+            return ops.identity(value)
         return value
     if like is not None:
         b = like._b
         if device is None:
             device = b.device_of(like._v)     # values beside a tensor go to its device
     elif backend is not None:
-        from gradtape import backends as _bk
-        b = _bk.get(backend)
+        b = _backends.get(backend)
     elif device.__class__ is Device and device.backend is not None:
         b = device.backend
     else:
@@ -616,7 +588,6 @@ def constant(value, dtype=None, shape=None, name=None, device=None):
     if isinstance(value, Tensor) and t is value:
         t = _wrap(t._v, t._b)     # a constant is a new tensor, not the same identity
     if shape is not None:
-        from gradtape.ops.manipulation import broadcast_to, reshape
         shape = tuple(shape)
-        t = broadcast_to(t, shape) if t.size == 1 else reshape(t, shape)
+        t = ops.broadcast_to(t, shape) if t.size == 1 else ops.reshape(t, shape)
     return t

@@ -1,14 +1,14 @@
 """The vocabulary in which every op of gradtape is declared (read this before the chapter files).
 
-An op is written once, in the file of its chapter of the Array API standard, with its gradient rule
-and its input domain beside it:
+An op is written once, in the file of its chapter of the Array API standard, with its gradient rule,
+what the rule reads, and its input domain beside it:
 
-    sin = unary("sin", domain=REAL, complex=True)
+    sin = unary("sin", domain=REAL, complex=True, saves="inputs")
 
     @sin.gradient
-    def _sin_grad(op, grad):
+    def _sin_grad(xp, op, grad):
         "d sin(x) = cos(x) dx, so grad * conj(cos(x))."
-        return grad * conj(cos(op.inputs[0]))
+        return grad * conj_(xp, xp.cos(op.inputs[0]))
 
 * ``unary(name, domain, ...)`` / ``binary(name, domain, ...)`` declare an element-wise op and return
   the public function (``f(x, /)`` / ``f(x1, x2, /)``); ``defop(name, forward, domain, ...)`` declares
@@ -16,11 +16,33 @@ and its input domain beside it:
   hand-written public function.
 * ``forward`` is the name of a function of the backend's Array API namespace (the default: the op's
   own name), or a callable ``forward(xp, *native_arrays, **attrs)``.
-* A rule is ``rule(op, *output_grads)`` returning one gradient per input (``None``: no gradient).
-  ``op.inputs``, ``op.outputs`` and ``op.attrs`` are the recorded call.  Rules use only gradtape ops
-  (so outer tapes record them: higher order for free), conjugate for complex inputs (TensorFlow's
-  convention: the gradient of real ``L`` is ``2 dL/d conj(z)``), and never undo broadcasting: the
-  engine sums each gradient to its input's shape.
+* A rule is ``rule(xp, op, *output_grads)`` returning one gradient per input (``None``: no gradient),
+  written once against the namespace ``xp`` the engine passes (the HIPS autograd idea):
+
+  - nothing records the backward walk and the cotangent is real: ``xp`` is the backend's native
+    namespace (:mod:`gradtape._rule_namespace`) and ``op`` the recorded :class:`~gradtape._engine.Node`
+    itself, its ``op.inputs``/``op.outputs`` native arrays (an input passed as a Python scalar stays
+    one).  No Tensor is made: this is the fast path, for every op;
+  - an outer tape records the walk (higher order), the cotangent is complex, or the rule was set by
+    ``gt.RegisterGradient``: ``xp`` is gradtape itself and ``op.inputs``/``op.outputs`` Tensors
+    carrying their recorded identities, so outer tapes record what the rule computes.
+
+  So a rule calls only ``xp.<function>`` and Python operators: the Array API, the registered ops
+  declared ``xp_callable`` (every element-wise op, such as ``xp.xdivy`` and ``xp.multiply_no_nan``,
+  and every op whose forward is a namespace function), and the extensions ``xp.linalg``, ``xp.fft``,
+  ``xp.special``.  Never a gradtape function by its Python name: that would make Tensors in a native
+  walk.  ``op.attrs`` holds the call's attributes, ``op.needs_grad(k)`` says whether input ``k``'s
+  gradient is wanted.  Rules conjugate for complex inputs (TensorFlow's convention: the gradient of
+  real ``L`` is ``2 dL/d conj(z)``; ``conj_(xp, x)`` is free on real values) and never undo
+  broadcasting: the engine sums each gradient to its input's shape and casts it to its dtype.
+* ``saves=`` (on ``defop``/``unary``/``binary``): the recorded values the rule reads --
+  ``("inputs",)``, ``("outputs",)``, ``()`` or input indices; by default all.  The tape keeps only those
+  (an input's shape and dtype always), so activations are freed with the forward (``tanh`` keeps its
+  output, ``add`` nothing).  A registry-wide test runs every rule on a recording stub and fails if
+  it reads what its op does not save.
+* ``batched=True``: the rule also takes cotangents with extra leading (batch) axes (element-wise
+  rules always do, and are declared so): ``tape.jacobian`` on a backend without ``vmap`` then walks
+  once with a batch of cotangents instead of once per row.
 * ``floating=True`` declares a function defined on floating inputs (``sin``, ``divide``): bool and
   integer inputs are computed in the default float dtype (float32), so every backend gives the same
   dtype (NumPy alone would give float16 for bool, float64 for int64).  The standard's functions
@@ -31,29 +53,14 @@ and its input domain beside it:
   through the ops it calls), and its domain gets it checked like every op.
 * ``domain`` is a :mod:`gradtape.domains` declaration; ``complex=True`` adds complex samples.
   Every op has one: a meta-test fails otherwise.
-
-Two optional declarations make an op cheaper (docs/performance.md); an op without them works as
-before:
-
-* ``saves=`` (on ``defop``/``unary``/``binary``, or ``op.saves = ...``): the recorded values the rule
-  reads -- ``("inputs",)``, ``("outputs",)``, ``()`` or input indices; by default all.  The tape keeps
-  only those (an input's shape and dtype always), so activations are freed with the forward
-  (``tanh`` keeps its output, ``add`` nothing).  A rule that reads what its op does not save gets a
-  ``RuntimeError`` naming the op.
-* ``op.defvjp(vjp_0, vjp_1, ...)`` after the rule: the same rule on native arrays, one function per
-  input, ``vjp(xp, g, y, *xs, **attrs)``.  The backward walk runs them when nothing records it (no
-  higher order) and the gradient is real floating; otherwise, and whenever the rule is replaced
-  (``RegisterGradient``), the rule runs.  They must accept ``g`` with extra leading (batch) axes:
-  ``tape.jacobian`` on a backend without ``vmap`` walks once with a batch of cotangents.
-
-    sin.defvjp(lambda xp, g, y, x: g * xp.cos(x), saves="inputs")
 """
 from __future__ import annotations
 
 from gradtape import domains as _domains
 from gradtape.dispatch import _FLOATS, _floats, _reraise, apply, apply1
 from gradtape.registry import OpDef, register
-from gradtape.tape import _ACTIVE, _Meta, _saved_inputs, _state, record1, record2
+from gradtape._engine import _NO_ATTRS, Node, _Meta, _tuple_new, record1, record2, saved_inputs
+from gradtape._recording_state import _ACTIVE, _state
 from gradtape.tensor import Tensor, Variable, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
@@ -77,18 +84,19 @@ def _fc(b):
 
 def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, nout=None, chapter=None,
           scalars=False, complex=False, doc=None, output_differentiable=None, convention=None,
-          promote=False, saves=None, float_out=False, floating=False):
+          promote=False, saves=None, float_out=False, floating=False, xp_callable=None, batched=False):
     """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``).
 
-    Optional, for speed and memory: ``saves`` declares which recorded values the rule reads
-    (``("inputs",)``, ``("outputs",)``, ``()``, or input indices; default all), and
-    ``opdef.defvjp(...)`` adds the rule on native arrays (see :meth:`OpDef.defvjp`)."""
+    ``saves`` declares which recorded values the rule reads (``("inputs",)``, ``("outputs",)``,
+    ``()``, or input indices; default all); ``batched`` that the rule takes leading batch axes on
+    its cotangents; ``xp_callable`` that ``forward(xp, ...)`` takes the public function's arguments
+    (rules may then call it as ``xp.<name>``; default: a forward named in the namespace)."""
     if complex and domain is not None:
         domain = _with_complex(domain)
     op = OpDef(name, forward, grad=grad, differentiable=differentiable, domain=domain, nout=nout,
                chapter=chapter, scalars=scalars, doc=doc, output_differentiable=output_differentiable,
                convention=convention, promote=promote, saves=saves, float_out=float_out,
-               floating=floating)
+               floating=floating, xp_callable=xp_callable, batched=batched)
     return register(op)
 
 
@@ -102,7 +110,6 @@ def public(opdef):
         opdef.public = fn
         fn.op = opdef
         fn.gradient = opdef.gradient
-        fn.defvjp = opdef.defvjp
         if opdef.doc is None:
             opdef.doc = (fn.__doc__ or "").strip().split("\n")[0]
         return fn
@@ -115,7 +122,6 @@ def _finish(fn, op, doc):
     fn.__module__ = "gradtape"
     fn.op = op
     fn.gradient = op.gradient
-    fn.defvjp = op.defvjp
     op.public = fn
     return fn
 
@@ -127,7 +133,7 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
     floating = name in FLOATING_FUNCTIONS if floating is None else bool(floating)
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
                complex=complex, doc=doc, convention=convention, saves=saves, float_out=True,
-               floating=floating)
+               floating=floating, xp_callable=True, batched=True)
     impls = op.impls
 
     def f(x, /):
@@ -166,10 +172,10 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
                             xid = x._id
                             if xid in w:
                                 s = op._saves
-                                rec.nodes.append(
-                                    (op, (xid,), (xv,), None, yid, v, b) if s is None else
-                                    (op, (xid,), (xv if s.inputs else None,), None, yid,
-                                     v if s.outputs else None, b))
+                                rec.nodes.append(_tuple_new(Node, (
+                                    op, (xid,), (xv,), _NO_ATTRS, (yid,), (v,), b) if s is None else (
+                                    op, (xid,), (xv if s.inputs else None,), _NO_ATTRS, (yid,),
+                                    (v if s.outputs else None,), b)))
                                 w.add(yid)
                         else:
                             record1(op, x._id, xv, v, yid, b, tapes)
@@ -185,7 +191,7 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
     floating = name in FLOATING_FUNCTIONS if floating is None else bool(floating)
     op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
                complex=complex, doc=doc, scalars=scalars, convention=convention, promote=True,
-               saves=saves, float_out=True, floating=floating)
+               saves=saves, float_out=True, floating=floating, xp_callable=True, batched=True)
     impls = op.impls
 
     def f(x1, x2, /):
@@ -245,7 +251,8 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                             if id1 in w or id2 in w:
                                 s = op._saves
                                 if s is None:
-                                    rec.nodes.append((op, (id1, id2), (v1, v2), None, yid, v, b))
+                                    rec.nodes.append(_tuple_new(Node, (op, (id1, id2), (v1, v2), _NO_ATTRS,
+                                                                       (yid,), (v,), b)))
                                 else:
                                     ins = s.inputs
                                     if ins is False:
@@ -255,8 +262,9 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                                               v2 if c2 is not Tensor else None if v2.shape == v.shape and
                                               v2.dtype == v.dtype else _Meta(v2))
                                     else:
-                                        sv = (v1, v2) if ins is True else _saved_inputs(s, (v1, v2), v)
-                                    rec.nodes.append((op, (id1, id2), sv, None, yid, v if s.outputs else None, b))
+                                        sv = (v1, v2) if ins is True else saved_inputs(s, (v1, v2), v)
+                                    rec.nodes.append(_tuple_new(Node, (op, (id1, id2), sv, _NO_ATTRS, (yid,),
+                                                                       (v if s.outputs else None,), b)))
                                 w.add(yid)
                         else:
                             record2(op, id1, id2, v1, v2, v, yid, b, tapes)

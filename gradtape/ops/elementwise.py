@@ -25,30 +25,43 @@ from gradtape.domains import (
     Case,
     Sampler,
 )
-from gradtape.dtypes import as_dtype, complex_dtype
+from gradtape.dtypes import as_dtype
 from gradtape.ops import apply, apply1, binary, defop, public, unary
 from gradtape.tensor import Tensor
 
 # --------------------------------------------------------------------------- helpers for rules
 
 
+_COMPLEX = {}
+
+
+def is_complex(x):
+    """Whether ``x`` (a Tensor, a native array or a Python scalar) is complex; cached per dtype, so
+    rules on either namespace stay cheap on real values."""
+    d = getattr(x, "dtype", None)
+    if d is None:
+        return x.__class__ is complex
+    key = (d.__class__, d)          # the class first: no comparison across libraries
+    r = _COMPLEX.get(key)
+    if r is None:
+        kind = getattr(d, "kind", None)
+        r = _COMPLEX[key] = (kind == "c" if isinstance(kind, str) else
+                             bool(getattr(d, "is_complex", False)) or "complex" in str(d))
+    return r
+
+
 def _conj(x):
-    """``conj(x)`` for complex tensors; real tensors and Python reals unchanged (no op recorded)."""
+    """Transitional (issue 11): ``conj_`` on Tensors, for rules not yet written against ``xp``."""
     if isinstance(x, Tensor):
         return conj(x) if x.dtype.kind == "c" else x
-    if isinstance(x, complex):
+    return x.conjugate() if isinstance(x, complex) else x
+
+
+def conj_(xp, x):
+    """``conj(x)`` for complex values; real arrays and Python reals as they are (no copy, no op)."""
+    if x.__class__ is complex:
         return x.conjugate()
-    return x
-
-
-def _zeros(x):
-    from gradtape.ops.creation import zeros_like
-    return zeros_like(x)
-
-
-def _where(c, a, b):
-    from gradtape.ops.searching import where
-    return where(c, a, b)
+    return xp.conj(x) if is_complex(x) else x
 
 
 # --------------------------------------------------------------------------- non-differentiable
@@ -111,43 +124,43 @@ signbit = unary("signbit", REAL, differentiable=False)
 trunc = unary("trunc", REAL, differentiable=False)
 
 # --------------------------------------------------------------------------- arithmetic
-add = binary("add", (REAL, REAL), complex=True)
+add = binary("add", (REAL, REAL), complex=True, saves=())
 
 
 @add.gradient
-def _add_grad(op, grad):
+def _add_grad(xp, op, grad):
     """d(x1 + x2) = dx1 + dx2."""
     return grad, grad
 
 
-subtract = binary("subtract", (REAL, REAL), complex=True)
+subtract = binary("subtract", (REAL, REAL), complex=True, saves=())
 
 
 @subtract.gradient
-def _subtract_grad(op, grad):
+def _subtract_grad(xp, op, grad):
     """d(x1 - x2) = dx1 - dx2."""
     return grad, (-grad if op.needs_grad(1) else None)
 
 
-multiply = binary("multiply", (REAL, REAL), complex=True)
+multiply = binary("multiply", (REAL, REAL), complex=True, saves="inputs")
 
 
 @multiply.gradient
-def _multiply_grad(op, grad):
+def _multiply_grad(xp, op, grad):
     """d(x1 x2) = x2 dx1 + x1 dx2, so (grad * conj(x2), grad * conj(x1))."""
     x1, x2 = op.inputs
-    return (grad * _conj(x2) if op.needs_grad(0) else None,
-            grad * _conj(x1) if op.needs_grad(1) else None)
+    return (grad * conj_(xp, x2) if op.needs_grad(0) else None,
+            grad * conj_(xp, x1) if op.needs_grad(1) else None)
 
 
 divide = binary("divide", (REAL, NONZERO), complex=True)
 
 
 @divide.gradient
-def _divide_grad(op, grad):
+def _divide_grad(xp, op, grad):
     """d(x1 / x2) = dx1 / x2 - x1 / x2^2 dx2 (0 for a zero grad, also at second order where x1 = 0)."""
-    g1 = xdivy(grad, _conj(op.inputs[1]))
-    return g1, (strong_zero_multiply(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
+    g1 = xp.xdivy(grad, conj_(xp, op.inputs[1]))
+    return g1, (xp.strong_zero_multiply(-conj_(xp, op.outputs[0]), g1) if op.needs_grad(1) else None)
 
 
 # --------------------------------------------------------------------------- NaN-safe products
@@ -178,12 +191,12 @@ multiply_no_nan = binary("multiply_no_nan", (REAL, REAL), forward=_multiply_no_n
 
 
 @multiply_no_nan.gradient
-def _multiply_no_nan_grad(op, grad):
+def _multiply_no_nan_grad(xp, op, grad):
     """TF's _MulNoNanGrad: (mul_no_nan(grad, conj(x2)), mul_no_nan(conj(x1), grad)); exact away from
     infinite inputs (the product is x1 x2 wherever x1 is finite)."""
     x1, x2 = op.inputs
-    return (multiply_no_nan(grad, _conj(x2)) if op.needs_grad(0) else None,
-            multiply_no_nan(_conj(x1), grad) if op.needs_grad(1) else None)
+    return (xp.multiply_no_nan(grad, conj_(xp, x2)) if op.needs_grad(0) else None,
+            xp.multiply_no_nan(conj_(xp, x1), grad) if op.needs_grad(1) else None)
 
 
 def _strong_zero_multiply_forward(xp, x1, x2):
@@ -200,12 +213,12 @@ strong_zero_multiply = binary(
 
 
 @strong_zero_multiply.gradient
-def _strong_zero_multiply_grad(op, grad):
+def _strong_zero_multiply_grad(xp, op, grad):
     """(grad * conj(x2), conj(x1) * grad), each a strong-zero product: exact wherever both factors
     are finite, and 0 for a zero grad."""
     x1, x2 = op.inputs
-    return (strong_zero_multiply(grad, _conj(x2)) if op.needs_grad(0) else None,
-            strong_zero_multiply(_conj(x1), grad) if op.needs_grad(1) else None)
+    return (xp.strong_zero_multiply(grad, conj_(xp, x2)) if op.needs_grad(0) else None,
+            xp.strong_zero_multiply(conj_(xp, x1), grad) if op.needs_grad(1) else None)
 
 
 def _xdivy_forward(xp, x1, x2):
@@ -221,12 +234,12 @@ xdivy = binary("xdivy", (REAL, NONZERO), forward=_xdivy_forward, complex=True, c
 
 
 @xdivy.gradient
-def _xdivy_grad(op, grad):
+def _xdivy_grad(xp, op, grad):
     """x1 / x2 wherever x2 != 0: (xdivy(grad, conj(x2)), -g1 conj(y)), both 0 for a zero grad; the
     second also 0 where x1 == 0 (y is 0 for every x2 there), even where g1 is infinite or NaN, so a
     masked singular branch stays NaN-free at second order."""
-    g1 = xdivy(grad, _conj(op.inputs[1]))
-    return g1, (strong_zero_multiply(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
+    g1 = xp.xdivy(grad, conj_(xp, op.inputs[1]))
+    return g1, (xp.strong_zero_multiply(-conj_(xp, op.outputs[0]), g1) if op.needs_grad(1) else None)
 
 
 def _divide_no_nan_forward(xp, x1, x2):
@@ -243,26 +256,26 @@ divide_no_nan = binary("divide_no_nan", (REAL, NONZERO), forward=_divide_no_nan_
 
 
 @divide_no_nan.gradient
-def _divide_no_nan_grad(op, grad):
+def _divide_no_nan_grad(xp, op, grad):
     """TF's _DivNoNanGrad: (div_no_nan(grad, conj(x2)), -g1 conj(y)); both 0 where x2 == 0."""
-    g1 = divide_no_nan(grad, _conj(op.inputs[1]))
-    return g1, (multiply_no_nan(-_conj(op.outputs[0]), g1) if op.needs_grad(1) else None)
+    g1 = xp.divide_no_nan(grad, conj_(xp, op.inputs[1]))
+    return g1, (xp.multiply_no_nan(-conj_(xp, op.outputs[0]), g1) if op.needs_grad(1) else None)
 
 
-negative = unary("negative", REAL, complex=True)
-negative.gradient(lambda op, grad: -grad)
-positive = unary("positive", REAL, complex=True)
-positive.gradient(lambda op, grad: grad)
+negative = unary("negative", REAL, complex=True, saves=())
+negative.gradient(lambda xp, op, grad: -grad)
+positive = unary("positive", REAL, complex=True, saves=())
+positive.gradient(lambda xp, op, grad: grad)
 
 remainder = binary("remainder", (REAL, NONZERO), convention="as TF's FloorMod: d/dx1 = 1, "
                    "d/dx2 = -floor(x1 / x2)")
 
 
 @remainder.gradient
-def _remainder_grad(op, grad):
+def _remainder_grad(xp, op, grad):
     """remainder(x1, x2) = x1 - floor(x1 / x2) x2, so (grad, -grad * floor(x1 / x2))."""
     x1, x2 = op.inputs
-    return grad, (multiply_no_nan(-floor_divide(x1, x2), grad) if op.needs_grad(1) else None)
+    return grad, (xp.multiply_no_nan(-xp.floor_divide(x1, x2), grad) if op.needs_grad(1) else None)
 
 
 pow = binary("pow", [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)],
@@ -270,39 +283,39 @@ pow = binary("pow", [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)],
 
 
 @pow.gradient
-def _pow_grad(op, grad):
+def _pow_grad(xp, op, grad):
     """d(x1^x2) = x2 x1^(x2-1) dx1 + x1^x2 log(x1) dx2 (the log term is 0 where x1 <= 0, as TF)."""
     x1, x2 = op.inputs
     g1 = g2 = None
     if op.needs_grad(0):
-        g1 = multiply_no_nan(_conj(x2 * pow(x1, x2 - 1)), grad)
+        g1 = xp.multiply_no_nan(conj_(xp, x2 * xp.pow(x1, x2 - 1)), grad)
     if op.needs_grad(1):
         y = op.outputs[0]
-        if isinstance(x1, Tensor) and x1.dtype.kind == "c":
-            safe = _where(equal(x1, 0), 1, x1)
-            logx = _where(equal(x1, 0), 0, log(safe))
+        if is_complex(x1):
+            zero = x1 == 0
+            logx = xp.where(zero, 0, xp.log(xp.where(zero, 1, x1)))
         else:
-            pos = greater(x1, 0)
-            logx = _where(pos, log(_where(pos, x1, 1)), 0)
-        g2 = multiply_no_nan(_conj(y * logx), grad)
+            pos = x1 > 0
+            logx = xp.where(pos, xp.log(xp.where(pos, x1, 1)), 0)
+        g2 = xp.multiply_no_nan(conj_(xp, y * logx), grad)
     return g1, g2
 
 
-square = unary("square", REAL, complex=True)
-square.gradient(lambda op, grad: grad * (2 * _conj(op.inputs[0])))
+square = unary("square", REAL, complex=True, saves="inputs")
+square.gradient(lambda xp, op, grad: grad * (2 * conj_(xp, op.inputs[0])))
 
-sqrt = unary("sqrt", [POSITIVE, OFF_AXES])
-sqrt.gradient(lambda op, grad: xdivy(grad, 2 * _conj(op.outputs[0])))
+sqrt = unary("sqrt", [POSITIVE, OFF_AXES], saves="outputs")
+sqrt.gradient(lambda xp, op, grad: xp.xdivy(grad, 2 * conj_(xp, op.outputs[0])))
 
-reciprocal = unary("reciprocal", NONZERO, complex=True)
+reciprocal = unary("reciprocal", NONZERO, complex=True, saves="outputs")
 # -y * (y * grad), each product masked on its second factor: 0 for a zero grad, also at second order
 # (square(y) would be recorded with y = inf at x = 0, and square's rule gives 0 * inf there)
-reciprocal.gradient(lambda op, grad: -multiply_no_nan(_conj(op.outputs[0]),
-                                                      multiply_no_nan(_conj(op.outputs[0]), grad)))
+reciprocal.gradient(lambda xp, op, grad: -xp.multiply_no_nan(
+    conj_(xp, op.outputs[0]), xp.multiply_no_nan(conj_(xp, op.outputs[0]), grad)))
 
 # --------------------------------------------------------------------------- exponentials and logs
-exp = unary("exp", REAL, complex=True)
-exp.gradient(lambda op, grad: multiply_no_nan(_conj(op.outputs[0]), grad))
+exp = unary("exp", REAL, complex=True, saves="outputs")
+exp.gradient(lambda xp, op, grad: xp.multiply_no_nan(conj_(xp, op.outputs[0]), grad))
 
 
 
@@ -312,68 +325,68 @@ def _expm1_forward(xp, x):
     return y + 0.0 if _kind_is(xp, y.dtype, "complex floating") else y
 
 
-expm1 = unary("expm1", REAL, forward=_expm1_forward, complex=True)
-expm1.gradient(lambda op, grad: multiply_no_nan(_conj(op.outputs[0] + 1), grad))
+expm1 = unary("expm1", REAL, forward=_expm1_forward, complex=True, saves="outputs")
+expm1.gradient(lambda xp, op, grad: xp.multiply_no_nan(conj_(xp, op.outputs[0] + 1), grad))
 
-log = unary("log", [POSITIVE, OFF_AXES])
-log.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0])))
+log = unary("log", [POSITIVE, OFF_AXES], saves="inputs")
+log.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, op.inputs[0])))
 
-log1p = unary("log1p", [GT_MINUS_ONE, OFF_AXES])
-log1p.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0] + 1)))
+log1p = unary("log1p", [GT_MINUS_ONE, OFF_AXES], saves="inputs")
+log1p.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, op.inputs[0] + 1)))
 
 log2 = unary("log2", [POSITIVE, OFF_AXES])
-log2.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0]) * math.log(2.0)))
+log2.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, op.inputs[0]) * math.log(2.0)))
 
 log10 = unary("log10", [POSITIVE, OFF_AXES])
-log10.gradient(lambda op, grad: xdivy(grad, _conj(op.inputs[0]) * math.log(10.0)))
+log10.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, op.inputs[0]) * math.log(10.0)))
 
 logaddexp = binary("logaddexp", (REAL, REAL))
 
 
 @logaddexp.gradient
-def _logaddexp_grad(op, grad):
+def _logaddexp_grad(xp, op, grad):
     """d log(e^x1 + e^x2) = e^(x1 - y) dx1 + e^(x2 - y) dx2."""
     x1, x2 = op.inputs
     y = op.outputs[0]
-    return (grad * exp(x1 - y) if op.needs_grad(0) else None,
-            grad * exp(x2 - y) if op.needs_grad(1) else None)
+    return (grad * xp.exp(x1 - y) if op.needs_grad(0) else None,
+            grad * xp.exp(x2 - y) if op.needs_grad(1) else None)
 
 
 # --------------------------------------------------------------------------- trigonometric
-sin = unary("sin", REAL, complex=True)
-sin.gradient(lambda op, grad: grad * _conj(cos(op.inputs[0])))
+sin = unary("sin", REAL, complex=True, saves="inputs")
+sin.gradient(lambda xp, op, grad: grad * conj_(xp, xp.cos(op.inputs[0])))
 
-cos = unary("cos", REAL, complex=True)
-cos.gradient(lambda op, grad: -grad * _conj(sin(op.inputs[0])))
+cos = unary("cos", REAL, complex=True, saves="inputs")
+cos.gradient(lambda xp, op, grad: -grad * conj_(xp, xp.sin(op.inputs[0])))
 
 tan = unary("tan", UNIT, complex=True)
-tan.gradient(lambda op, grad: grad * _conj(1 + square(op.outputs[0])))
+tan.gradient(lambda xp, op, grad: grad * conj_(xp, 1 + xp.square(op.outputs[0])))
 
 asin = unary("asin", [UNIT, OFF_AXES])
-asin.gradient(lambda op, grad: xdivy(grad, _conj(sqrt(1 - square(op.inputs[0])))))
+asin.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, xp.sqrt(1 - xp.square(op.inputs[0])))))
 
 acos = unary("acos", [UNIT, OFF_AXES])
-acos.gradient(lambda op, grad: xdivy(-grad, _conj(sqrt(1 - square(op.inputs[0])))))
+acos.gradient(lambda xp, op, grad: xp.xdivy(-grad, conj_(xp, xp.sqrt(1 - xp.square(op.inputs[0])))))
 
 atan = unary("atan", [REAL, OFF_AXES])
-atan.gradient(lambda op, grad: xdivy(grad, _conj(1 + square(op.inputs[0]))))
+atan.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, 1 + xp.square(op.inputs[0]))))
 
 atan2 = binary("atan2", (NONZERO, NONZERO))
 
 
 @atan2.gradient
-def _atan2_grad(op, grad):
+def _atan2_grad(xp, op, grad):
     """atan2(x1, x2) = angle of (x2, x1): d = (x2 dx1 - x1 dx2) / (x1^2 + x2^2)."""
     x1, x2 = op.inputs
-    g = xdivy(grad, square(x1) + square(x2))
+    g = xp.xdivy(grad, xp.square(x1) + xp.square(x2))
     return (g * x2 if op.needs_grad(0) else None, -g * x1 if op.needs_grad(1) else None)
 
 
-sinh = unary("sinh", REAL, complex=True)
-sinh.gradient(lambda op, grad: multiply_no_nan(_conj(cosh(op.inputs[0])), grad))
+sinh = unary("sinh", REAL, complex=True, saves="inputs")
+sinh.gradient(lambda xp, op, grad: xp.multiply_no_nan(conj_(xp, xp.cosh(op.inputs[0])), grad))
 
-cosh = unary("cosh", REAL, complex=True)
-cosh.gradient(lambda op, grad: multiply_no_nan(_conj(sinh(op.inputs[0])), grad))
+cosh = unary("cosh", REAL, complex=True, saves="inputs")
+cosh.gradient(lambda xp, op, grad: xp.multiply_no_nan(conj_(xp, xp.sinh(op.inputs[0])), grad))
 
 
 
@@ -388,35 +401,35 @@ def _tanh_forward(xp, x):
     return xp.where(flip, xp.conj(y), y)
 
 
-tanh = unary("tanh", REAL, forward=_tanh_forward, complex=True)
-tanh.gradient(lambda op, grad: grad * _conj(1 - square(op.outputs[0])))
+tanh = unary("tanh", REAL, forward=_tanh_forward, complex=True, saves="outputs")
+tanh.gradient(lambda xp, op, grad: grad * conj_(xp, 1 - xp.square(op.outputs[0])))
 
 asinh = unary("asinh", [REAL, OFF_AXES])
-asinh.gradient(lambda op, grad: xdivy(grad, _conj(sqrt(square(op.inputs[0]) + 1))))
+asinh.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, xp.sqrt(xp.square(op.inputs[0]) + 1))))
 
 acosh = unary("acosh", [GT_ONE, OFF_AXES])
 
 
 @acosh.gradient
-def _acosh_grad(op, grad):
+def _acosh_grad(xp, op, grad):
     """d acosh(x) = dx / sinh(y) (TF's _AcoshGrad); 1 / sqrt(x^2 - 1) takes the other branch for
     complex x with a negative real part."""
-    return xdivy(grad, _conj(sinh(op.outputs[0])))
+    return xp.xdivy(grad, conj_(xp, xp.sinh(op.outputs[0])))
 
 
 atanh = unary("atanh", [UNIT, OFF_AXES])
-atanh.gradient(lambda op, grad: xdivy(grad, _conj(1 - square(op.inputs[0]))))
+atanh.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, 1 - xp.square(op.inputs[0]))))
 
 hypot = binary("hypot", (NONZERO, NONZERO), convention="at (0, 0) the gradient is NaN-free 0")
 
 
 @hypot.gradient
-def _hypot_grad(op, grad):
+def _hypot_grad(xp, op, grad):
     """d sqrt(x1^2 + x2^2) = (x1 dx1 + x2 dx2) / y (0 where y == 0)."""
     x1, x2 = op.inputs
     y = op.outputs[0]
-    zero = equal(y, 0)
-    g = _where(zero, 0, grad / _where(zero, 1, y))
+    zero = y == 0
+    g = xp.where(zero, 0, grad / xp.where(zero, 1, y))
     return (g * x1 if op.needs_grad(0) else None, g * x2 if op.needs_grad(1) else None)
 
 
@@ -426,55 +439,55 @@ abs = unary("abs", NONZERO, complex=True,
 
 
 @abs.gradient
-def _abs_grad(op, grad):
+def _abs_grad(xp, op, grad):
     """Real: grad * sign(x) (0 at 0).  Complex: grad * z / |z| (0 at 0), as TF's ComplexAbs."""
     x = op.inputs[0]
-    if x.dtype.kind == "c":
+    if is_complex(x):
         y = op.outputs[0]
-        zero = equal(y, 0)
-        return _where(zero, 0, grad * (x / _where(zero, 1, y)))
-    return grad * sign(x)
+        zero = y == 0
+        return xp.where(zero, 0, grad * (x / xp.where(zero, 1, y)))
+    return grad * xp.sign(x)
 
 
 sign = unary("sign", NONZERO, convention="zero gradient everywhere, as TF and JAX (complex inputs too, "
              "though z / |z| is not locally constant there)")
-sign.gradient(lambda op, grad: _zeros(op.inputs[0]))
+sign.gradient(lambda xp, op, grad: xp.zeros_like(grad))
 
 copysign = binary("copysign", (NONZERO, NONZERO),
                   convention="d/dx1 = sign(x1) * sign(x2) (signed zeros count); d/dx2 = 0, as JAX")
 
 
 @copysign.gradient
-def _copysign_grad(op, grad):
+def _copysign_grad(xp, op, grad):
     """copysign(x1, x2) = |x1| sgn(x2): d/dx1 = +-1 (-1 where the sign bits differ), d/dx2 = 0."""
     x1, x2 = op.inputs
-    flip = logical_xor(signbit(x1), signbit(x2))
-    return (_where(flip, -grad, grad) if op.needs_grad(0) else None,
-            _zeros(grad) if op.needs_grad(1) else None)
+    flip = xp.logical_xor(xp.signbit(x1), xp.signbit(x2))
+    return (xp.where(flip, -grad, grad) if op.needs_grad(0) else None,
+            xp.zeros_like(grad) if op.needs_grad(1) else None)
 
 
 maximum = binary("maximum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
 
 
 @maximum.gradient
-def _maximum_grad(op, grad):
+def _maximum_grad(xp, op, grad):
     """The gradient goes to the larger input; on ties to x1 (TF's _MaximumGrad)."""
     x1, x2 = op.inputs
-    m = greater_equal(x1, x2)
-    return (_where(m, grad, 0) if op.needs_grad(0) else None,
-            _where(m, 0, grad) if op.needs_grad(1) else None)
+    m = x1 >= x2
+    return (xp.where(m, grad, 0) if op.needs_grad(0) else None,
+            xp.where(m, 0, grad) if op.needs_grad(1) else None)
 
 
 minimum = binary("minimum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
 
 
 @minimum.gradient
-def _minimum_grad(op, grad):
+def _minimum_grad(xp, op, grad):
     """The gradient goes to the smaller input; on ties to x1 (TF's _MinimumGrad)."""
     x1, x2 = op.inputs
-    m = less_equal(x1, x2)
-    return (_where(m, grad, 0) if op.needs_grad(0) else None,
-            _where(m, 0, grad) if op.needs_grad(1) else None)
+    m = x1 <= x2
+    return (xp.where(m, grad, 0) if op.needs_grad(0) else None,
+            xp.where(m, 0, grad) if op.needs_grad(1) else None)
 
 
 _CLIP_LO, _CLIP_HI = Sampler("CLIP_LO", -1.5, -0.5), Sampler("CLIP_HI", 0.5, 1.5)
@@ -493,7 +506,7 @@ def clip(x, /, min=None, max=None):
 
 
 @_clip.gradient
-def _clip_grad(op, grad):
+def _clip_grad(xp, op, grad):
     """x gets grad where min <= x <= max; min gets it where x < min, max where x > max."""
     x = op.inputs[0]
     bounds = list(op.inputs[1:])
@@ -502,23 +515,23 @@ def _clip_grad(op, grad):
     inside = None
     out = [None]
     if lo is not None:
-        below = less(x, lo)
-        inside = logical_not(below)
-        out.append(_where(below, grad, 0))
+        below = x < lo
+        inside = xp.logical_not(below)
+        out.append(xp.where(below, grad, 0))
     if hi is not None:
-        above = greater(x, hi)
-        inside = logical_not(above) if inside is None else logical_and(inside, logical_not(above))
-        out.append(_where(above, grad, 0))
-    out[0] = grad if inside is None else _where(inside, grad, 0)
+        above = x > hi
+        inside = xp.logical_not(above) if inside is None else xp.logical_and(inside, xp.logical_not(above))
+        out.append(xp.where(above, grad, 0))
+    out[0] = grad if inside is None else xp.where(inside, grad, 0)
     return tuple(out)
 
 
 # --------------------------------------------------------------------------- complex parts
-conj = unary("conj", REAL, complex=True)
-conj.gradient(lambda op, grad: conj(grad) if grad.dtype.kind == "c" else grad)
+conj = unary("conj", REAL, complex=True, saves=())
+conj.gradient(lambda xp, op, grad: conj_(xp, grad))
 
-real = unary("real", REAL, complex=True)
-real.gradient(lambda op, grad: grad)        # the engine casts the real gradient to the complex input
+real = unary("real", REAL, complex=True, saves=())
+real.gradient(lambda xp, op, grad: grad)        # the engine casts the real gradient to the complex input
 
 
 def _imag_forward(xp, x):
@@ -532,11 +545,12 @@ imag = unary("imag", REAL, forward=_imag_forward, complex=True,
 
 
 @imag.gradient
-def _imag_grad(op, grad):
+def _imag_grad(xp, op, grad):
     """imag(z) = Im z: the gradient is 1j * grad (TF's _ImagGrad); real inputs get 0."""
-    if op.inputs[0].dtype.kind != "c":
-        return _zeros(grad)
-    return astype(grad, complex_dtype(grad.dtype)) * 1j
+    x = op.inputs[0]
+    if not is_complex(x):
+        return xp.zeros_like(grad)
+    return xp.astype(grad, x.dtype) * 1j
 
 
 # --------------------------------------------------------------------------- casts and identity
@@ -548,7 +562,7 @@ _astype = defop("astype", _astype_forward, chapter="data_types",
                 domain=[Case(REAL[3], "float32"), Case(REAL[2, 3], "complex128"), Case(REAL[2], "int64"),
                         Case(COMPLEX[2, 2], "complex64"), Case(COMPLEX[3], "float64")],
                 convention="casts to integer or bool carry no gradient; complex to real keeps the real "
-                           "part of the gradient")
+                           "part of the gradient", saves=(), batched=True)
 
 
 @public(_astype)
@@ -568,61 +582,10 @@ def astype(x, dtype, /, *, copy=True, device=None):
     return apply1(_astype, x, {"dtype": b.dtype_to_native(d), "copy": copy})
 
 
-_astype.gradient(lambda op, grad: grad)     # the engine casts back to the input's dtype
+_astype.gradient(lambda xp, op, grad: grad)     # the engine casts back to the input's dtype
 
 cast = astype
 
 _identity = unary("identity", REAL, forward=lambda xp, x: x, complex=True, chapter="utility",
-                  doc="The value itself, recorded (reading a Variable).")
-_identity.gradient(lambda op, grad: grad)
-
-
-# --------------------------------------------------------------------------- native vjps
-# The rules above once more on native arrays, for the backward walk that nothing records (see
-# OpDef.defvjp): real floating gradients only, ``g`` may carry leading batch axes, broadcasting is
-# the engine's.  ``saves`` lists what the rule and the vjps read; the rest is freed with the forward.
-def _grad_only(xp, g, y, *xs, **attrs):
-    return g
-
-
-def _neg_grad(xp, g, y, *xs):
-    return -g
-
-
-add.defvjp(_grad_only, _grad_only, saves=())
-subtract.defvjp(_grad_only, _neg_grad, saves=())
-multiply.defvjp(lambda xp, g, y, x1, x2: g * x2, lambda xp, g, y, x1, x2: g * x1, saves="inputs")
-
-
-# A zero cotangent gives a zero gradient here too: where ``g == 0`` the divisor is masked to 1 and the
-# factor to 0 (no 0 / 0, no 0 * inf, no warning); elsewhere the values are the rules', bit for bit.
-def _den(xp, g, d):
-    """The divisor ``d``, 1 where ``g == 0``."""
-    if not hasattr(d, "shape"):                 # a Python scalar
-        return d if d != 0 else xp.where(g == 0, 1, xp.zeros_like(g))
-    return xp.where(g == 0, 1, d)
-
-
-def _fac(xp, g, f):
-    """The factor ``f``, 0 where ``g == 0``."""
-    return xp.where(g == 0, 0, f)
-
-
-divide.defvjp(lambda xp, g, y, x1, x2: g / _den(xp, g, x2),
-              lambda xp, g, y, x1, x2: -(g / _den(xp, g, x2)) * _fac(xp, g, y))
-negative.defvjp(_neg_grad, saves=())
-positive.defvjp(_grad_only, saves=())
-square.defvjp(lambda xp, g, y, x: g * (2 * x), saves="inputs")
-sqrt.defvjp(lambda xp, g, y, x: g / _den(xp, g, 2 * y), saves="outputs")
-reciprocal.defvjp(lambda xp, g, y, x: -g * _fac(xp, g, y * y), saves="outputs")
-exp.defvjp(lambda xp, g, y, x: g * _fac(xp, g, y), saves="outputs")
-expm1.defvjp(lambda xp, g, y, x: g * _fac(xp, g, y + 1), saves="outputs")
-log.defvjp(lambda xp, g, y, x: g / _den(xp, g, x), saves="inputs")
-log1p.defvjp(lambda xp, g, y, x: g / _den(xp, g, x + 1), saves="inputs")
-sin.defvjp(lambda xp, g, y, x: g * xp.cos(x), saves="inputs")
-cos.defvjp(lambda xp, g, y, x: -g * xp.sin(x), saves="inputs")
-sinh.defvjp(lambda xp, g, y, x: g * _fac(xp, g, xp.cosh(x)), saves="inputs")
-cosh.defvjp(lambda xp, g, y, x: g * _fac(xp, g, xp.sinh(x)), saves="inputs")
-tanh.defvjp(lambda xp, g, y, x: g * (1 - y * y), saves="outputs")
-_identity.defvjp(_grad_only, saves=())
-_astype.defvjp(_grad_only, saves=())
+                  doc="The value itself, recorded (reading a Variable).", saves=())
+_identity.gradient(lambda xp, op, grad: grad)

@@ -1,0 +1,216 @@
+"""One rule per op, on the namespace the engine passes in (issue 11), registry-wide, on every backend.
+
+* Every rule is written ``rule(xp, op, *grads)``: none is left in the Tensor-only form.
+* The rule gives the same gradients on the backend's native namespace (a first-order walk: no Tensor
+  is made, which a spy on the engine checks) and on gradtape's namespace (an outer tape records).
+* A rule reads only what its op saves: run once on a stub whose unsaved values fail when touched.
+* A rule declared ``batched`` takes a leading batch axis on its cotangents: the batched walk equals
+  one walk per cotangent.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+from gradtape import _engine, registry
+from gradtape._recording_state import _state
+from gradtape._rule_namespace import native_namespace
+from gradtape.domains import op_cases
+
+RULE_OPS = sorted(op.name for op in registry.differentiable_ops()
+                  if op.convention != "a composite: differentiated through the ops it calls")
+
+
+def _args(case, rng):
+    arrays, kwargs = case.draw(rng, "float64")
+    return [gt.constant(a) if isinstance(a, np.ndarray) else a for a in arrays], kwargs
+
+
+def _float_sources(args):
+    return [a for a in args if isinstance(a, gt.Tensor) and a.dtype.is_floating]
+
+
+def _weights(y):
+    return gt.constant(np.linspace(0.5, 1.5, max(y.size, 1)).reshape(y.shape), dtype=y.dtype)
+
+
+def _loss(op, args, kwargs):
+    y = op.public(*args, **kwargs)
+    ys = [t for t in (y if isinstance(y, (tuple, list)) else [y])
+          if isinstance(t, gt.Tensor) and t.dtype.is_floating]
+    return gt.add_n([gt.sum(gt.real(t) * gt.real(_weights(t))) for t in ys]) if ys else None
+
+
+def _grads(op, args, kwargs, outer):
+    """Gradients of a weighted sum of the op's floating outputs w.r.t. its floating Tensor
+    arguments; with ``outer``, an outer tape records the walk (the rules run on Tensors)."""
+    srcs = _float_sources(args)
+    with gt.GradientTape(persistent=True) as out_tape:
+        with gt.GradientTape() as tape:
+            tape.watch(srcs)
+            loss = _loss(op, args, kwargs)
+        if loss is None:
+            return None
+        if outer:
+            return tape.gradient(loss, srcs)
+        with out_tape.stop_recording():
+            return tape.gradient(loss, srcs)
+
+
+class _CountingTensorOp(_engine.TensorOp):
+    """The engine's Tensor view of a node, counted: a native walk makes none for a rule of the
+    ``rule(xp, op, *grads)`` form."""
+    __slots__ = ()
+    made = []
+
+    def __init__(self, node):
+        if node.opdef.xp_rule:
+            _CountingTensorOp.made.append(node.opdef.name)
+        super().__init__(node)
+
+
+def test_every_rule_takes_the_namespace():
+    old_form = [op.name for op in registry.ops() if op.grad is not None and not op.xp_rule]
+    assert not old_form, ("rules still in the Tensor-only form rule(op, *grads); write them as "
+                          f"rule(xp, op, *grads) (see gradtape/ops/__init__.py): {old_form}")
+
+
+@pytest.mark.parametrize("name", RULE_OPS)
+def test_both_namespaces_agree(name, backend, monkeypatch):
+    op = registry.get_op(name)
+    rng = np.random.default_rng(7)
+    checked = 0
+    for case in op_cases(op):
+        args, kwargs = _args(case, rng)
+        if not _float_sources(args):
+            continue
+        real = all(not a.dtype.is_complex for a in args if isinstance(a, gt.Tensor))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                monkeypatch.setattr(_engine, "TensorOp", _CountingTensorOp)
+                _CountingTensorOp.made.clear()
+                native = _grads(op, args, kwargs, outer=False)
+                made = list(_CountingTensorOp.made)
+            except ValueError:          # inputs the op refuses on this backend (a singular matrix)
+                continue
+            finally:
+                monkeypatch.undo()
+            tensor = _grads(op, args, kwargs, outer=True)
+        if native is None:
+            continue
+        checked += 1
+        if real and op.xp_rule:
+            assert not made, f"{name} {case!r}: the first-order walk ran rules on Tensors: {made}"
+        for gn, gr in zip(native, tensor):
+            assert (gn is None) == (gr is None), case
+            if gn is not None:
+                assert gn.shape == gr.shape and gn.dtype == gr.dtype, case
+                np.testing.assert_allclose(gn.numpy(), gr.numpy(), rtol=1e-9, atol=1e-12, err_msg=repr(case))
+    if op.domain is not None and not checked:
+        pytest.skip(f"{name}: no case with floating inputs on this backend")
+
+
+class _Unsaved:
+    """What the stub holds where its op saves nothing: any use names the op and the value."""
+
+    def __init__(self, op, what):
+        object.__setattr__(self, "_msg", f"the rule of {op!r} read {what}, which the op does not save "
+                                         "(declare it in saves=)")
+
+    def _fail(self, *a, **k):
+        raise AssertionError(self._msg)
+
+    __getattr__ = __setattr__ = __getitem__ = __array__ = __bool__ = __len__ = __iter__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
+    __neg__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = __eq__ = __ne__ = __lt__ = __gt__ = _fail
+    __le__ = __ge__ = __float__ = __index__ = __array_namespace__ = _fail
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("name", [n for n in RULE_OPS if registry.get_op(n).saves is not None])
+def test_a_rule_reads_only_what_its_op_saves(name, backend):
+    op = registry.get_op(name)
+    if not op.xp_rule:
+        pytest.skip(f"{name}: rule not yet in the xp form")
+    rng = np.random.default_rng(11)
+    ran = 0
+    for case in op_cases(op):
+        args, kwargs = _args(case, rng)
+        srcs = _float_sources(args)
+        if not srcs or any(a.dtype.is_complex for a in srcs):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with gt.GradientTape(persistent=True) as tape:
+                tape.watch(srcs)
+                try:
+                    op.public(*args, **kwargs)
+                except ValueError:
+                    continue
+        nodes = [n for n in tape._rec.nodes if n.opdef is op]
+        if not nodes:
+            continue
+        n = nodes[-1]
+        stub = n._replace(
+            inputs=tuple(_Unsaved(name, f"op.inputs[{k}]") if v is None or isinstance(v, _engine._Meta) else v
+                         for k, v in enumerate(n.inputs)),
+            outputs=tuple(_Unsaved(name, f"op.outputs[{k}]") if v is None else v for k, v in enumerate(n.outputs)))
+        xp = native_namespace(n.backend)
+        gs = [xp.ones_like(v) if v is not None else None for v in n.outputs]
+        if any(g is None for g in gs):
+            outs = [o for o in (op.public(*args, **kwargs),)]
+            flat = outs[0] if isinstance(outs[0], (tuple, list)) else outs
+            gs = [xp.ones_like(t.native) for t in flat]
+        _state.reach = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            op.grad(xp, stub, *gs)
+        ran += 1
+    if not ran:
+        pytest.skip(f"{name}: no real case recorded on this backend")
+
+
+@pytest.mark.parametrize("name", [n for n in RULE_OPS if registry.get_op(n).batched])
+def test_a_batched_rule_takes_a_leading_batch_axis(name, backend):
+    op = registry.get_op(name)
+    if not op.xp_rule:
+        pytest.skip(f"{name}: rule not yet in the xp form")
+    rng = np.random.default_rng(5)
+    ran = 0
+    for case in op_cases(op):
+        args, kwargs = _args(case, rng)
+        srcs = _float_sources(args)
+        if not srcs or any(a.dtype.is_complex for a in srcs):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with gt.GradientTape(persistent=True) as tape:
+                tape.watch(srcs)
+                try:
+                    y = op.public(*args, **kwargs)
+                except ValueError:
+                    continue
+            if isinstance(y, (tuple, list)):
+                continue                # batched walks take one target
+            if not y.dtype.is_floating:
+                continue
+            xp = y._b.xp
+            cots = np.stack([rng.standard_normal(tuple(y.shape)) for _ in range(2)])
+            batch = gt.asarray(cots, dtype=y.dtype).native
+            rec = tape._rec
+            batched = _engine.backward(rec, [y], None, srcs, _engine.UnconnectedGradients.NONE, batch=batch)
+            for b in range(2):
+                single = _engine.backward(rec, [y], [gt.asarray(cots[b], dtype=y.dtype)], srcs,
+                                          _engine.UnconnectedGradients.NONE)
+                for gb, gs, s in zip(batched, single, srcs):
+                    if gs is None:
+                        continue
+                    got = np.asarray(gt.asarray(xp.broadcast_to(gb, (2,) + tuple(s.shape))[b, ...]).numpy())
+                    np.testing.assert_allclose(got, gs.numpy(), rtol=1e-9, atol=1e-12, err_msg=repr(case))
+        ran += 1
+    if not ran:
+        pytest.skip(f"{name}: no real single-output case on this backend")
