@@ -128,7 +128,9 @@ def _check_output(name, backend, out, k=None):
 
 def register_op(name, forward, gradient=None, *, nout=None, domain=None, differentiable=True):
     """Add an op: ``forward(xp, *native_arrays, **attrs)`` computes it on the backend's namespace
-    ``xp``; ``gradient(op, *grads)`` is its rule (or register one later with
+    ``xp``; ``gradient(xp, op, *grads)`` is its rule, on the namespace the backward walk passes
+    (native arrays in a first-order walk, gradtape Tensors when an outer tape records), or
+    TensorFlow's ``gradient(op, *grads)``, always on Tensors (or register one later with
     ``gt.RegisterGradient(name)``).  Returns the function users call: ``f(*arrays, **attrs)``.
 
     The arguments are checked before anything is registered; what ``forward`` returns is checked
@@ -139,7 +141,8 @@ def register_op(name, forward, gradient=None, *, nout=None, domain=None, differe
         raise TypeError(f"register_op({name!r}): forward must be callable forward(xp, *arrays, **attrs), "
                         f"got {_describe(forward)}")
     if gradient is not None and not callable(gradient):
-        raise TypeError(f"register_op({name!r}): gradient must be None or a rule gradient(op, *grads), "
+        raise TypeError(f"register_op({name!r}): gradient must be None or a rule gradient(xp, op, *grads) "
+                        "(or gradient(op, *grads)), "
                         f"got {_describe(gradient)}")
     if nout is not None and (isinstance(nout, bool) or not isinstance(nout, int) or nout < 1):
         raise ValueError(f"register_op({name!r}): nout must be None (one output) or a positive int, "

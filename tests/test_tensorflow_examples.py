@@ -893,7 +893,7 @@ def test_004_calculations_outside_gradtape(backend):
         x2 = x**2
         # This step is calculated with NumPy
         # (TensorFlow is silent here; gradtape warns, naming this line: issue 10)
-        with pytest.warns(gt.GradientLeakWarning, match=r"test_seeds\.py:\d+,? converts a tensor"):
+        with pytest.warns(gt.GradientLeakWarning, match=r"test_tensorflow_examples\.py:\d+,? converts a tensor"):
             y = np.mean(x2, axis=0)
         # Like most ops, reduce_mean will cast the NumPy array to a constant tensor
         # using `tf.convert_to_tensor`.
