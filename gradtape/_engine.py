@@ -90,8 +90,34 @@ _tuple_new = tuple.__new__
 
 def _not_saved(opdef, what):
     raise RuntimeError(f"the gradient rule of {opdef.name!r} reads op.{what}, but the op declares "
-                       f"saves={opdef.saves!r} (the values it keeps for its rule); add {what!r} to "
-                       "its saves")
+                       f"saves={opdef.saves!r} (the values it keeps for its rule); add it to its saves")
+
+
+class _Unsaved:
+    """Where a rule on Tensors finds a value its op did not save: any use of it is the
+    ``RuntimeError`` of :func:`_not_saved` (so a rule may unpack ``op.inputs`` and read only what
+    its op saves)."""
+
+    __slots__ = ("_opdef", "_what")
+
+    def __init__(self, opdef, what):
+        self._opdef = opdef
+        self._what = what
+
+    def _fail(self, *args, **kwargs):
+        _not_saved(self._opdef, self._what)
+
+    def __getattr__(self, name):
+        _not_saved(self._opdef, self._what)
+
+    __array__ = __array_namespace__ = __bool__ = __len__ = __iter__ = __getitem__ = __float__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
+    __neg__ = __pos__ = __abs__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _fail
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return f"<op.{self._what} of {self._opdef.name!r}: not saved>"
 
 
 def _scalar_tensor(v, like):
@@ -145,9 +171,10 @@ class TensorOp:
             b = n.backend
             ins = []
             scalars = False
-            for i, v in zip(n.in_ids, n.inputs):
+            for k, (i, v) in enumerate(zip(n.in_ids, n.inputs)):
                 if v is None or v.__class__ is _Meta:
-                    _not_saved(n.opdef, "inputs")
+                    ins.append(_Unsaved(n.opdef, f"inputs[{k}]"))
+                    continue
                 if i:
                     t = _wrap(v, b)
                     t._id = i
@@ -158,7 +185,9 @@ class TensorOp:
                     t = _wrap(v, b)
                 ins.append(t)
             if scalars:
-                like = next(t for t in ins if isinstance(t, Tensor))
+                like = next((t for t in ins if isinstance(t, Tensor)), None)
+                if like is None:
+                    _not_saved(n.opdef, "inputs")
                 ins = [t if isinstance(t, Tensor) else _scalar_tensor(t, like) for t in ins]
             self._inputs = tuple(ins)
         return self._inputs
@@ -170,9 +199,10 @@ class TensorOp:
             n = self.node
             b = n.backend
             outs = []
-            for i, v in zip(n.out_ids, n.outputs):
+            for k, (i, v) in enumerate(zip(n.out_ids, n.outputs)):
                 if v is None:
-                    _not_saved(n.opdef, "outputs")
+                    outs.append(_Unsaved(n.opdef, f"outputs[{k}]"))
+                    continue
                 t = _wrap(v, b)
                 if i:
                     t._id = i
@@ -500,6 +530,8 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                 in_grads = rule(xp_native, n, g)
             else:
                 if any(h is None for h in gs):
+                    if nb:
+                        raise NotBatchable(op.name)     # (zeros without the batch axis)
                     gs = [xp_native.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
                 in_grads = rule(xp_native, n, *gs)
             if in_grads.__class__ is not tuple:

@@ -273,7 +273,7 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
     return _finish(f, op, doc)
 
 
-def _through_its_parts(op, *grads):
+def _through_its_parts(xp, op, *grads):
     raise AssertionError(f"{op.opdef.name} is a composite: the tape records the ops it calls, never it")
 
 

@@ -7,11 +7,13 @@ and differentiable; ``*_like`` outputs do not depend on the input's values (not 
 from __future__ import annotations
 
 from gradtape import _config
+from gradtape import backends as _bk
 from gradtape import dtypes as _dt
 from gradtape.domains import REAL, Case, with_complex
 from gradtape._recording_state import _ACTIVE
 from gradtape.ops import apply1, composite, defop, public
 from gradtape.ops.elementwise import _identity, astype
+from gradtape.ops.manipulation import broadcast_to, reshape
 from gradtape.tensor import Tensor, _check_leak, _wrap, convert_to_tensor
 
 __all__ = [
@@ -36,7 +38,6 @@ __all__ = [
 
 
 def _backend_and_device(device, backend=None):
-    from gradtape import backends as _bk
     if backend is not None:
         b = _bk.get(backend)
     elif getattr(device, "backend", None) is not None:       # a tensor's Device: its backend
@@ -168,7 +169,6 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None):
     ``GradientLeakWarning`` while a tape records ``obj``)."""
     if isinstance(obj, Tensor):
         if backend is not None:
-            from gradtape import backends as _bk
             target = _bk.get(backend)
             if target is not obj._b:
                 return convert_to_tensor(obj.numpy(), dtype=dtype, device=device, backend=target)
@@ -201,12 +201,13 @@ def from_dlpack(x, /, *, device=None, copy=None):
 
 
 # --------------------------------------------------------------------------- differentiable
-_tril = defop("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), chapter="creation",
+# (linear and acting on the last two axes: the rules read nothing and take leading batch axes)
+_tril = defop("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), chapter="creation", saves=(), batched=True,
               domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], k=1), Case(REAL[4, 3], k=-1)]))
-_tril.gradient(lambda op, grad: tril(grad, k=op.attrs["k"]))
-_triu = defop("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), chapter="creation",
+_tril.gradient(lambda xp, op, grad: xp.tril(grad, k=op.attrs["k"]))
+_triu = defop("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), chapter="creation", saves=(), batched=True,
               domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], k=1), Case(REAL[4, 3], k=-1)]))
-_triu.gradient(lambda op, grad: triu(grad, k=op.attrs["k"]))
+_triu.gradient(lambda xp, op, grad: xp.triu(grad, k=op.attrs["k"]))
 
 
 @public(_tril)
@@ -221,19 +222,20 @@ def triu(x, /, *, k=0):
     return apply1(_triu, x, {"k": int(k)})
 
 
-def _to_device_forward(backend, x, *, device):
+def _to_device_forward(backend, x, device, *, stream=None):
     return backend.to_device(x, device)
 
 
-_to_device = defop("to_device", _to_device_forward, chapter="creation",
+# xp_callable: rules call ``xp.to_device(x, device)`` (a native device on native arrays, a
+# backend-neutral name on Tensors)
+_to_device = defop("to_device", _to_device_forward, chapter="creation", xp_callable=True, batched=True,
                    domain=with_complex([Case(REAL[3], "cpu")]))
 
 
 @_to_device.gradient
-def _to_device_grad(op, grad):
+def _to_device_grad(xp, op, grad):
     """The gradient goes back to the input's device."""
-    b = op.backend
-    return to_device(grad, b.device_of(op.in_vals[0]))
+    return xp.to_device(grad, op.inputs[0].device)
 
 
 @public(_to_device)
@@ -250,7 +252,6 @@ def to_device(x, device, /, *, stream=None):
 
 def meshgrid(*arrays, indexing="xy"):
     """Coordinate grids from 1-D tensors (composed of reshape and broadcast_to, so differentiable)."""
-    from gradtape.ops.manipulation import broadcast_to, reshape
     if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)):
         arrays = tuple(arrays[0])
     if indexing not in ("xy", "ij"):

@@ -35,33 +35,33 @@ from gradtape.tensor import Tensor
 _COMPLEX = {}
 
 
+def _complex_kind(d):
+    """Whether native or gradtape dtype ``d`` is complex (cached by the callers)."""
+    kind = getattr(d, "kind", None)
+    r = _COMPLEX[(d.__class__, d)] = (kind == "c" if isinstance(kind, str) else
+                                     bool(getattr(d, "is_complex", False)) or "complex" in str(d))
+    return r
+
+
 def is_complex(x):
     """Whether ``x`` (a Tensor, a native array or a Python scalar) is complex; cached per dtype, so
     rules on either namespace stay cheap on real values."""
     d = getattr(x, "dtype", None)
     if d is None:
         return x.__class__ is complex
-    key = (d.__class__, d)          # the class first: no comparison across libraries
-    r = _COMPLEX.get(key)
-    if r is None:
-        kind = getattr(d, "kind", None)
-        r = _COMPLEX[key] = (kind == "c" if isinstance(kind, str) else
-                             bool(getattr(d, "is_complex", False)) or "complex" in str(d))
-    return r
-
-
-def _conj(x):
-    """Transitional (issue 11): ``conj_`` on Tensors, for rules not yet written against ``xp``."""
-    if isinstance(x, Tensor):
-        return conj(x) if x.dtype.kind == "c" else x
-    return x.conjugate() if isinstance(x, complex) else x
+    r = _COMPLEX.get((d.__class__, d))      # the class first: no comparison across libraries
+    return _complex_kind(d) if r is None else r
 
 
 def conj_(xp, x):
     """``conj(x)`` for complex values; real arrays and Python reals as they are (no copy, no op)."""
-    if x.__class__ is complex:
-        return x.conjugate()
-    return xp.conj(x) if is_complex(x) else x
+    d = getattr(x, "dtype", None)
+    if d is None:
+        return x.conjugate() if x.__class__ is complex else x
+    r = _COMPLEX.get((d.__class__, d))
+    if r is None:
+        r = _complex_kind(d)
+    return xp.conj(x) if r else x
 
 
 # --------------------------------------------------------------------------- non-differentiable

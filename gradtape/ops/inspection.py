@@ -9,6 +9,7 @@ on every backend, JAX included, since gradtape runs eagerly.
 """
 from __future__ import annotations
 
+from gradtape import _config
 from gradtape import dtypes as _dt
 
 __all__ = ["__array_namespace_info__"]
@@ -18,7 +19,6 @@ _DEFAULT_DTYPES = {"real floating": _dt.float32, "complex floating": _dt.complex
 
 
 def _backend():
-    from gradtape import _config
     return _config.get_backend()
 
 

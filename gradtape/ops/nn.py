@@ -3,10 +3,12 @@ signatures and defaults.
 
 Each op is declared with its domain and followed by its rule.  Forwards are backend-neutral: they
 use only Array API functions of ``xp`` (or, for ``erf``, ``gelu``, ``one_hot`` and the sparse
-cross-entropy, the Backend object, for ``backend.erf`` and the inputs' device).  Rules use only
-gradtape ops, so outer tapes record them and higher derivatives come for free.  Numerically
-delicate forwards (``sigmoid``, ``softplus``, ``softmax``, ``logsumexp``, the cross-entropies) are
-written in their stable forms.
+cross-entropy, the Backend object, for ``backend.erf`` and the inputs' device).  Rules are written
+once against the namespace ``xp`` the engine passes (native arrays in a first-order walk, gradtape's
+Tensors when an outer tape records, so higher derivatives come for free); ``sigmoid``, ``erf``,
+``softmax`` and ``log_softmax`` are ``xp_callable``, so rules reach them as ``xp.sigmoid`` & co.
+Numerically delicate forwards (``sigmoid``, ``softplus``, ``softmax``, ``logsumexp``, the
+cross-entropies) are written in their stable forms.
 
 The composites at the end (``silu``, ``relu6``, ``log_sigmoid``, ``l2_normalize``, ``moments``,
 ``sigmoid_cross_entropy_with_logits``, ``dropout``, ``bias_add``) are plain compositions of ops:
@@ -18,22 +20,21 @@ import math
 
 import numpy as np
 
+from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape.domains import NONZERO, POSITIVE, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import (
     astype,
     exp,
-    greater,
     greater_equal,
-    less,
     log1p,
     maximum,
     sqrt,
     square,
     tanh,
 )
-from gradtape.ops.manipulation import expand_dims, reshape
+from gradtape.ops.manipulation import reshape, squeeze
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, _keep_shape, mean
 from gradtape.ops.statistical import sum as _sum
@@ -71,7 +72,7 @@ def _relu_forward(xp, x):
     return xp.maximum(x, xp.zeros_like(x))
 
 
-_relu = defop("relu", _relu_forward, chapter="nn", domain=NONZERO,
+_relu = defop("relu", _relu_forward, chapter="nn", domain=NONZERO, saves="inputs", batched=True,
               convention="relu'(0) = 0, as TF")
 
 
@@ -82,9 +83,9 @@ def relu(features, name=None):
 
 
 @_relu.gradient
-def _relu_grad(op, grad):
+def _relu_grad(xp, op, grad):
     """grad where x > 0, else 0 (also at 0)."""
-    return where(greater(op.inputs[0], 0), grad, 0)
+    return xp.where(op.inputs[0] > 0, grad, 0)
 
 
 def _sigmoid_forward(xp, x):
@@ -92,7 +93,8 @@ def _sigmoid_forward(xp, x):
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-_sigmoid = defop("sigmoid", _sigmoid_forward, chapter="nn", floating=True, domain=REAL)
+_sigmoid = defop("sigmoid", _sigmoid_forward, chapter="nn", floating=True, domain=REAL, saves="outputs",
+                 xp_callable=True, batched=True)
 
 
 @public(_sigmoid)
@@ -102,7 +104,7 @@ def sigmoid(x, name=None):
 
 
 @_sigmoid.gradient
-def _sigmoid_grad(op, grad):
+def _sigmoid_grad(xp, op, grad):
     """d sigmoid = y (1 - y) dx, written with the output y."""
     y = op.outputs[0]
     return grad * (y * (1 - y))
@@ -112,7 +114,8 @@ def _softplus_forward(xp, x):
     return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, xp.zeros_like(x))
 
 
-_softplus = defop("softplus", _softplus_forward, chapter="nn", floating=True, domain=REAL)
+_softplus = defop("softplus", _softplus_forward, chapter="nn", floating=True, domain=REAL, saves="inputs",
+                  batched=True)
 
 
 @public(_softplus)
@@ -122,17 +125,17 @@ def softplus(features, name=None):
 
 
 @_softplus.gradient
-def _softplus_grad(op, grad):
+def _softplus_grad(xp, op, grad):
     """d softplus = sigmoid(x) dx."""
-    return grad * sigmoid(op.inputs[0])
+    return grad * xp.sigmoid(op.inputs[0])
 
 
 def _erf_forward(backend, x):
     return backend.erf(x)
 
 
-_erf = defop("erf", _erf_forward, chapter="nn", floating=True, domain=REAL,
-             doc="The error function (the backend's erf).")
+_erf = defop("erf", _erf_forward, chapter="nn", floating=True, domain=REAL, saves="inputs",
+             xp_callable=True, batched=True, doc="The error function (the backend's erf).")
 
 
 @public(_erf)
@@ -142,10 +145,10 @@ def erf(x, name=None):
 
 
 @_erf.gradient
-def _erf_grad(op, grad):
+def _erf_grad(xp, op, grad):
     """d erf = 2 / sqrt(pi) exp(-x^2) dx."""
     x = op.inputs[0]
-    return grad * ((2.0 / math.sqrt(math.pi)) * exp(-square(x)))
+    return grad * ((2.0 / math.sqrt(math.pi)) * xp.exp(-xp.square(x)))
 
 
 def _gelu_forward(backend, x, *, approximate=False):
@@ -156,7 +159,8 @@ def _gelu_forward(backend, x, *, approximate=False):
 
 
 _gelu = defop("gelu", _gelu_forward, chapter="nn", floating=True,
-              domain=[Case(REAL[3]), Case(REAL[2, 3]), Case(REAL[2, 3], approximate=True)])
+              domain=[Case(REAL[3]), Case(REAL[2, 3]), Case(REAL[2, 3], approximate=True)],
+              saves="inputs", batched=True)
 
 
 @public(_gelu)
@@ -166,16 +170,16 @@ def gelu(features, approximate=False, name=None):
 
 
 @_gelu.gradient
-def _gelu_grad(op, grad):
+def _gelu_grad(xp, op, grad):
     """Exact: Phi(x) + x phi(x).  Approximate: with t = tanh(c (x + a x^3)),
     0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)."""
     x = op.inputs[0]
     if op.attrs.get("approximate"):
-        x2 = square(x)
-        t = tanh(_SQRT_2_OVER_PI * (x + _GELU_A * (x2 * x)))
-        d = 0.5 * (1 + t) + (0.5 * _SQRT_2_OVER_PI) * x * (1 - square(t)) * (1 + 3 * _GELU_A * x2)
+        x2 = xp.square(x)
+        t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_A * (x2 * x)))
+        d = 0.5 * (1 + t) + (0.5 * _SQRT_2_OVER_PI) * x * (1 - xp.square(t)) * (1 + 3 * _GELU_A * x2)
         return grad * d
-    d = 0.5 * (1 + erf(x / _SQRT2)) + x * exp(-0.5 * square(x)) * (1 / math.sqrt(2 * math.pi))
+    d = 0.5 * (1 + xp.erf(x / _SQRT2)) + x * xp.exp(-0.5 * xp.square(x)) * (1 / math.sqrt(2 * math.pi))
     return grad * d
 
 
@@ -186,7 +190,7 @@ def _elu_forward(xp, x, *, alpha=1.0):
 
 _elu = defop("elu", _elu_forward, chapter="nn", floating=True,
              domain=[Case(NONZERO[3]), Case(NONZERO[2, 3]), Case(NONZERO[2, 3], alpha=0.5)],
-             convention="elu'(0) = 1, as TF's EluGrad")
+             batched=True, convention="elu'(0) = 1, as TF's EluGrad")
 
 
 @public(_elu)
@@ -196,11 +200,11 @@ def elu(features, alpha=1.0, name=None):
 
 
 @_elu.gradient
-def _elu_grad(op, grad):
+def _elu_grad(xp, op, grad):
     """grad where x >= 0, grad * (y + alpha) (= alpha exp(x)) where x < 0."""
     x = op.inputs[0]
     y = op.outputs[0]
-    return where(less(x, 0), grad * (y + op.attrs["alpha"]), grad)
+    return xp.where(x < 0, grad * (y + op.attrs["alpha"]), grad)
 
 
 def _leaky_relu_forward(xp, x, *, alpha=0.2):
@@ -209,7 +213,7 @@ def _leaky_relu_forward(xp, x, *, alpha=0.2):
 
 _leaky_relu = defop("leaky_relu", _leaky_relu_forward, chapter="nn",
                     domain=[Case(NONZERO[3]), Case(NONZERO[2, 3]), Case(NONZERO[2, 3], alpha=0.01)],
-                    convention="leaky_relu'(0) = alpha, as TF")
+                    saves="inputs", batched=True, convention="leaky_relu'(0) = alpha, as TF")
 
 
 @public(_leaky_relu)
@@ -219,19 +223,20 @@ def leaky_relu(features, alpha=0.2, name=None):
 
 
 @_leaky_relu.gradient
-def _leaky_relu_grad(op, grad):
+def _leaky_relu_grad(xp, op, grad):
     """grad where x > 0, alpha * grad elsewhere (also at 0)."""
-    return where(greater(op.inputs[0], 0), grad, grad * op.attrs["alpha"])
+    return xp.where(op.inputs[0] > 0, grad, grad * op.attrs["alpha"])
 
 
 # --------------------------------------------------------------------------- softmax family
-def _softmax_forward(xp, x, *, axis):
+def _softmax_forward(xp, x, *, axis=-1):
     e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 
 _AXIS_CASES = [Case(REAL[4]), Case(REAL[2, 3]), Case(REAL[2, 3], axis=0), Case(REAL[2, 3, 2], axis=1)]
-_softmax = defop("softmax", _softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES)
+_softmax = defop("softmax", _softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES,
+                 saves="outputs", xp_callable=True, batched=True)
 
 
 @public(_softmax)
@@ -242,18 +247,20 @@ def softmax(logits, axis=-1, name=None):
 
 
 @_softmax.gradient
-def _softmax_grad(op, grad):
-    """dx = y * (grad - sum(grad * y, axis))."""
+def _softmax_grad(xp, op, grad):
+    """dx = y * (grad - sum(grad * y, axis)) (the axis counted from the end: grad may carry leading
+    batch axes)."""
     y = op.outputs[0]
-    return y * (grad - _sum(grad * y, axis=op.attrs["axis"], keepdims=True))
+    return y * (grad - xp.sum(grad * y, axis=op.attrs["axis"] - y.ndim, keepdims=True))
 
 
-def _log_softmax_forward(xp, x, *, axis):
+def _log_softmax_forward(xp, x, *, axis=-1):
     shifted = x - xp.max(x, axis=axis, keepdims=True)
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
-_log_softmax = defop("log_softmax", _log_softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES)
+_log_softmax = defop("log_softmax", _log_softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES,
+                     saves="outputs", xp_callable=True, batched=True)
 
 
 @public(_log_softmax)
@@ -264,10 +271,11 @@ def log_softmax(logits, axis=-1, name=None):
 
 
 @_log_softmax.gradient
-def _log_softmax_grad(op, grad):
-    """dx = grad - softmax(x) * sum(grad, axis), with softmax(x) = exp(y)."""
+def _log_softmax_grad(xp, op, grad):
+    """dx = grad - softmax(x) * sum(grad, axis), with softmax(x) = exp(y) (the axis counted from the
+    end: grad may carry leading batch axes)."""
     y = op.outputs[0]
-    return grad - exp(y) * _sum(grad, axis=op.attrs["axis"], keepdims=True)
+    return grad - xp.exp(y) * xp.sum(grad, axis=op.attrs["axis"] - y.ndim, keepdims=True)
 
 
 def _logsumexp_forward(xp, x, *, axis, keepdims=False):
@@ -279,7 +287,7 @@ def _logsumexp_forward(xp, x, *, axis, keepdims=False):
 
 _logsumexp = defop("logsumexp", _logsumexp_forward, chapter="nn", floating=True,
                    domain=[Case(REAL[4]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True),
-                           Case(REAL[2, 3, 2], axis=(0, 2))])
+                           Case(REAL[2, 3, 2], axis=(0, 2))], batched=True)
 
 
 @public(_logsumexp)
@@ -292,15 +300,16 @@ def logsumexp(input_tensor, axis=None, keepdims=False, name=None):
 
 
 @_logsumexp.gradient
-def _logsumexp_grad(op, grad):
-    """dx = grad * exp(x - y) (grad and y broadcast back over the reduced axes)."""
+def _logsumexp_grad(xp, op, grad):
+    """dx = grad * exp(x - y) (grad and y broadcast back over the reduced axes; grad may carry
+    leading batch axes)."""
     x = op.inputs[0]
     y = op.outputs[0]
     if not op.attrs["keepdims"]:
         keep = _keep_shape(x.shape, op.attrs["axis"])
-        grad = reshape(grad, keep)
-        y = reshape(y, keep)
-    return grad * exp(x - y)
+        grad = xp.reshape(grad, tuple(grad.shape)[:grad.ndim - y.ndim] + keep)
+        y = xp.reshape(y, keep)
+    return grad * xp.exp(x - y)
 
 
 reduce_logsumexp = logsumexp
@@ -372,7 +381,7 @@ def _xent_forward(xp, labels, logits, *, axis):
 
 _xent = defop("softmax_cross_entropy_with_logits", _xent_forward, chapter="nn",
               domain=[Case(POSITIVE[4], REAL[4]), Case(POSITIVE[2, 3], REAL[2, 3]),
-                      Case(POSITIVE[3, 2], REAL[3, 2], axis=0)],
+                      Case(POSITIVE[3, 2], REAL[3, 2], axis=0)], saves="inputs", batched=True,
               convention="d/dlogits = softmax(logits) * sum(labels) - labels (TF's kernel drops the "
                          "sum, assuming labels that sum to 1); d/dlabels = -log_softmax(logits), as TF")
 
@@ -395,17 +404,17 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
 
 
 @_xent.gradient
-def _xent_grad(op, grad):
+def _xent_grad(xp, op, grad):
     """loss = -sum(labels * log_softmax(logits)): d/dlogits = grad * (softmax * sum(labels) - labels),
     d/dlabels = -grad * log_softmax(logits)."""
     labels, logits = op.inputs
     axis = op.attrs["axis"]
-    g = expand_dims(grad, axis=axis)
+    g = xp.expand_dims(grad, axis=axis - logits.ndim)     # from the end: grad may carry batch axes
     g_labels = g_logits = None
     if op.needs_grad(0):
-        g_labels = -g * log_softmax(logits, axis=axis)
+        g_labels = -g * xp.log_softmax(logits, axis=axis)
     if op.needs_grad(1):
-        g_logits = g * (softmax(logits, axis=axis) * _sum(labels, axis=axis, keepdims=True) - labels)
+        g_logits = g * (xp.softmax(logits, axis=axis) * xp.sum(labels, axis=axis, keepdims=True) - labels)
     return g_labels, g_logits
 
 
@@ -427,7 +436,8 @@ def _sparse_xent_forward(backend, labels, logits):
 
 _sparse_xent = defop("sparse_softmax_cross_entropy_with_logits", _sparse_xent_forward, chapter="nn",
                      domain=[Case(np.array([0, 2, 1]), REAL[3, 4]),
-                             Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4])])
+                             Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4])],
+                     saves="inputs", batched=True)
 
 
 @public(_sparse_xent)
@@ -459,36 +469,22 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
 
 
 @_sparse_xent.gradient
-def _sparse_xent_grad(op, grad):
-    """d/dlogits = grad * (softmax(logits) - one_hot(labels)); labels get no gradient."""
+def _sparse_xent_grad(xp, op, grad):
+    """d/dlogits = grad * (softmax(logits) - one_hot(labels)); labels get no gradient.  The one-hot
+    rows are a comparison with ``arange(depth)`` (integers, on the logits' device)."""
     labels, logits = op.inputs
-    oh = one_hot(labels, logits.shape[-1], dtype=logits.dtype)
-    return None, expand_dims(grad, axis=-1) * (softmax(logits, axis=-1) - oh)
-
-
-def _sparse_xent_vjp(xp, g, y, labels, logits):
-    """The rule on native arrays (see OpDef.defvjp): grad * (softmax(logits) - one_hot(labels))."""
-    e = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))
-    p = e / xp.sum(e, axis=-1, keepdims=True)
+    p = xp.softmax(logits, axis=-1)
     hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype,
                                                        device=logits.device)
-    return xp.expand_dims(g, axis=-1) * (p - xp.astype(hit, p.dtype))
-
-
-_sparse_xent.defvjp(None, _sparse_xent_vjp, saves="inputs")
-_relu.defvjp(lambda xp, g, y, x: xp.where(x > 0, g, xp.zeros_like(g)), saves="inputs")
-_sigmoid.defvjp(lambda xp, g, y, x: g * (y * (1 - y)), saves="outputs")
-_softmax.defvjp(lambda xp, g, y, x, *, axis: y * (g - xp.sum(g * y, axis=axis - y.ndim, keepdims=True)),
-                saves="outputs")
-_log_softmax.defvjp(lambda xp, g, y, x, *, axis: g - xp.exp(y) * xp.sum(g, axis=axis - y.ndim, keepdims=True),
-                    saves="outputs")
+    return None, xp.expand_dims(grad, axis=-1) * (p - xp.astype(hit, p.dtype))
 
 
 def _l2_loss_forward(xp, t):
     return xp.sum(t * t) / 2
 
 
-_l2_loss = defop("l2_loss", _l2_loss_forward, chapter="nn", floating=True, domain=REAL)
+_l2_loss = defop("l2_loss", _l2_loss_forward, chapter="nn", floating=True, domain=REAL, saves="inputs",
+                 batched=True)
 
 
 @public(_l2_loss)
@@ -498,9 +494,12 @@ def l2_loss(t, name=None):
 
 
 @_l2_loss.gradient
-def _l2_loss_grad(op, grad):
-    """d (sum(t^2) / 2) = t dt."""
-    return grad * op.inputs[0]
+def _l2_loss_grad(xp, op, grad):
+    """d (sum(t^2) / 2) = t dt (a batch of cotangents, shape (B,), gets t's axes appended)."""
+    t = op.inputs[0]
+    if grad.ndim:
+        grad = xp.reshape(grad, tuple(grad.shape) + (1,) * t.ndim)
+    return grad * t
 
 
 # --------------------------------------------------------------------------- composites
@@ -541,7 +540,6 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     m = mean(x, axis=axes, keepdims=True)
     v = mean(square(x - m), axis=axes, keepdims=True)
     if not keepdims:
-        from gradtape.ops.manipulation import squeeze
         ax = _axes(axes, x.ndim)
         m, v = squeeze(m, axis=ax), squeeze(v, axis=ax)
     return m, v
@@ -580,7 +578,7 @@ def bias_add(value, bias, data_format=None, name=None):
 def dropout(x, rate, noise_shape=None, seed=None, name=None):
     """Zeroes each element with probability ``rate`` and scales the rest by ``1 / (1 - rate)``
     (the mask comes from :func:`gradtape.random.uniform`, so it is the same on every backend)."""
-    from gradtape.random import uniform
+    from gradtape.random import uniform     # why: the global generator lives in gradtape.random (layer 8)
     x = _tensor(x)
     rate = float(rate)
     if not 0.0 <= rate < 1.0:
@@ -595,5 +593,4 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
 
 def _on(x):
     """The backend and device of ``x``, for creating tensors beside it."""
-    from gradtape import _config
     return _config.use_backend(x._b, x._b.device_of(x._v))

@@ -14,20 +14,19 @@ from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
-_where = defop("where", chapter="searching",
+_where = defop("where", chapter="searching", saves="inputs", batched=True,
                domain=with_complex([Case(BOOL[3], REAL[3], REAL[3]), Case(BOOL[2, 3], REAL[3], REAL[2, 1]),
                                     Case(BOOL[2, 3], REAL[2, 3], 0.0), Case(BOOL[3], 1.5, REAL[2, 1])]))
 
 
 @_where.gradient
-def _where_grad(op, grad):
-    """The gradient goes to x1 where the condition holds and to x2 elsewhere."""
-    from gradtape.ops.creation import zeros_like
+def _where_grad(xp, op, grad):
+    """The gradient goes to x1 where the condition holds and to x2 elsewhere (0 in the other
+    places; the engine sums each back to its input's shape)."""
     c = op.inputs[0]
-    z = zeros_like(grad)
     return (None,
-            where(c, grad, z) if op.needs_grad(1) else None,
-            where(c, z, grad) if op.needs_grad(2) else None)
+            xp.where(c, grad, 0) if op.needs_grad(1) else None,
+            xp.where(c, 0, grad) if op.needs_grad(2) else None)
 
 
 @public(_where)

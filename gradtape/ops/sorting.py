@@ -45,20 +45,24 @@ def _sort_forward(xp, x, *, axis, descending, stable):
     return xp.sort(x, axis=axis, descending=descending, stable=stable)
 
 
-_sort = defop("sort", _sort_forward, chapter="sorting", domain=_SORT_DOMAIN,
+_sort = defop("sort", _sort_forward, chapter="sorting", domain=_SORT_DOMAIN, saves="inputs", batched=True,
               convention="ties: the gradient follows the stable permutation (each tied element gets "
                          "the gradient of the output slot it was sorted to)")
 
 
 @_sort.gradient
-def _sort_grad(op, grad):
+def _sort_grad(xp, op, grad):
     """y = x[p] along ``axis`` (p = argsort(x)), so dx = dy[p^-1]: gather the gradient with the
-    inverse permutation, ``argsort(p)``."""
-    from gradtape.ops.indexing import take_along_axis
+    inverse permutation, ``argsort(p)`` (a batch of cotangents gathers with it broadcast over the
+    leading axes; the axis is counted from the end)."""
     a = op.attrs
-    perm = argsort(op.inputs[0], axis=a["axis"], descending=a["descending"], stable=a["stable"])
-    inverse = argsort(perm, axis=a["axis"])
-    return take_along_axis(grad, inverse, axis=a["axis"])
+    x = op.inputs[0]
+    axis = a["axis"] - x.ndim
+    perm = xp.argsort(x, axis=axis, descending=a["descending"], stable=a["stable"])
+    inverse = xp.argsort(perm, axis=axis)
+    if grad.ndim != x.ndim:
+        inverse = xp.broadcast_to(inverse, tuple(grad.shape))
+    return xp.take_along_axis(grad, inverse, axis=axis)
 
 
 @public(_sort)

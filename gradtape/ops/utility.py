@@ -13,6 +13,7 @@ import numpy as np
 
 from gradtape.domains import BOOL, COMPLEX, INT, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops.manipulation import broadcast_to
 from gradtape.ops.statistical import _axes
 from gradtape.tensor import Tensor, convert_to_tensor
 
@@ -89,24 +90,29 @@ def _differences(z, axis, n):
     return z
 
 
-_diff = defop("diff", _diff_forward, chapter="utility", promote=True,
+_diff = defop("diff", _diff_forward, chapter="utility", promote=True, batched=True,
               domain=[Case(REAL[5]), Case(REAL[3, 4], axis=0, n=2), Case(COMPLEX[2, 4], n=3),
                       Case(REAL[2, 3], n=2, prepend=np.array([[0.5], [-1.0]]),
                            append=np.array([[1.0, 2.0], [0.0, 3.0]]))])
 
 
 @_diff.gradient
-def _diff_grad(op, grad):
+def _diff_grad(xp, op, grad):
     """dz = (-1)^n diff(grad, n) with n zeros on each side along ``axis`` (the adjoint of n forward
-    differences; real coefficients, so no conjugate); then the prepend, x and append slices of dz."""
-    from gradtape.ops.indexing import _getitem
+    differences; real coefficients, so no conjugate); then the prepend, x and append slices of dz.
+    The axis is counted from the end (grad may carry leading batch axes)."""
     a = op.attrs
-    axis, n, parts = a["axis"], a["n"], a["parts"]
+    n, parts = a["n"], a["parts"]
+    x = op.inputs[0]
+    axis = a["axis"] - x.ndim
+    tail = (slice(None),) * (-axis - 1)         # the axes after ``axis``
     if n:
         shape = list(grad.shape)
         shape[axis] = n
-        pad = convert_to_tensor(np.zeros(shape), dtype=grad.dtype, like=grad)
-        dz = diff(grad, axis=axis, n=n, prepend=pad, append=pad)
+        pad = xp.zeros(tuple(shape), dtype=grad.dtype, device=grad.device)
+        dz = xp.concat([pad, grad, pad], axis=axis)
+        for _ in range(n):
+            dz = dz[(Ellipsis, slice(1, None)) + tail] - dz[(Ellipsis, slice(None, -1)) + tail]
         if n % 2:
             dz = -dz
     else:
@@ -114,13 +120,14 @@ def _diff_grad(op, grad):
     if parts == "x":
         return dz
     # dz is laid out as prepend, x, append; the inputs are (x, prepend?, append?)
-    out = [None] * len(op.inputs)
+    nin = len(op.in_ids)
+    out = [None] * nin
     start = 0
     for p in parts:
-        k = {"x": 0, "p": 1, "a": len(op.inputs) - 1}[p]
+        k = {"x": 0, "p": 1, "a": nin - 1}[p]
         size = op.inputs[k].shape[axis]
         if op.needs_grad(k):
-            out[k] = _getitem(dz, (slice(None),) * axis + (slice(start, start + size), Ellipsis))
+            out[k] = dz[(Ellipsis, slice(start, start + size)) + tail]
         start += size
     return tuple(out)
 
@@ -128,7 +135,6 @@ def _diff_grad(op, grad):
 def _side(name, v, x, axis):
     """``prepend`` / ``append`` as a tensor beside ``x`` with ``x``'s shape off ``axis`` (a 0-d one
     is broadcast to one slice)."""
-    from gradtape.ops.manipulation import broadcast_to
     if not isinstance(v, Tensor):
         v = convert_to_tensor(v, dtype=x.dtype, like=x)     # values beside x take its dtype
     if v.ndim == 0:
