@@ -15,11 +15,13 @@ The contract, in short (``x`` is always a *native* array of the backend):
 ``array_type``            the exact class of the library's arrays: outputs of any other class go
                           through ``fix_output`` (so keep it exact: that check is on the hot path)
 ``asarray(v, dtype, d)``  a native array from a Python scalar, nested list, NumPy or native array
+                          (shared: an adapter fills in ``_new_array`` and, where it can do better,
+                          ``_cast_and_move``)
 ``to_numpy(x)``           a NumPy array (host copy or view)
 ``from_dlpack(obj)``      a native array from any DLPack-capable array (zero-copy where possible)
 ``parse_device(s)``       native device for ``"cpu"``, ``"cuda:1"``, ``"gpu"``, ... (native objects pass)
 ``device_of(x)``          the native device of ``x``; ``device_str(d)`` its backend-neutral name
-``to_device(x, d)``       ``x`` on device ``d``
+``to_device(x, d)``       ``x`` on device ``d`` (shared: an adapter fills in ``_move``)
 ``index_add(...)``        ``zeros(shape)`` with values added at ``key``, repeated indices accumulating
 ``setitem(x, k, v)``      a *new* array equal to ``x`` with ``x[k] = v`` (``x`` is never mutated)
 ``erf(x)``                the error function (not in the standard)
@@ -38,6 +40,11 @@ import numpy as np
 from gradtape import dtypes as _dt
 
 __all__ = ["Backend", "is_gpu_device"]
+
+#: the dtype a Python scalar gets when no dtype is asked for (TensorFlow's, the same on every backend)
+_PY_DEFAULT = {bool: _dt.bool, int: _dt.int64, float: _dt.float32, complex: _dt.complex64}
+#: what a failed DLPack import raises, depending on the library (then :meth:`Backend.from_dlpack` copies)
+_DLPACK_ERRORS = (TypeError, ValueError, RuntimeError, BufferError, AttributeError)
 
 
 def is_gpu_device(name: str) -> bool:
@@ -69,7 +76,6 @@ class Backend:
 
     def __init__(self):
         self._xp = None
-        self.impls = {}          # op name -> native callable, filled lazily by the dispatcher
         self._to_native = {}
         self._from_native = {}
 
@@ -112,8 +118,11 @@ class Backend:
             return d
 
     def dtype_of(self, x):
-        """gradtape dtype of a native array."""
-        return self.dtype_from_native(x.dtype)
+        """gradtape dtype of a native array (one dict lookup: it is on the hot path)."""
+        try:
+            return self._from_native[x.dtype]
+        except KeyError:
+            return self.dtype_from_native(x.dtype)
 
     # ------------------------------------------------------------------ devices
     @property
@@ -127,10 +136,14 @@ class Backend:
         return "cpu"
 
     def parse_device(self, device):
-        """A native device object for a backend-neutral string (``"cpu"``, ``"cuda:1"``, ``"gpu"``)."""
+        """A native device object for a backend-neutral string (``"cpu"``, ``"cuda:1"``, ``"gpu"``).
+        This default is a CPU-only library's: ``"cpu"`` (any case, or ``"cpu:0"``) and nothing else."""
         if device is None or device == "cpu":
             return "cpu"
-        raise ValueError(f"backend {self.name!r} has no device {device!r}; it runs on 'cpu' only")
+        if isinstance(device, str) and device.strip().lower() in ("cpu", "cpu:0"):
+            return "cpu"
+        raise ValueError(f"backend {self.name!r} has no device {device!r}; it runs on 'cpu' only "
+                         "(use the torch or jax backend for GPUs)")
 
     def device_of(self, x):
         """The native device of a native array."""
@@ -149,6 +162,16 @@ class Backend:
         return any(is_gpu_device(d) for d in self.devices())
 
     def to_device(self, x, device):
+        """``x`` on ``device``, a native device or a backend-neutral name (parsed here)."""
+        if isinstance(device, str):
+            device = self.parse_device(device)
+        return self._move(x, device)
+
+    def _move(self, x, device):
+        """Hook of :meth:`to_device`: ``x`` on the native ``device``.  This default is a CPU-only
+        library's: ``x`` itself on the CPU, an error elsewhere (as ``array_api_compat.to_device``)."""
+        if device != "cpu":
+            self.parse_device(device)       # raises: not a device of this library
         return x
 
     # ------------------------------------------------------------------ conversion
@@ -156,22 +179,52 @@ class Backend:
         return isinstance(obj, self.array_type)
 
     def asarray(self, value, dtype=None, device=None):
-        """A native array from a Python scalar, nested list, NumPy array or native array."""
-        raise NotImplementedError
+        """A native array from a Python scalar, nested list, NumPy array or native array.  A native
+        array is cast and moved only where it differs (else it is returned as is); a Python scalar
+        without ``dtype`` gets TensorFlow's dtype (float32, int64, complex64, bool) on every backend;
+        a NumPy scalar becomes a 0-d NumPy array; what is made goes to ``device``, else to the
+        configured default device."""
+        nd = None if dtype is None else self.dtype_to_native(dtype)
+        if isinstance(device, str):
+            device = self.parse_device(device)
+        if self.is_native(value):
+            return self._cast_and_move(value, nd, device)
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        elif nd is None and type(value) in _PY_DEFAULT:
+            nd = self.dtype_to_native(_PY_DEFAULT[type(value)])
+        return self._new_array(value, nd, self.device if device is None else device)
+
+    def _cast_and_move(self, x, native_dtype, device):
+        """Hook of :meth:`asarray`: native ``x`` as ``native_dtype`` on the native ``device`` (None:
+        as it is); ``x`` itself where neither differs."""
+        if native_dtype is not None and x.dtype != native_dtype:
+            x = self.xp.astype(x, native_dtype)
+        if device is not None and self.device_of(x) != device:
+            x = self._move(x, device)
+        return x
+
+    def _new_array(self, value, native_dtype, device):
+        """Hook of :meth:`asarray`: a native array from a value that is not one (a Python scalar,
+        nested list, NumPy array...), of ``native_dtype`` (None: the library infers it) on the native
+        ``device``."""
+        return self.xp.asarray(value, dtype=native_dtype, device=device)
 
     def to_numpy(self, x) -> np.ndarray:
         return np.asarray(x)
 
     def from_dlpack(self, obj, device=None):
-        """A native array sharing memory (where the library can) with a DLPack-capable ``obj``;
-        falls back to a copy through NumPy for objects DLPack cannot carry."""
-        try:
-            out = self.xp.from_dlpack(obj)
-        except (TypeError, ValueError, RuntimeError, BufferError, AttributeError, NotImplementedError):
-            out = self.asarray(np.asarray(obj))
-        if device is not None:
-            out = self.to_device(out, self.parse_device(device) if isinstance(device, str) else device)
-        return out
+        """A native array sharing memory (where the library can) with a DLPack-capable ``obj`` (a
+        native array passes as it is); falls back to a copy through NumPy (onto the default device)
+        for objects DLPack cannot carry.  Then moved to ``device``, where one is given."""
+        if self.is_native(obj):
+            out = obj
+        else:
+            try:
+                out = self.xp.from_dlpack(obj)
+            except _DLPACK_ERRORS:
+                out = self.asarray(np.asarray(obj))
+        return out if device is None else self.to_device(out, device)
 
     def update_inplace(self, name, x, delta) -> bool:
         """``x = name(x, delta)`` (``name``: "add" or "subtract") done in place, where that cannot be

@@ -20,7 +20,6 @@ from gradtape import dtypes as _dt
 
 from ._protocol import Backend
 
-_PY_DEFAULT = {bool: "bool", int: "int64", float: "float32", complex: "complex64"}
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 #: functions for which JAX reports a shape mismatch as TypeError (NumPy, PyTorch and array_api_strict:
 #: ValueError, as gradtape does on every backend)
@@ -47,8 +46,9 @@ def _fast_reduction(fn):
         if kwargs or keepdims:
             return fn(x, axis=axis, keepdims=keepdims, **kwargs)
         if axis.__class__ is tuple:
-            if len(axis) == x.ndim and axis:
-                axis = None
+            n = x.ndim
+            if len(axis) == n and axis and {a + n if a < 0 else a for a in axis} == set(range(n)):
+                axis = None             # every axis, once each (else JAX reports the bad axes)
             elif len(axis) == 1:
                 axis = axis[0]
         return fn(x) if axis is None else fn(x, axis)
@@ -94,9 +94,6 @@ class JaxBackend(Backend):
             nd = np.dtype(d.name)
             self._to_native[d] = nd
             self._from_native[nd] = d
-
-    def dtype_of(self, x):
-        return self._from_native[x.dtype]
 
     def is_native(self, obj):
         return isinstance(obj, self._abstract)
@@ -158,42 +155,10 @@ class JaxBackend(Backend):
                 out.append("cpu" if plat == "cpu" and i == 0 else f"{plat}:{i}")
         return out
 
-    def to_device(self, x, device):
-        if isinstance(device, str):
-            device = self.parse_device(device)
+    def _move(self, x, device):
         return self._jax.device_put(x, device)
 
     # ------------------------------------------------------------------ conversion
-    def asarray(self, value, dtype=None, device=None):
-        jnp = self._jnp
-        nd = None if dtype is None else self.dtype_to_native(dtype)
-        if isinstance(device, str):
-            device = self.parse_device(device)
-        if isinstance(value, self._abstract):
-            if nd is not None and value.dtype != nd:
-                value = value.astype(nd)
-            if device is not None and self.device_of(value) != device:
-                value = self._jax.device_put(value, device)
-            return value
-        if nd is None and type(value) in _PY_DEFAULT:
-            nd = self.dtype_to_native(_PY_DEFAULT[type(value)])
-        return jnp.asarray(value, dtype=nd, device=self.device if device is None else device)
-
-    def to_numpy(self, x):
-        return np.asarray(x)
-
-    def from_dlpack(self, obj, device=None):
-        if isinstance(obj, self._abstract):
-            out = obj
-        else:
-            try:
-                out = self._jnp.from_dlpack(obj)
-            except (TypeError, ValueError, RuntimeError, BufferError, AttributeError):
-                out = self._jnp.asarray(np.asarray(obj))
-        if device is not None:
-            out = self.to_device(out, device)
-        return out
-
     def fix_output(self, out):
         return self._jnp.asarray(out)
 

@@ -33,37 +33,17 @@ class NumpyBackend(Backend):
         for nd, d in list(self._from_native.items()):
             self._from_native[np.dtype(nd)] = d
 
-    def dtype_of(self, x):
-        return self._from_native[x.dtype]
-
-    # ------------------------------------------------------------------ devices
-    def parse_device(self, device):
-        if device is None or device == "cpu":
-            return "cpu"
-        if isinstance(device, str) and device.strip().lower() in ("cpu", "cpu:0"):
-            return "cpu"
-        raise ValueError(f"backend 'numpy' has no device {device!r}; it runs on 'cpu' only "
-                         "(use the torch or jax backend for GPUs)")
-
     # ------------------------------------------------------------------ conversion
     def asarray(self, value, dtype=None, device=None):
+        """Not the shared ``Backend.asarray``: the default backend's conversion is one type check
+        (an ndarray of the asked dtype is returned as is) and ``np.asarray``, and Python scalars
+        keep NumPy's default dtypes (gradtape's converters pass TensorFlow's explicitly)."""
         if device is not None:
             self.parse_device(device)
         nd = None if dtype is None else self.dtype_to_native(dtype)
         if type(value) is np.ndarray and (nd is None or value.dtype == nd):
             return value
         return np.asarray(value, dtype=nd)
-
-    def to_numpy(self, x):
-        return np.asarray(x)
-
-    def from_dlpack(self, obj, device=None):
-        if device is not None:
-            self.parse_device(device)
-        try:
-            return np.from_dlpack(obj)
-        except (TypeError, ValueError, RuntimeError, BufferError, AttributeError):
-            return np.asarray(obj)
 
     def update_inplace(self, name, x, delta):
         # a view keeps its base alive (so the base's refcount shows it); x itself must own its data

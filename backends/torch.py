@@ -18,8 +18,6 @@ import numpy as np
 
 from ._protocol import Backend
 
-_PY_DEFAULT = {bool: "bool", int: "int64", float: "float32", complex: "complex64"}
-
 # name: (torch function name, compat turns a scalar x1 into a tensor, ... a scalar x2)
 # (from array_api_compat/torch/_aliases.py: where compat converts scalars, torch rejects them)
 _BINARY = {
@@ -89,8 +87,10 @@ def _namespace(torch):
 
     def vecdot(x1, x2, /, *, axis=-1):
         # torch.linalg.vecdot conjugates x1 as the standard does; with a negative axis, moving the
-        # axis last before broadcasting (compat's way) and after it are the same thing
-        if axis < 0 and x1.__class__ is T and x2.__class__ is T and x1.dtype is x2.dtype:
+        # axis last before broadcasting (compat's way) and after it are the same thing.  It takes
+        # floating and complex tensors only (compat's matmul also integers)
+        if axis < 0 and x1.__class__ is T and x2.__class__ is T and x1.dtype is x2.dtype and \
+                (x1.dtype.is_floating_point or x1.dtype.is_complex):
             if x1.shape[axis] != x2.shape[axis]:
                 raise ValueError("x1 and x2 must have the same size along the given axis")
             return torch.linalg.vecdot(x1, x2, dim=axis)
@@ -150,11 +150,13 @@ class TorchBackend(Backend):
         self._cpu = torch.device("cpu")
         return _namespace(torch)
 
-    def dtype_of(self, x):
-        try:
-            return self._from_native[x.dtype]
-        except KeyError:
-            return self.dtype_from_native(x.dtype)
+    def from_dlpack(self, obj, device=None):
+        """As the base, but a NumPy array with negative strides (``a[::-1]``) is made contiguous
+        first: torch's ``from_dlpack`` aborts the whole process on one (torch 2.13).  That one is a
+        copy (DLPack cannot share such memory with torch)."""
+        if isinstance(obj, np.ndarray) and any(st < 0 for st in obj.strides):
+            obj = np.ascontiguousarray(obj)
+        return super().from_dlpack(obj, device)
 
     # ------------------------------------------------------------------ devices
     def default_device(self):
@@ -205,39 +207,31 @@ class TorchBackend(Backend):
             out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         return out
 
-    def to_device(self, x, device):
-        if isinstance(device, str):
-            device = self.parse_device(device)
+    def _move(self, x, device):
         return x.to(device)
 
     # ------------------------------------------------------------------ conversion
-    def asarray(self, value, dtype=None, device=None):
-        torch = self._torch
-        nd = None if dtype is None else self.dtype_to_native(dtype)
-        if isinstance(device, str):
-            device = self.parse_device(device)
-        if isinstance(value, torch.Tensor):
-            if (nd is None or value.dtype == nd) and (device is None or value.device == device):
-                return value
-            return value.to(device=device, dtype=nd)
-        if device is None:
-            device = self.device            # the configured default device
-        if isinstance(value, np.generic):
-            value = np.asarray(value)
+    def _cast_and_move(self, x, native_dtype, device):
+        if (native_dtype is None or x.dtype == native_dtype) and (device is None or x.device == device):
+            return x
+        return x.to(device=device, dtype=native_dtype)      # one call, one copy at most
+
+    def _new_array(self, value, native_dtype, device):
+        """NumPy arrays share memory through ``torch.from_numpy`` (read-only or negatively strided
+        ones, which torch cannot wrap, are copied first); Python scalars go to ``torch.tensor``;
+        other DLPack producers through DLPack; anything else through ``np.asarray``."""
         if isinstance(value, np.ndarray):
             if not value.flags.writeable or any(s < 0 for s in value.strides):
                 value = value.copy()
-            out = torch.from_numpy(value)
-            if (nd is not None and out.dtype != nd) or (device is not None and device.type != "cpu"):
-                out = out.to(device=device, dtype=nd)
+            out = self._torch.from_numpy(value)
+            if (native_dtype is not None and out.dtype != native_dtype) or device.type != "cpu":
+                out = out.to(device=device, dtype=native_dtype)
             return out
-        if nd is None and type(value) in _PY_DEFAULT:
-            nd = self.dtype_to_native(_PY_DEFAULT[type(value)])
         if isinstance(value, (bool, int, float, complex)):
-            return torch.tensor(value, dtype=nd, device=device)
+            return self._torch.tensor(value, dtype=native_dtype, device=device)
         if not hasattr(value, "__len__") and hasattr(value, "__dlpack__"):
-            return self.asarray(self.from_dlpack(value), dtype=dtype, device=device)
-        return self.asarray(np.asarray(value), dtype=dtype, device=device)
+            return self._cast_and_move(self.from_dlpack(value), native_dtype, device)
+        return self._new_array(np.asarray(value), native_dtype, device)
 
     def to_numpy(self, x):
         if x.device.type != "cpu":
@@ -249,19 +243,6 @@ class TorchBackend(Backend):
         if x.is_neg():
             x = x.resolve_neg()
         return x.numpy()
-
-    def from_dlpack(self, obj, device=None):
-        torch = self._torch
-        if isinstance(obj, torch.Tensor):
-            out = obj
-        else:
-            try:
-                out = torch.from_dlpack(obj)
-            except (TypeError, ValueError, RuntimeError, BufferError, AttributeError):
-                out = self.asarray(np.asarray(obj))
-        if device is not None:
-            out = self.to_device(out, device)
-        return out
 
     def update_inplace(self, name, x, delta):
         torch = self._torch

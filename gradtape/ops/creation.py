@@ -194,9 +194,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
         if _ACTIVE[0]:
             _check_leak(x, f"from_dlpack to backend {b.name!r}")
         x = x._v
-    v = b.xp.from_dlpack(x)
-    if device is not None:
-        v = b.to_device(v, dev)
+    v = b.from_dlpack(x, dev if device is not None else None)
     return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
