@@ -52,6 +52,11 @@ def is_gpu_device(name: str) -> bool:
     return str(name).split(":")[0].lower() in ("cuda", "gpu", "rocm", "tpu", "mps")
 
 
+#: ``f(backend)``: the default device the configuration (``gradtape._config``, which sits on top of
+#: the adapters and sets this when it loads) names for ``backend``; None: the library's own
+CONFIGURED_DEVICE = [None]
+
+
 class Backend:
     """Base class of backend adapters.  One instance per library (a singleton)."""
 
@@ -128,8 +133,8 @@ class Backend:
     @property
     def device(self):
         """The default device of this backend in the current configuration (native object)."""
-        from gradtape import _config
-        return _config.default_device(self)
+        configured = CONFIGURED_DEVICE[0]
+        return self.default_device() if configured is None else configured(self)
 
     def default_device(self):
         """The device used when neither the configuration nor the call names one."""

@@ -88,6 +88,9 @@ def default_device(backend):
     return backend.default_device()
 
 
+_backends._protocol.CONFIGURED_DEVICE[0] = default_device     # Backend.device reads the configuration
+
+
 def set_backend(name, device=None):
     """Set the process-wide default backend (``"numpy"``, ``"torch"``, ``"torch:cuda:1"``, ``"jax"``,
     a plugin's name, or a Backend object) and its default device; returns the Backend."""
