@@ -1,12 +1,13 @@
 """``gt.nn``: neural-network functions with TensorFlow's names, signatures and defaults.
 
 The ops (each with its gradient rule and domain) are declared in :mod:`gradtape.ops.nn`; this
-module is the public face, as ``tf.nn``.
+module is the public face, as ``tf.nn``, and holds ``dropout`` (it draws its mask from
+:mod:`gradtape.random`'s global generator, a front end too).
 """
-from gradtape.ops.elementwise import tanh
+from gradtape import _config
+from gradtape.ops.elementwise import greater_equal, tanh
 from gradtape.ops.nn import (
     bias_add,
-    dropout,
     elu,
     erf,
     gelu,
@@ -29,6 +30,9 @@ from gradtape.ops.nn import (
     sparse_softmax_cross_entropy_with_logits,
     swish,
 )
+from gradtape.ops.searching import where
+from gradtape.random import uniform
+from gradtape.tensor import convert_to_tensor
 
 __all__ = [
     "bias_add", "dropout", "elu", "erf", "gelu", "l2_loss", "l2_normalize", "leaky_relu", "log_sigmoid",
@@ -36,3 +40,18 @@ __all__ = [
     "sigmoid_cross_entropy_with_logits", "silu", "softmax", "softmax_cross_entropy_with_logits",
     "softplus", "sparse_softmax_cross_entropy_with_logits", "swish", "tanh",
 ]
+
+
+def dropout(x, rate, noise_shape=None, seed=None, name=None):
+    """Zeroes each element with probability ``rate`` and scales the rest by ``1 / (1 - rate)``
+    (the mask comes from :func:`gradtape.random.uniform`, so it is the same on every backend)."""
+    x = convert_to_tensor(x)
+    rate = float(rate)
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
+    if rate == 0.0:
+        return x
+    shape = x.shape if noise_shape is None else tuple(int(s) for s in noise_shape)
+    with _config.use_backend(x._b, x._b.device_of(x._v)):
+        keep = greater_equal(uniform(shape, dtype=x.dtype, seed=seed), rate)
+    return where(keep, x * (1.0 / (1.0 - rate)), 0)

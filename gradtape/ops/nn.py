@@ -41,7 +41,7 @@ from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = [
-    "bias_add", "dropout", "elu", "erf", "gelu", "l2_loss", "l2_normalize", "leaky_relu",
+    "bias_add", "elu", "erf", "gelu", "l2_loss", "l2_normalize", "leaky_relu",
     "log_sigmoid", "log_softmax", "logsumexp", "moments", "one_hot", "relu", "relu6", "sigmoid",
     "sigmoid_cross_entropy_with_logits", "silu", "softmax", "softmax_cross_entropy_with_logits",
     "softplus", "sparse_softmax_cross_entropy_with_logits", "swish", "tanh",
@@ -573,22 +573,6 @@ def bias_add(value, bias, data_format=None, name=None):
     if data_format is not None and data_format.startswith("NC"):
         bias = reshape(bias, (bias.shape[0],) + (1,) * (value.ndim - 2))
     return value + bias
-
-
-def dropout(x, rate, noise_shape=None, seed=None, name=None):
-    """Zeroes each element with probability ``rate`` and scales the rest by ``1 / (1 - rate)``
-    (the mask comes from :func:`gradtape.random.uniform`, so it is the same on every backend)."""
-    from gradtape.random import uniform     # why: the global generator lives in gradtape.random (layer 8)
-    x = _tensor(x)
-    rate = float(rate)
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
-    if rate == 0.0:
-        return x
-    shape = x.shape if noise_shape is None else tuple(int(s) for s in noise_shape)
-    with _on(x):
-        keep = greater_equal(uniform(shape, dtype=x.dtype, seed=seed), rate)
-    return where(keep, x * (1.0 / (1.0 - rate)), 0)
 
 
 def _on(x):
