@@ -174,8 +174,8 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
                                 s = op._saves
                                 rec.nodes.append(_tuple_new(Node, (
                                     op, (xid,), (xv,), _NO_ATTRS, (yid,), (v,), b) if s is None else (
-                                    op, (xid,), (xv if s.inputs else None,), _NO_ATTRS, (yid,),
-                                    (v if s.outputs else None,), b)))
+                                    op, (xid,), (xv if s.inputs else None if xv.dtype is v.dtype else _Meta(xv),),
+                                    _NO_ATTRS, (yid,), (v if s.outputs else None,), b)))
                                 w.add(yid)
                         else:
                             record1(op, x._id, xv, v, yid, b, tapes)

@@ -5,12 +5,13 @@ Every function of the extension, with the standard's signature; each forward run
 standard allows them.  ``matmul``, ``matrix_transpose``, ``tensordot`` and ``vecdot`` are the main
 namespace's ops (``gt.linalg.matmul is gt.matmul``).
 
-The gradient rules are written in gradtape ops (so higher orders come free) with TensorFlow's complex
-convention (the gradient of a real ``L`` is ``2 dL/d conj(z)``).  The formulas are the standard ones:
-Giles 2008 ("An extended collection of matrix derivative results") for ``det``, ``inv``, ``solve``;
-Murray 2016 for ``cholesky``; PyTorch's ``FunctionsManual.cpp`` (Seeger et al., Townsend) for
-``eigh``, ``svd``, ``qr`` and ``pinv``, complex cases included; TensorFlow's ``_EigGrad`` (the same as
-PyTorch's ``linalg_eig_backward``) for ``eig`` and ``eigvals`` (2025.12).
+The gradient rules are written once against the namespace ``xp`` the engine passes (native arrays in a
+first-order walk; gradtape's ops when an outer tape records, so higher orders come free), with
+TensorFlow's complex convention (the gradient of a real ``L`` is ``2 dL/d conj(z)``).  The formulas
+are the standard ones: Giles 2008 ("An extended collection of matrix derivative results") for
+``det``, ``inv``, ``solve``; Murray 2016 for ``cholesky``; PyTorch's ``FunctionsManual.cpp`` (Seeger
+et al., Townsend) for ``eigh``, ``svd``, ``qr`` and ``pinv``, complex cases included; TensorFlow's
+``_EigGrad`` (the same as PyTorch's ``linalg_eig_backward``) for ``eig`` and ``eigvals`` (2025.12).
 
 Conventions (docs/conventions.md):
 
@@ -51,20 +52,12 @@ from collections import namedtuple
 import numpy as np
 
 from gradtape import dtypes as _dt
+from gradtape._rule_namespace import tensor_namespace
 from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
 from gradtape.ops import apply, apply1, defop, public
-from gradtape.ops.creation import tril, triu, zeros_like
-from gradtape.ops.elementwise import _conj, astype, equal, imag, multiply_no_nan, real, sign, xdivy
-from gradtape.ops.elementwise import abs as _abs
+from gradtape.ops.elementwise import astype, conj_, is_complex
 from gradtape.ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot
-from gradtape.ops.indexing import take_along_axis
-from gradtape.ops.manipulation import broadcast_to, concat, expand_dims, reshape
-from gradtape.ops.searching import where
-from gradtape.ops.sorting import argsort
 from gradtape.ops.statistical import _axes
-from gradtape.ops.statistical import max as _max
-from gradtape.ops.statistical import min as _min
-from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
@@ -87,45 +80,42 @@ def _tensor(x, like=None):
     return convert_to_tensor(x, like=like if isinstance(like, Tensor) else None)
 
 
-def _mH(x):
+def _mH(xp, x):
     """The conjugate transpose of the last two axes."""
-    return _conj(matrix_transpose(x))
+    return conj_(xp, x.mT)
+
+
+def _eye(xp, x, n, m=None, k=0):
+    """The identity (ones on the ``k``-th diagonal of an ``n x m`` matrix) in ``x``'s dtype, on its
+    device."""
+    return xp.eye(n, m, k=k, dtype=x.dtype, device=x.device)
+
+
+def _diag_embed(xp, v):
+    """``(..., n)`` -> ``(..., n, n)`` with ``v`` on the diagonal."""
+    return xp.expand_dims(v, axis=-1) * _eye(xp, v, v.shape[-1])
+
+
+def _half_diag(xp, y):
+    """``y`` with its diagonal halved."""
+    return y * (1.0 - 0.5 * _eye(xp, y, y.shape[-1]))
+
+
+def _sgn(xp, x):
+    """d|x|/dx in TensorFlow's convention: sign(x) for real ``x`` (0 at 0), x / |x| for complex."""
+    if not is_complex(x):
+        return xp.sign(x)
+    a = xp.abs(x)
+    zero = a == 0
+    return xp.where(zero, 0.0, x / xp.where(zero, 1.0, a))
 
 
 def _native_like(x, value):
-    """A constant tensor (NumPy ``value``) on ``x``'s backend and device, in ``x``'s dtype."""
+    """A constant tensor (NumPy ``value``) on ``x``'s backend and device, in ``x``'s dtype (for the
+    domain maps)."""
     b = x._b
     v = b.asarray(np.asarray(value), dtype=x.dtype, device=b.device_of(x._v))
     return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
-
-
-def _eye(x, n, m=None, k=0):
-    """The identity (ones on the ``k``-th diagonal of an ``n x m`` matrix) in ``x``'s dtype, backend
-    and device."""
-    return _native_like(x, np.eye(n, m, k=k))
-
-
-def _diag_embed(v):
-    """``(..., n)`` -> ``(..., n, n)`` with ``v`` on the diagonal."""
-    return expand_dims(v, axis=-1) * _eye(v, v.shape[-1])
-
-
-def _half_diag(y):
-    """``y`` with its diagonal halved."""
-    return y - 0.5 * _diag_embed(diagonal(y))
-
-
-def _sgn(x):
-    """d|x|/dx in TensorFlow's convention: sign(x) for real ``x`` (0 at 0), x / |x| for complex."""
-    if x.dtype.kind != "c":
-        return sign(x)
-    a = _abs(x)
-    zero = equal(a, 0)
-    return where(zero, 0.0, x / where(zero, 1.0, a))
-
-
-def _real_dtype(x):
-    return {"complex64": _dt.float32, "complex128": _dt.float64}.get(x.dtype.name, x.dtype)
 
 
 def _check_float(name, x):
@@ -167,19 +157,21 @@ def _lower(fn, x, **kw):
 
 
 # ------------------------------------------------- input maps and gauge fixes used by the domains
+# (they run on Tensors: the helpers above are called with gradtape's namespace)
 def _sym(x):
     """The Hermitian part ``(x + x^H) / 2`` (a domain map: eigh of any matrix)."""
-    return (x + _mH(x)) * 0.5
+    return (x + _mH(tensor_namespace(), x)) * 0.5
 
 
 def _spd(x):
     """``x x^H + n I``: Hermitian positive definite, well conditioned (a domain map)."""
-    return matmul(x, _mH(x)) + x.shape[-1] * _eye(x, x.shape[-1])
+    xp = tensor_namespace()
+    return x @ _mH(xp, x) + x.shape[-1] * _eye(xp, x, x.shape[-1])
 
 
 def _shift(x):
     """``x + 1.5 n I``: diagonally dominant for entries in [-1, 1], so well conditioned."""
-    return x + (1.5 * x.shape[-1]) * _eye(x, x.shape[-1])
+    return x + (1.5 * x.shape[-1]) * _eye(tensor_namespace(), x, x.shape[-1])
 
 
 def _spread(x):
@@ -194,28 +186,31 @@ def _C(*args, **kwargs):
 
 
 def _phase(s):
-    return s / _abs(s)
+    return s / tensor_namespace().abs(s)
 
 
 def _fix_eigh(res):
     """Eigenvectors scaled so that each column sums to a positive real number."""
+    xp = tensor_namespace()
     w, v = res
-    return w, v * _conj(_phase(_sum(v, axis=-2, keepdims=True)))
+    return w, v * conj_(xp, _phase(xp.sum(v, axis=-2, keepdims=True)))
 
 
 def _fix_svd(res):
     """Singular vector pairs scaled so that each column of ``U`` sums to a positive real number."""
+    xp = tensor_namespace()
     u, s, vh = res
-    p = _phase(_sum(u, axis=-2, keepdims=True))
-    return u * _conj(p), s, vh * matrix_transpose(p)
+    p = _phase(xp.sum(u, axis=-2, keepdims=True))
+    return u * conj_(xp, p), s, vh * p.mT
 
 
 def _fix_qr(res):
     """``Q`` and ``R`` scaled so that ``R``'s diagonal is positive (the unique QR of a full-rank
     matrix)."""
+    xp = tensor_namespace()
     q, r = res
     p = _phase(diagonal(r))
-    return q * _conj(expand_dims(p, axis=-2)), r * expand_dims(p, axis=-1)
+    return q * conj_(xp, xp.expand_dims(p, axis=-2)), r * xp.expand_dims(p, axis=-1)
 
 
 def _rotate(x):
@@ -227,22 +222,24 @@ def _rotate(x):
 def _eig_order(w):
     """The permutation sorting eigenvalues by real part, then imaginary part (a conjugate pair of a
     real matrix has equal real parts, to the bit, in LAPACK's output)."""
-    by_imag = argsort(imag(w), axis=-1, stable=True)
-    return take_along_axis(by_imag, argsort(take_along_axis(real(w), by_imag, axis=-1), axis=-1, stable=True),
-                           axis=-1)
+    xp = tensor_namespace()
+    by_imag = xp.argsort(xp.imag(w), axis=-1, stable=True)
+    by_real = xp.argsort(xp.take_along_axis(xp.real(w), by_imag, axis=-1), axis=-1, stable=True)
+    return xp.take_along_axis(by_imag, by_real, axis=-1)
 
 
 def _fix_eigvals(w):
     """Eigenvalues sorted by real part, then imaginary part (each library has its own order)."""
-    return take_along_axis(w, _eig_order(w), axis=-1)
+    return tensor_namespace().take_along_axis(w, _eig_order(w), axis=-1)
 
 
 def _fix_eig(res):
     """Eigenpairs sorted as :func:`_fix_eigvals`, each eigenvector's phase fixed as ``eigh``'s."""
+    xp = tensor_namespace()
     w, v = res
     p = _eig_order(w)
-    v = take_along_axis(v, broadcast_to(expand_dims(p, axis=-2), tuple(v.shape)), axis=-1)
-    return take_along_axis(w, p, axis=-1), v * _conj(_phase(_sum(v, axis=-2, keepdims=True)))
+    v = xp.take_along_axis(v, xp.broadcast_to(xp.expand_dims(p, axis=-2), tuple(v.shape)), axis=-1)
+    return xp.take_along_axis(w, p, axis=-1), v * conj_(xp, _phase(xp.sum(v, axis=-2, keepdims=True)))
 
 
 # ---------------------------------------------------------------------------------------- cholesky
@@ -250,24 +247,25 @@ def _cholesky_forward(xp, x, *, upper=False):
     return _lower(xp.linalg.cholesky, x, upper=upper)
 
 
-_cholesky = defop("linalg.cholesky", _cholesky_forward, chapter="linalg",
+_cholesky = defop("linalg.cholesky", _cholesky_forward, chapter="linalg", saves="outputs", batched=True,
+                  xp_callable=True,
                   domain=with_complex([Case(REAL[3, 3].via(_spd))]) + [Case(REAL[2, 3, 3].via(_spd), upper=True)],
                   convention="reads the lower triangle; Hermitian gradient (Murray 2016), as TF")
 
 
 @_cholesky.gradient
-def _cholesky_grad(op, grad):
+def _cholesky_grad(xp, op, grad):
     """A = L L^H: dL = L phi(L^-1 dA L^-H), phi = lower triangle with the diagonal halved; so
     gA = L^-H phi(L^H gL) L^-1, made Hermitian (dA is)."""
     lo = op.outputs[0]
     g = grad
     if op.attrs.get("upper", False):
-        lo, g = _mH(lo), _mH(g)
-    lh = _mH(lo)
-    p = _half_diag(tril(matmul(lh, g)))
-    x = solve(lh, p)                     # L^-H P
-    ga = _mH(solve(lh, _mH(x)))          # L^-H P L^-1
-    return (ga + _mH(ga)) * 0.5
+        lo, g = _mH(xp, lo), _mH(xp, g)
+    lh = _mH(xp, lo)
+    p = _half_diag(xp, xp.tril(lh @ g))
+    x = xp.linalg.solve(lh, p)                      # L^-H P
+    ga = _mH(xp, xp.linalg.solve(lh, _mH(xp, x)))   # L^-H P L^-1
+    return (ga + _mH(xp, ga)) * 0.5
 
 
 @public(_cholesky)
@@ -278,16 +276,15 @@ def cholesky(x, /, *, upper=False):
 
 
 # ---------------------------------------------------------------------------------------- det, slogdet
-_det = defop("linalg.det", chapter="linalg",
+_det = defop("linalg.det", chapter="linalg", batched=True,
              domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))])
 
 
 @_det.gradient
-def _det_grad(op, grad):
+def _det_grad(xp, op, grad):
     """d det(A) = det(A) tr(A^-1 dA): gA = grad conj(det A) A^-H."""
-    a = op.inputs[0]
-    c = grad * _conj(op.outputs[0])
-    return expand_dims(expand_dims(c, axis=-1), axis=-1) * _mH(inv(a))
+    c = grad * conj_(xp, op.outputs[0])
+    return xp.expand_dims(xp.expand_dims(c, axis=-1), axis=-1) * _mH(xp, xp.linalg.inv(op.inputs[0]))
 
 
 @public(_det)
@@ -301,23 +298,23 @@ def _slogdet_forward(xp, x):
     return r[0], r[1]
 
 
-_slogdet = defop("linalg.slogdet", _slogdet_forward, chapter="linalg", nout=2,
+_slogdet = defop("linalg.slogdet", _slogdet_forward, chapter="linalg", nout=2, batched=True,
                  domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))],
                  convention="sign: zero gradient for real inputs; for complex ones sign = det/|det| is "
                             "differentiated, as PyTorch and JAX")
 
 
 @_slogdet.gradient
-def _slogdet_grad(op, gsign, glog):
+def _slogdet_grad(xp, op, gsign, glog):
     """d logabsdet = Re tr(A^-1 dA); d sign = sign i Im tr(A^-1 dA) (complex):
     gA = (glog - i Im(conj(gsign) sign)) A^-H (PyTorch's slogdet_backward)."""
     a = op.inputs[0]
-    sgn = op.outputs[0]
-    if a.dtype.kind == "c":
-        c = astype(glog, a.dtype) - astype(imag(_conj(gsign) * sgn), a.dtype) * 1j
+    if is_complex(a):
+        c = (xp.astype(glog, a.dtype)
+             - xp.astype(xp.imag(conj_(xp, gsign) * op.outputs[0]), a.dtype) * 1j)
     else:
         c = glog
-    return expand_dims(expand_dims(c, axis=-1), axis=-1) * _mH(inv(a))
+    return xp.expand_dims(xp.expand_dims(c, axis=-1), axis=-1) * _mH(xp, xp.linalg.inv(a))
 
 
 @public(_slogdet)
@@ -328,15 +325,15 @@ def slogdet(x, /):
 
 
 # ---------------------------------------------------------------------------------------- inv, solve
-_inv = defop("linalg.inv", chapter="linalg",
+_inv = defop("linalg.inv", chapter="linalg", saves="outputs", batched=True,
              domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))])
 
 
 @_inv.gradient
-def _inv_grad(op, grad):
+def _inv_grad(xp, op, grad):
     """Y = A^-1: dY = -Y dA Y, so gA = -Y^H grad Y^H."""
-    yh = _mH(op.outputs[0])
-    return -matmul(yh, matmul(grad, yh))
+    yh = _mH(xp, op.outputs[0])
+    return -(yh @ (grad @ yh))
 
 
 @public(_inv)
@@ -345,24 +342,24 @@ def inv(x, /):
     return apply1(_inv, _prep("linalg.inv", x, square=True))
 
 
-_solve = defop("linalg.solve", chapter="linalg", promote=True,
+_solve = defop("linalg.solve", chapter="linalg", promote=True, batched=True,
                domain=with_complex([Case(SMALL[3, 3].via(_shift), REAL[3, 3])])
                + [Case(SMALL[2, 3, 3].via(_shift), REAL[3])])
 
 
 @_solve.gradient
-def _solve_grad(op, grad):
+def _solve_grad(xp, op, grad):
     """X = A^-1 B: gB = A^-H grad, gA = -gB X^H (a 1-D B is one column)."""
     a, b = op.inputs
     x = op.outputs[0]
-    ah = _mH(a)
+    ah = _mH(xp, a)
     if b.ndim == 1:
-        gb = solve(ah, expand_dims(grad, axis=-1))
-        ga = -matmul(gb, _mH(expand_dims(x, axis=-1))) if op.needs_grad(0) else None
-        gb = reshape(gb, tuple(gb.shape[:-1]))
+        gb = xp.linalg.solve(ah, xp.expand_dims(grad, axis=-1))
+        ga = -(gb @ _mH(xp, xp.expand_dims(x, axis=-1))) if op.needs_grad(0) else None
+        gb = gb[..., 0]
     else:
-        gb = solve(ah, grad)
-        ga = -matmul(gb, _mH(x)) if op.needs_grad(0) else None
+        gb = xp.linalg.solve(ah, grad)
+        ga = -(gb @ _mH(xp, x)) if op.needs_grad(0) else None
     return ga, (gb if op.needs_grad(1) else None)
 
 
@@ -386,30 +383,30 @@ def _eigh_forward(xp, x):
     return r[0], r[1]
 
 
-_eigh = defop("linalg.eigh", _eigh_forward, chapter="linalg", nout=2,
+_eigh = defop("linalg.eigh", _eigh_forward, chapter="linalg", nout=2, saves="outputs", batched=True,
+              xp_callable=True,
               domain=[Case(REAL[2, 3, 3].via(_sym)).map_outputs(_fix_eigh),
                       _C(REAL[3, 3].via(_sym)).map_outputs(_fix_eigh)],
               convention="reads the lower triangle; Hermitian gradient; not defined at repeated "
                          "eigenvalues; the loss must not depend on the eigenvectors' signs/phases")
 
 
-def _eig_gap_inverse(w):
+def _eig_gap_inverse(xp, w):
     """F_ij = 1 / (w_j - w_i) off the diagonal, 0 on it (inf where eigenvalues repeat)."""
-    n = w.shape[-1]
-    eye = _eye(w, n)
-    e = expand_dims(w, axis=-2) - expand_dims(w, axis=-1)
+    eye = _eye(xp, w, w.shape[-1])
+    e = xp.expand_dims(w, axis=-2) - xp.expand_dims(w, axis=-1)
     return (1.0 - eye) / (e + eye)
 
 
 @_eigh.gradient
-def _eigh_grad(op, gw, gv):
+def _eigh_grad(xp, op, gw, gv):
     """A = V diag(w) V^H: gA = V (diag(gw) + F o skew(V^H gV)) V^H with F_ij = 1 / (w_j - w_i) and
     skew(K) = (K - K^H) / 2 (PyTorch's linalg_eig_backward, Hermitian case)."""
     w, v = op.outputs
-    vh = _mH(v)
-    k = matmul(vh, gv)
-    inner = multiply_no_nan(_eig_gap_inverse(w), (k - _mH(k)) * 0.5) + _diag_embed(gw)
-    return matmul(v, matmul(inner, vh))
+    vh = _mH(xp, v)
+    k = vh @ gv
+    inner = xp.multiply_no_nan(_eig_gap_inverse(xp, w), (k - _mH(xp, k)) * 0.5) + _diag_embed(xp, gw)
+    return v @ (inner @ vh)
 
 
 @public(_eigh)
@@ -420,15 +417,16 @@ def eigh(x, /):
 
 
 _eigvalsh = defop("linalg.eigvalsh", lambda xp, x: _lower(xp.linalg.eigvalsh, x), chapter="linalg",
+                  saves="inputs", batched=True,
                   domain=[Case(REAL[2, 3, 3].via(_sym)), _C(REAL[3, 3].via(_sym))],
                   convention="reads the lower triangle; Hermitian gradient V diag(g) V^H")
 
 
 @_eigvalsh.gradient
-def _eigvalsh_grad(op, grad):
+def _eigvalsh_grad(xp, op, grad):
     """gA = V diag(grad) V^H (the eigenvectors recomputed, so higher orders see them)."""
-    _, v = eigh(op.inputs[0])
-    return matmul(v * expand_dims(grad, axis=-2), _mH(v))
+    _, v = xp.linalg.eigh(op.inputs[0])
+    return (v * xp.expand_dims(grad, axis=-2)) @ _mH(xp, v)
 
 
 @public(_eigvalsh)
@@ -478,24 +476,24 @@ def _eigvals_forward(backend, x):
 
 _EIG_DOMAIN = [Case(SMALL[3, 3].via(_rotate)), Case(SMALL[2, 3, 3].via(_spread)), _C(SMALL[3, 3].via(_spread))]
 
-_eig = defop("linalg.eig", _eig_forward, chapter="linalg", nout=2,
+_eig = defop("linalg.eig", _eig_forward, chapter="linalg", nout=2, xp_callable=True,
              domain=[c.map_outputs(_fix_eig) for c in _EIG_DOMAIN],
              convention="complex outputs for real inputs (the gradient's real part); not defined at repeated "
                         "eigenvalues; the loss must not depend on the eigenvectors' phases (their norm is 1)")
 
 
 @_eig.gradient
-def _eig_grad(op, gw, gv):
+def _eig_grad(xp, op, gw, gv):
     """A V = V diag(w), unit columns of V: gA = V^-H (diag(gw) + conj(F) o (K - V^H V diag(Re diag K))) V^H
     with K = V^H gV, F_ij = 1 / (w_j - w_i) off the diagonal (TensorFlow's _EigGrad)."""
     a = op.inputs[0]
     w, v = op.outputs
-    vh = _mH(v)
-    k = matmul(vh, gv)
-    k = k - matmul(vh, v * expand_dims(astype(real(diagonal(k)), k.dtype), axis=-2))
-    inner = multiply_no_nan(_conj(_eig_gap_inverse(w)), k) + _diag_embed(gw)
-    ga = solve(vh, matmul(inner, vh))
-    return ga if a.dtype.kind == "c" else real(ga)
+    vh = _mH(xp, v)
+    k = vh @ gv
+    k = k - vh @ (v * xp.expand_dims(xp.astype(xp.real(xp.linalg.diagonal(k)), k.dtype), axis=-2))
+    inner = xp.multiply_no_nan(conj_(xp, _eig_gap_inverse(xp, w)), k) + _diag_embed(xp, gw)
+    ga = xp.linalg.solve(vh, inner @ vh)
+    return ga if is_complex(a) else xp.real(ga)
 
 
 @public(_eig)
@@ -505,19 +503,19 @@ def eig(x, /):
     return EigResult(*apply(_eig, (_prep("linalg.eig", x, square=True),)))
 
 
-_eigvals = defop("linalg.eigvals", _eigvals_forward, chapter="linalg",
+_eigvals = defop("linalg.eigvals", _eigvals_forward, chapter="linalg", saves="inputs",
                  domain=[c.map_outputs(_fix_eigvals) for c in _EIG_DOMAIN],
                  convention="complex outputs for real inputs (the gradient's real part); V^-H diag(g) V^H")
 
 
 @_eigvals.gradient
-def _eigvals_grad(op, grad):
+def _eigvals_grad(xp, op, grad):
     """gA = V^-H diag(grad) V^H (the eigenvectors recomputed, so higher orders see them)."""
     a = op.inputs[0]
-    _, v = eig(a)
-    vh = _mH(v)
-    ga = solve(vh, expand_dims(grad, axis=-1) * vh)
-    return ga if a.dtype.kind == "c" else real(ga)
+    _, v = xp.linalg.eig(a)
+    vh = _mH(xp, v)
+    ga = xp.linalg.solve(vh, xp.expand_dims(grad, axis=-1) * vh)
+    return ga if is_complex(a) else xp.real(ga)
 
 
 @public(_eigvals)
@@ -532,7 +530,8 @@ def _svd_forward(xp, x, *, full_matrices=True):
     return r[0], r[1], r[2]
 
 
-_svd = defop("linalg.svd", _svd_forward, chapter="linalg", nout=3,
+_svd = defop("linalg.svd", _svd_forward, chapter="linalg", nout=3, saves="outputs", batched=True,
+             xp_callable=True,
              domain=[Case(SMALL[3, 3].via(_spread)).map_outputs(_fix_svd),
                      _C(SMALL[4, 3].via(_spread), full_matrices=False).map_outputs(_fix_svd),
                      Case(SMALL[2, 3, 4].via(_spread), full_matrices=False).map_outputs(_fix_svd)],
@@ -542,7 +541,7 @@ _svd = defop("linalg.svd", _svd_forward, chapter="linalg", nout=3,
 
 
 @_svd.gradient
-def _svd_grad(op, gu, gs, gvh):
+def _svd_grad(xp, op, gu, gs, gvh):
     """PyTorch's svd_backward (Townsend; complex: the phase-invariant form):
     gA = U [(skew(U^H gU) S + S skew(V^H gV)) / E + diag(gS) + i Im diag(U^H gU) / S] V^H, with
     E_jk = S_k^2 - S_j^2, plus (I - U U^H) gU S^-1 V^H (tall) or U S^-1 gV^H (I - V V^H) (wide)."""
@@ -554,25 +553,27 @@ def _svd_grad(op, gu, gs, gvh):
         # the gradient flows through the k determined ones only (and the loss should not use the rest)
         u, gu = u[..., :, :k], gu[..., :, :k]
         vh, gvh = vh[..., :k, :], gvh[..., :k, :]
-    uhgu = matmul(_mH(u), gu)
-    uhgu = uhgu - _mH(uhgu)
-    vhgv = matmul(vh, _mH(gvh))
-    vhgv = vhgv - _mH(vhgv)
+    uh = _mH(xp, u)
+    uhgu = uh @ gu
+    uhgu = uhgu - _mH(xp, uhgu)
+    vhgv = vh @ _mH(xp, gvh)
+    vhgv = vhgv - _mH(xp, vhgv)
     s2 = s * s
-    eye = _eye(s, k)
-    e = expand_dims(s2, axis=-2) - expand_dims(s2, axis=-1) + eye
-    inner = xdivy(uhgu * expand_dims(s, axis=-2) + expand_dims(s, axis=-1) * vhgv, e) + _diag_embed(gs)
-    if u.dtype.kind == "c":
-        inner = inner + _diag_embed(xdivy(diagonal(uhgu), 2.0 * s))
+    eye = _eye(xp, s, k)
+    e = xp.expand_dims(s2, axis=-2) - xp.expand_dims(s2, axis=-1) + eye
+    inner = (xp.xdivy(uhgu * xp.expand_dims(s, axis=-2) + xp.expand_dims(s, axis=-1) * vhgv, e)
+             + _diag_embed(xp, gs))
+    if is_complex(u):
+        inner = inner + _diag_embed(xp, xp.xdivy(xp.linalg.diagonal(uhgu), 2.0 * s))
     if m > n:
-        gusinv = xdivy(gu, expand_dims(s, axis=-2))
-        ga = matmul(u, inner) + gusinv - matmul(u, matmul(_mH(u), gusinv))
-        return matmul(ga, vh)
+        gusinv = xp.xdivy(gu, xp.expand_dims(s, axis=-2))
+        ga = u @ inner + gusinv - u @ (uh @ gusinv)
+        return ga @ vh
     if m < n:
-        sinvgvh = xdivy(gvh, expand_dims(s, axis=-1))
-        ga = matmul(inner, vh) + sinvgvh - matmul(matmul(sinvgvh, _mH(vh)), vh)
-        return matmul(u, ga)
-    return matmul(u, matmul(inner, vh))
+        sinvgvh = xp.xdivy(gvh, xp.expand_dims(s, axis=-1))
+        ga = inner @ vh + sinvgvh - (sinvgvh @ _mH(xp, vh)) @ vh
+        return u @ ga
+    return u @ (inner @ vh)
 
 
 @public(_svd)
@@ -583,16 +584,16 @@ def svd(x, /, *, full_matrices=True):
     return SVDResult(*apply(_svd, (x,), {"full_matrices": bool(full_matrices)}))
 
 
-_svdvals = defop("linalg.svdvals", chapter="linalg",
+_svdvals = defop("linalg.svdvals", chapter="linalg", saves="inputs", batched=True,
                  domain=[Case(SMALL[3, 4].via(_spread)), _C(SMALL[2, 3, 3].via(_spread))],
                  convention="U diag(g) V^H; not defined at repeated singular values")
 
 
 @_svdvals.gradient
-def _svdvals_grad(op, grad):
+def _svdvals_grad(xp, op, grad):
     """gA = U diag(grad) V^H (the singular vectors recomputed, so higher orders see them)."""
-    u, _, vh = svd(op.inputs[0], full_matrices=False)
-    return matmul(u * expand_dims(grad, axis=-2), vh)
+    u, _, vh = xp.linalg.svd(op.inputs[0], full_matrices=False)
+    return (u * xp.expand_dims(grad, axis=-2)) @ vh
 
 
 @public(_svdvals)
@@ -607,7 +608,7 @@ def _qr_forward(xp, x, *, mode="reduced"):
     return r[0], r[1]
 
 
-_qr = defop("linalg.qr", _qr_forward, chapter="linalg", nout=2,
+_qr = defop("linalg.qr", _qr_forward, chapter="linalg", nout=2, saves="outputs", batched=True,
             domain=[Case(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
                     _C(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
                     _C(SMALL[2, 3, 4].via(_spread), mode="complete").map_outputs(_fix_qr)],
@@ -616,7 +617,7 @@ _qr = defop("linalg.qr", _qr_forward, chapter="linalg", nout=2,
 
 
 @_qr.gradient
-def _qr_grad(op, gq, gr):
+def _qr_grad(xp, op, gq, gr):
     """PyTorch's linalg_qr_backward.  M = gR R^H - Q^H gQ; tall or square:
     gA = (Q sym*(triu(M)) + gQ) R^-H; wide: gA = [Q skew*(-M) R1^-H, 0] + Q gR, where sym* and skew*
     halve the diagonal of X + X^H and of X - X^H."""
@@ -625,18 +626,17 @@ def _qr_grad(op, gq, gr):
     if op.attrs.get("mode", "reduced") == "complete" and m > n:
         raise NotImplementedError(
             f"the gradient of linalg.qr with mode='complete' is not defined for a tall input (shape "
-            f"{op.inputs[0].shape}): the extra columns of Q are arbitrary; use mode='reduced'")
-    mm = matmul(gr, _mH(r)) - matmul(_mH(q), gq)
+            f"{tuple(q.shape[:-1]) + (n,)}): the extra columns of Q are arbitrary; use mode='reduced'")
+    mm = gr @ _mH(xp, r) - _mH(xp, q) @ gq
     if m >= n:
-        t = triu(mm)
-        ga = matmul(q, _half_diag(t + _mH(t))) + gq
-        return _mH(solve(r, _mH(ga)))                       # ga R^-H
+        t = xp.triu(mm)
+        ga = q @ _half_diag(xp, t + _mH(xp, t)) + gq
+        return _mH(xp, xp.linalg.solve(r, _mH(xp, ga)))            # ga R^-H
     t = -mm
-    ga = matmul(q, _half_diag(tril(t - _mH(t))))
-    r1 = r[..., :, :m]
-    ga = _mH(solve(r1, _mH(ga)))
-    ga = concat([ga, zeros_like(r[..., :, m:])], axis=-1)
-    return ga + matmul(q, gr)
+    ga = q @ _half_diag(xp, xp.tril(t - _mH(xp, t)))
+    ga = _mH(xp, xp.linalg.solve(r[..., :, :m], _mH(xp, ga)))     # ga R1^-H
+    zeros = xp.zeros(tuple(ga.shape[:-1]) + (n - m,), dtype=ga.dtype, device=ga.device)
+    return xp.concat([ga, zeros], axis=-1) + q @ gr
 
 
 @public(_qr)
@@ -659,24 +659,24 @@ def _rtol_attr(name, rtol, x):
     return _tensor(rtol, x)._v
 
 
-_pinv = defop("linalg.pinv", chapter="linalg",
+_pinv = defop("linalg.pinv", chapter="linalg", batched=True,
               domain=[Case(SMALL[4, 3].via(_spread)), _C(SMALL[2, 3, 4].via(_spread), rtol=1e-3)],
               convention="Golub-Pereyra: defined where the rank is locally constant")
 
 
 @_pinv.gradient
-def _pinv_grad(op, grad):
+def _pinv_grad(xp, op, grad):
     """dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P, so
     gA = -P^H g P^H + (I - A P) g^H P P^H + P^H P g^H (I - P A)."""
     a = op.inputs[0]
     p = op.outputs[0]
-    ph = _mH(p)
-    gh = _mH(grad)
-    t1 = -matmul(ph, matmul(grad, ph))
-    ghppH = matmul(gh, matmul(p, ph))
-    t2 = ghppH - matmul(a, matmul(p, ghppH))
-    phpgh = matmul(matmul(ph, p), gh)
-    t3 = phpgh - matmul(matmul(phpgh, p), a)
+    ph = _mH(xp, p)
+    gh = _mH(xp, grad)
+    t1 = -(ph @ (grad @ ph))
+    ghppH = gh @ (p @ ph)
+    t2 = ghppH - a @ (p @ ghppH)
+    phpgh = (ph @ p) @ gh
+    t3 = phpgh - (phpgh @ p) @ a
     return t1 + t2 + t3
 
 
@@ -690,7 +690,7 @@ def pinv(x, /, *, rtol=None):
 def _low_rank(x):
     """``c c^H`` of the first column ``c`` of ``x``: a rank-1 matrix (a domain map)."""
     c = x[..., :, :1]
-    return matmul(c, _mH(c))
+    return c @ _mH(tensor_namespace(), c)
 
 
 def _matrix_rank_forward(xp, x, *, rtol=None):
@@ -725,7 +725,7 @@ def _matrix_norm_forward(xp, x, *, ord="fro", keepdims=False):
 
 
 _matrix_norm = defop(
-    "linalg.matrix_norm", _matrix_norm_forward, chapter="linalg",
+    "linalg.matrix_norm", _matrix_norm_forward, chapter="linalg", batched=True,
     domain=[Case(REAL[3, 4]), _C(SMALL[3, 4].via(_spread), ord="nuc", keepdims=True), _C(REAL[3, 4], ord=1),
             Case(SMALL[3, 3].via(_spread), ord=2),
             Case(SMALL[2, 4, 3].via(_spread), ord=-2), Case(REAL[2, 3, 4], ord=1, keepdims=True),
@@ -734,36 +734,37 @@ _matrix_norm = defop(
                "through the SVD (not defined at repeated singular values)")
 
 
-def _extreme_mask(v, axis, largest):
+def _extreme_mask(xp, v, axis, largest):
     """Where ``v`` reaches its max (min) over ``axis``, each place weighted 1 / (number of places)."""
-    ext = (_max if largest else _min)(v, axis=axis, keepdims=True)
-    hit = astype(equal(v, ext), v.dtype)
-    return hit / _sum(hit, axis=axis, keepdims=True)
+    ext = (xp.max if largest else xp.min)(v, axis=axis, keepdims=True)
+    hit = xp.astype(v == ext, v.dtype)
+    return hit / xp.sum(hit, axis=axis, keepdims=True)
 
 
 @_matrix_norm.gradient
-def _matrix_norm_grad(op, grad):
+def _matrix_norm_grad(xp, op, grad):
     """fro: g x / |x|; nuc: g U V^H; 2 / -2: g u v^H of the largest / smallest singular value;
     1 / -1 (inf / -inf): g sgn(x) on the column (row) whose abs-sum is the max / min."""
     x = op.inputs[0]
     ordv = op.attrs["ord"]
     g = grad
-    y = op.outputs[0]
     if not op.attrs.get("keepdims", False):
-        g = expand_dims(expand_dims(g, axis=-1), axis=-1)
-        y = expand_dims(expand_dims(y, axis=-1), axis=-1)
+        g = xp.expand_dims(xp.expand_dims(g, axis=-1), axis=-1)
     if ordv == "fro":
-        return multiply_no_nan(x / y, g)
+        y = op.outputs[0]
+        if not op.attrs.get("keepdims", False):
+            y = xp.expand_dims(xp.expand_dims(y, axis=-1), axis=-1)
+        return xp.multiply_no_nan(x / y, g)
     if ordv in ("nuc", 2, -2):
-        u, _, vh = svd(x, full_matrices=False)
+        u, _, vh = xp.linalg.svd(x, full_matrices=False)
         if ordv == "nuc":
-            return g * matmul(u, vh)
+            return g * (u @ vh)
         i = 0 if ordv == 2 else u.shape[-1] - 1
-        return g * matmul(u[..., :, i:i + 1], vh[..., i:i + 1, :])
+        return g * (u[..., :, i:i + 1] @ vh[..., i:i + 1, :])
     axis = -2 if ordv in (1, -1) else -1          # 1: column sums (over rows); inf: row sums
-    sums = _sum(_abs(x), axis=axis, keepdims=True)
-    mask = _extreme_mask(sums, -1 if axis == -2 else -2, ordv > 0)
-    return (g * mask) * _sgn(x)
+    sums = xp.sum(xp.abs(x), axis=axis, keepdims=True)
+    mask = _extreme_mask(xp, sums, -1 if axis == -2 else -2, ordv > 0)
+    return (g * mask) * _sgn(xp, x)
 
 
 @public(_matrix_norm)
@@ -784,7 +785,7 @@ def _vector_norm_forward(xp, x, *, axis=None, axes=None, keepdims=False, ord=2):
 
 
 _vector_norm = defop(
-    "linalg.vector_norm", _vector_norm_forward, chapter="linalg",
+    "linalg.vector_norm", _vector_norm_forward, chapter="linalg", batched=True,
     domain=[Case(NONZERO[3]), _C(NONZERO[3, 4], axis=-1, ord=math.inf), Case(NONZERO[3, 4], axis=1, ord=1),
             Case(NONZERO[2, 3, 3], axis=(0, 2), ord=-0.5, keepdims=True),
             Case(NONZERO[3, 4], ord=-math.inf, keepdims=True), Case(NONZERO[3, 4], axis=0, ord=0)],
@@ -793,7 +794,7 @@ _vector_norm = defop(
 
 
 @_vector_norm.gradient
-def _vector_norm_grad(op, grad):
+def _vector_norm_grad(xp, op, grad):
     """d ||x||_p = sgn(x) (|x| / ||x||)^(p - 1) (2: x / ||x||; 1: sgn(x); inf / -inf: sgn(x) where |x|
     is the max / min, ties split evenly; 0: piecewise constant, zero)."""
     x = op.inputs[0]
@@ -801,19 +802,20 @@ def _vector_norm_grad(op, grad):
     axes = op.attrs["axes"]
     g = grad
     y = op.outputs[0]
+    nb = g.ndim - y.ndim                        # leading batch axes of the cotangent
     if not op.attrs.get("keepdims", False):
         keep = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-        g = reshape(g, keep)
-        y = reshape(y, keep)
+        g = xp.reshape(g, tuple(g.shape[:nb]) + keep)
+        y = xp.reshape(y, keep)
     if p == 0:
-        return zeros_like(x)
+        return xp.zeros(tuple(g.shape[:nb]) + tuple(x.shape), dtype=x.dtype, device=x.device)
     if p == 2:
-        return multiply_no_nan(x / y, g)
+        return xp.multiply_no_nan(x / y, g)
     if p == 1:
-        return g * _sgn(x)
+        return g * _sgn(xp, x)
     if math.isinf(p):
-        return (g * _extreme_mask(_abs(x), axes, p > 0)) * _sgn(x)
-    return multiply_no_nan((_abs(x) / y) ** (p - 1) * _sgn(x), g)
+        return (g * _extreme_mask(xp, xp.abs(x), axes, p > 0)) * _sgn(xp, x)
+    return xp.multiply_no_nan((xp.abs(x) / y) ** (p - 1) * _sgn(xp, x), g)
 
 
 @public(_vector_norm)
@@ -832,28 +834,29 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 # ---------------------------------------------------------------------------------------- matrix_power
 _matrix_power = defop("linalg.matrix_power", lambda xp, x, *, n: xp.linalg.matrix_power(x, n), chapter="linalg",
+                      saves="inputs", batched=True,
                       domain=[Case(SMALL[2, 3, 3], 3), _C(SMALL[3, 3].via(_shift), -1), Case(REAL[3, 3], 0),
                               Case(SMALL[2, 3, 3].via(_shift), -2)])
 
 
 @_matrix_power.gradient
-def _matrix_power_grad(op, grad):
+def _matrix_power_grad(xp, op, grad):
     """A^n = A...A: gA = sum_k (A^H)^k grad (A^H)^(n-1-k); for n < 0 the same for B = A^-1, then
     gA = -B^H gB B^H."""
     a = op.inputs[0]
     n = op.attrs["n"]
     if n == 0:
-        return zeros_like(a)
-    b = a if n > 0 else inv(a)
+        return xp.zeros_like(grad)
+    b = a if n > 0 else xp.linalg.inv(a)
     m = builtins.abs(n)
-    bh = _mH(b)
+    bh = _mH(xp, b)
     powers = [None, bh]                       # powers[k] = (B^H)^k, None standing for I
     for _ in range(2, m):
-        powers.append(matmul(powers[-1], bh))
+        powers.append(powers[-1] @ bh)
 
     def times(left, mid, right):
-        out = mid if left is None else matmul(left, mid)
-        return out if right is None else matmul(out, right)
+        out = mid if left is None else left @ mid
+        return out if right is None else out @ right
 
     gb = None
     for k in range(m):
@@ -861,7 +864,7 @@ def _matrix_power_grad(op, grad):
         gb = term if gb is None else gb + term
     if n > 0:
         return gb
-    return -matmul(bh, matmul(gb, bh))
+    return -(bh @ (gb @ bh))
 
 
 @public(_matrix_power)
@@ -878,18 +881,18 @@ def matrix_power(x, n, /):
 
 
 # ---------------------------------------------------------------------------------------- cross, outer
-_cross = defop("linalg.cross", chapter="linalg",
+_cross = defop("linalg.cross", chapter="linalg", saves="inputs", batched=True,
                promote=True, domain=with_complex([Case(REAL[4, 3], REAL[3])])
                + [Case(REAL[3, 3], REAL[3, 3], axis=-2)])
 
 
 @_cross.gradient
-def _cross_grad(op, grad):
+def _cross_grad(xp, op, grad):
     """c = a x b (bilinear): ga = conj(b) x grad, gb = grad x conj(a)."""
     a, b = op.inputs
     axis = op.attrs["axis"]
-    ga = cross(_conj(b), grad, axis=axis) if op.needs_grad(0) else None
-    gb = cross(grad, _conj(a), axis=axis) if op.needs_grad(1) else None
+    ga = xp.linalg.cross(conj_(xp, b), grad, axis=axis) if op.needs_grad(0) else None
+    gb = xp.linalg.cross(grad, conj_(xp, a), axis=axis) if op.needs_grad(1) else None
     return ga, gb
 
 
@@ -909,16 +912,16 @@ def cross(x1, x2, /, *, axis=-1):
     return apply(_cross, (x1, x2), {"axis": axis})
 
 
-_outer = defop("linalg.outer", chapter="linalg", promote=True,
+_outer = defop("linalg.outer", chapter="linalg", promote=True, saves="inputs", batched=True,
                domain=with_complex([Case(REAL[3], REAL[4])]))
 
 
 @_outer.gradient
-def _outer_grad(op, grad):
+def _outer_grad(xp, op, grad):
     """y = a b^T: ga = grad conj(b), gb = grad^T conj(a)."""
     a, b = op.inputs
-    return (matmul(grad, _conj(b)) if op.needs_grad(0) else None,
-            matmul(_conj(a), grad) if op.needs_grad(1) else None)
+    return (grad @ conj_(xp, b) if op.needs_grad(0) else None,
+            conj_(xp, a) @ grad if op.needs_grad(1) else None)
 
 
 @public(_outer)
@@ -932,16 +935,16 @@ def outer(x1, x2, /):
 
 
 # ---------------------------------------------------------------------------------------- trace, diagonal
-_trace = defop("linalg.trace", chapter="linalg",
+_trace = defop("linalg.trace", chapter="linalg", saves="inputs", batched=True,
                domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[3, 4], offset=-1)])
 
 
 @_trace.gradient
-def _trace_grad(op, grad):
+def _trace_grad(xp, op, grad):
     """Linear: grad times the 0/1 mask of the diagonal."""
     x = op.inputs[0]
     m, n = x.shape[-2:]
-    return expand_dims(expand_dims(grad, axis=-1), axis=-1) * _eye(x, m, n, k=op.attrs["offset"])
+    return xp.expand_dims(xp.expand_dims(grad, axis=-1), axis=-1) * _eye(xp, x, m, n, k=op.attrs["offset"])
 
 
 @public(_trace)
@@ -956,32 +959,25 @@ def trace(x, /, *, offset=0, dtype=None):
     return apply1(_trace, x, {"offset": operator.index(offset)})
 
 
-_diagonal = defop("linalg.diagonal",
-                  chapter="linalg",
+_diagonal = defop("linalg.diagonal", chapter="linalg", saves="inputs", batched=True,
                   domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[4, 3], offset=-2)])
 
 
 @_diagonal.gradient
-def _diagonal_grad(op, grad):
+def _diagonal_grad(xp, op, grad):
     """Scatter the gradient back onto the diagonal: the 0/1 mask of the diagonal times the gradient
     laid out along rows (offset >= 0) or columns (offset < 0), padded with zeros."""
     x = op.inputs[0]
     m, n = x.shape[-2:]
     k = op.attrs["offset"]
-    mask = _eye(x, m, n, k=k)
+    mask = _eye(xp, x, m, n, k=k)
     length = grad.shape[-1]
     full = m if k >= 0 else n
     g = grad
     if length < full:
-        g = concat([g, _zeros_tail(grad, full - length)], axis=-1)
-    return mask * (expand_dims(g, axis=-1) if k >= 0 else expand_dims(g, axis=-2))
-
-
-def _zeros_tail(g, count):
-    """Zeros of shape ``g.shape[:-1] + (count,)`` like ``g``."""
-    b = g._b
-    v = b.xp.zeros(tuple(g.shape[:-1]) + (count,), dtype=g._v.dtype, device=b.device_of(g._v))
-    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+        tail = xp.zeros(tuple(g.shape[:-1]) + (full - length,), dtype=g.dtype, device=g.device)
+        g = xp.concat([g, tail], axis=-1)
+    return mask * (xp.expand_dims(g, axis=-1) if k >= 0 else xp.expand_dims(g, axis=-2))
 
 
 @public(_diagonal)
