@@ -8,12 +8,10 @@ from gradtape.domains import op_cases
 def cases(ops=None, *, differentiable_only=False, include_user=False):
     """Yield ``(opdef, case)`` for every registered op (or those named in ``ops``)."""
     wanted = None if ops is None else set(ops)
-    for op in registry.ops():
+    for op in registry.differentiable_ops() if differentiable_only else registry.ops():
         if wanted is not None and op.name not in wanted:
             continue
         if op.chapter == "user" and not include_user:
-            continue
-        if differentiable_only and not (op.differentiable and op.grad is not None):
             continue
         for case in op_cases(op):
             yield op, case

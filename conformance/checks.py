@@ -18,6 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+import gradtape as gt
+from gradtape import registry
+from gradtape.crosscheck import TOLERANCES, native_method_name
+from gradtape.testing import case_leaves, check_case, flat_outputs
+
 __all__ = ["CaseResult", "check_case_everywhere", "known_failures", "rng_for"]
 
 _KNOWN_DIR = Path(__file__).with_name("known_failures")
@@ -55,7 +60,6 @@ class CaseResult:
 
 
 def _draw(case, rng, dtype):
-    from gradtape.testing import case_leaves
     values, kwargs = case.draw(rng, dtype="float64")
     leaves, flags, rebuild = case_leaves(case, values)
     leaves = [np.asarray(a) for a in leaves]
@@ -65,17 +69,9 @@ def _draw(case, rng, dtype):
     return leaves, flags, rebuild, kwargs
 
 
-def _outputs(y):
-    from gradtape.testing import _flat_outputs
-    return _flat_outputs(y)
-
-
 def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=True, dtype="float64",
                           seed=0):
     """Run the checks of one case of ``opdef`` on every backend in ``backends``."""
-    import gradtape as gt
-    from gradtape.testing import check_case
-
     rng = rng_for(opdef.name, index, seed)
     leaves, flags, rebuild, kwargs = _draw(case, rng, dtype)
     passed = {b: True for b in backends}
@@ -84,14 +80,14 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
 
     def on(backend, arrays):
         ts = [gt.asarray(a, backend=backend) for a in arrays]
-        return _outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
+        return flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
 
     try:
         outs = on("numpy", leaves)
     except Exception as e:
         return CaseResult(opdef.name, repr(case), {b: False for b in backends}, {b: np.inf for b in backends},
                           [f"forward failed on numpy: {type(e).__name__}: {e}"], ("forward",))
-    differentiable = (opdef.differentiable and opdef.grad is not None
+    differentiable = (opdef in registry.differentiable_ops()
                       and any(o.dtype.differentiable for o in outs)
                       and any(f and a.dtype.kind in "fc" for f, a in zip(flags, leaves)))
     if not differentiable:
@@ -123,7 +119,7 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
         it = iter(xs)
         for k in range(len(leaves)):
             arrays.append(next(it) if k in diff_idx else gt.asarray(fixed[k], backend=like.backend))
-        ys = _outputs(case.outputs(opdef.public(*rebuild(arrays), **kwargs)))
+        ys = flat_outputs(case.outputs(opdef.public(*rebuild(arrays), **kwargs)))
         total = None
         for k, w in zip(fouts, ws):
             y = ys[k]
@@ -137,13 +133,12 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
     if dtype == "float64" and any(outs[k].dtype.name in ("float32", "complex64") for k in fouts):
         # the op computes in single precision (a cast to float32, say): finite differences need a
         # larger step and resolve its derivative only to about 1e-3
-        from gradtape.crosscheck import TOLERANCES
         (rt, at), _ = TOLERANCES["float32"]
         tol = {"rtol": rt, "atol": at, "eps": 1e-2}
     report = gt.check_gradients(loss_fn, *[leaves[k] for k in diff_idx], backends=backends, native=native,
                                 **tol)
     owners = {f"gradtape:{b}": b for b in backends}
-    owners.update({_native_of(b): b for b in backends})
+    owners.update({native_method_name(b): b for b in backends})
     fd = "finite differences"
     # a method that disagrees with finite differences is the one to blame for its failed pairs;
     # where both (or neither) agree with them, both are
@@ -180,8 +175,3 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
                 problems.append(f"{b} second order: " + "; ".join(r2.problems))
             max_err[b] = max(max_err[b], r2.max_rel_err)
     return CaseResult(opdef.name, repr(case), passed, max_err, problems, kinds)
-
-
-def _native_of(backend):
-    from gradtape.crosscheck import _NATIVE_NAMES
-    return _NATIVE_NAMES.get(backend, f"{backend} autodiff")

@@ -8,7 +8,8 @@ gradient of ``L = Re(sum(fn(*args)))`` is computed
   ``Backend.native_grad``: gradtape's ops run on the library's arrays and the library records them,
 * by TensorFlow's ``GradientTape`` when ``tensorflow`` is installed (``fn`` then runs on
   ``tf.experimental.numpy``),
-* by central finite differences in float64,
+* by central finite differences in float64 (:func:`gradtape.testing.finite_differences`, also
+  importable from here),
 
 and every pair is compared.  Elements where the left and right finite differences disagree are
 kinks (``abs`` at 0, ``max`` over ties, ...): frameworks legitimately pick different subgradients
@@ -23,48 +24,18 @@ import itertools
 
 import numpy as np
 
-__all__ = ["GradientReport", "PairResult", "check_gradients", "finite_differences"]
+import gradtape as gt
+from gradtape.tensor import _wrap
+from gradtape.testing import finite_differences
+
+__all__ = ["TOLERANCES", "GradientReport", "PairResult", "check_gradients", "finite_differences",
+           "native_method_name"]
 
 #: default tolerances: (against finite differences, between two analytic gradients), per precision
 TOLERANCES = {
     "float64": ((1e-5, 1e-6), (1e-9, 1e-11)),
     "float32": ((2e-3, 2e-4), (1e-4, 1e-5)),
 }
-
-
-# ---------------------------------------------------------------------------------------- numeric
-def finite_differences(f, args, wrt, eps=1e-6):
-    """Central, forward and backward differences of the real scalar ``f(*args)`` with respect to
-    ``args[k]`` for ``k`` in ``wrt`` (float64 / complex128 NumPy arrays).  The step is
-    ``eps * max(1, |x|)`` per element; complex elements are perturbed in their real and imaginary
-    parts, giving ``dL/dRe + 1j dL/dIm``.  Returns ``{k: (central, forward, backward)}``."""
-    out = {}
-    for k in wrt:
-        a = args[k]
-        central = np.zeros(a.shape, dtype=a.dtype)
-        fwd = np.zeros_like(central)
-        bwd = np.zeros_like(central)
-        f0 = f(*args)
-        for i in range(a.size):
-            h = eps * max(1.0, abs(a.reshape(-1)[i]))
-            parts = (1.0, 1j) if a.dtype.kind == "c" else (1.0,)
-            for unit in parts:
-                vals = []
-                for sgn in (1.0, -1.0):
-                    p = a.copy()
-                    p.reshape(-1)[i] += sgn * h * unit
-                    call = list(args)
-                    call[k] = p
-                    vals.append(f(*call))
-                c = (vals[0] - vals[1]) / (2 * h)
-                fw = (vals[0] - f0) / h
-                bw = (f0 - vals[1]) / h
-                weight = 1.0 if unit == 1.0 else 1j
-                central.reshape(-1)[i] += weight * c
-                fwd.reshape(-1)[i] += weight * fw
-                bwd.reshape(-1)[i] += weight * bw
-        out[k] = (central, fwd, bwd)
-    return out
 
 
 # ---------------------------------------------------------------------------------------- report
@@ -157,18 +128,12 @@ def _as_input(a):
     return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
 
 
-def _as64(a):
-    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) if a.dtype.kind in "fc" else a
-
-
 def _loss(y):
-    import gradtape as gt
     s = gt.sum(y)
     return gt.real(s) if s.dtype.is_complex else s
 
 
 def _gradtape_grad(fn, arrays, wrt, backend):
-    import gradtape as gt
     ts = [gt.asarray(a, backend=backend) for a in arrays]
     xs = [ts[k] for k in wrt]
     with gt.GradientTape() as tape:
@@ -181,8 +146,6 @@ def _gradtape_grad(fn, arrays, wrt, backend):
 def _native_grad(fn, arrays, wrt, backend):
     """The library's own autodiff of gradtape's forward: gradtape's ops run on the library's arrays
     (no gradtape tape), the library records them."""
-    import gradtape as gt
-    from gradtape.tensor import _wrap
     b = gt.backends.get(backend)
     natives = [gt.asarray(a, backend=backend).native for a in arrays]
 
@@ -220,6 +183,12 @@ def _tensorflow_grad(fn, arrays, wrt):
 _NATIVE_NAMES = {"torch": "torch.autograd", "jax": "jax.grad"}
 
 
+def native_method_name(backend):
+    """The name :func:`check_gradients` gives ``backend``'s own autodiff in its report
+    (``"torch.autograd"``, ``"jax.grad"``, else ``"<backend> autodiff"``)."""
+    return _NATIVE_NAMES.get(backend, f"{backend} autodiff")
+
+
 def _compare(a, b, ga, gb, k, mask, rtol, atol, note=""):
     ga, gb = np.asarray(ga), np.asarray(gb)
     if ga.shape != gb.shape:
@@ -249,7 +218,6 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
     with looser defaults, see ``TOLERANCES``).  Returns a :class:`GradientReport`; raises nothing unless you call
     ``.raise_if_failed()``.
     """
-    import gradtape as gt
     arrays = [_as_input(a) for a in args]
     wrt = [k for k, a in enumerate(arrays) if a.dtype.kind in "fc"]
     single = any(arrays[k].dtype in (np.float32, np.complex64) for k in wrt)
@@ -267,7 +235,7 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
             continue
         b = gt.backends.get(name)
         if getattr(b, "supports_native_grad", False):
-            label = _NATIVE_NAMES.get(name, f"{name} autodiff")
+            label = native_method_name(name)
             try:
                 methods[label] = _native_grad(fn, arrays, wrt, name)
             except Exception as e:
@@ -285,7 +253,7 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
         with gt.use_backend("numpy"):
             return float(_loss(fn(*[gt.asarray(x) for x in xs])).numpy())
 
-    diffs = finite_differences(value, [_as64(a) for a in arrays], wrt, eps=eps)
+    diffs = finite_differences(value, arrays, wrt, eps=eps)     # in float64 / complex128
     methods["finite differences"] = [diffs[k][0] for k in wrt]
     kinks, masks = {}, {}
     for j, k in enumerate(wrt):

@@ -1,6 +1,8 @@
 """Checking gradients against central finite differences, in float64.
 
-* :func:`numeric_gradient` differentiates a real scalar function of NumPy arrays numerically.
+* :func:`finite_differences` differentiates a real scalar function of NumPy arrays numerically
+  (central and one-sided differences; :func:`gt.check_gradients <gradtape.crosscheck.check_gradients>`
+  uses it too), :func:`numeric_gradient` returns just the central ones.
 * :func:`check_case` checks one op on one sample call (a :class:`~gradtape.domains.Case` of its
   domain) on one backend: the tape's gradient of ``L = Re(sum(conj(w) * y))`` for random output
   cotangents ``w`` against finite differences of ``L``, for every differentiable argument; with
@@ -18,6 +20,10 @@ import dataclasses
 
 import numpy as np
 
+import gradtape as gt
+from gradtape.domains import Arg, Pack
+from gradtape.tensor import Tensor
+
 __all__ = [
     "DEFAULT_ATOL",
     "DEFAULT_EPS",
@@ -25,6 +31,7 @@ __all__ = [
     "CaseCheck",
     "case_leaves",
     "check_case",
+    "finite_differences",
     "flat_outputs",
     "numeric_gradient",
 ]
@@ -50,50 +57,54 @@ def _as64(a):
     return a
 
 
-def numeric_gradient(f, args, *, wrt=None, eps=DEFAULT_EPS):
-    """Central finite differences of a real scalar function ``f(*args)``.
+def finite_differences(f, args, wrt=None, eps=DEFAULT_EPS):
+    """Central, forward and backward differences of a real scalar function ``f(*args)``.
 
     ``args`` are NumPy arrays (or values passed through unchanged); ``wrt`` the indices of the
     arguments to differentiate (default: every float or complex array).  The arrays are promoted
-    to float64 / complex128 and each element is perturbed by ``+-h``, ``h = eps * max(1, |x|)``;
-    complex elements in their real and imaginary parts separately, and the gradient is
-    ``dL/dRe + 1j dL/dIm`` (TensorFlow's convention).  Returns one array per argument (the
-    argument's shape, float64 or complex128), ``None`` for the arguments not differentiated.
+    to float64 / complex128 (the step then suits every input dtype) and each element is perturbed
+    by ``+-h``, ``h = eps * max(1, |x|)``; complex elements in their real and imaginary parts
+    separately, giving ``dL/dRe + 1j dL/dIm`` (TensorFlow's convention).  Returns
+    ``{k: (central, forward, backward)}``, arrays of the argument's shape; where the one-sided
+    differences disagree, ``f`` has a kink there.
     """
     args = [_as64(a) if isinstance(a, (np.ndarray, np.generic)) else a for a in args]
     if wrt is None:
         wrt = [k for k, a in enumerate(args) if _is_diff_array(a)]
-    out = [None] * len(args)
 
-    def value(k, flat_index, delta):
-        a = args[k]
-        pert = a.copy()
-        pert.reshape(-1)[flat_index] += delta
+    def value(k=None, i=None, delta=None):
         call = list(args)
-        call[k] = pert
-        v = f(*call)
-        v = complex(v)
+        if k is not None:
+            pert = args[k].copy()
+            pert.reshape(-1)[i] += delta
+            call[k] = pert
+        v = complex(f(*call))
         if abs(v.imag) > 1e-12 * max(1.0, abs(v.real)):
-            raise ValueError(f"numeric_gradient: f returned a complex value {v}; it must be real")
+            raise ValueError(f"finite differences: f returned a complex value {v}; it must be real")
         return v.real
 
+    out = {}
+    f0 = value() if wrt else None
     for k in wrt:
         a = args[k]
         if not _is_diff_array(a):
-            raise TypeError(f"numeric_gradient: argument {k} is not a float or complex array")
-        g = np.zeros(a.shape, dtype=a.dtype)
-        flat_g = g.reshape(-1)
+            raise TypeError(f"finite differences: argument {k} is not a float or complex array")
+        diffs = np.zeros((3, a.size), dtype=a.dtype)       # central, forward, backward
         flat_a = a.reshape(-1)
         for i in range(flat_a.size):
             h = eps * max(1.0, abs(flat_a[i]))
-            d_re = (value(k, i, h) - value(k, i, -h)) / (2 * h)
-            if a.dtype.kind == "c":
-                d_im = (value(k, i, 1j * h) - value(k, i, -1j * h)) / (2 * h)
-                flat_g[i] = d_re + 1j * d_im
-            else:
-                flat_g[i] = d_re
-        out[k] = g
+            for unit in ((1.0, 1j) if a.dtype.kind == "c" else (1.0,)):
+                plus, minus = value(k, i, unit * h), value(k, i, -unit * h)
+                diffs[:, i] += unit * np.array([(plus - minus) / (2 * h), (plus - f0) / h, (f0 - minus) / h])
+        out[k] = tuple(d.reshape(a.shape) for d in diffs)
     return out
+
+
+def numeric_gradient(f, args, *, wrt=None, eps=DEFAULT_EPS):
+    """The central differences of :func:`finite_differences`: one array per argument (the
+    argument's shape, float64 or complex128), ``None`` for the arguments not differentiated."""
+    diffs = finite_differences(f, args, wrt, eps)
+    return [diffs[k][0] if k in diffs else None for k in range(len(args))]
 
 
 # ---------------------------------------------------------------------------------------- cases
@@ -104,7 +115,6 @@ def case_leaves(case, values):
     Literal arguments (not Args) are kept as they are and are not leaves.  ``rebuild`` passes each
     leaf through its Arg's map (:meth:`~gradtape.domains.Arg.via`), so the leaves are what checks
     perturb and differentiate and the op sees the mapped values."""
-    from gradtape.domains import Arg, Pack
     leaves, flags, spec = [], [], []
     for a, v in zip(case.args, values):
         if isinstance(a, Pack):
@@ -137,7 +147,6 @@ def case_leaves(case, values):
 
 def flat_outputs(y):
     """The Tensors of an op's result (a Tensor, or a tuple or list of them, nested), in order."""
-    from gradtape.tensor import Tensor
     if isinstance(y, Tensor):
         return [y]
     if isinstance(y, (tuple, list)):
@@ -146,9 +155,6 @@ def flat_outputs(y):
             out.extend(flat_outputs(e))
         return out
     return []
-
-
-_flat_outputs = flat_outputs        # (the name the conformance suite imports)
 
 
 def _random_like(rng, shape, kind):
@@ -227,8 +233,7 @@ class CaseCheck:
 
 
 def _to_tensor(a, backend):
-    from gradtape.ops.creation import asarray
-    return asarray(_as64(a), backend=backend)
+    return gt.asarray(_as64(a), backend=backend)
 
 
 def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, eps=DEFAULT_EPS):
@@ -244,10 +249,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
     ``M = sum_k Re(sum(conj(v_k) * g_k))``, ``g_k`` the first-order gradients and ``v_k`` random,
     with finite differences of ``M``.  Returns a :class:`CaseCheck`.
     """
-    import gradtape as gt
-    from gradtape import backends as _bk
-
-    b = _bk.get(backend)
+    b = gt.backends.get(backend)
     values, kwargs = case.draw(rng)
     leaves, flags, rebuild = case_leaves(case, values)
     leaves = [_as64(a) for a in leaves]

@@ -84,3 +84,20 @@ def test_a_report_that_compared_nothing_does_not_pass():
     assert "nothing compared" in str(report)
     with pytest.raises(AssertionError, match="no gradtape gradient was compared"):
         report.raise_if_failed()
+
+
+def test_one_finite_difference_implementation():
+    """crosscheck.finite_differences is testing's; numeric_gradient is its central part."""
+    from gradtape import crosscheck, testing
+    assert crosscheck.finite_differences is testing.finite_differences
+    f = lambda x, n: float(np.sum(np.abs(x)) * n)
+    x = np.array([0.0, 1.0, -2.0], dtype=np.float32)
+    central, fwd, bwd = crosscheck.finite_differences(f, [x, 3], [0])[0]
+    assert central.dtype == np.float64
+    np.testing.assert_allclose(central, [0.0, 3.0, -3.0], atol=1e-8)
+    np.testing.assert_allclose(fwd, [3.0, 3.0, -3.0], rtol=1e-6)      # the kink at 0: one-sided
+    np.testing.assert_allclose(bwd, [-3.0, 3.0, -3.0], rtol=1e-6)     # differences disagree there
+    g, none = testing.numeric_gradient(f, [x, 3])
+    np.testing.assert_array_equal(g, central)
+    assert none is None
+    assert crosscheck.native_method_name("torch") == "torch.autograd"
