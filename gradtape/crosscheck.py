@@ -24,7 +24,12 @@ import itertools
 
 import numpy as np
 
-import gradtape as gt
+from gradtape import backends as _backends
+from gradtape._config import available_backends, use_backend
+from gradtape.ops.creation import asarray
+from gradtape.ops.elementwise import real
+from gradtape.ops.statistical import sum as _sum
+from gradtape.tape import GradientTape
 from gradtape.tensor import _wrap
 from gradtape.testing import finite_differences
 
@@ -129,14 +134,14 @@ def _as_input(a):
 
 
 def _loss(y):
-    s = gt.sum(y)
-    return gt.real(s) if s.dtype.is_complex else s
+    s = _sum(y)
+    return real(s) if s.dtype.is_complex else s
 
 
 def _gradtape_grad(fn, arrays, wrt, backend):
-    ts = [gt.asarray(a, backend=backend) for a in arrays]
+    ts = [asarray(a, backend=backend) for a in arrays]
     xs = [ts[k] for k in wrt]
-    with gt.GradientTape() as tape:
+    with GradientTape() as tape:
         tape.watch(xs)
         loss = _loss(fn(*ts))
     gs = tape.gradient(loss, xs, unconnected_gradients="zero")
@@ -146,8 +151,8 @@ def _gradtape_grad(fn, arrays, wrt, backend):
 def _native_grad(fn, arrays, wrt, backend):
     """The library's own autodiff of gradtape's forward: gradtape's ops run on the library's arrays
     (no gradtape tape), the library records them."""
-    b = gt.backends.get(backend)
-    natives = [gt.asarray(a, backend=backend).native for a in arrays]
+    b = _backends.get(backend)
+    natives = [asarray(a, backend=backend).native for a in arrays]
 
     def f(*xs):
         return _loss(fn(*[_wrap(x, b) for x in xs])).native
@@ -224,7 +229,7 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
     (fd_rtol, fd_atol), (ex_rtol, ex_atol) = TOLERANCES["float32" if single else "float64"]
     if not wrt:
         raise ValueError("check_gradients needs at least one floating-point argument to differentiate")
-    names = list(backends) if backends is not None else gt.available_backends()
+    names = list(backends) if backends is not None else available_backends()
     methods, skipped = {}, {}
     for name in names:
         try:
@@ -233,7 +238,7 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
             skipped[f"gradtape:{name}"] = f"{type(e).__name__}: {e}"
         if not native:
             continue
-        b = gt.backends.get(name)
+        b = _backends.get(name)
         if getattr(b, "supports_native_grad", False):
             label = native_method_name(name)
             try:
@@ -250,8 +255,8 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
                 skipped["tensorflow"] = f"{type(e).__name__}: {e}"
 
     def value(*xs):
-        with gt.use_backend("numpy"):
-            return float(_loss(fn(*[gt.asarray(x) for x in xs])).numpy())
+        with use_backend("numpy"):
+            return float(_loss(fn(*[asarray(x) for x in xs])).numpy())
 
     diffs = finite_differences(value, arrays, wrt, eps=eps)     # in float64 / complex128
     methods["finite differences"] = [diffs[k][0] for k in wrt]

@@ -20,7 +20,11 @@ import dataclasses
 
 import numpy as np
 
-import gradtape as gt
+from gradtape import backends as _backends
+from gradtape.ops.creation import asarray
+from gradtape.ops.elementwise import astype, conj, real
+from gradtape.ops.statistical import sum as _sum
+from gradtape.tape import GradientTape
 from gradtape.domains import Arg, Pack
 from gradtape.tensor import Tensor
 
@@ -233,7 +237,7 @@ class CaseCheck:
 
 
 def _to_tensor(a, backend):
-    return gt.asarray(_as64(a), backend=backend)
+    return asarray(_as64(a), backend=backend)
 
 
 def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, eps=DEFAULT_EPS):
@@ -249,7 +253,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
     ``M = sum_k Re(sum(conj(v_k) * g_k))``, ``g_k`` the first-order gradients and ``v_k`` random,
     with finite differences of ``M``.  Returns a :class:`CaseCheck`.
     """
-    b = gt.backends.get(backend)
+    b = _backends.get(backend)
     values, kwargs = case.draw(rng)
     leaves, flags, rebuild = case_leaves(case, values)
     leaves = [_as64(a) for a in leaves]
@@ -275,13 +279,13 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
         """Tensors of ``arrays`` and the tape gradients of L with respect to the differentiable ones."""
         ts = [_to_tensor(a, b) for a in arrays]
         xs = [ts[k] for k in diff]
-        with gt.GradientTape() as tape:
+        with GradientTape() as tape:
             tape.watch(xs)
             ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
-        wts = [gt.asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
+        wts = [asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
                for w, k in zip(ws, fouts)]
-        wts = [gt.astype(w, t.dtype) if w.dtype != t.dtype else w for w, t in zip(wts, targets)]
+        wts = [astype(w, t.dtype) if w.dtype != t.dtype else w for w, t in zip(wts, targets)]
         gs = tape.gradient(targets, xs, output_gradients=wts)
         return ts, xs, gs
 
@@ -313,12 +317,12 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
         for v, g in zip(vs, gs_):
             if g is None:
                 continue
-            vt = gt.asarray(v.astype(np.complex128 if g.dtype.kind == "c" else np.float64), backend=b)
+            vt = asarray(v.astype(np.complex128 if g.dtype.kind == "c" else np.float64), backend=b)
             if vt.dtype != g.dtype:
-                vt = gt.astype(vt, g.dtype)
-            term = gt.sum(gt.conj(vt) * g) if g.dtype.kind == "c" else gt.sum(vt * g)
+                vt = astype(vt, g.dtype)
+            term = _sum(conj(vt) * g) if g.dtype.kind == "c" else _sum(vt * g)
             if term.dtype.kind == "c":
-                term = gt.real(term)
+                term = real(term)
             total = term if total is None else total + term
         return total
 
@@ -329,15 +333,15 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
 
     ts = [_to_tensor(a, b) for a in leaves]
     xs = [ts[k] for k in diff]
-    with gt.GradientTape() as outer:
+    with GradientTape() as outer:
         outer.watch(xs)
-        with gt.GradientTape() as inner:
+        with GradientTape() as inner:
             inner.watch(xs)
             ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
-        wts = [gt.asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
+        wts = [asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
                for w, k in zip(ws, fouts)]
-        wts = [gt.astype(w, t.dtype) if w.dtype != t.dtype else w for w, t in zip(wts, targets)]
+        wts = [astype(w, t.dtype) if w.dtype != t.dtype else w for w, t in zip(wts, targets)]
         gs1 = inner.gradient(targets, xs, output_gradients=wts)
         m = m_tensor(gs1)
     hs = outer.gradient(m, xs) if m is not None else [None] * len(xs)
