@@ -10,6 +10,7 @@ import numpy as np
 
 from gradtape.conformance.cases import cases
 from gradtape.conformance.checks import check_case_everywhere, known_failures
+import gradtape as gt
 
 __all__ = ["Report", "run"]
 
@@ -80,7 +81,6 @@ def run(backends=None, ops=None, *, dtype="float64", native=True, samples=None, 
         seed=0):
     """Check every registered op (or those in ``ops``) on ``backends`` (default: installed ones).
     ``samples`` limits the cases per op (None: all of its domain).  Returns a :class:`Report`."""
-    import gradtape as gt
     backends = list(backends) if backends else gt.available_backends()
     if "numpy" not in backends:
         backends = ["numpy"] + backends          # the reference forward runs on NumPy

@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from gradtape.conformance.report import run
+import gradtape as gt
+from gradtape import backends as bk
 
 __all__ = ["main"]
 
@@ -18,7 +21,6 @@ def _shape(s):
 
 
 def _conformance(args):
-    from gradtape.conformance.report import run
     report = run(backends=_csv(args.backends), ops=_csv(args.ops), dtype=args.dtype, native=args.native,
                  samples=args.samples, order2=args.order == 2, progress=not args.no_progress, seed=args.seed)
     print(report.markdown())
@@ -31,7 +33,6 @@ def _conformance(args):
 def _check(args):
     import numpy as np
 
-    import gradtape as gt
     module, _, name = args.function.partition(":")
     if not name:
         print("gradtape check: give the function as MODULE:FUNCTION", file=sys.stderr)
@@ -51,8 +52,6 @@ def _check(args):
 
 
 def _backends(args):
-    import gradtape as gt
-    from gradtape import backends as bk
     print("| backend | installed | devices |")
     print("|---|---|---|")
     avail = set(gt.available_backends())

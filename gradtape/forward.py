@@ -10,6 +10,7 @@ import optree
 
 from gradtape.tape import GradientTape, UnconnectedGradients
 from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.ops.creation import zeros_like
 
 __all__ = ["ForwardAccumulator"]
 
@@ -51,7 +52,6 @@ class ForwardAccumulator:
     def jvp(self, primals, unconnected_gradients=UnconnectedGradients.NONE):
         """The Jacobian-vector product of ``primals`` (a tensor or nested structure computed inside
         the context) along the tangents, in the structure of ``primals``."""
-        from gradtape.ops.creation import zeros_like
         leaves, spec = optree.tree_flatten(primals, none_is_leaf=True)
         out = []
         for y in leaves:

@@ -31,6 +31,12 @@ from gradtape.ops.linear_algebra import matmul
 from gradtape.ops.manipulation import expand_dims, reshape
 from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, Variable, convert_to_tensor
+from gradtape.ops.creation import zeros
+from gradtape.ops.creation import ones
+from gradtape.ops.creation import full
+from gradtape.ops.manipulation import permute_dims
+from gradtape.ops.elementwise import greater_equal
+from gradtape.ops.searching import where
 
 __all__ = [
     "Activation", "Constant", "Dense", "Dropout", "Flatten", "GlorotNormal", "GlorotUniform", "HeNormal",
@@ -117,13 +123,11 @@ class Initializer:
 
 class Zeros(Initializer):
     def __call__(self, shape, dtype=None):
-        from gradtape.ops.creation import zeros
         return zeros(tuple(shape), dtype=dtype or _dt.float32)
 
 
 class Ones(Initializer):
     def __call__(self, shape, dtype=None):
-        from gradtape.ops.creation import ones
         return ones(tuple(shape), dtype=dtype or _dt.float32)
 
 
@@ -132,7 +136,6 @@ class Constant(Initializer):
         self.value = value
 
     def __call__(self, shape, dtype=None):
-        from gradtape.ops.creation import full
         return full(tuple(shape), float(self.value), dtype=dtype or _dt.float32)
 
     def get_config(self):
@@ -544,7 +547,6 @@ class Flatten(Layer):
         if inputs.ndim == 1:
             return expand_dims(inputs, axis=1)
         if self.data_format == "channels_first" and inputs.ndim > 2:
-            from gradtape.ops.manipulation import permute_dims
             inputs = permute_dims(inputs, (0,) + tuple(range(2, inputs.ndim)) + (1,))
         return reshape(inputs, (inputs.shape[0], -1))
 
@@ -576,8 +578,6 @@ class Dropout(Layer):
     def call(self, inputs, training=False):
         if not training or self.rate == 0.0:
             return inputs
-        from gradtape.ops.elementwise import greater_equal
-        from gradtape.ops.searching import where
         shape = inputs.shape if self.noise_shape is None else tuple(self.noise_shape)
         b = inputs._b
         with _config.use_backend(b, b.device_of(inputs._v)):

@@ -13,6 +13,9 @@ from gradtape.ops.elementwise import astype, clip, log, square
 from gradtape.ops.statistical import mean
 from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.ops.manipulation import squeeze
+from gradtape.ops.elementwise import not_equal
+from gradtape.ops.searching import where
 
 __all__ = [
     "MAE", "MSE", "BinaryCrossentropy", "CategoricalCrossentropy", "Loss", "MeanAbsoluteError",
@@ -75,14 +78,11 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_cl
     if axis not in (-1, y_pred.ndim - 1):
         raise ValueError("sparse_categorical_crossentropy supports only axis=-1")
     if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1:
-        from gradtape.ops.manipulation import squeeze
         y_true = squeeze(y_true, axis=-1)
     if not y_true.dtype.is_integer:
         y_true = astype(y_true, "int64")
     valid = None
     if ignore_class is not None:
-        from gradtape.ops.elementwise import not_equal
-        from gradtape.ops.searching import where
         valid = not_equal(y_true, int(ignore_class))
         y_true = where(valid, y_true, 0)
     if from_logits:
@@ -93,7 +93,6 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_cl
         oh = _nn.one_hot(y_true, y_pred.shape[-1], dtype=y_pred.dtype)
         loss = -_sum(oh * log(p), axis=-1)
     if valid is not None:
-        from gradtape.ops.searching import where
         loss = where(valid, loss, 0)
     return loss
 
@@ -139,7 +138,6 @@ class Loss:
             if w.dtype != losses.dtype:
                 w = astype(w, losses.dtype)
             while w.ndim > losses.ndim and w.shape[-1] == 1:
-                from gradtape.ops.manipulation import squeeze
                 w = squeeze(w, axis=-1)
             losses = losses * w
         if self.reduction in ("none", None):
@@ -209,7 +207,6 @@ class SparseCategoricalCrossentropy(_FnLoss):
         losses = self.call(y_true, y_pred)
         yt = y_true if isinstance(y_true, Tensor) else convert_to_tensor(y_true, like=losses)
         yt = yt if yt.ndim == losses.ndim else _squeeze_last(yt)
-        from gradtape.ops.elementwise import not_equal
         valid = astype(not_equal(yt, int(ic)), losses.dtype)
         if sample_weight is not None:
             w = sample_weight if isinstance(sample_weight, Tensor) else convert_to_tensor(sample_weight, like=losses)
@@ -218,7 +215,6 @@ class SparseCategoricalCrossentropy(_FnLoss):
 
 
 def _squeeze_last(t):
-    from gradtape.ops.manipulation import squeeze
     return squeeze(t, axis=-1)
 
 

@@ -16,6 +16,9 @@ from gradtape.ops.searching import argmax as _argmax
 from gradtape.ops.searching import argmin as _argmin
 from gradtape.ops.searching import count_nonzero as _count_nonzero
 from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.ops.indexing import _getitem
+from gradtape.ops.manipulation import flip
+from gradtape.ops.creation import zeros_like
 
 __all__ = [
     "abs", "accumulate_n", "acos", "acosh", "add", "add_n", "angle", "argmax", "argmin", "asin", "asinh",
@@ -137,8 +140,6 @@ def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
 
 
 def _cumulative(fn, x, axis, exclusive, reverse):
-    from gradtape.ops.indexing import _getitem
-    from gradtape.ops.manipulation import flip
     x = _t(x)
     axis = int(axis) % x.ndim
     if reverse:
@@ -183,6 +184,5 @@ def angle(input, name=None):
     """The argument of complex numbers (0 or pi for reals), as ``atan2(imag, real)``."""
     x = _t(input)
     if not x.dtype.is_complex:
-        from gradtape.ops.creation import zeros_like
         return _E.atan2(zeros_like(x), x)
     return _E.atan2(_E.imag(x), _E.real(x))

@@ -28,6 +28,8 @@ import warnings
 from gradtape import dtypes as _dt
 from gradtape.ops.creation import zeros_like
 from gradtape.tensor import Tensor, Variable, convert_to_tensor
+from gradtape.tape import GradientTape
+from gradtape.ops.creation import full_like
 
 __all__ = ["SGD", "Adagrad", "Adam", "AdamW", "ExponentialDecay", "LearningRateSchedule", "Optimizer",
            "RMSprop", "get", "schedules"]
@@ -243,7 +245,6 @@ class Optimizer:
             var_list = var_list()
         var_list = list(var_list)
         if callable(loss):
-            from gradtape.tape import GradientTape
             with GradientTape() as new_tape:
                 new_tape.watch(var_list)
                 loss = loss()
@@ -458,7 +459,6 @@ class Adagrad(Optimizer):
         self.initial_accumulator_value, self.epsilon = float(initial_accumulator_value), float(epsilon)
 
     def _initial_accumulator(self, var):
-        from gradtape.ops.creation import full_like
         return full_like(var, self.initial_accumulator_value)
 
     def update_step(self, gradient, variable, learning_rate):

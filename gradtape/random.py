@@ -33,6 +33,7 @@ import numpy as np
 from gradtape import dtypes as _dt
 from gradtape.ops.random import Stream, emit, float_dtype, int_or_float_dtype
 from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.ops.indexing import _getitem
 
 __all__ = ["Generator", "categorical", "get_global_generator", "get_seed", "normal", "set_global_generator",
            "set_seed", "shuffle", "truncated_normal", "uniform"]
@@ -191,7 +192,6 @@ def uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=Non
 def shuffle(value, seed=None, name=None):
     """``value`` with its first axis randomly permuted (as ``tf.random.shuffle``).  The
     permutation is an indexing, so gradients flow back to ``value``."""
-    from gradtape.ops.indexing import _getitem
     if not isinstance(value, Tensor):
         value = convert_to_tensor(value)
     if value.ndim == 0:

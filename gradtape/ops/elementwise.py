@@ -27,7 +27,7 @@ from gradtape.domains import (
 )
 from gradtape.dtypes import as_dtype
 from gradtape.ops import apply, apply1, binary, defop, public, unary
-from gradtape.tensor import Tensor
+from gradtape.tensor import Tensor, convert_to_tensor
 
 # --------------------------------------------------------------------------- helpers for rules
 
@@ -569,7 +569,6 @@ _astype = defop("astype", _astype_forward, chapter="data_types",
 def astype(x, dtype, /, *, copy=True, device=None):
     """Cast ``x`` to ``dtype`` (differentiable between floating and complex dtypes)."""
     if not isinstance(x, Tensor):
-        from gradtape.tensor import convert_to_tensor
         x = convert_to_tensor(x)
     d = as_dtype(dtype)
     if device is not None:
