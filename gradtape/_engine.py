@@ -77,9 +77,12 @@ class Node(NamedTuple):
 
     def needs_grad(self, k):
         """Whether the gradient of input ``k`` is wanted in this backward walk (rules may skip the
-        work for inputs that are not)."""
+        work for inputs that are not).  A Python scalar input (identity 0) never is."""
+        i = self.in_ids[k]
+        if not i:
+            return False
         r = _state.reach
-        return r is None or self.in_ids[k] in r
+        return r is None or i in r
 
     def __repr__(self):
         return f"<Node {self.opdef.name} in={self.in_ids} out={self.out_ids}>"

@@ -36,10 +36,12 @@ _COMPLEX = {}
 
 
 def _complex_kind(d):
-    """Whether native or gradtape dtype ``d`` is complex (cached by the callers)."""
+    """Whether native or gradtape dtype ``d`` is complex, cached in ``_COMPLEX[type][dtype]`` (one
+    table per class of dtype: no comparison across libraries)."""
     kind = getattr(d, "kind", None)
-    r = _COMPLEX[(d.__class__, d)] = (kind == "c" if isinstance(kind, str) else
-                                     bool(getattr(d, "is_complex", False)) or "complex" in str(d))
+    r = (kind == "c" if isinstance(kind, str) else
+         bool(getattr(d, "is_complex", False)) or "complex" in str(d))
+    _COMPLEX.setdefault(d.__class__, {})[d] = r
     return r
 
 
@@ -49,7 +51,8 @@ def is_complex(x):
     d = getattr(x, "dtype", None)
     if d is None:
         return x.__class__ is complex
-    r = _COMPLEX.get((d.__class__, d))      # the class first: no comparison across libraries
+    r = _COMPLEX.get(d.__class__)
+    r = None if r is None else r.get(d)
     return _complex_kind(d) if r is None else r
 
 
@@ -58,7 +61,8 @@ def conj_(xp, x):
     d = getattr(x, "dtype", None)
     if d is None:
         return x.conjugate() if x.__class__ is complex else x
-    r = _COMPLEX.get((d.__class__, d))
+    r = _COMPLEX.get(d.__class__)
+    r = None if r is None else r.get(d)
     if r is None:
         r = _complex_kind(d)
     return xp.conj(x) if r else x
