@@ -31,8 +31,9 @@ import numpy as np
 from gradtape import dtypes as _dt
 from gradtape.domains import COMPLEX, REAL, Case
 from gradtape.ops import apply1, defop, public
-from gradtape.ops.elementwise import _conj
-from gradtape.ops.indexing import _getitem, _index_add
+from gradtape.ops.creation import _backend_and_device, _native_dtype
+from gradtape.ops.elementwise import conj_
+from gradtape.ops.manipulation import roll
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
@@ -139,36 +140,43 @@ def _axes(name, x, s, axes, *, half=False):
 
 
 # --------------------------------------------------------------------------- rule helpers
-def _resize(t, axis, size):
-    """``t`` trimmed or zero-padded to ``size`` along ``axis`` (gradtape ops: differentiable)."""
+# Rules run on the namespace ``xp`` the engine passes (native arrays, or Tensors at higher order);
+# they count axes from the end (``axis - x.ndim``), so cotangents may carry leading batch axes.
+def _resize(xp, t, axis, size):
+    """``t`` trimmed or zero-padded to ``size`` along the negative ``axis`` (the adjoint of padding
+    is trimming and vice versa)."""
     m = t.shape[axis]
     if m == size:
         return t
-    key = (slice(None),) * axis + (slice(0, min(m, size)),)
     if m > size:
-        return _getitem(t, key)
+        return t[(Ellipsis, slice(0, size)) + (slice(None),) * (-axis - 1)]
     shape = list(t.shape)
-    shape[axis] = size
-    return _index_add(t, key, tuple(shape))
+    shape[axis] = size - m
+    return xp.concat([t, xp.zeros(tuple(shape), dtype=t.dtype, device=t.device)], axis=axis)
 
 
-def _resize_all(t, axes, sizes):
+def _resize_all(xp, t, axes, sizes):
     for a, n in zip(axes, sizes):
-        t = _resize(t, a, n)
+        t = _resize(xp, t, a, n)
     return t
 
 
-def _bin_weights(like, axis, n, weight):
+def _bin_weights(xp, like, axis, n, weight):
     """``weight`` (0.5 or 2) on the bins ``1 .. n//2`` of a half spectrum of length ``n`` that stand
     for two bins of the full one (all but DC and, for even ``n``, Nyquist), 1 elsewhere; shaped
-    to broadcast along ``axis`` of ``like``, in its dtype."""
-    w = np.full(n // 2 + 1, float(weight))
+    to broadcast along the negative ``axis`` of ``like``, in its dtype and on its device."""
+    size = n // 2 + 1
+    w = [float(weight)] * size
     w[0] = 1.0
     if n % 2 == 0:
         w[-1] = 1.0
-    shape = [1] * like.ndim
-    shape[axis] = w.size
-    return convert_to_tensor(w.reshape(shape), dtype=like.dtype, like=like)
+    w = xp.asarray(w, dtype=like.dtype, device=like.device)
+    return w if axis == -1 else xp.reshape(w, (size,) + (1,) * (-axis - 1))
+
+
+def _neg(axes, ndim):
+    """The non-negative ``axes`` of an ``ndim``-dimensional input as negative ones (from the end)."""
+    return tuple(a - ndim for a in axes)
 
 
 # --------------------------------------------------------------------------- domains
@@ -188,23 +196,28 @@ _DOMAIN_HND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 5), axes=(0, -1), norm="o
 
 
 # --------------------------------------------------------------------------- fft, ifft
-_fft = defop("fft.fft", chapter="fft", domain=_DOMAIN_1D)
-_ifft = defop("fft.ifft", chapter="fft", domain=_DOMAIN_1D)
+# (the rules read the input's shape: saves="inputs"; every rule takes leading batch axes)
+_fft = defop("fft.fft", chapter="fft", domain=_DOMAIN_1D, saves="inputs", batched=True)
+_ifft = defop("fft.ifft", chapter="fft", domain=_DOMAIN_1D, saves="inputs", batched=True)
 
 
 @_fft.gradient
-def _fft_grad(op, grad):
+def _fft_grad(xp, op, grad):
     """y = c F P x (P pads or trims to n): dx = P^T c F^H grad = ifft with the opposite norm,
     trimmed or padded back to the input's size."""
     a = op.attrs
-    return _resize(ifft(grad, axis=a["axis"], norm=_SWAP[a["norm"]]), a["axis"], op.inputs[0].shape[a["axis"]])
+    shape = op.inputs[0].shape
+    ax = a["axis"] - len(shape)
+    return _resize(xp, xp.fft.ifft(grad, axis=ax, norm=_SWAP[a["norm"]]), ax, shape[ax])
 
 
 @_ifft.gradient
-def _ifft_grad(op, grad):
+def _ifft_grad(xp, op, grad):
     """The adjoint of ifft: fft with the opposite norm, back to the input's size."""
     a = op.attrs
-    return _resize(fft(grad, axis=a["axis"], norm=_SWAP[a["norm"]]), a["axis"], op.inputs[0].shape[a["axis"]])
+    shape = op.inputs[0].shape
+    ax = a["axis"] - len(shape)
+    return _resize(xp, xp.fft.fft(grad, axis=ax, norm=_SWAP[a["norm"]]), ax, shape[ax])
 
 
 def _one_d(opdef, name, kind, x, n, axis, norm, half_in=False):
@@ -233,26 +246,28 @@ def ifft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 # --------------------------------------------------------------------------- fftn, ifftn
-_fftn = defop("fft.fftn", chapter="fft", domain=_DOMAIN_ND)
-_ifftn = defop("fft.ifftn", chapter="fft", domain=_DOMAIN_ND)
+_fftn = defop("fft.fftn", chapter="fft", domain=_DOMAIN_ND, saves="inputs", batched=True)
+_ifftn = defop("fft.ifftn", chapter="fft", domain=_DOMAIN_ND, saves="inputs", batched=True)
 
 
 @_fftn.gradient
-def _fftn_grad(op, grad):
+def _fftn_grad(xp, op, grad):
     """The adjoint of fftn: ifftn with the opposite norm, back to the input's sizes."""
     a = op.attrs
     shape = op.inputs[0].shape
-    g = ifftn(grad, s=a["s"], axes=a["axes"], norm=_SWAP[a["norm"]])
-    return _resize_all(g, a["axes"], [shape[i] for i in a["axes"]])
+    axes = _neg(a["axes"], len(shape))
+    g = xp.fft.ifftn(grad, s=a["s"], axes=axes, norm=_SWAP[a["norm"]])
+    return _resize_all(xp, g, axes, [shape[i] for i in axes])
 
 
 @_ifftn.gradient
-def _ifftn_grad(op, grad):
+def _ifftn_grad(xp, op, grad):
     """The adjoint of ifftn: fftn with the opposite norm, back to the input's sizes."""
     a = op.attrs
     shape = op.inputs[0].shape
-    g = fftn(grad, s=a["s"], axes=a["axes"], norm=_SWAP[a["norm"]])
-    return _resize_all(g, a["axes"], [shape[i] for i in a["axes"]])
+    axes = _neg(a["axes"], len(shape))
+    g = xp.fft.fftn(grad, s=a["s"], axes=axes, norm=_SWAP[a["norm"]])
+    return _resize_all(xp, g, axes, [shape[i] for i in axes])
 
 
 def _n_d(opdef, name, kind, x, s, axes, norm, half_in=False):
@@ -280,40 +295,46 @@ def ifftn(x, /, *, s=None, axes=None, norm="backward"):
 
 
 # --------------------------------------------------------------------------- rfft, irfft
-_rfft = defop("fft.rfft", chapter="fft", domain=_DOMAIN_R1D)
-_irfft = defop("fft.irfft", chapter="fft", domain=_DOMAIN_H1D,
+_rfft = defop("fft.rfft", chapter="fft", domain=_DOMAIN_R1D, saves="inputs", batched=True)
+_irfft = defop("fft.irfft", chapter="fft", domain=_DOMAIN_H1D, saves="inputs", batched=True,
                convention="the imaginary parts of the DC bin and, for even n, the Nyquist bin do not "
                           "change the output: their gradient is 0")
 
 
-def _rfft_adjoint(grad, axis, n, norm, size):
-    """The adjoint of ``rfft(., n, axis, norm)`` on a signal of ``size``: irfft of the gradient
-    with the doubled bins halved, opposite norm."""
-    g = grad * _bin_weights(grad, axis, n, 0.5)
-    return _resize(irfft(g, n=n, axis=axis, norm=_SWAP[norm]), axis, size)
+def _rfft_adjoint(xp, grad, axis, n, norm, size):
+    """The adjoint of ``rfft(., n, axis, norm)`` (``axis`` negative) on a signal of ``size``: irfft
+    of the gradient with the doubled bins halved, opposite norm."""
+    g = grad * _bin_weights(xp, grad, axis, n, 0.5)
+    return _resize(xp, xp.fft.irfft(g, n=n, axis=axis, norm=_SWAP[norm]), axis, size)
 
 
-def _irfft_adjoint(grad, axis, n, norm, size):
-    """The adjoint of ``irfft(., n, axis, norm)`` on a half spectrum of ``size``: rfft of the
-    gradient with the doubled bins doubled, opposite norm."""
-    g = rfft(grad, n=n, axis=axis, norm=_SWAP[norm])
-    return _resize(g * _bin_weights(g, axis, n, 2.0), axis, size)
+def _irfft_adjoint(xp, grad, axis, n, norm, size):
+    """The adjoint of ``irfft(., n, axis, norm)`` (``axis`` negative) on a half spectrum of
+    ``size``: rfft of the gradient with the doubled bins doubled, opposite norm."""
+    g = xp.fft.rfft(grad, n=n, axis=axis, norm=_SWAP[norm])
+    return _resize(xp, g * _bin_weights(xp, g, axis, n, 2.0), axis, size)
+
+
+def _one_d_adjoint(adjoint, xp, op, grad, norm):
+    """``adjoint`` of the 1-D transform recorded in ``op`` (its norm given), on ``grad``."""
+    a = op.attrs
+    shape = op.inputs[0].shape
+    ax = a["axis"] - len(shape)
+    return adjoint(xp, grad, ax, a["n"], norm, shape[ax])
 
 
 @_rfft.gradient
-def _rfft_grad(op, grad):
+def _rfft_grad(xp, op, grad):
     """y = bins 0..n//2 of c F P x, x real: dx = Re(P^T c F^H E grad) = irfft of grad with the
     bins that irfft counts twice halved, opposite norm, back to the input's size."""
-    a = op.attrs
-    return _rfft_adjoint(grad, a["axis"], a["n"], a["norm"], op.inputs[0].shape[a["axis"]])
+    return _one_d_adjoint(_rfft_adjoint, xp, op, grad, op.attrs["norm"])
 
 
 @_irfft.gradient
-def _irfft_grad(op, grad):
+def _irfft_grad(xp, op, grad):
     """y = c Re(F^H H P x) (H: the hermitian extension): dx = rfft(grad) with the bins that H
     duplicates doubled, opposite norm, back to the input's size."""
-    a = op.attrs
-    return _irfft_adjoint(grad, a["axis"], a["n"], a["norm"], op.inputs[0].shape[a["axis"]])
+    return _one_d_adjoint(_irfft_adjoint, xp, op, grad, op.attrs["norm"])
 
 
 @public(_rfft)
@@ -331,34 +352,36 @@ def irfft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 # --------------------------------------------------------------------------- rfftn, irfftn
-_rfftn = defop("fft.rfftn", chapter="fft", domain=_DOMAIN_RND)
-_irfftn = defop("fft.irfftn", chapter="fft", domain=_DOMAIN_HND,
+_rfftn = defop("fft.rfftn", chapter="fft", domain=_DOMAIN_RND, saves="inputs", batched=True)
+_irfftn = defop("fft.irfftn", chapter="fft", domain=_DOMAIN_HND, saves="inputs", batched=True,
                 convention="the imaginary parts that the hermitian extension drops (DC and, for even "
                            "sizes, Nyquist along the last axis) get a gradient of 0")
 
 
 @_rfftn.gradient
-def _rfftn_grad(op, grad):
+def _rfftn_grad(xp, op, grad):
     """rfftn = fft over the other axes after rfft over the last: dx = irfftn of grad with the
     doubled bins of the last axis halved, opposite norm, back to the input's sizes."""
     a = op.attrs
-    s, axes = a["s"], a["axes"]
+    s = a["s"]
     shape = op.inputs[0].shape
-    g = grad * _bin_weights(grad, axes[-1], s[-1], 0.5)
-    g = irfftn(g, s=s, axes=axes, norm=_SWAP[a["norm"]])
-    return _resize_all(g, axes, [shape[i] for i in axes])
+    axes = _neg(a["axes"], len(shape))
+    g = grad * _bin_weights(xp, grad, axes[-1], s[-1], 0.5)
+    g = xp.fft.irfftn(g, s=s, axes=axes, norm=_SWAP[a["norm"]])
+    return _resize_all(xp, g, axes, [shape[i] for i in axes])
 
 
 @_irfftn.gradient
-def _irfftn_grad(op, grad):
+def _irfftn_grad(xp, op, grad):
     """dx = rfftn(grad) with the doubled bins of the last axis doubled, opposite norm, back to the
     input's sizes."""
     a = op.attrs
-    s, axes = a["s"], a["axes"]
+    s = a["s"]
     shape = op.inputs[0].shape
-    g = rfftn(grad, s=s, axes=axes, norm=_SWAP[a["norm"]])
-    g = g * _bin_weights(g, axes[-1], s[-1], 2.0)
-    return _resize_all(g, axes, [shape[i] for i in axes])
+    axes = _neg(a["axes"], len(shape))
+    g = xp.fft.rfftn(grad, s=s, axes=axes, norm=_SWAP[a["norm"]])
+    g = g * _bin_weights(xp, g, axes[-1], s[-1], 2.0)
+    return _resize_all(xp, g, axes, [shape[i] for i in axes])
 
 
 @public(_rfftn)
@@ -375,23 +398,21 @@ def irfftn(x, /, *, s=None, axes=None, norm="backward"):
 
 
 # --------------------------------------------------------------------------- hfft, ihfft
-_hfft = defop("fft.hfft", chapter="fft", domain=_DOMAIN_H1D,
+_hfft = defop("fft.hfft", chapter="fft", domain=_DOMAIN_H1D, saves="inputs", batched=True,
               convention="as irfft: the imaginary parts of DC and (even n) Nyquist get a gradient of 0")
-_ihfft = defop("fft.ihfft", chapter="fft", domain=_DOMAIN_R1D)
+_ihfft = defop("fft.ihfft", chapter="fft", domain=_DOMAIN_R1D, saves="inputs", batched=True)
 
 
 @_hfft.gradient
-def _hfft_grad(op, grad):
+def _hfft_grad(xp, op, grad):
     """hfft(x, norm) = irfft(conj(x), opposite norm): dx = conj of irfft's adjoint."""
-    a = op.attrs
-    return _conj(_irfft_adjoint(grad, a["axis"], a["n"], _SWAP[a["norm"]], op.inputs[0].shape[a["axis"]]))
+    return conj_(xp, _one_d_adjoint(_irfft_adjoint, xp, op, grad, _SWAP[op.attrs["norm"]]))
 
 
 @_ihfft.gradient
-def _ihfft_grad(op, grad):
+def _ihfft_grad(xp, op, grad):
     """ihfft(x, norm) = conj(rfft(x, opposite norm)): dx = rfft's adjoint of conj(grad)."""
-    a = op.attrs
-    return _rfft_adjoint(_conj(grad), a["axis"], a["n"], _SWAP[a["norm"]], op.inputs[0].shape[a["axis"]])
+    return _one_d_adjoint(_rfft_adjoint, xp, op, conj_(xp, grad), _SWAP[op.attrs["norm"]])
 
 
 @public(_hfft)
@@ -409,7 +430,6 @@ def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
 
 # --------------------------------------------------------------------------- fftfreq, rfftfreq
 def _freq(fname, n, d, dtype, device):
-    from gradtape.ops.creation import _backend_and_device, _native_dtype
     n = _size(fname, n)
     if isinstance(d, Tensor):
         d = float(d)
@@ -433,10 +453,11 @@ def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
 
 # --------------------------------------------------------------------------- fftshift, ifftshift
 _SHIFT_DOMAIN = [Case(REAL[2, 3, 4], axes=(0, -1)), Case(_C[5])]
-_fftshift = defop("fft.fftshift", chapter="fft", domain=_SHIFT_DOMAIN)
-_ifftshift = defop("fft.ifftshift", chapter="fft", domain=_SHIFT_DOMAIN)
-_fftshift.gradient(lambda op, grad: ifftshift(grad, axes=op.attrs["axes"]))
-_ifftshift.gradient(lambda op, grad: fftshift(grad, axes=op.attrs["axes"]))
+# (the rules read only the axes: saves nothing; the axes count from the front, so no batch axes)
+_fftshift = defop("fft.fftshift", chapter="fft", domain=_SHIFT_DOMAIN, saves=())
+_ifftshift = defop("fft.ifftshift", chapter="fft", domain=_SHIFT_DOMAIN, saves=())
+_fftshift.gradient(lambda xp, op, grad: xp.fft.ifftshift(grad, axes=op.attrs["axes"]))
+_ifftshift.gradient(lambda xp, op, grad: xp.fft.fftshift(grad, axes=op.attrs["axes"]))
 
 
 def _shift(opdef, name, x, axes, sign):
@@ -452,7 +473,6 @@ def _shift(opdef, name, x, axes, sign):
         return x
     if not x.dtype.differentiable:
         # the standard asks for floating input (array_api_strict insists); a shift is a roll
-        from gradtape.ops.manipulation import roll
         return roll(x, tuple(sign * (x.shape[a] // 2) for a in axes), axis=axes)
     return apply1(opdef, x, {"axes": axes})
 

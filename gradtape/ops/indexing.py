@@ -13,7 +13,7 @@ import numpy as np
 
 from gradtape.domains import REAL, Case, with_complex
 from gradtape.ops import apply, apply1, composite, defop, public
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = ["take", "take_along_axis"]  # and the ops getitem, setitem, index_add (Tensor methods)
 
@@ -92,24 +92,25 @@ _getitem_op = defop("getitem", _getitem_forward, chapter="indexing",
                         Case(REAL[3, 4], key=(slice(1, None),)),
                         Case(REAL[2, 3, 4], key=(0, None, slice(0, 3, 2))),
                         Case(REAL[5], key=(slice(None, None, -2),)),
-                        Case(REAL[3, 4], key=(slice(2, 0, -1), -1))]))
+                        Case(REAL[3, 4], key=(slice(2, 0, -1), -1))]),
+                    saves="inputs", xp_callable=True)
 
 
+# (``xp.getitem``, ``xp.setitem`` and ``xp.index_add`` take their key, value and shape by keyword:
+# the native forwards take them so, the public functions in another order)
 @_getitem_op.gradient
-def _getitem_grad(op, grad):
+def _getitem_grad(xp, op, grad):
     """Scatter the gradient into zeros of the input's shape at ``key`` (adding where integer
-    arrays repeat an index)."""
-    from gradtape.ops.creation import zeros_like
+    arrays repeat an index); the input is read for its shape and dtype only."""
     x = op.inputs[0]
     key = op.attrs["key"]
     if _is_basic(key):
         if any(k is None for k in key):
             # the standard allows no None in a setitem key: drop the new axes from key and gradient
-            from gradtape.ops.manipulation import squeeze
             key, new_axes = _without_newaxes(key, x.ndim)
-            grad = squeeze(grad, axis=new_axes)
-        return apply(_setitem_op, (zeros_like(x), grad), {"key": key})
-    return apply1(_index_add_op, grad, {"key": key, "shape": x.shape})
+            grad = xp.squeeze(grad, axis=new_axes)
+        return xp.setitem(xp.zeros_like(x), key=key, value=grad)
+    return xp.index_add(grad, key=key, shape=tuple(x.shape))
 
 
 def _without_newaxes(key, ndim):
@@ -147,11 +148,12 @@ _index_add_op = defop("index_add", _index_add_forward, chapter="indexing",
                                            Case(REAL[2, 2], (np.array([1, 1]),), (3, 2)),
                                            Case(REAL[3], (np.array([0, 2, 0]), np.array([1, 1, 1])),
                                                 (3, 2))]),
-                      doc="zeros(shape) with values added at key (the adjoint of getitem)")
+                      doc="zeros(shape) with values added at key (the adjoint of getitem)",
+                      saves=(), xp_callable=True)
 
 
 @_index_add_op.gradient
-def _index_add_grad(op, grad):
+def _index_add_grad(xp, op, grad):
     """The gradient at ``key`` (a ``take`` along axis 0 when the key is one integer array, which
     the standard allows whatever the rank)."""
     key = op.attrs["key"]
@@ -159,8 +161,8 @@ def _index_add_grad(op, grad):
     if len(key) == 1 or (len(key) == 2 and key[1] is Ellipsis):
         k = key[0]
         if b.is_native(k) and b.dtype_of(k).kind in "iu" and len(k.shape) == 1:
-            return take(grad, _wrap(k, b), axis=0)
-    return _getitem(grad, key)
+            return xp.take(grad, k, axis=0)
+    return xp.getitem(grad, key=key)
 
 
 def _index_add(values, key, shape):
@@ -182,19 +184,17 @@ def _setitem_forward(backend, x, value, *, key):
 _setitem_op = defop("setitem", _setitem_forward, chapter="indexing",
                     domain=with_complex([Case(REAL[4], (1,), REAL[()]),
                                          Case(REAL[3, 4], (slice(0, 2),), REAL[4]),
-                                         Case(REAL[5], (np.array([0, 3]),), REAL[2])]))
+                                         Case(REAL[5], (np.array([0, 3]),), REAL[2])]),
+                    saves=(), xp_callable=True)
 
 
 @_setitem_op.gradient
-def _setitem_grad(op, grad):
-    """The old value gets the gradient outside ``key``; the new value gets the gradient at ``key``."""
+def _setitem_grad(xp, op, grad):
+    """The old value gets the gradient outside ``key`` (zero at ``key``); the new value gets the
+    gradient at ``key`` (the engine sums it back where the value was broadcast)."""
     key = op.attrs["key"]
-    gx = gv = None
-    if op.needs_grad(0):
-        from gradtape.ops.creation import zeros_like
-        gx = apply(_setitem_op, (grad, zeros_like(_getitem(grad, key))), {"key": key})
-    if op.needs_grad(1):
-        gv = _getitem(grad, key)
+    gx = xp.setitem(grad, key=key, value=0.0) if op.needs_grad(0) else None
+    gv = xp.getitem(grad, key=key) if op.needs_grad(1) else None
     return gx, gv
 
 
@@ -214,18 +214,18 @@ _setitem_op.public = _setitem
 _take = defop("take", lambda xp, x, indices, *, axis: xp.take(x, indices, axis=axis), chapter="indexing",
               domain=with_complex([Case(REAL[5], np.array([0, 2, 2, 4])),
                                    Case(REAL[3, 4], np.array([3, 0, 3]), axis=1),
-                                   Case(REAL[3, 2, 2], np.array([2, 1]), axis=-3)]))
+                                   Case(REAL[3, 2, 2], np.array([2, 1]), axis=-3)]),
+              saves="inputs")
 
 
 @_take.gradient
-def _take_grad(op, grad):
-    """Scatter-add the gradient back along ``axis`` (repeated indices accumulate)."""
-    from gradtape.ops.manipulation import moveaxis
+def _take_grad(xp, op, grad):
+    """Scatter-add the gradient back along ``axis`` (repeated indices accumulate); ``x`` is read
+    for its shape only."""
     x, indices = op.inputs
     axis = op.attrs["axis"]
-    g = moveaxis(grad, axis, 0)
-    shape = (x.shape[axis],) + tuple(s for i, s in enumerate(x.shape) if i != axis)
-    return moveaxis(_index_add(g, (indices,), shape), 0, axis), None
+    key = (slice(None),) * axis + (indices,) + (slice(None),) * (x.ndim - axis - 1)
+    return xp.index_add(grad, key=key, shape=tuple(x.shape)), None
 
 
 @public(_take)

@@ -5,12 +5,14 @@ All of them are linear, so each rule is the adjoint manipulation of the gradient
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 
 import numpy as np
 
 from gradtape.domains import REAL, Case, Pack, with_complex
 from gradtape.ops import apply, apply1, composite, defop, public
+from gradtape.ops.indexing import _getitem
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = [
@@ -38,11 +40,31 @@ def _norm_axis(axis, ndim):
     return axis % ndim if ndim else 0
 
 
+def _lead(g, ndim):
+    """The leading (batch) axes of cotangent ``g`` of an output of ``ndim`` dimensions: ``()``
+    outside a batched walk."""
+    return tuple(g.shape[:g.ndim - ndim])
+
+
+def _ndim(a):
+    """The number of dimensions of an argument of a public function (a Tensor, a native array, a
+    nested list or a Python scalar)."""
+    nd = getattr(a, "ndim", None)
+    return np.ndim(a) if nd is None else nd
+
+
 # --------------------------------------------------------------------------- reshape family
 _reshape = defop("reshape", lambda xp, x, *, shape: xp.reshape(x, shape), chapter="manipulation",
                  domain=with_complex([Case(REAL[2, 3], shape=(3, 2)), Case(REAL[6], shape=(2, -1)),
-                                      Case(REAL[1], shape=())]))
-_reshape.gradient(lambda op, grad: reshape(grad, op.inputs[0].shape))
+                                      Case(REAL[1], shape=())]),
+                 saves="inputs", batched=True)
+
+
+@_reshape.gradient
+def _reshape_grad(xp, op, grad):
+    """The gradient reshaped back to the input's shape (leading batch axes kept); the rule reads
+    only the input's shape."""
+    return xp.reshape(grad, tuple(grad.shape[:grad.ndim - len(op.attrs["shape"])]) + tuple(op.inputs[0].shape))
 
 
 @public(_reshape)
@@ -83,8 +105,15 @@ def _expand_dims_forward(xp, x, *, axis):
 
 _expand_dims = defop("expand_dims", _expand_dims_forward, chapter="manipulation",
                      domain=with_complex([Case(REAL[3], axis=0), Case(REAL[2, 3], axis=-1),
-                                          Case(REAL[()], axis=0), Case(REAL[2, 3], axis=(0, -1, 2))]))
-_expand_dims.gradient(lambda op, grad: reshape(grad, op.inputs[0].shape))
+                                          Case(REAL[()], axis=0), Case(REAL[2, 3], axis=(0, -1, 2))]),
+                     saves="inputs", batched=True)
+
+
+@_expand_dims.gradient
+def _expand_dims_grad(xp, op, grad):
+    """The gradient reshaped back to the input's shape (the new axes have size one)."""
+    x = op.inputs[0]
+    return xp.reshape(grad, _lead(grad, x.ndim + len(op.attrs["axis"])) + tuple(x.shape))
 
 
 @public(_expand_dims)
@@ -108,8 +137,17 @@ def expand_dims(x, /, axis):
 
 
 _squeeze = defop("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), chapter="manipulation",
-                 domain=with_complex([Case(REAL[1, 3], axis=0), Case(REAL[2, 1, 1], axis=(1, 2))]))
-_squeeze.gradient(lambda op, grad: reshape(grad, op.inputs[0].shape))
+                 domain=with_complex([Case(REAL[1, 3], axis=0), Case(REAL[2, 1, 1], axis=(1, 2))]),
+                 saves="inputs", batched=True)
+
+
+@_squeeze.gradient
+def _squeeze_grad(xp, op, grad):
+    """The gradient reshaped back to the input's shape (the squeezed axes had size one)."""
+    x = op.inputs[0]
+    axis = op.attrs["axis"]
+    return xp.reshape(grad, _lead(grad, x.ndim - (len(axis) if isinstance(axis, tuple) else 1))
+                      + tuple(x.shape))
 
 
 @public(_squeeze)
@@ -122,17 +160,19 @@ def squeeze(x, /, axis):
 _permute_dims = defop("permute_dims", lambda xp, x, *, axes: xp.permute_dims(x, axes),
                       chapter="manipulation",
                       domain=with_complex([Case(REAL[2, 3], axes=(1, 0)),
-                                           Case(REAL[2, 3, 4], axes=(2, 0, 1))]))
+                                           Case(REAL[2, 3, 4], axes=(2, 0, 1))]),
+                      saves=(), batched=True)
 
 
 @_permute_dims.gradient
-def _permute_dims_grad(op, grad):
-    """The inverse permutation of the gradient."""
+def _permute_dims_grad(xp, op, grad):
+    """The inverse permutation of the gradient (leading batch axes stay in front)."""
     axes = op.attrs["axes"]
+    lead = grad.ndim - len(axes)
     inv = [0] * len(axes)
     for i, a in enumerate(axes):
-        inv[a] = i
-    return permute_dims(grad, tuple(inv))
+        inv[a] = lead + i
+    return xp.permute_dims(grad, tuple(range(lead)) + tuple(inv))
 
 
 @public(_permute_dims)
@@ -168,8 +208,9 @@ composite("moveaxis", moveaxis, chapter="manipulation", complex=True,
 _broadcast_to = defop("broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape),
                       chapter="manipulation",
                       domain=with_complex([Case(REAL[3], shape=(2, 3)), Case(REAL[2, 1], shape=(2, 4)),
-                                           Case(REAL[()], shape=(3,))]))
-_broadcast_to.gradient(lambda op, grad: grad)   # the engine sums the gradient back to the input's shape
+                                           Case(REAL[()], shape=(3,))]),
+                      saves=(), batched=True)
+_broadcast_to.gradient(lambda xp, op, grad: grad)   # the engine sums the gradient back to the input's shape
 
 
 @public(_broadcast_to)
@@ -213,15 +254,33 @@ composite("broadcast_arrays", broadcast_arrays, chapter="manipulation", complex=
 
 _flip = defop("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), chapter="manipulation",
               domain=with_complex([Case(REAL[3]), Case(REAL[2, 3], axis=1),
-                                   Case(REAL[2, 3, 2], axis=(0, 2))]))
-_flip.gradient(lambda op, grad: flip(grad, axis=op.attrs["axis"]))
+                                   Case(REAL[2, 3, 2], axis=(0, 2))]),
+              saves=(), batched=True)
+
+
+@_flip.gradient
+def _flip_grad(xp, op, grad):
+    """The gradient flipped back along the same axes (recorded negative, so that leading batch
+    axes stay; None only for a 0-d input, where flipping changes nothing)."""
+    axis = op.attrs["axis"]
+    return grad if axis is None else xp.flip(grad, axis=axis)
 
 
 @public(_flip)
 def flip(x, /, *, axis=None):
     """``x`` reversed along ``axis`` (all axes by default)."""
-    if isinstance(axis, list):
-        axis = tuple(axis)
+    if not isinstance(x, Tensor):
+        x = convert_to_tensor(x)
+    nd = x.ndim
+    if axis is None:
+        axis = tuple(range(-nd, 0)) if nd else None
+    elif isinstance(axis, (tuple, list)):
+        axes = tuple(operator.index(a) for a in axis)
+        axis = tuple(a % nd - nd for a in axes) if all(-nd <= a < nd for a in axes) else axes
+    else:
+        axis = operator.index(axis)
+        if -nd <= axis < nd:
+            axis = axis % nd - nd
     return apply1(_flip, x, {"axis": axis})
 
 
@@ -234,32 +293,32 @@ _concat = defop("concat", _concat_forward, chapter="manipulation", scalars=False
                 domain=with_complex([Case(Pack(REAL[2, 3], REAL[1, 3]), axis=0),
                                      Case(Pack(REAL[2, 3], REAL[2, 2]), axis=1),
                                      Case(Pack(REAL[2], REAL[3, 2]), axis=None),
-                                     Case(Pack(REAL[2, 2], REAL[2, 2], REAL[2, 2]), axis=-1)]))
+                                     Case(Pack(REAL[2, 2], REAL[2, 2], REAL[2, 2]), axis=-1)]),
+                saves="inputs", batched=True)
 
 
 @_concat.gradient
-def _concat_grad(op, grad):
-    """Slices of the gradient, one per input, along the concatenation axis."""
-    from gradtape.ops.indexing import _getitem
+def _concat_grad(xp, op, grad):
+    """Slices of the gradient, one per input, along the concatenation axis (for ``axis=None``,
+    slices of the flat gradient reshaped to each input's shape); leading batch axes stay.  The rule
+    reads only the inputs' shapes."""
     axis = op.attrs["axis"]
     ins = op.inputs
+    out = []
+    start = 0
     if axis is None:
-        out, start = [], 0
-        for x in ins:
-            n = x.size
-            out.append(reshape(_getitem(grad, (slice(start, start + n),)), x.shape))
+        lead = _lead(grad, 1)
+        for k, x in enumerate(ins):
+            n = math.prod(x.shape)
+            out.append(xp.reshape(grad[..., start:start + n], lead + tuple(x.shape)) if op.needs_grad(k)
+                       else None)
             start += n
         return tuple(out)
-    nd = grad.ndim
-    axis = _norm_axis(axis, nd)
-    out, start = [], 0
+    nd = ins[0].ndim
+    after = (slice(None),) * (nd - 1 - axis % nd)      # the axes after ``axis``
     for k, x in enumerate(ins):
         n = x.shape[axis]
-        if op.needs_grad(k):
-            key = (slice(None),) * axis + (slice(start, start + n),)
-            out.append(_getitem(grad, key))
-        else:
-            out.append(None)
+        out.append(grad[(Ellipsis, slice(start, start + n)) + after] if op.needs_grad(k) else None)
         start += n
     return tuple(out)
 
@@ -279,16 +338,16 @@ def _stack_forward(xp, *arrays, axis=0):
 
 _stack = defop("stack", _stack_forward, chapter="manipulation", scalars=False,
                domain=with_complex([Case(Pack(REAL[3], REAL[3])), Case(Pack(REAL[2, 3], REAL[2, 3]), axis=1),
-                                    Case(Pack(REAL[2], REAL[2], REAL[2]), axis=-1)]))
+                                    Case(Pack(REAL[2], REAL[2], REAL[2]), axis=-1)]),
+               saves=(), batched=True)
 
 
 @_stack.gradient
-def _stack_grad(op, grad):
-    """Each input gets its slice of the gradient along the new axis."""
-    from gradtape.ops.indexing import _getitem
-    axis = _norm_axis(op.attrs["axis"], grad.ndim)
-    return tuple(_getitem(grad, (slice(None),) * axis + (k,)) if op.needs_grad(k) else None
-                 for k in range(len(op.in_ids)))
+def _stack_grad(xp, op, grad):
+    """Each input gets its slice of the gradient along the new axis (recorded negative, so that
+    leading batch axes stay)."""
+    after = (slice(None),) * (-op.attrs["axis"] - 1)    # the axes after the new one
+    return tuple(grad[(Ellipsis, k) + after] if op.needs_grad(k) else None for k in range(len(op.in_ids)))
 
 
 @public(_stack)
@@ -297,12 +356,15 @@ def stack(arrays, /, *, axis=0):
     arrays = tuple(arrays)
     if not arrays:
         raise ValueError("stack needs at least one tensor")
-    return apply(_stack, arrays, {"axis": int(axis)})
+    axis = int(axis)
+    nd = _ndim(arrays[0]) + 1
+    if -nd <= axis < nd:            # (else the library reports it)
+        axis = axis % nd - nd
+    return apply(_stack, arrays, {"axis": axis})
 
 
 def unstack(x, /, *, axis=0):
     """The slices of ``x`` along ``axis`` (each a differentiable indexing)."""
-    from gradtape.ops.indexing import _getitem
     axis = _norm_axis(axis, x.ndim)
     return tuple(_getitem(x, (slice(None),) * axis + (k,)) for k in range(x.shape[axis]))
 
@@ -319,27 +381,26 @@ def _repeat_forward(xp, x, *repeats, axis, count=None):
 _repeat = defop("repeat", _repeat_forward, chapter="manipulation",
                 domain=with_complex([Case(REAL[3], 2), Case(REAL[2, 3], 2, axis=1), Case(REAL[2, 2], 3),
                                      Case(REAL[2, 3], np.array([1, 0, 2]), axis=1),
-                                     Case(REAL[3, 2], np.array([2, 1, 1]), axis=-2)]))
+                                     Case(REAL[3, 2], np.array([2, 1, 1]), axis=-2)]),
+                saves="inputs", batched=True)
 
 
 @_repeat.gradient
-def _repeat_grad(op, grad):
+def _repeat_grad(xp, op, grad):
     """Each element gets the sum of the gradient over its copies: a reshape and sum for an integer
-    count; for per-element counts, differences of the gradient's cumulative sum at the segment ends."""
-    from gradtape.ops.indexing import take
-    from gradtape.ops.statistical import cumulative_sum
-    from gradtape.ops.statistical import sum as _sum
+    count; for per-element counts, differences of the gradient's cumulative sum at the segment ends.
+    (The input is read for its shape only; leading batch axes of the gradient stay.)"""
     x = op.inputs[0]
-    axis = op.attrs["axis"]
-    if len(op.inputs) == 1:
+    a = grad.ndim - x.ndim + op.attrs["axis"]         # the repeated axis in the gradient
+    if len(op.in_ids) == 1:
         count = op.attrs["count"]
         shape = tuple(grad.shape)
-        g = reshape(grad, shape[:axis] + (x.shape[axis], count) + shape[axis + 1:])
-        return _sum(g, axis=axis + 1)
+        g = xp.reshape(grad, shape[:a] + (x.shape[op.attrs["axis"]], count) + shape[a + 1:])
+        return xp.sum(g, axis=a + 1)
     repeats = op.inputs[1]
-    ends = cumulative_sum(repeats)
-    c = cumulative_sum(grad, axis=axis, include_initial=True)
-    return take(c, ends, axis=axis) - take(c, ends - repeats, axis=axis), None
+    ends = xp.cumulative_sum(repeats)
+    c = xp.cumulative_sum(grad, axis=a, include_initial=True)
+    return xp.take(c, ends, axis=a) - xp.take(c, ends - repeats, axis=a), None
 
 
 @public(_repeat)
@@ -367,15 +428,16 @@ def _roll_forward(xp, x, *, shift, axis):
 
 _roll = defop("roll", _roll_forward, chapter="manipulation",
               domain=with_complex([Case(REAL[5], 2), Case(REAL[2, 3], -1, axis=1), Case(REAL[2, 3], 4),
-                                   Case(REAL[2, 3], (1, 2), axis=(0, 1))]))
+                                   Case(REAL[2, 3], (1, 2), axis=(0, 1))]),
+              saves=())
 
 
 @_roll.gradient
-def _roll_grad(op, grad):
+def _roll_grad(xp, op, grad):
     """Roll the gradient back: shift by ``-shift``."""
     shift = op.attrs["shift"]
     back = tuple(-s for s in shift) if isinstance(shift, tuple) else -shift
-    return roll(grad, back, axis=op.attrs["axis"])
+    return xp.roll(grad, back, axis=op.attrs["axis"])
 
 
 @public(_roll)
@@ -396,14 +458,14 @@ def _tile_forward(xp, x, *, repetitions):
 
 _tile = defop("tile", _tile_forward, chapter="manipulation",
               domain=with_complex([Case(REAL[3], (2,)), Case(REAL[2, 3], (2, 1)), Case(REAL[2, 3], (3,)),
-                                   Case(REAL[3], (2, 1, 2))]))
+                                   Case(REAL[3], (2, 1, 2))]),
+              saves="inputs", batched=True)
 
 
 @_tile.gradient
-def _tile_grad(op, grad):
+def _tile_grad(xp, op, grad):
     """The sum over the copies: each tiled axis of the gradient is split into (copies, size) and
-    the copies are summed."""
-    from gradtape.ops.statistical import sum as _sum
+    the copies are summed (the input is read for its shape only; leading batch axes stay)."""
     x = op.inputs[0]
     reps = op.attrs["repetitions"]
     d = builtins.max(len(reps), x.ndim)
@@ -412,32 +474,12 @@ def _tile_grad(op, grad):
     split = []
     for r, n in zip(reps, shape):
         split += [r, n]
-    g = _sum(reshape(grad, tuple(split)), axis=tuple(range(0, 2 * d, 2)))
-    return reshape(g, x.shape)
+    lead = _lead(grad, d)
+    g = xp.sum(xp.reshape(grad, lead + tuple(split)), axis=tuple(range(-2 * d, 0, 2)))
+    return xp.reshape(g, lead + tuple(x.shape))
 
 
 @public(_tile)
 def tile(x, repetitions, /):
     """``x`` repeated ``repetitions[i]`` times along each axis ``i`` (leading axes added as needed)."""
     return apply1(_tile, x, {"repetitions": tuple(int(r) for r in repetitions)})
-
-
-# --------------------------------------------------------------------------- native vjps
-# (see OpDef.defvjp: the rules above on native arrays; ``g`` may carry leading batch axes)
-def _reshape_back(xp, g, y, x, **attrs):
-    return xp.reshape(g, tuple(g.shape[:g.ndim - y.ndim]) + tuple(x.shape))
-
-
-def _permute_back(xp, g, y, x, *, axes):
-    inv = [0] * len(axes)
-    for i, a in enumerate(axes):
-        inv[a] = i
-    lead = g.ndim - len(axes)
-    return xp.permute_dims(g, tuple(range(lead)) + tuple(lead + i for i in inv))
-
-
-_reshape.defvjp(_reshape_back)
-_expand_dims.defvjp(_reshape_back)
-_squeeze.defvjp(_reshape_back)
-_permute_dims.defvjp(_permute_back, saves=())
-_broadcast_to.defvjp(lambda xp, g, y, x, **attrs: g, saves=())

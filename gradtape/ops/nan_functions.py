@@ -13,6 +13,9 @@ axis=axis, dtype=dtype)`` on any namespace that has them (``axis`` an int, a tup
   ``nanmax``/``nanmin`` NaN (on the NumPy backend with NumPy's ``RuntimeWarning``), ``nanargmax``/
   ``nanargmin`` raise ``ValueError``; their gradient is 0.
 * Forwards: NumPy's ``np.nan*`` on NumPy; elsewhere composed of the namespace's functions.
+* Rules: ``rule(xp, op, grad)`` on the namespace the engine passes; ``nanprod``, ``nanmax``/``nanmin``
+  and ``nancumprod`` reuse the rules of ``prod``, ``max``/``min`` and ``cumulative_prod``
+  (:mod:`gradtape.ops.statistical`) on ``x`` with its NaN entries filled.
 """
 from __future__ import annotations
 
@@ -24,11 +27,11 @@ import numpy as np
 from gradtape import dtypes as _dt
 from gradtape.domains import Case, Sampler
 from gradtape.ops import apply1, defop, public
-from gradtape.ops.elementwise import astype, equal, isnan, logical_not, maximum, multiply_no_nan
+from gradtape.ops.elementwise import astype
 from gradtape.ops.manipulation import reshape
-from gradtape.ops.searching import where
 from gradtape.ops.statistical import (
     _axes,
+    _cumprod_forward,
     _cumprod_grad,
     _keep_shape,
     _minmax_grad,
@@ -36,7 +39,6 @@ from gradtape.ops.statistical import (
     _rev_cumsum,
     _unreduce,
 )
-from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = ["nanargmax", "nanargmin", "nancumprod", "nancumsum", "nanmax", "nanmean", "nanmin", "nanprod",
@@ -97,7 +99,7 @@ def _nansum_forward(backend, x, *, axis, keepdims):
 
 
 _nansum = defop("nansum", _nansum_forward, chapter="nan_functions", domain=_RED_CASES,
-                convention="NaN entries get a zero gradient")
+                convention="NaN entries get a zero gradient", saves="inputs", batched=True)
 
 
 @public(_nansum)
@@ -107,14 +109,17 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
     return apply1(_nansum, a, {"axis": axes, "keepdims": bool(keepdims)})
 
 
-def _masked(x, g):
+# (the rules below meet floating inputs only: an integer input gives an integer output, which
+# carries no gradient)
+def _masked(xp, x, g):
     """``g`` where ``x`` is not NaN, 0 where it is."""
-    if x.dtype.kind not in "fc":
-        return g
-    return where(isnan(x), 0.0, g)
+    return xp.where(xp.isnan(x), 0.0, g)
 
 
-_nansum.gradient(lambda op, grad: _masked(op.inputs[0], _unreduce(grad, op)))
+@_nansum.gradient
+def _nansum_grad(xp, op, grad):
+    """sum's gradient (grad broadcast back over the reduced axes), 0 at the NaN entries."""
+    return _masked(xp, op.inputs[0], _unreduce(xp, grad, op))
 
 
 def _nanprod_forward(backend, x, *, axis, keepdims):
@@ -125,7 +130,8 @@ def _nanprod_forward(backend, x, *, axis, keepdims):
 
 
 _nanprod = defop("nanprod", _nanprod_forward, chapter="nan_functions", domain=_RED_CASES,
-                 convention="NaN entries get a zero gradient; exact with zeros, as prod")
+                 convention="NaN entries get a zero gradient; exact with zeros, as prod",
+                 saves="inputs", batched=True)
 
 
 @public(_nanprod)
@@ -135,18 +141,20 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
     return apply1(_nanprod, a, {"axis": axes, "keepdims": bool(keepdims)})
 
 
-def _as_op(op, x, y=None):
-    """The recorded call ``op`` with its input replaced by ``x`` (to reuse a rule of statistical)."""
-    return types.SimpleNamespace(inputs=(x,), outputs=(op.outputs[0] if y is None else y,),
-                                 attrs=op.attrs, needs_grad=op.needs_grad)
+def _as_op(op, x, y=None, **attrs):
+    """The recorded call ``op`` with its input replaced by ``x`` (its output by ``y``; its attributes
+    updated by ``attrs``), to reuse a rule of statistical on either namespace."""
+    return types.SimpleNamespace(inputs=(x,), outputs=() if y is None else (y,),
+                                 attrs=dict(op.attrs, **attrs) if attrs else op.attrs,
+                                 needs_grad=op.needs_grad, backend=op.backend)
 
 
 @_nanprod.gradient
-def _nanprod_grad(op, grad):
+def _nanprod_grad(xp, op, grad):
     """prod's rule on x with NaN entries replaced by 1; 0 at those entries."""
     x = op.inputs[0]
-    filled = where(isnan(x), 1.0, x)
-    return _masked(x, _prod_grad(_as_op(op, filled), grad))
+    nan = xp.isnan(x)
+    return xp.where(nan, 0.0, _prod_grad(xp, _as_op(op, xp.where(nan, 1.0, x)), grad))
 
 
 # --------------------------------------------------------------------------- nanmean, nanvar, nanstd
@@ -158,7 +166,8 @@ def _nanmean_forward(backend, x, *, axis, keepdims):
 
 
 _nanmean = defop("nanmean", _nanmean_forward, chapter="nan_functions", floating=True, domain=_RED_CASES,
-                 convention="NaN entries get a zero gradient; all-NaN slices: NaN value, zero gradient")
+                 convention="NaN entries get a zero gradient; all-NaN slices: NaN value, zero gradient",
+                 saves="inputs", batched=True)
 
 
 @public(_nanmean)
@@ -168,18 +177,20 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
     return apply1(_nanmean, a, {"axis": axes, "keepdims": bool(keepdims)})
 
 
-def _valid_count(x, axes):
-    """The number of non-NaN entries over ``axes`` (kept as size-1 axes), at least 1."""
-    n = _sum(astype(logical_not(isnan(x)), x.dtype), axis=axes, keepdims=True)
-    return n, maximum(n, 1.0)
+def _valid_count(xp, nan, x, axes):
+    """The number of non-NaN entries of ``x`` (``nan``: its NaN mask) over ``axes`` (kept as size-1
+    axes), and that number made at least 1."""
+    n = xp.sum(xp.astype(xp.logical_not(nan), x.dtype), axis=axes, keepdims=True)
+    return n, xp.maximum(n, 1.0)
 
 
 @_nanmean.gradient
-def _nanmean_grad(op, grad):
+def _nanmean_grad(xp, op, grad):
     """grad / (the number of non-NaN entries) at the non-NaN entries, 0 at NaN."""
     x = op.inputs[0]
-    _, n = _valid_count(x, op.attrs["axis"])
-    return _masked(x, _unreduce(grad, op) / n)
+    nan = xp.isnan(x)
+    _, n = _valid_count(xp, nan, x, op.attrs["axis"])
+    return xp.where(nan, 0.0, _unreduce(xp, grad, op) / n)
 
 
 def _centred(xp, x, axis):
@@ -208,11 +219,11 @@ def _nanstd_forward(backend, x, *, axis, ddof, keepdims):
 _VAR_CASES = _RED_CASES[:-1] + [Case(WITH_NAN[4, 3], axis=0, ddof=1)]
 _nanvar = defop("nanvar", _nanvar_forward, chapter="nan_functions", domain=_VAR_CASES,
                 convention="NaN entries get a zero gradient; a zero cotangent gives 0 where the "
-                           "degrees of freedom are <= 0")
+                           "degrees of freedom are <= 0", saves="inputs", batched=True)
 _nanstd = defop("nanstd", _nanstd_forward, chapter="nan_functions", domain=_VAR_CASES,
                 convention="NaN entries get a zero gradient; 0 at an entry equal to the mean (a "
                            "slice of equal values); a zero cotangent gives 0 where the degrees of "
-                           "freedom are <= 0")
+                           "freedom are <= 0", saves=("inputs", "outputs"), batched=True)
 
 
 @public(_nanvar)
@@ -229,35 +240,35 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     return apply1(_nanstd, a, {"axis": axes, "ddof": ddof, "keepdims": bool(keepdims)})
 
 
-def _nan_centred(x, axes):
+def _nan_centred(xp, x, axes):
     """``x - nanmean(x)`` over ``axes``, 0 at NaN entries, and the count of non-NaN entries."""
-    n, n1 = _valid_count(x, axes)
-    filled = where(isnan(x), 0.0, x)
-    m = _sum(filled, axis=axes, keepdims=True) / n1
-    return where(isnan(x), 0.0, filled - m), n
+    nan = xp.isnan(x)
+    n, n1 = _valid_count(xp, nan, x, axes)
+    filled = xp.where(nan, 0.0, x)
+    m = xp.sum(filled, axis=axes, keepdims=True) / n1
+    return xp.where(nan, 0.0, filled - m), n
 
 
 @_nanvar.gradient
-def _nanvar_grad(op, grad):
+def _nanvar_grad(xp, op, grad):
     """d nanvar = 2 (x - nanmean(x)) / (n - ddof) dx over the non-NaN entries."""
-    x = op.inputs[0]
-    c, n = _nan_centred(x, op.attrs["axis"])
-    return multiply_no_nan(c * (2.0 / (n - op.attrs["ddof"])), _unreduce(grad, op))
+    c, n = _nan_centred(xp, op.inputs[0], op.attrs["axis"])
+    return xp.multiply_no_nan(c * (2.0 / (n - op.attrs["ddof"])), _unreduce(xp, grad, op))
 
 
 @_nanstd.gradient
-def _nanstd_grad(op, grad):
+def _nanstd_grad(xp, op, grad):
     """d nanstd = (x - nanmean(x)) / ((n - ddof) nanstd) dx over the non-NaN entries (0 at an entry
     equal to the mean: the subgradient 0 where every entry of the slice is equal)."""
     x = op.inputs[0]
     axes = op.attrs["axis"]
-    c, n = _nan_centred(x, axes)
+    c, n = _nan_centred(xp, x, axes)
     y = op.outputs[0]
     if not op.attrs["keepdims"]:
-        y = reshape(y, _keep_shape(x.shape, axes))
-    flat = equal(c, 0.0)                  # a slice of equal values (or one value): subgradient 0
-    d = where(flat, 0.0, c / where(flat, 1.0, (n - op.attrs["ddof"]) * y))
-    return multiply_no_nan(d, _unreduce(grad, op))
+        y = xp.reshape(y, _keep_shape(x.shape, axes))
+    flat = c == 0.0                       # a slice of equal values (or one value): subgradient 0
+    d = xp.where(flat, 0.0, c / xp.where(flat, 1.0, (n - op.attrs["ddof"]) * y))
+    return xp.multiply_no_nan(d, _unreduce(xp, grad, op))
 
 
 # --------------------------------------------------------------------------- nanmax, nanmin
@@ -275,9 +286,11 @@ def _nanext_forward(name, fill):
 
 
 _nanmax = defop("nanmax", _nanext_forward("max", -math.inf), chapter="nan_functions", domain=_RED_CASES,
-                convention="NaN entries get a zero gradient; ties split the gradient evenly, as max")
+                convention="NaN entries get a zero gradient; ties split the gradient evenly, as max",
+                saves=("inputs", "outputs"), batched=True)
 _nanmin = defop("nanmin", _nanext_forward("min", math.inf), chapter="nan_functions", domain=_RED_CASES,
-                convention="NaN entries get a zero gradient; ties split the gradient evenly, as min")
+                convention="NaN entries get a zero gradient; ties split the gradient evenly, as min",
+                saves=("inputs", "outputs"), batched=True)
 
 
 @public(_nanmax)
@@ -294,10 +307,10 @@ def nanmin(a, axis=None, out=None, keepdims=False):
     return apply1(_nanmin, a, {"axis": axes, "keepdims": bool(keepdims)})
 
 
-def _nanext_grad(op, grad):
+def _nanext_grad(xp, op, grad):
     """The gradient goes to the entries equal to the extremum (never NaN ones), split evenly; an
     all-NaN slice gets 0."""
-    return _minmax_grad(op, grad, empty_gets_zero=True)
+    return _minmax_grad(xp, op, grad, empty_gets_zero=True)
 
 
 _nanmax.gradient(_nanext_grad)
@@ -318,16 +331,16 @@ def _nancumsum_forward(backend, x, *, axis):
 def _nancumprod_forward(backend, x, *, axis):
     if backend.name == "numpy":
         return np.asarray(np.nancumprod(x, axis=axis), dtype=x.dtype)
-    from gradtape.ops.statistical import _cumprod_forward
     xp = backend.xp
     return _cumprod_forward(xp, _filled(xp, x, 1), axis=axis)
 
 
 _nancumsum = defop("nancumsum", _nancumsum_forward, chapter="nan_functions", domain=_CUM_CASES,
-                   convention="NaN entries get a zero gradient")
+                   convention="NaN entries get a zero gradient", saves="inputs", batched=True)
 _nancumprod = defop("nancumprod", _nancumprod_forward, chapter="nan_functions",
                     domain=[Case(NONZERO_WITH_NAN[4]), Case(NONZERO_WITH_NAN[2, 3], axis=1)],
-                    convention="NaN entries get a zero gradient; exact with zeros, as cumulative_prod")
+                    convention="NaN entries get a zero gradient; exact with zeros, as cumulative_prod",
+                    saves=("inputs", "outputs"))
 
 
 def _cum_prep(a, axis, dtype, out):
@@ -352,17 +365,22 @@ def nancumprod(a, axis=None, dtype=None, out=None):
     return apply1(_nancumprod, a, attrs)
 
 
-_nancumsum.gradient(lambda op, grad: _masked(op.inputs[0], _rev_cumsum(grad, op.attrs["axis"])))
+@_nancumsum.gradient
+def _nancumsum_grad(xp, op, grad):
+    """The reversed cumulative sum of the gradient (the axis counted from the end: leading batch
+    axes stay), 0 at the NaN entries."""
+    x = op.inputs[0]
+    return _masked(xp, x, _rev_cumsum(xp, grad, op.attrs["axis"] - x.ndim))
 
 
 @_nancumprod.gradient
-def _nancumprod_grad(op, grad):
-    """cumulative_prod's rule on x with NaN entries replaced by 1; 0 at those entries."""
+def _nancumprod_grad(xp, op, grad):
+    """cumulative_prod's rule on x with NaN entries replaced by 1 (whose cumulative product is this
+    op's output); 0 at those entries."""
     x = op.inputs[0]
-    filled = where(isnan(x), 1.0, x)
-    fake = _as_op(op, filled)
-    fake.attrs = dict(op.attrs, include_initial=False)
-    return _masked(x, _cumprod_grad(fake, grad))
+    nan = xp.isnan(x)
+    fake = _as_op(op, xp.where(nan, 1.0, x), op.outputs[0], include_initial=False)
+    return xp.where(nan, 0.0, _cumprod_grad(xp, fake, grad))
 
 
 # --------------------------------------------------------------------------- nanargmax, nanargmin

@@ -36,28 +36,23 @@ import math
 
 import numpy as np
 
-from gradtape.custom_gradient import stop_gradient
 from gradtape.domains import POSITIVE, REAL, UNIT, Case, Sampler
 from gradtape.ops import apply1, binary, composite, defop, public, unary
 from gradtape.ops import nn as _nn
 from gradtape.ops.elementwise import (
     abs,
-    cos,
     equal,
     exp,
     less,
     log,
-    log1p,
-    multiply_no_nan,
     sign,
     sin,
     square,
-    xdivy,
 )
 from gradtape.ops.manipulation import permute_dims, reshape
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, max, sum
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
     "betaln", "cosm1", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "exp10", "exp2", "expit",
@@ -137,19 +132,14 @@ def _named(fn, name, doc):
     return fn
 
 
-def _unary(name, domain, doc, convention=None, **kw):
+def _unary(name, domain, doc, convention=None, saves=None, **kw):
     return _named(unary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
-                        convention=convention, doc=doc, floating=True), name, doc)
+                        convention=convention, doc=doc, floating=True, saves=saves), name, doc)
 
 
-def _binary(name, domain, doc, convention=None, **kw):
+def _binary(name, domain, doc, convention=None, saves=None, **kw):
     return _named(binary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
-                         convention=convention, doc=doc, floating=True, scalars=False), name, doc)
-
-
-def _safe(c, x, fill):
-    """``x`` where ``c`` is False, ``fill`` where it is True (so a masked branch stays finite)."""
-    return where(c, fill, x)
+                         convention=convention, doc=doc, floating=True, scalars=False, saves=saves), name, doc)
 
 
 # --------------------------------------------------------------------------- error functions
@@ -161,8 +151,9 @@ erf = composite("special.erf", _erf_fn, domain=REAL, chapter="special",
                 doc="The error function (``gt.nn.erf``).")
 _named(erf, "erf", "The error function, ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.")
 
-erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, accurate for large x.")
-erfc.gradient(lambda op, grad: grad * ((-2.0 / _SQRT_PI) * exp(-square(op.inputs[0]))))
+erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, accurate for large x.",
+              saves="inputs")
+erfc.gradient(lambda xp, op, grad: grad * ((-2.0 / _SQRT_PI) * xp.exp(-xp.square(op.inputs[0]))))
 
 
 def _erfcinv_torch(t, x):
@@ -175,37 +166,39 @@ def _erfcinv_jax(jsp, jnp, x):
 
 erfinv = _unary("erfinv", UNIT,
                 "The inverse of ``erf`` on (-1, 1).", convention="infinite slope at +-1: a zero "
-                "cotangent gives 0")
-erfinv.gradient(lambda op, grad: multiply_no_nan((_SQRT_PI / 2) * exp(square(op.outputs[0])), grad))
+                "cotangent gives 0", saves="outputs")
+erfinv.gradient(lambda xp, op, grad: xp.multiply_no_nan((_SQRT_PI / 2) * xp.exp(xp.square(op.outputs[0])), grad))
 
 erfcinv = _unary("erfcinv", OPEN02, "The inverse of ``erfc`` on (0, 2).", torch=_erfcinv_torch,
-                 jax=_erfcinv_jax, convention="infinite slope at 0 and 2: a zero cotangent gives 0")
-erfcinv.gradient(lambda op, grad: multiply_no_nan((-_SQRT_PI / 2) * exp(square(op.outputs[0])), grad))
+                 jax=_erfcinv_jax, convention="infinite slope at 0 and 2: a zero cotangent gives 0",
+                 saves="outputs")
+erfcinv.gradient(lambda xp, op, grad: xp.multiply_no_nan((-_SQRT_PI / 2) * xp.exp(xp.square(op.outputs[0])), grad))
 
-ndtr = _unary("ndtr", REAL, "The standard normal CDF.")
-ndtr.gradient(lambda op, grad: grad * (exp(-0.5 * square(op.inputs[0])) / _SQRT_2PI))
+ndtr = _unary("ndtr", REAL, "The standard normal CDF.", saves="inputs")
+ndtr.gradient(lambda xp, op, grad: grad * (xp.exp(-0.5 * xp.square(op.inputs[0])) / _SQRT_2PI))
 
 ndtri = _unary("ndtri", OPEN01, "The inverse of ``ndtr`` on (0, 1).",
-               convention="infinite slope at 0 and 1: a zero cotangent gives 0")
-ndtri.gradient(lambda op, grad: multiply_no_nan(_SQRT_2PI * exp(0.5 * square(op.outputs[0])), grad))
+               convention="infinite slope at 0 and 1: a zero cotangent gives 0", saves="outputs")
+ndtri.gradient(lambda xp, op, grad: xp.multiply_no_nan(_SQRT_2PI * xp.exp(0.5 * xp.square(op.outputs[0])), grad))
 
 log_ndtr = _unary("log_ndtr", [REAL, FAR_LEFT], "``log(ndtr(x))``, accurate far in the left tail.",
-                  convention="the slope -> |x| as x -> -inf: a zero cotangent gives 0 at -inf")
+                  convention="the slope -> |x| as x -> -inf: a zero cotangent gives 0 at -inf",
+                  saves=("inputs", "outputs"))
 
 
 @log_ndtr.gradient
-def _log_ndtr_grad(op, grad):
+def _log_ndtr_grad(xp, op, grad):
     """d log ndtr = phi(x) / ndtr(x) = exp(-x^2/2 - y) / sqrt(2 pi); below x = -100 (where that
-    difference cancels) the asymptotic -x / (1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8)."""
+    difference cancels) the asymptotic -x / (1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8).  Each branch
+    reads its inputs through a where, so the masked one stays finite."""
     x = op.inputs[0]
     y = op.outputs[0]
-    far = less(x, -100.0)
-    xn = _safe(far, x, 0.0)
-    near = exp(-0.5 * square(xn) - _safe(far, y, 0.0)) / _SQRT_2PI
-    xf = where(far, x, -100.0)
-    r = 1.0 / square(xf)
+    far = x < -100.0
+    near = xp.exp(-0.5 * xp.square(xp.where(far, 0.0, x)) - xp.where(far, 0.0, y)) / _SQRT_2PI
+    xf = xp.where(far, x, -100.0)
+    r = 1.0 / xp.square(xf)
     tail = -xf / (1.0 + r * (-1.0 + r * (3.0 + r * (-15.0 + r * 105.0))))
-    return multiply_no_nan(where(far, tail, near), grad)
+    return xp.multiply_no_nan(xp.where(far, tail, near), grad)
 
 
 # --------------------------------------------------------------------------- logistic
@@ -218,14 +211,14 @@ expit = composite("special.expit", _expit_fn, domain=REAL, chapter="special",
 _named(expit, "expit", "The logistic sigmoid ``1 / (1 + exp(-x))``.")
 
 logit = _unary("logit", OPEN01, "``log(p / (1 - p))``, the inverse of ``expit``.",
-               convention="infinite slope at 0 and 1: a zero cotangent gives 0")
+               convention="infinite slope at 0 and 1: a zero cotangent gives 0", saves="inputs")
 
 
 @logit.gradient
-def _logit_grad(op, grad):
+def _logit_grad(xp, op, grad):
     """d logit = dp / (p (1 - p))."""
     p = op.inputs[0]
-    return multiply_no_nan(1.0 / (p * (1.0 - p)), grad)
+    return xp.multiply_no_nan(1.0 / (p * (1.0 - p)), grad)
 
 
 # --------------------------------------------------------------------------- x log y family
@@ -235,41 +228,41 @@ def _xlogy_torch(t, x, y):
 
 xlogy = _binary("xlogy", [(REAL, NONNEG_EDGE)], "``x * log(y)``, 0 where ``x == 0``.",
                 convention="d/dx = log(y) (also at x = 0); d/dy = x / y, 0 where x == 0; a zero "
-                           "cotangent gives 0 at y = 0", torch=_xlogy_torch)
+                           "cotangent gives 0 at y = 0", torch=_xlogy_torch, saves="inputs")
 
 
 @xlogy.gradient
-def _xlogy_grad(op, grad):
+def _xlogy_grad(xp, op, grad):
     """d/dx = log(y); d/dy = x / y (0 where x == 0: the function is 0 there for every y)."""
     x, y = op.inputs
     gx = gy = None
     if op.needs_grad(0):
-        gx = multiply_no_nan(log(y), grad)
+        gx = xp.multiply_no_nan(xp.log(y), grad)
     if op.needs_grad(1):
-        gy = multiply_no_nan(xdivy(x, y), grad)         # x / y, 0 where x == 0
+        gy = xp.multiply_no_nan(xp.xdivy(x, y), grad)           # x / y, 0 where x == 0
     return gx, gy
 
 
 xlog1py = _binary("xlog1py", [(REAL, GT_MINUS1)], "``x * log1p(y)``, 0 where ``x == 0``.",
                   convention="d/dx = log1p(y); d/dy = x / (1 + y), 0 where x == 0; a zero cotangent "
-                             "gives 0 at y = -1")
+                             "gives 0 at y = -1", saves="inputs")
 
 
 @xlog1py.gradient
-def _xlog1py_grad(op, grad):
+def _xlog1py_grad(xp, op, grad):
     """d/dx = log1p(y); d/dy = x / (1 + y) (0 where x == 0)."""
     x, y = op.inputs
     gx = gy = None
     if op.needs_grad(0):
-        gx = multiply_no_nan(log1p(y), grad)
+        gx = xp.multiply_no_nan(xp.log1p(y), grad)
     if op.needs_grad(1):
-        gy = multiply_no_nan(xdivy(x, 1.0 + y), grad)   # x / (1 + y), 0 where x == 0
+        gy = xp.multiply_no_nan(xp.xdivy(x, 1.0 + y), grad)   # x / (1 + y), 0 where x == 0
     return gx, gy
 
 
 entr = _unary("entr", NONNEG_EDGE, "``-x log(x)`` for x > 0, 0 at 0, -inf below.",
-              convention="infinite slope at 0: a zero cotangent gives 0")
-entr.gradient(lambda op, grad: multiply_no_nan(-(log(op.inputs[0]) + 1.0), grad))
+              convention="infinite slope at 0: a zero cotangent gives 0", saves="inputs")
+entr.gradient(lambda xp, op, grad: xp.multiply_no_nan(-(xp.log(op.inputs[0]) + 1.0), grad))
 
 
 def _rel_entr_torch(t, x, y):
@@ -283,30 +276,36 @@ def _rel_entr_torch(t, x, y):
 rel_entr = _binary("rel_entr", [(NONNEG_EDGE, NONNEG_EDGE)],
                    "``x log(x / y)`` for x, y > 0; 0 at x = 0, y >= 0; inf otherwise.",
                    convention="infinite slopes at x = 0 and y = 0: a zero cotangent gives 0",
-                   torch=_rel_entr_torch)
+                   torch=_rel_entr_torch, saves="inputs")
 
 
 @rel_entr.gradient
-def _rel_entr_grad(op, grad):
+def _rel_entr_grad(xp, op, grad):
     """d/dx = log(x / y) + 1, d/dy = -x / y."""
     x, y = op.inputs
-    return (multiply_no_nan(log(x) - log(y) + 1.0, grad) if op.needs_grad(0) else None,
-            multiply_no_nan(-x / y, grad) if op.needs_grad(1) else None)
+    return (xp.multiply_no_nan(xp.log(x) - xp.log(y) + 1.0, grad) if op.needs_grad(0) else None,
+            xp.multiply_no_nan(-x / y, grad) if op.needs_grad(1) else None)
 
 
 # --------------------------------------------------------------------------- gamma family
 _POLES = "poles at 0, -1, -2, ...: a zero cotangent gives 0 there"
 
-gammaln = _unary("gammaln", OFF_POLES, "``log|gamma(x)|``.", convention=_POLES)
-gammaln.gradient(lambda op, grad: multiply_no_nan(psi(op.inputs[0]), grad))
+gammaln = _unary("gammaln", OFF_POLES, "``log|gamma(x)|``.", convention=_POLES, saves="inputs")
+gammaln.gradient(lambda xp, op, grad: xp.multiply_no_nan(xp.special.psi(op.inputs[0]), grad))
 
 psi = _unary("psi", OFF_POLES, "The digamma function ``gammaln'(x)`` (SciPy's ``psi``).",
-             convention=_POLES, torch="digamma", jax="digamma")
+             convention=_POLES, torch="digamma", jax="digamma", saves="inputs")
 digamma = psi
-psi.gradient(lambda op, grad: multiply_no_nan(polygamma(1, op.inputs[0]), grad))
+psi.gradient(lambda xp, op, grad: xp.multiply_no_nan(xp.special.polygamma(1, op.inputs[0]), grad))
 
 
-def _polygamma_forward(backend, x, *, n):
+def _polygamma_forward(backend, *args, n=None):
+    """``polygamma(n, x)`` on ``backend``: called by the dispatch with the op's input and attribute
+    (``x, n=n``), and by rules on the native namespace (``xp.special.polygamma``) with the public
+    function's arguments ``(n, x)``."""
+    x = args[-1]
+    if n is None:
+        n = args[0]
     b = backend.name
     if b == "torch":
         import torch
@@ -322,7 +321,7 @@ def _polygamma_forward(backend, x, *, n):
 
 _polygamma = defop("special.polygamma", _polygamma_forward, chapter="special",
                    domain=[Case(1, POSITIVE[2, 3]), Case(0, OFF_POLES[4]), Case(2, POSITIVE[3])],
-                   convention=_POLES)
+                   convention=_POLES, saves="inputs", xp_callable=True, batched=True)
 
 
 @public(_polygamma)
@@ -347,7 +346,8 @@ def polygamma(n, x, /):
     return out
 
 
-_polygamma.gradient(lambda op, grad: multiply_no_nan(polygamma(op.attrs["n"] + 1, op.inputs[0]), grad))
+_polygamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(
+    xp.special.polygamma(op.attrs["n"] + 1, op.inputs[0]), grad))
 
 
 def _gamma_torch(t, x):
@@ -356,8 +356,9 @@ def _gamma_torch(t, x):
     return t.where((x <= 0) & (x == t.floor(x)), t.full_like(x, math.nan), v)
 
 
-gamma = _unary("gamma", OFF_POLES, "The gamma function.", convention=_POLES, torch=_gamma_torch)
-gamma.gradient(lambda op, grad: multiply_no_nan(op.outputs[0] * psi(op.inputs[0]), grad))
+gamma = _unary("gamma", OFF_POLES, "The gamma function.", convention=_POLES, torch=_gamma_torch,
+               saves=("inputs", "outputs"))
+gamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(op.outputs[0] * xp.special.psi(op.inputs[0]), grad))
 
 
 def _betaln_torch(t, a, b):
@@ -366,46 +367,46 @@ def _betaln_torch(t, a, b):
 
 
 betaln = _binary("betaln", [(POSITIVE, POSITIVE)], "``log|beta(a, b)|``.", convention=_POLES,
-                 torch=_betaln_torch)
+                 torch=_betaln_torch, saves="inputs")
 
 
 @betaln.gradient
-def _betaln_grad(op, grad):
+def _betaln_grad(xp, op, grad):
     """d/da = psi(a) - psi(a + b), d/db = psi(b) - psi(a + b)."""
     a, b = op.inputs
-    s = psi(a + b)
-    return (multiply_no_nan(psi(a) - s, grad) if op.needs_grad(0) else None,
-            multiply_no_nan(psi(b) - s, grad) if op.needs_grad(1) else None)
+    s = xp.special.psi(a + b)
+    return (xp.multiply_no_nan(xp.special.psi(a) - s, grad) if op.needs_grad(0) else None,
+            xp.multiply_no_nan(xp.special.psi(b) - s, grad) if op.needs_grad(1) else None)
 
 
 # --------------------------------------------------------------------------- Bessel
-i0 = _unary("i0", REAL, "The modified Bessel function of the first kind, order 0.")
-i0.gradient(lambda op, grad: grad * i1(op.inputs[0]))
+i0 = _unary("i0", REAL, "The modified Bessel function of the first kind, order 0.", saves="inputs")
+i0.gradient(lambda xp, op, grad: grad * xp.special.i1(op.inputs[0]))
 
-i0e = _unary("i0e", REAL, "``exp(-|x|) i0(x)``.")
-i0e.gradient(lambda op, grad: grad * (i1e(op.inputs[0]) - sign(op.inputs[0]) * op.outputs[0]))
+i0e = _unary("i0e", REAL, "``exp(-|x|) i0(x)``.", saves=("inputs", "outputs"))
+i0e.gradient(lambda xp, op, grad: grad * (xp.special.i1e(op.inputs[0]) - xp.sign(op.inputs[0]) * op.outputs[0]))
 
-i1 = _unary("i1", REAL, "The modified Bessel function of the first kind, order 1.")
+i1 = _unary("i1", REAL, "The modified Bessel function of the first kind, order 1.", saves=("inputs", "outputs"))
 
 
 @i1.gradient
-def _i1_grad(op, grad):
+def _i1_grad(xp, op, grad):
     """d i1 = i0(x) - i1(x) / x (1/2 at 0)."""
     x = op.inputs[0]
-    x0 = equal(x, 0)
-    return grad * where(x0, 0.5, i0(x) - op.outputs[0] / _safe(x0, x, 1.0))
+    x0 = x == 0
+    return grad * xp.where(x0, 0.5, xp.special.i0(x) - op.outputs[0] / xp.where(x0, 1.0, x))
 
 
-i1e = _unary("i1e", REAL, "``exp(-|x|) i1(x)``.")
+i1e = _unary("i1e", REAL, "``exp(-|x|) i1(x)``.", saves=("inputs", "outputs"))
 
 
 @i1e.gradient
-def _i1e_grad(op, grad):
+def _i1e_grad(xp, op, grad):
     """d i1e = i0e(x) - i1e(x) (sign(x) + 1 / x) (1/2 at 0)."""
     x = op.inputs[0]
-    x0 = equal(x, 0)
+    x0 = x == 0
     y = op.outputs[0]
-    return grad * where(x0, 0.5, i0e(x) - y * (sign(x) + 1.0 / _safe(x0, x, 1.0)))
+    return grad * xp.where(x0, 0.5, xp.special.i0e(x) - y * (xp.sign(x) + 1.0 / xp.where(x0, 1.0, x)))
 
 
 # --------------------------------------------------------------------------- elementary
@@ -425,17 +426,17 @@ def _sinc_forward(backend, x):
     return xp.where(z, xp.ones_like(x), xp.sin(px) / px)
 
 
-sinc = _named(unary("special.sinc", REAL, forward=_sinc_forward, chapter="special", doc="s"), "sinc",
-              "The normalised sinc ``sin(pi x) / (pi x)`` (1 at 0), as ``scipy.special.sinc``.")
+sinc = _named(unary("special.sinc", REAL, forward=_sinc_forward, chapter="special", doc="s", saves="inputs"),
+              "sinc", "The normalised sinc ``sin(pi x) / (pi x)`` (1 at 0), as ``scipy.special.sinc``.")
 
 
 @sinc.gradient
-def _sinc_grad(op, grad):
+def _sinc_grad(xp, op, grad):
     """d sinc = (cos(pi x) - sinc(x)) / x (0 at 0)."""
     x = op.inputs[0]
-    x0 = equal(x, 0)
-    xs = _safe(x0, x, 1.0)
-    return grad * where(x0, 0.0, (cos(math.pi * xs) - sinc(xs)) / xs)
+    x0 = x == 0
+    xs = xp.where(x0, 1.0, x)
+    return grad * xp.where(x0, 0.0, (xp.cos(math.pi * xs) - xp.special.sinc(xs)) / xs)
 
 
 def _exp2_fn(x, /):
@@ -504,7 +505,8 @@ def _logsumexp_fn(a, /, axis=None, b=None, keepdims=False, return_sign=False):
         a, b = a + 0.0 * b, b + 0.0 * a          # broadcast both
         a = where(equal(b, 0), -math.inf, a)      # terms with b == 0 do not count
     axes = _axes(axis, a.ndim)
-    m = stop_gradient(max(a, axis=axes, keepdims=True))
+    m = max(a, axis=axes, keepdims=True)
+    m = _wrap(m._v, m._b)           # a constant: stop_gradient (custom_gradient is a layer above)
     m = where(abs(m) < math.inf, m, 0.0)
     e = exp(a - m)
     s = sum(e if b is None else b * e, axis=axes, keepdims=True)

@@ -1,7 +1,7 @@
 """Statistical functions (Array API standard, chapter "Statistical Functions").
 
 Reductions share one helper, ``_unreduce``, that brings a reduced gradient back to the input's
-shape (re-inserting the reduced axes, then broadcasting).
+shape (re-inserting the reduced axes, then broadcasting; leading batch axes of the gradient stay).
 """
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import numpy as np
 from gradtape import dtypes as _dt
 from gradtape.domains import NONZERO, POSITIVE, REAL, Case, with_complex
 from gradtape.ops import apply1, defop, public
-from gradtape.ops.elementwise import _conj, astype, equal, maximum, multiply_no_nan, sqrt, xdivy
-from gradtape.ops.manipulation import broadcast_to, flip, reshape
+from gradtape.ops.elementwise import astype, conj_
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
@@ -40,13 +39,16 @@ def _keep_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-def _unreduce(grad, op):
-    """The gradient of a reduction over ``op.attrs['axis']``, broadcast back to the input's shape."""
-    shape = op.inputs[0].shape
+def _unreduce(xp, grad, op):
+    """The gradient of a reduction over ``op.attrs['axis']``, broadcast back to the input's shape;
+    leading batch axes of ``grad`` stay (two library calls at most)."""
+    shape = tuple(op.inputs[0].shape)
     axes = op.attrs["axis"]
-    if not op.attrs.get("keepdims", False):
-        grad = reshape(grad, _keep_shape(shape, axes))
-    return broadcast_to(grad, shape)
+    keepdims = op.attrs.get("keepdims", False)
+    lead = tuple(grad.shape[:grad.ndim - (len(shape) if keepdims else len(shape) - len(axes))])
+    if not keepdims:
+        grad = xp.reshape(grad, lead + _keep_shape(shape, axes))
+    return xp.broadcast_to(grad, lead + shape)
 
 
 def _count(shape, axes):
@@ -87,8 +89,14 @@ def _sum_forward(xp, x, *, axis, keepdims=False):
     return _same_dtype(xp, xp.sum(x, axis=axis, keepdims=keepdims), x)
 
 
-_sum = defop("sum", _sum_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN))
-_sum.gradient(lambda op, grad: _unreduce(grad, op))
+_sum = defop("sum", _sum_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN),
+             saves="inputs", batched=True)
+
+
+@_sum.gradient
+def _sum_grad(xp, op, grad):
+    """The gradient broadcast back over the summed axes (the input is read for its shape only)."""
+    return _unreduce(xp, grad, op)
 
 
 @public(_sum)
@@ -104,45 +112,33 @@ def _prod_forward(xp, x, *, axis, keepdims=False):
 
 
 _prod = defop("prod", _prod_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN),
-              convention="exact with zeros in the input (products of the other elements)")
+              convention="exact with zeros in the input (products of the other elements)",
+              saves="inputs", batched=True)
 
 
 @_prod.gradient
-def _prod_grad(op, grad):
+def _prod_grad(xp, op, grad):
     """d prod(x) / dx_i = the product of the other elements, computed with exclusive cumulative
     products from both sides so that zeros in ``x`` are handled exactly."""
-    from gradtape.ops.manipulation import moveaxis
     x = op.inputs[0]
     axes = op.attrs["axis"]
-    shape = x.shape
-    g = _unreduce(grad, op)
+    g = _unreduce(xp, grad, op)
     if not axes:
         return g
-    nd = len(shape)
-    rest = [a for a in range(nd) if a not in axes]
-    xt = moveaxis(x, axes, tuple(range(nd - len(axes), nd)))
-    moved_shape = xt.shape
-    flat = reshape(xt, tuple(moved_shape[:nd - len(axes)]) + (-1,))
-    left = _exclusive_cumprod(flat)
-    right = flip(_exclusive_cumprod(flip(flat, axis=-1)), axis=-1)
-    others = reshape(left * right, moved_shape)
-    others = moveaxis(others, tuple(range(nd - len(axes), nd)), axes)
-    del rest
-    return g * _conj(others)
+    nd = x.ndim
+    moved = tuple(range(nd - len(axes), nd))
+    xt = xp.moveaxis(x, axes, moved)            # the reduced axes last, flattened into one
+    moved_shape = tuple(xt.shape)
+    flat = xp.reshape(xt, moved_shape[:nd - len(axes)] + (_count(x.shape, axes),))
+    left = _exclusive_cumprod(xp, flat)
+    right = xp.flip(_exclusive_cumprod(xp, xp.flip(flat, axis=-1)), axis=-1)
+    others = xp.moveaxis(xp.reshape(left * right, moved_shape), moved, axes)
+    return g * conj_(xp, others)
 
 
-def _exclusive_cumprod(x):
+def _exclusive_cumprod(xp, x):
     """[1, x0, x0 x1, ...] along the last axis (differentiable)."""
-    from gradtape.ops.creation import ones_like
-    from gradtape.ops.indexing import _getitem
-    from gradtape.ops.manipulation import concat
-    n = x.shape[-1]
-    if n == 0:
-        return x
-    one = ones_like(_getitem(x, (Ellipsis, slice(0, 1))))
-    if n == 1:
-        return one
-    return concat([one, cumulative_prod(_getitem(x, (Ellipsis, slice(0, n - 1))), axis=-1)], axis=-1)
+    return xp.cumulative_prod(x, axis=-1, include_initial=True)[..., :-1]
 
 
 @public(_prod)
@@ -157,15 +153,16 @@ def _mean_forward(xp, x, *, axis, keepdims=False):
     return xp.mean(x, axis=axis, keepdims=keepdims)
 
 
-_mean = defop("mean", _mean_forward, chapter="statistical", floating=True, domain=with_complex(_RED_DOMAIN))
+_mean = defop("mean", _mean_forward, chapter="statistical", floating=True, domain=with_complex(_RED_DOMAIN),
+              saves="inputs", batched=True)
 
 
 @_mean.gradient
-def _mean_grad(op, grad):
-    """The gradient of the sum, divided by the number of elements reduced."""
-    x = op.inputs[0]
-    n = _count(x.shape, op.attrs["axis"])
-    return _unreduce(grad, op) / builtins.max(n, 1)
+def _mean_grad(xp, op, grad):
+    """The gradient of the sum, divided by the number of elements reduced (the input is read for
+    its shape only)."""
+    n = _count(op.inputs[0].shape, op.attrs["axis"])
+    return _unreduce(xp, grad / builtins.max(n, 1), op)
 
 
 @public(_mean)
@@ -180,17 +177,18 @@ def _var_forward(xp, x, *, axis, correction=0.0, keepdims=False):
 
 
 _VAR_DOMAIN = _RED_DOMAIN[:-1] + [Case(REAL[4, 3], axis=0, correction=1)]
-_var = defop("var", _var_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN)
+_var = defop("var", _var_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN,
+             saves="inputs", batched=True)
 
 
 @_var.gradient
-def _var_grad(op, grad):
+def _var_grad(xp, op, grad):
     """d var = 2 (x - mean(x)) / (N - correction) dx."""
     x = op.inputs[0]
     axes = op.attrs["axis"]
     n = _count(x.shape, axes)
-    centred = x - mean(x, axis=axes, keepdims=True)
-    return _unreduce(grad, op) * centred * (2.0 / builtins.max(n - op.attrs["correction"], 1e-300))
+    centred = x - xp.mean(x, axis=axes, keepdims=True)
+    return _unreduce(xp, grad, op) * centred * (2.0 / builtins.max(n - op.attrs["correction"], 1e-300))
 
 
 @public(_var)
@@ -206,23 +204,23 @@ def _std_forward(xp, x, *, axis, correction=0.0, keepdims=False):
 
 _std = defop("std", _std_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN,
              convention="0 where the values are constant (std = 0): the subgradient of least norm; TF, "
-                        "PyTorch and JAX give NaN there")
+                        "PyTorch and JAX give NaN there", batched=True)
 
 
 @_std.gradient
-def _std_grad(op, grad):
+def _std_grad(xp, op, grad):
     """d std = (x - mean(x)) / ((N - correction) std) dx."""
     x = op.inputs[0]
     axes = op.attrs["axis"]
     n = _count(x.shape, axes)
     y = op.outputs[0]
     if not op.attrs["keepdims"]:
-        y = reshape(y, _keep_shape(x.shape, axes))
-    centred = x - mean(x, axis=axes, keepdims=True)
+        y = xp.reshape(y, _keep_shape(x.shape, axes))
+    centred = x - xp.mean(x, axis=axes, keepdims=True)
     # 0 for a zero grad; where std = 0 (constant values) the centred values are 0 and so is the
     # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's
-    return multiply_no_nan(xdivy(_unreduce(grad, op), y * builtins.max(n - op.attrs["correction"], 1e-300)),
-                           centred)
+    return xp.multiply_no_nan(
+        xp.xdivy(_unreduce(xp, grad, op), y * builtins.max(n - op.attrs["correction"], 1e-300)), centred)
 
 
 @public(_std)
@@ -232,21 +230,20 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     return apply1(_std, x, {"axis": axes, "correction": correction, "keepdims": bool(keepdims)})
 
 
-def _minmax_grad(op, grad, *, empty_gets_zero=False):
+def _minmax_grad(xp, op, grad, *, empty_gets_zero=False):
     """The gradient goes to the elements equal to the extremum, split evenly over ties (TF's
     _MinOrMaxGrad).  ``empty_gets_zero``: a slice where no element equals it (an all-NaN slice of
     nanmax) gets 0, not 0 / 0."""
-    from gradtape.ops.statistical import sum as _s
     x = op.inputs[0]
     axes = op.attrs["axis"]
     y = op.outputs[0]
     if not op.attrs["keepdims"]:
-        y = reshape(y, _keep_shape(x.shape, axes))
-    hit = astype(equal(x, y), x.dtype)
-    count = _s(hit, axis=axes, keepdims=True)
+        y = xp.reshape(y, _keep_shape(x.shape, axes))
+    hit = xp.astype(xp.equal(x, y), x.dtype)
+    count = xp.sum(hit, axis=axes, keepdims=True)
     if empty_gets_zero:
-        count = maximum(count, 1.0)
-    return _unreduce(grad, op) * hit / count
+        count = xp.maximum(count, 1.0)
+    return _unreduce(xp, grad, op) * hit / count
 
 
 def _max_forward(xp, x, *, axis, keepdims=False):
@@ -258,10 +255,10 @@ def _min_forward(xp, x, *, axis, keepdims=False):
 
 
 _max = defop("max", _max_forward, chapter="statistical", domain=_RED_DOMAIN,
-             convention="ties split the gradient evenly, as TF")
+             convention="ties split the gradient evenly, as TF", batched=True)
 _max.gradient(_minmax_grad)
 _min = defop("min", _min_forward, chapter="statistical", domain=_RED_DOMAIN,
-             convention="ties split the gradient evenly, as TF")
+             convention="ties split the gradient evenly, as TF", batched=True)
 _min.gradient(_minmax_grad)
 
 
@@ -285,17 +282,17 @@ def _cumsum_forward(xp, x, *, axis, include_initial=False):
 
 _cumsum = defop("cumulative_sum", _cumsum_forward, chapter="statistical",
                 domain=with_complex([Case(REAL[4], axis=0), Case(REAL[2, 3], axis=1),
-                                     Case(REAL[3, 2], axis=0, include_initial=True)]))
+                                     Case(REAL[3, 2], axis=0, include_initial=True)]),
+                saves=())
 
 
 @_cumsum.gradient
-def _cumsum_grad(op, grad):
+def _cumsum_grad(xp, op, grad):
     """The reversed cumulative sum of the gradient (dropping the initial slot if included)."""
-    from gradtape.ops.indexing import _getitem
     axis = op.attrs["axis"]
     if op.attrs["include_initial"]:
-        grad = _getitem(grad, (slice(None),) * axis + (slice(1, None),))
-    return flip(cumulative_sum(flip(grad, axis=axis), axis=axis), axis=axis)
+        grad = grad[(slice(None),) * axis + (slice(1, None), Ellipsis)]
+    return _rev_cumsum(xp, grad, axis)
 
 
 @public(_cumsum)
@@ -331,12 +328,13 @@ _cumprod = defop("cumulative_prod", _cumprod_forward, chapter="statistical",
                  convention="exact with zeros in the input (no division by a zero element)")
 
 
-def _rev_cumsum(t, axis):
-    return flip(cumulative_sum(flip(t, axis=axis), axis=axis), axis=axis)
+def _rev_cumsum(xp, t, axis):
+    """The cumulative sum of ``t`` along ``axis`` from the end."""
+    return xp.flip(xp.cumulative_sum(xp.flip(t, axis=axis), axis=axis), axis=axis)
 
 
 @_cumprod.gradient
-def _cumprod_grad(op, grad):
+def _cumprod_grad(xp, op, grad):
     """d y_j / d x_i = prod_{k <= j, k != i} x_k for j >= i, exactly, zeros included:
 
     * before the first zero of a slice, x_i != 0 and the sum is rev_cumsum(grad * conj(y)) / conj(x);
@@ -344,24 +342,21 @@ def _cumprod_grad(op, grad):
       that zero replaced by 1 (so y'_j = prod_{k <= j, k != z} x_k for j >= z);
     * after it, every product contains x_z = 0: the gradient is 0.
     """
-    from gradtape.ops.creation import ones_like, zeros_like
-    from gradtape.ops.indexing import _getitem
-    from gradtape.ops.searching import where
     axis = op.attrs["axis"]
     y = op.outputs[0]
     if op.attrs["include_initial"]:
-        grad = _getitem(grad, (slice(None),) * axis + (slice(1, None),))
-        y = _getitem(y, (slice(None),) * axis + (slice(1, None),))
+        key = (slice(None),) * axis + (slice(1, None), Ellipsis)
+        grad = grad[key]
+        y = y[key]
     x = op.inputs[0]
-    zero = equal(x, 0)
-    zeros_so_far = cumulative_sum(astype(zero, _dt.int32), axis=axis)
-    before = equal(zeros_so_far, 0)                       # no zero at or before i
-    first = zero & equal(zeros_so_far, 1)                 # the first zero of the slice
-    ones = ones_like(x)
-    g_before = _rev_cumsum(grad * _conj(y), axis) / _conj(where(before, x, ones))
-    y_first = cumulative_prod(where(first, ones, x), axis=axis)
-    g_first = _rev_cumsum(grad * _conj(y_first), axis)
-    return where(before, g_before, where(first, g_first, zeros_like(g_first)))
+    zero = xp.equal(x, 0)
+    zeros_so_far = xp.cumulative_sum(xp.astype(zero, xp.int32), axis=axis)
+    before = xp.equal(zeros_so_far, 0)                    # no zero at or before i
+    first = zero & xp.equal(zeros_so_far, 1)              # the first zero of the slice
+    g_before = _rev_cumsum(xp, grad * conj_(xp, y), axis) / conj_(xp, xp.where(before, x, 1.0))
+    y_first = xp.cumulative_prod(xp.where(first, 1.0, x), axis=axis)
+    g_first = _rev_cumsum(xp, grad * conj_(xp, y_first), axis)
+    return xp.where(before, g_before, xp.where(first, g_first, 0.0))
 
 
 @public(_cumprod)
@@ -375,21 +370,3 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
         axis = 0
     x = _in_result_dtype(x, dtype)
     return apply1(_cumprod, x, {"axis": _axes(axis, x.ndim)[0], "include_initial": bool(include_initial)})
-
-
-_ = sqrt  # re-exported helpers used by other chapters
-
-
-# --------------------------------------------------------------------------- native vjps
-# (see OpDef.defvjp: the rules above on native arrays; ``g`` may carry leading batch axes)
-def _unreduce_native(xp, g, shape, axis, keepdims):
-    shape = tuple(shape)
-    lead = tuple(g.shape[:g.ndim - (len(shape) if keepdims else len(shape) - len(axis))])
-    if not keepdims:
-        g = xp.reshape(g, lead + _keep_shape(shape, axis))
-    return xp.broadcast_to(g, lead + shape)
-
-
-_sum.defvjp(lambda xp, g, y, x, *, axis, keepdims=False: _unreduce_native(xp, g, x.shape, axis, keepdims))
-_mean.defvjp(lambda xp, g, y, x, *, axis, keepdims=False: _unreduce_native(
-    xp, g / builtins.max(_count(x.shape, axis), 1), x.shape, axis, keepdims))
