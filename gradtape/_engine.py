@@ -505,31 +505,32 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
         if consume:
             nodes[idx] = None           # the node's saved values go with the last reference
         op, in_ids, inputs, _, oids, _, b = n
-        if len(oids) == 1:
+        single = len(oids) == 1
+        if single:
             o = oids[0]
             g = get(o) if o in keep else pop(o, None)
             if g is None:
                 continue
-            gs = (g,)
         else:
             gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in oids]
-            if all(g is None for g in gs):
+            if all(h is None for h in gs):
                 continue
-            g = next(g for g in gs if g is not None)
+            g = next(h for h in gs if h is not None)
         rule = op._grad
         if rule is None:
             raise LookupError(f"gradient registry has no entry for: {op.name}")
-        on_native = False
         if native and op.xp_rule:
             if b is not last_b:
                 last_b = b
                 reals = _real_natives(b)
                 xp_native = native_namespace(b)
-            on_native = g.dtype in reals and (len(gs) == 1 or all(h is None or h.dtype in reals for h in gs))
+            on_native = g.dtype in reals if single else all(h is None or h.dtype in reals for h in gs)
+        else:
+            on_native = False
         if nb and not (on_native and op.batched):
             raise NotBatchable(op.name)
         if on_native:
-            if len(gs) == 1:
+            if single:
                 in_grads = rule(xp_native, n, g)
             else:
                 if any(h is None for h in gs):
@@ -538,20 +539,25 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                     gs = [xp_native.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
                 in_grads = rule(xp_native, n, *gs)
             if in_grads.__class__ is not tuple:
-                in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
-            if len(in_grads) != len(in_ids):
-                _wrong_count(op, in_grads, in_ids)
+                in_grads = tuple(in_grads) if in_grads.__class__ is list else (in_grads,)
             k = 0
-            for i in in_ids:
-                gi = in_grads[k]
-                if gi is not None and i and i in reach:
-                    v = inputs[k]
-                    if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
-                        gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
-                    prev = get(i)
-                    grads[i] = gi if prev is None else prev + gi
-                k += 1
+            try:
+                for i in in_ids:
+                    gi = in_grads[k]
+                    if gi is not None and i and i in reach:
+                        v = inputs[k]
+                        if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
+                            gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
+                        prev = get(i)
+                        grads[i] = gi if prev is None else prev + gi
+                    k += 1
+            except IndexError:
+                _wrong_count(op, in_grads, in_ids)
+            if len(in_grads) != k:
+                _wrong_count(op, in_grads, in_ids)
             continue
+        if single:
+            gs = (g,)
         xp = tensor_namespace()
         view = TensorOp(n)
         if native:

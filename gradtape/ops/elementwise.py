@@ -153,8 +153,9 @@ multiply = binary("multiply", (REAL, REAL), complex=True, saves="inputs")
 def _multiply_grad(xp, op, grad):
     """d(x1 x2) = x2 dx1 + x1 dx2, so (grad * conj(x2), grad * conj(x1))."""
     x1, x2 = op.inputs
-    return (grad * conj_(xp, x2) if op.needs_grad(0) else None,
-            grad * conj_(xp, x1) if op.needs_grad(1) else None)
+    # (a Python float operand, the common scale, is real: no conj_ call)
+    return (grad * (x2 if x2.__class__ is float else conj_(xp, x2)) if op.needs_grad(0) else None,
+            grad * (x1 if x1.__class__ is float else conj_(xp, x1)) if op.needs_grad(1) else None)
 
 
 divide = binary("divide", (REAL, NONZERO), complex=True)
