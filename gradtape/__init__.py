@@ -52,7 +52,7 @@ from gradtape.ops.manipulation import (  # noqa: F401
 from gradtape.ops.statistical import (  # noqa: F401
     cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum, var,
 )
-from gradtape.ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
+from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
 from gradtape.ops.indexing import take, take_along_axis  # noqa: F401
 from gradtape.ops.searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where  # noqa: F401
 from gradtape.ops.sorting import *  # noqa: F403  (each chapter's __all__)
@@ -60,7 +60,8 @@ from gradtape.ops.sets import *  # noqa: F403
 from gradtape.ops.utility import *  # noqa: F403
 from gradtape.ops.data_types import *  # noqa: F403
 from gradtape.ops.inspection import *  # noqa: F403
-from gradtape.ops import fft, linalg  # noqa: F401  (the extensions: gt.linalg.*, gt.fft.*)
+from gradtape.ops import fft  # noqa: F401  (the extensions: gt.fft.*, gt.linalg.*)
+from gradtape.ops import linalg_extension as linalg  # noqa: F401
 from gradtape.ops import special  # noqa: F401  (gt.special.*: what SciPy's array-API dispatch looks up)
 from gradtape.ops.nan_functions import *  # noqa: F403  (nansum, nanmean, ...: what xarray looks up)
 from gradtape.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from gradtape.dtypes import isdtype
 from gradtape.ops.creation import arange, asarray
 from gradtape.ops.indexing import take
-from gradtape.ops.linear_algebra import matmul
+from gradtape.ops.linear_algebra_functions import matmul
 from gradtape.ops.manipulation import broadcast_to, concat, expand_dims, permute_dims, reshape, stack, tile
 from gradtape.ops.statistical import max as _max
 from gradtape.ops.statistical import mean, prod

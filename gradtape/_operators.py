@@ -12,7 +12,7 @@ from gradtape import tensor as _tensor
 from gradtape.ops import elementwise as E
 from gradtape.ops.creation import to_device as _to_device
 from gradtape.ops.indexing import _getitem, _native_key, _setitem
-from gradtape.ops.linear_algebra import matmul, matrix_transpose
+from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose
 from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape, stack
 from gradtape.tensor import Tensor, Variable, convert_to_tensor
 

@@ -27,7 +27,7 @@ from gradtape import random as _random
 from gradtape.module import Module, camel_to_snake
 from gradtape.ops.elementwise import abs as _abs
 from gradtape.ops.elementwise import astype, exp, square
-from gradtape.ops.linear_algebra import matmul
+from gradtape.ops.linear_algebra_functions import matmul
 from gradtape.ops.manipulation import expand_dims, reshape
 from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, Variable, convert_to_tensor

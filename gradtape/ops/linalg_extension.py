@@ -56,7 +56,7 @@ from gradtape._rule_namespace import tensor_namespace
 from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import astype, conj_, is_complex
-from gradtape.ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot
+from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot
 from gradtape.ops.statistical import _axes
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
