@@ -4,6 +4,7 @@ Built-in adapters are named by module path and imported only when first asked fo
 ``import gradtape`` with the NumPy backend never imports torch or jax.  Third-party packages add
 backends through the entry-point group ``gradtape.backends`` (``name = "pkg.module:BackendClass"``).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,8 +20,7 @@ _BUILTIN = {
     "numpy": ("gradtape.backends.numpy", "NumpyBackend", "numpy", "numpy"),
     "torch": ("gradtape.backends.torch", "TorchBackend", "torch", "gradtape[torch]"),
     "jax": ("gradtape.backends.jax", "JaxBackend", "jax", "gradtape[jax]"),
-    "array_api_strict": ("gradtape.backends.array_api_strict", "StrictBackend", "array_api_strict",
-                         "gradtape[strict]"),
+    "array_api_strict": ("gradtape.backends.array_api_strict", "StrictBackend", "array_api_strict", "gradtape[strict]"),
 }
 _ALIASES = {"np": "numpy", "pytorch": "torch", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
 
@@ -53,6 +53,7 @@ def _plugin_table():
         table = {}
         try:
             from importlib.metadata import entry_points
+
             for ep in entry_points(group="gradtape.backends"):
                 if ep.name not in _BUILTIN:
                     table[ep.name] = ep
@@ -84,7 +85,7 @@ def available_backends():
     for n, ep in _plugin_table().items():
         if n in _BUILTIN:
             continue
-        if not _is_entry_point(ep):          # registered by hand: a class or an instance
+        if not _is_entry_point(ep):  # registered by hand: a class or an instance
             names.append(n)
             continue
         mod = getattr(ep, "module", None) or ep.value.split(":")[0]
@@ -102,7 +103,7 @@ def get(name) -> Backend:
     inst = _instances.get(name)
     if inst is not None:
         return inst
-    if isinstance(name, str) and ":" in name:         # a spec such as "torch:cuda": the backend part
+    if isinstance(name, str) and ":" in name:  # a spec such as "torch:cuda": the backend part
         return get(name.partition(":")[0])
     with _lock:
         key = _ALIASES.get(name, name)
@@ -120,7 +121,8 @@ def _create(name) -> Backend:
         if not _importable(lib):
             raise ImportError(
                 f"gradtape backend {name!r} needs the {lib!r} package, which is not installed here; "
-                f"install it with `pip install {extra}`")
+                f"install it with `pip install {extra}`"
+            )
         obj = getattr(importlib.import_module(module), cls)
     elif name in _plugin_table():
         obj = _plugin_table()[name]
@@ -128,14 +130,17 @@ def _create(name) -> Backend:
             try:
                 obj = obj.load()
             except ImportError as e:
-                raise ImportError(f"gradtape backend plugin {name!r} ({obj.value}) failed to import: {e}; "
-                                  "is the package that provides it installed completely?") from e
+                raise ImportError(
+                    f"gradtape backend plugin {name!r} ({obj.value}) failed to import: {e}; "
+                    "is the package that provides it installed completely?"
+                ) from e
     else:
         raise ValueError(
             f"unknown gradtape backend {name!r}; known backends: {', '.join(known_backends())} "
             f"(installed here: {', '.join(available_backends())}). The built-in ones install with "
             "`pip install gradtape[torch]`, `gradtape[jax]`, `gradtape[strict]`; a third-party backend "
-            "registers itself in the entry-point group 'gradtape.backends' when its package is installed.")
+            "registers itself in the entry-point group 'gradtape.backends' when its package is installed."
+        )
     inst = obj() if isinstance(obj, type) else obj
     if not isinstance(inst, Backend):
         raise TypeError(f"backend {name!r} must be a gradtape.backends.Backend, got {type(inst).__name__}")

@@ -30,6 +30,7 @@ The contract, in short (``x`` is always a *native* array of the backend):
 ``native_grad(f, *xs)``   gradients of ``sum(f(*xs))`` by the library's own autodiff, where it has one
 ========================  ==========================================================================
 """
+
 from __future__ import annotations
 
 import math
@@ -147,8 +148,10 @@ class Backend:
             return "cpu"
         if isinstance(device, str) and device.strip().lower() in ("cpu", "cpu:0"):
             return "cpu"
-        raise ValueError(f"backend {self.name!r} has no device {device!r}; it runs on 'cpu' only "
-                         "(use the torch or jax backend for GPUs)")
+        raise ValueError(
+            f"backend {self.name!r} has no device {device!r}; it runs on 'cpu' only "
+            "(use the torch or jax backend for GPUs)"
+        )
 
     def device_of(self, x):
         """The native device of a native array."""
@@ -176,7 +179,7 @@ class Backend:
         """Hook of :meth:`to_device`: ``x`` on the native ``device``.  This default is a CPU-only
         library's: ``x`` itself on the CPU, an error elsewhere (as ``array_api_compat.to_device``)."""
         if device != "cpu":
-            self.parse_device(device)       # raises: not a device of this library
+            self.parse_device(device)  # raises: not a device of this library
         return x
 
     # ------------------------------------------------------------------ conversion
@@ -255,11 +258,11 @@ class Backend:
         """The error function, elementwise (float32/float64).  This fallback goes through the host."""
         try:
             from scipy.special import erf as _erf
+
             host = np.asarray(_erf(self.to_numpy(x)))
         except ImportError:  # pragma: no cover - scipy is optional
             host = np.vectorize(math.erf, otypes=[np.float64])(self.to_numpy(x))
-        return self.asarray(host.astype(np.dtype(self.dtype_of(x).name), copy=False),
-                            device=self.device_of(x))
+        return self.asarray(host.astype(np.dtype(self.dtype_of(x).name), copy=False), device=self.device_of(x))
 
     def vmap(self, fn, in_axes=0, out_axes=0):
         """``fn`` mapped over the ``in_axes`` of its native arguments (the library's vmap)."""

@@ -19,6 +19,7 @@ Devices: ``"cpu"`` (array_api_strict's ``CPU_DEVICE``) and the library's test de
 and ``"device2"``, which behave as separate devices (mixing them is an error), so device handling
 can be tested without a GPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,7 @@ TARGET_API_VERSION = "2025.12"
 class StrictBackend(Backend):
     name = "array_api_strict"
     install_hint = "pip install gradtape[strict]"
-    python_scalars = True          # the 2024.12 standard allows Python scalars in binary functions
+    python_scalars = True  # the 2024.12 standard allows Python scalars in binary functions
     #: indexing keys the standard leaves unspecified but gradtape's API offers on every backend
     #: (integer arrays mixed with slices, ``...`` or ``None``) are computed on the host; set False
     #: to have array_api_strict refuse them, as it does for its own arrays
@@ -48,9 +49,12 @@ class StrictBackend(Backend):
     def load(self):
         import array_api_strict as xp
         from array_api_strict import _flags
-        if ("ARRAY_API_STRICT_API_VERSION" not in os.environ
-                and xp.get_array_api_strict_flags()["api_version"] == getattr(_flags, "default_version", None)
-                and TARGET_API_VERSION in getattr(_flags, "supported_versions", (TARGET_API_VERSION,))):
+
+        if (
+            "ARRAY_API_STRICT_API_VERSION" not in os.environ
+            and xp.get_array_api_strict_flags()["api_version"] == getattr(_flags, "default_version", None)
+            and TARGET_API_VERSION in getattr(_flags, "supported_versions", (TARGET_API_VERSION,))
+        ):
             xp.set_array_api_strict_flags(api_version=TARGET_API_VERSION)
         self._strict = xp
         self.array_type = type(xp.asarray(0))
@@ -68,16 +72,19 @@ class StrictBackend(Backend):
         if isinstance(device, xp.Device):
             return device
         if not isinstance(device, str):
-            raise TypeError(f"backend 'array_api_strict': a device is a string ('cpu', 'device1') or an "
-                            f"array_api_strict.Device, not {type(device).__name__}")
+            raise TypeError(
+                f"backend 'array_api_strict': a device is a string ('cpu', 'device1') or an "
+                f"array_api_strict.Device, not {type(device).__name__}"
+            )
         s = device.strip()
         if s.lower() in ("cpu", "cpu:0", "cpu_device"):
             return self._cpu
         try:
             return xp.Device(s)
         except ValueError:
-            raise ValueError(f"backend 'array_api_strict' has no device {device!r} (devices: "
-                             f"{self.devices()})") from None
+            raise ValueError(
+                f"backend 'array_api_strict' has no device {device!r} (devices: {self.devices()})"
+            ) from None
 
     def device_of(self, x):
         return x.device
@@ -110,7 +117,7 @@ class StrictBackend(Backend):
         """``x[key]`` by array_api_strict; keys it refuses that NumPy takes go through the host."""
         try:
             return x[key]
-        except (IndexError, RuntimeError) as e:      # RuntimeError: masks on the test devices
+        except (IndexError, RuntimeError) as e:  # RuntimeError: masks on the test devices
             if not self.host_indexing:
                 raise
             try:
@@ -138,7 +145,7 @@ class StrictBackend(Backend):
             try:
                 out[key] = value
                 return out
-            except (IndexError, RuntimeError):   # RuntimeError: masks on the test devices
+            except (IndexError, RuntimeError):  # RuntimeError: masks on the test devices
                 if not self.host_indexing:
                     raise
         host = np.array(self.to_numpy(x), copy=True)

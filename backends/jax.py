@@ -9,6 +9,7 @@ Devices: ``"cpu"``, ``"gpu"``/``"cuda"`` (the first GPU), ``"gpu:1"``/``"cuda:1"
 ``jax.Device`` passes through.  ``Tensor.device`` reads ``"cpu"`` or ``"gpu:N"``.  The default device
 is JAX's own (``jax.devices()[0]``: the GPU where one is present).
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,6 +36,7 @@ def _shape_errors_are_value_errors(fn):
             if any(w in str(e) for w in _SHAPE_WORDS):
                 raise ValueError(str(e)) from e
             raise
+
     functools.update_wrapper(f, fn)
     return f
 
@@ -42,26 +44,28 @@ def _shape_errors_are_value_errors(fn):
 def _fast_reduction(fn):
     """``fn(x, axis=..., keepdims=...)`` with the axes normalised and passed positionally: JAX's jitted
     functions take noticeably longer per call for keyword and tuple arguments (same result)."""
+
     def f(x, /, *, axis=None, keepdims=False, **kwargs):
         if kwargs or keepdims:
             return fn(x, axis=axis, keepdims=keepdims, **kwargs)
         if axis.__class__ is tuple:
             n = x.ndim
             if len(axis) == n and axis and {a + n if a < 0 else a for a in axis} == set(range(n)):
-                axis = None             # every axis, once each (else JAX reports the bad axes)
+                axis = None  # every axis, once each (else JAX reports the bad axes)
             elif len(axis) == 1:
                 axis = axis[0]
         return fn(x) if axis is None else fn(x, axis)
+
     functools.update_wrapper(f, fn)
     return f
 
 
 def _namespace(jnp):
     """``jax.numpy``, with shape mismatches reported as ValueError."""
-    ns = types.ModuleType("gradtape.backends.jax.xp", "jax.numpy, with shape mismatches reported as "
-                          "ValueError")
-    ns.__dict__.update({k: v for k, v in vars(jnp).items() if k not in ("__name__", "__doc__", "__spec__",
-                                                                        "__loader__", "__path__")})
+    ns = types.ModuleType("gradtape.backends.jax.xp", "jax.numpy, with shape mismatches reported as ValueError")
+    ns.__dict__.update(
+        {k: v for k, v in vars(jnp).items() if k not in ("__name__", "__doc__", "__spec__", "__loader__", "__path__")}
+    )
     for name in _SHAPE_CHECKED:
         setattr(ns, name, _shape_errors_are_value_errors(getattr(jnp, name)))
     for name in ("sum", "prod", "mean", "max", "min"):
@@ -72,20 +76,22 @@ def _namespace(jnp):
 class JaxBackend(Backend):
     name = "jax"
     install_hint = "pip install gradtape[jax]"
-    python_scalars = True          # JAX's weak types keep the array's dtype
+    python_scalars = True  # JAX's weak types keep the array's dtype
     supports_vmap = True
     supports_native_grad = True
 
     def load(self):
         import jax
+
         if not jax.config.read("jax_enable_x64"):
             jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
+
         self._jax = jax
         self._jnp = jnp
         self._default_device = None
         self.array_type = type(jnp.zeros(()))
-        self._abstract = jax.Array         # tracers (inside vmap/grad) are jax.Arrays too
+        self._abstract = jax.Array  # tracers (inside vmap/grad) are jax.Arrays too
         return _namespace(jnp)
 
     def _extra_dtype_aliases(self):
@@ -117,8 +123,9 @@ class JaxBackend(Backend):
         if isinstance(device, jax.Device):
             return device
         if not isinstance(device, str):
-            raise TypeError(f"backend 'jax': a device is a string ('cpu', 'gpu:0') or a jax.Device, "
-                            f"not {type(device).__name__}")
+            raise TypeError(
+                f"backend 'jax': a device is a string ('cpu', 'gpu:0') or a jax.Device, not {type(device).__name__}"
+            )
         kind, _, idx = device.strip().lower().partition(":")
         kind = _ALIASES.get(kind, kind)
         devs = self._platform_devices(kind) if kind in ("cpu", "gpu", "tpu") else []
@@ -133,7 +140,7 @@ class JaxBackend(Backend):
         except Exception:  # a tracer, or an array sharded over several devices
             try:
                 ds = x.devices()
-            except Exception:   # a tracer has no devices (jax.errors.ConcretizationTypeError)
+            except Exception:  # a tracer has no devices (jax.errors.ConcretizationTypeError)
                 ds = ()
             return next(iter(ds)) if len(ds) == 1 else self.default_device()
 
@@ -178,6 +185,7 @@ class JaxBackend(Backend):
 
     def erf(self, x):
         from jax.scipy.special import erf
+
         return erf(x)
 
     def vmap(self, fn, in_axes=0, out_axes=0):
@@ -195,6 +203,7 @@ class JaxBackend(Backend):
             if self._jnp.iscomplexobj(out):
                 raise TypeError("native_grad needs a real-valued function")
             return self._jnp.sum(out)
+
         grads = jax.grad(total, argnums=tuple(range(len(diff))))(*[args[i] for i in diff]) if diff else ()
         res = [None] * len(args)
         for i, g in zip(diff, grads):

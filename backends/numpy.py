@@ -1,5 +1,6 @@
 """The NumPy backend, gradtape's embedded default.  NumPy 2 follows the Array API standard
 closely; ``array_api_compat.numpy`` fills the remaining gaps."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,6 +28,7 @@ class NumpyBackend(Backend):
 
     def load(self):
         import array_api_compat.numpy as xp
+
         return xp
 
     def _extra_dtype_aliases(self):
@@ -47,8 +49,13 @@ class NumpyBackend(Backend):
 
     def update_inplace(self, name, x, delta):
         # a view keeps its base alive (so the base's refcount shows it); x itself must own its data
-        if x.__class__ is np.ndarray and x.base is None and x.flags.writeable and \
-                delta.__class__ is np.ndarray and delta.dtype == x.dtype:
+        if (
+            x.__class__ is np.ndarray
+            and x.base is None
+            and x.flags.writeable
+            and delta.__class__ is np.ndarray
+            and delta.dtype == x.dtype
+        ):
             (np.add if name == "add" else np.subtract)(x, delta, out=x)
             return True
         return False

@@ -10,6 +10,7 @@ Devices: ``"cpu"``, ``"cuda"`` (the current CUDA device), ``"cuda:1"``; ``"gpu"`
 accepted as synonyms.  A ``torch.device`` passes through.  ``Tensor.device`` reads ``"cpu"`` or
 ``"cuda:N"``.
 """
+
 from __future__ import annotations
 
 import types
@@ -21,18 +22,28 @@ from ._protocol import Backend
 # name: (torch function name, compat turns a scalar x1 into a tensor, ... a scalar x2)
 # (from array_api_compat/torch/_aliases.py: where compat converts scalars, torch rejects them)
 _BINARY = {
-    "add": ("add", False, False), "subtract": ("subtract", False, False),
-    "multiply": ("multiply", False, False), "divide": ("divide", False, False),
-    "pow": ("pow", False, False), "remainder": ("remainder", False, False),
+    "add": ("add", False, False),
+    "subtract": ("subtract", False, False),
+    "multiply": ("multiply", False, False),
+    "divide": ("divide", False, False),
+    "pow": ("pow", False, False),
+    "remainder": ("remainder", False, False),
     "floor_divide": ("floor_divide", False, False),
-    "maximum": ("maximum", True, True), "minimum": ("minimum", True, True),
-    "equal": ("eq", True, False), "not_equal": ("not_equal", True, False),
-    "greater": ("greater", True, False), "greater_equal": ("greater_equal", True, False),
-    "less": ("less", True, False), "less_equal": ("less_equal", True, False),
-    "atan2": ("atan2", True, True), "hypot": ("hypot", True, True),
-    "logaddexp": ("logaddexp", True, True), "copysign": ("copysign", True, False),
+    "maximum": ("maximum", True, True),
+    "minimum": ("minimum", True, True),
+    "equal": ("eq", True, False),
+    "not_equal": ("not_equal", True, False),
+    "greater": ("greater", True, False),
+    "greater_equal": ("greater_equal", True, False),
+    "less": ("less", True, False),
+    "less_equal": ("less_equal", True, False),
+    "atan2": ("atan2", True, True),
+    "hypot": ("hypot", True, True),
+    "logaddexp": ("logaddexp", True, True),
+    "copysign": ("copysign", True, False),
     "nextafter": ("nextafter", True, True),
-    "logical_and": ("logical_and", True, True), "logical_or": ("logical_or", True, True),
+    "logical_and": ("logical_and", True, True),
+    "logical_or": ("logical_or", True, True),
     "logical_xor": ("logical_xor", True, True),
 }
 
@@ -51,6 +62,7 @@ def _fast_binary(torch, fn, slow, scalar_x1_slow, scalar_x2_slow):
         elif x2.__class__ is T and not scalar_x1_slow and x1.__class__ in (float, int):
             return fn(x1, x2)
         return slow(x1, x2)
+
     f.__name__ = f.__qualname__ = slow.__name__
     f.__doc__ = slow.__doc__
     return f
@@ -59,8 +71,11 @@ def _fast_binary(torch, fn, slow, scalar_x1_slow, scalar_x2_slow):
 def _namespace(torch):
     """``array_api_compat.torch`` with direct torch calls on its hot paths (same semantics)."""
     import array_api_compat.torch as compat
-    ns = types.ModuleType("gradtape.backends.torch.xp", "array_api_compat.torch, with direct torch "
-                          "calls where compat's wrapper would be a no-op")
+
+    ns = types.ModuleType(
+        "gradtape.backends.torch.xp",
+        "array_api_compat.torch, with direct torch calls where compat's wrapper would be a no-op",
+    )
     ns.__dict__.update({k: v for k, v in vars(compat).items() if not k.startswith("__")})
     ns.__array_api_version__ = compat.__array_api_version__
     ns.__array_namespace_info__ = compat.__array_namespace_info__
@@ -73,6 +88,7 @@ def _namespace(torch):
             if x1.__class__ is T and x2.__class__ is T and x1.dtype is x2.dtype:
                 return f(x1, x2, **kw)
             return slow(x1, x2, **kw)
+
         g.__name__ = g.__qualname__ = slow.__name__
         g.__doc__ = slow.__doc__
         return g
@@ -83,30 +99,39 @@ def _namespace(torch):
         if x1.__class__ is T and x2.__class__ is T and x1.dtype is x2.dtype:
             return torch.tensordot(x1, x2, dims=axes)
         return compat.tensordot(x1, x2, axes=axes)
+
     ns.tensordot = tensordot
 
     def vecdot(x1, x2, /, *, axis=-1):
         # torch.linalg.vecdot conjugates x1 as the standard does; with a negative axis, moving the
         # axis last before broadcasting (compat's way) and after it are the same thing.  It takes
         # floating and complex tensors only (compat's matmul also integers)
-        if axis < 0 and x1.__class__ is T and x2.__class__ is T and x1.dtype is x2.dtype and \
-                (x1.dtype.is_floating_point or x1.dtype.is_complex):
+        if (
+            axis < 0
+            and x1.__class__ is T
+            and x2.__class__ is T
+            and x1.dtype is x2.dtype
+            and (x1.dtype.is_floating_point or x1.dtype.is_complex)
+        ):
             if x1.shape[axis] != x2.shape[axis]:
                 raise ValueError("x1 and x2 must have the same size along the given axis")
             return torch.linalg.vecdot(x1, x2, dim=axis)
         return compat.vecdot(x1, x2, axis=axis)
+
     ns.vecdot = vecdot
 
     def where(condition, x1, x2, /):
         if x1.__class__ is T and x2.__class__ is T and x1.dtype is x2.dtype:
             return torch.where(condition, x1, x2)
         return compat.where(condition, x1, x2)
+
     ns.where = where
 
     def expand_dims(x, /, axis):
         if axis.__class__ is int:
             return torch.unsqueeze(x, axis)
         return compat.expand_dims(x, axis=axis)
+
     ns.expand_dims = expand_dims
 
     def squeeze(x, /, axis):
@@ -115,10 +140,12 @@ def _namespace(torch):
                 raise ValueError("squeezed dimensions must be equal to 1")
             return torch.squeeze(x, axis)
         return compat.squeeze(x, axis=axis)
+
     ns.squeeze = squeeze
 
     def permute_dims(x, /, axes):
         return torch.permute(x, axes)
+
     ns.permute_dims = permute_dims
     return ns
 
@@ -137,7 +164,7 @@ class TorchBackend(Backend):
     python_scalars = True
     supports_vmap = True
     supports_native_grad = True
-    floating_ints_to_float32 = True      # (torch's default dtype, float32: sin(int) is float32)
+    floating_ints_to_float32 = True  # (torch's default dtype, float32: sin(int) is float32)
 
     def __init__(self):
         super().__init__()
@@ -145,6 +172,7 @@ class TorchBackend(Backend):
 
     def load(self):
         import torch
+
         self._torch = torch
         self.array_type = torch.Tensor
         self._cpu = torch.device("cpu")
@@ -169,15 +197,18 @@ class TorchBackend(Backend):
         if isinstance(device, torch.device):
             return device
         if not isinstance(device, str):
-            raise TypeError(f"backend 'torch': a device is a string ('cpu', 'cuda:1') or a torch.device, "
-                            f"not {type(device).__name__}")
+            raise TypeError(
+                f"backend 'torch': a device is a string ('cpu', 'cuda:1') or a torch.device, "
+                f"not {type(device).__name__}"
+            )
         kind, _, idx = device.strip().lower().partition(":")
         if kind == "cpu":
             return self._cpu
         if kind in ("cuda", "gpu"):
             if not torch.cuda.is_available():
-                raise ValueError(f"backend 'torch' has no device {device!r}: CUDA is not available here "
-                                 f"(devices: {self.devices()})")
+                raise ValueError(
+                    f"backend 'torch' has no device {device!r}: CUDA is not available here (devices: {self.devices()})"
+                )
             i = int(idx) if idx else torch.cuda.current_device()
             if not 0 <= i < torch.cuda.device_count():
                 raise ValueError(f"backend 'torch' has no device {device!r} (devices: {self.devices()})")
@@ -214,7 +245,7 @@ class TorchBackend(Backend):
     def _cast_and_move(self, x, native_dtype, device):
         if (native_dtype is None or x.dtype == native_dtype) and (device is None or x.device == device):
             return x
-        return x.to(device=device, dtype=native_dtype)      # one call, one copy at most
+        return x.to(device=device, dtype=native_dtype)  # one call, one copy at most
 
     def _new_array(self, value, native_dtype, device):
         """NumPy arrays share memory through ``torch.from_numpy`` (read-only or negatively strided
@@ -246,8 +277,14 @@ class TorchBackend(Backend):
 
     def update_inplace(self, name, x, delta):
         torch = self._torch
-        if x.__class__ is not torch.Tensor or x._base is not None or x.requires_grad or \
-                delta.__class__ is not torch.Tensor or delta.dtype != x.dtype or delta.device != x.device:
+        if (
+            x.__class__ is not torch.Tensor
+            or x._base is not None
+            or x.requires_grad
+            or delta.__class__ is not torch.Tensor
+            or delta.dtype != x.dtype
+            or delta.device != x.device
+        ):
             return False
         try:
             use_count = torch._C._storage_Use_Count
@@ -272,7 +309,7 @@ class TorchBackend(Backend):
 
     def fix_output(self, out):
         torch = self._torch
-        if isinstance(out, torch.Tensor):       # a subclass (nn.Parameter) or a tensor needing grad
+        if isinstance(out, torch.Tensor):  # a subclass (nn.Parameter) or a tensor needing grad
             return out.detach().as_subclass(torch.Tensor)
         return torch.as_tensor(np.asarray(out))
 
@@ -305,8 +342,11 @@ class TorchBackend(Backend):
         torch = self._torch
         flat = self._flat_positions(base.shape, key, base.device)
         idx = flat.reshape(-1)
-        vals = torch.broadcast_to(values, flat.shape).reshape(-1) if isinstance(values, torch.Tensor) \
+        vals = (
+            torch.broadcast_to(values, flat.shape).reshape(-1)
+            if isinstance(values, torch.Tensor)
             else torch.full((idx.numel(),), values, dtype=base.dtype, device=base.device)
+        )
         b = base.reshape(-1)
         out = b.index_add(0, idx, vals) if accumulate else b.index_copy(0, idx, vals)
         return out.reshape(base.shape)
@@ -323,12 +363,11 @@ class TorchBackend(Backend):
         elif values.dtype != nd:
             values = values.to(nd)
         zeros = torch.zeros(tuple(shape), dtype=nd, device=dev)
-        if not _negative_step(key) and all(k is None or k is Ellipsis or k.__class__ in (int, slice)
-                                           for k in key):
+        if not _negative_step(key) and all(k is None or k is Ellipsis or k.__class__ in (int, slice) for k in key):
             try:
                 zeros[key] = values
                 return zeros
-            except RuntimeError as e:       # a batched value inside torch.func.vmap
+            except RuntimeError as e:  # a batched value inside torch.func.vmap
                 if "vmap" not in str(e):
                     raise
                 zeros = torch.zeros(tuple(shape), dtype=nd, device=dev)
@@ -343,7 +382,7 @@ class TorchBackend(Backend):
             try:
                 out[key] = value
                 return out
-            except RuntimeError as e:       # a batched value inside torch.func.vmap
+            except RuntimeError as e:  # a batched value inside torch.func.vmap
                 if "vmap" not in str(e):
                     raise
         return self._scatter(x, key, value, accumulate=False)
@@ -356,8 +395,7 @@ class TorchBackend(Backend):
 
     def native_grad(self, fn, *args):
         torch = self._torch
-        leaves = [a.detach().clone().requires_grad_(a.dtype.is_floating_point or a.dtype.is_complex)
-                  for a in args]
+        leaves = [a.detach().clone().requires_grad_(a.dtype.is_floating_point or a.dtype.is_complex) for a in args]
         out = fn(*leaves)
         if out.is_complex():
             raise TypeError("native_grad needs a real-valued function")
@@ -366,6 +404,5 @@ class TorchBackend(Backend):
         res = []
         for a in leaves:
             g = next(grads) if a.requires_grad else None
-            res.append(torch.zeros_like(a) if g is None and a.requires_grad else
-                       (None if g is None else g.detach()))
+            res.append(torch.zeros_like(a) if g is None and a.requires_grad else (None if g is None else g.detach()))
         return res

@@ -11,6 +11,7 @@ of process CPU time, in µs per chain step (``y = sin(y) * 1.0001 + 1e-6``: thre
 - ``backward``: ``tape.gradient`` (gradtape) / the minimal tape's walk;
 - ``--profile``: a cProfile of one gradtape step, top functions by own time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,14 +43,24 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     import gradtape as gt
+
     gt.set_backend(a.backend)
     shape = tuple(int(s) for s in a.shape.split(",") if s.strip())
     x0 = np.full(shape, 0.5, np.float32)
     x = gt.constant(x0)
     n = a.steps
     sin, npsin = gt.sin, np.sin
-    times = {k: [] for k in ("gradtape forward, no tape", "gradtape forward, recorded", "gradtape backward",
-                             "minitape forward, recorded", "minitape backward", "numpy forward")}
+    times = {
+        k: []
+        for k in (
+            "gradtape forward, no tape",
+            "gradtape forward, recorded",
+            "gradtape backward",
+            "minitape forward, recorded",
+            "minitape backward",
+            "numpy forward",
+        )
+    }
 
     def clock():
         return time.process_time()

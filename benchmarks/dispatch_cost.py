@@ -12,6 +12,7 @@ ratio, the difference in microseconds, and the op through gradtape while a tape 
 ``--compat`` adds a row group for torch through plain ``array_api_compat.torch`` (without the direct
 torch calls the adapter uses), to show what those save.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,45 +33,72 @@ def native_cases(name, xp_native):
     if name == "numpy":
         lib = np
         nat = {
-            "add": lambda a, b, m: np.add(a, b), "mul scalar": lambda a, b, m: a * 2.0,
-            "sin": lambda a, b, m: np.sin(a), "sum": lambda a, b, m: np.sum(a),
-            "mean axis": lambda a, b, m: np.mean(m, axis=0), "matmul": lambda a, b, m: m @ m,
-            "reshape": lambda a, b, m: np.reshape(m, (16,)), "getitem": lambda a, b, m: m[1:3],
-            "maximum": lambda a, b, m: np.maximum(a, b), "where": lambda a, b, m: np.where(a > b, a, b),
+            "add": lambda a, b, m: np.add(a, b),
+            "mul scalar": lambda a, b, m: a * 2.0,
+            "sin": lambda a, b, m: np.sin(a),
+            "sum": lambda a, b, m: np.sum(a),
+            "mean axis": lambda a, b, m: np.mean(m, axis=0),
+            "matmul": lambda a, b, m: m @ m,
+            "reshape": lambda a, b, m: np.reshape(m, (16,)),
+            "getitem": lambda a, b, m: m[1:3],
+            "maximum": lambda a, b, m: np.maximum(a, b),
+            "where": lambda a, b, m: np.where(a > b, a, b),
         }
     elif name == "torch":
         import torch as lib
+
         nat = {
-            "add": lambda a, b, m: lib.add(a, b), "mul scalar": lambda a, b, m: lib.mul(a, 2.0),
-            "sin": lambda a, b, m: lib.sin(a), "sum": lambda a, b, m: lib.sum(a),
-            "mean axis": lambda a, b, m: lib.mean(m, dim=0), "matmul": lambda a, b, m: lib.matmul(m, m),
-            "reshape": lambda a, b, m: lib.reshape(m, (16,)), "getitem": lambda a, b, m: m[1:3],
-            "maximum": lambda a, b, m: lib.maximum(a, b), "where": lambda a, b, m: lib.where(a > b, a, b),
+            "add": lambda a, b, m: lib.add(a, b),
+            "mul scalar": lambda a, b, m: lib.mul(a, 2.0),
+            "sin": lambda a, b, m: lib.sin(a),
+            "sum": lambda a, b, m: lib.sum(a),
+            "mean axis": lambda a, b, m: lib.mean(m, dim=0),
+            "matmul": lambda a, b, m: lib.matmul(m, m),
+            "reshape": lambda a, b, m: lib.reshape(m, (16,)),
+            "getitem": lambda a, b, m: m[1:3],
+            "maximum": lambda a, b, m: lib.maximum(a, b),
+            "where": lambda a, b, m: lib.where(a > b, a, b),
         }
     elif name == "jax":
         import jax.numpy as lib
+
         nat = {
-            "add": lambda a, b, m: lib.add(a, b), "mul scalar": lambda a, b, m: lib.multiply(a, 2.0),
-            "sin": lambda a, b, m: lib.sin(a), "sum": lambda a, b, m: lib.sum(a),
-            "mean axis": lambda a, b, m: lib.mean(m, axis=0), "matmul": lambda a, b, m: lib.matmul(m, m),
-            "reshape": lambda a, b, m: lib.reshape(m, (16,)), "getitem": lambda a, b, m: m[1:3],
-            "maximum": lambda a, b, m: lib.maximum(a, b), "where": lambda a, b, m: lib.where(a > b, a, b),
+            "add": lambda a, b, m: lib.add(a, b),
+            "mul scalar": lambda a, b, m: lib.multiply(a, 2.0),
+            "sin": lambda a, b, m: lib.sin(a),
+            "sum": lambda a, b, m: lib.sum(a),
+            "mean axis": lambda a, b, m: lib.mean(m, axis=0),
+            "matmul": lambda a, b, m: lib.matmul(m, m),
+            "reshape": lambda a, b, m: lib.reshape(m, (16,)),
+            "getitem": lambda a, b, m: m[1:3],
+            "maximum": lambda a, b, m: lib.maximum(a, b),
+            "where": lambda a, b, m: lib.where(a > b, a, b),
         }
-    else:                                   # array_api_strict or a plugin: its own namespace
+    else:  # array_api_strict or a plugin: its own namespace
         lib = xp_native
         nat = {
-            "add": lambda a, b, m: lib.add(a, b), "mul scalar": lambda a, b, m: lib.multiply(a, 2.0),
-            "sin": lambda a, b, m: lib.sin(a), "sum": lambda a, b, m: lib.sum(a),
-            "mean axis": lambda a, b, m: lib.mean(m, axis=0), "matmul": lambda a, b, m: lib.matmul(m, m),
-            "reshape": lambda a, b, m: lib.reshape(m, (16,)), "getitem": lambda a, b, m: m[1:3, ...],
-            "maximum": lambda a, b, m: lib.maximum(a, b), "where": lambda a, b, m: lib.where(a > b, a, b),
+            "add": lambda a, b, m: lib.add(a, b),
+            "mul scalar": lambda a, b, m: lib.multiply(a, 2.0),
+            "sin": lambda a, b, m: lib.sin(a),
+            "sum": lambda a, b, m: lib.sum(a),
+            "mean axis": lambda a, b, m: lib.mean(m, axis=0),
+            "matmul": lambda a, b, m: lib.matmul(m, m),
+            "reshape": lambda a, b, m: lib.reshape(m, (16,)),
+            "getitem": lambda a, b, m: m[1:3, ...],
+            "maximum": lambda a, b, m: lib.maximum(a, b),
+            "where": lambda a, b, m: lib.where(a > b, a, b),
         }
     ours = {
-        "add": lambda a, b, m: gt.add(a, b), "mul scalar": lambda a, b, m: a * 2.0,
-        "sin": lambda a, b, m: gt.sin(a), "sum": lambda a, b, m: gt.sum(a),
-        "mean axis": lambda a, b, m: gt.mean(m, axis=0), "matmul": lambda a, b, m: gt.matmul(m, m),
-        "reshape": lambda a, b, m: gt.reshape(m, (16,)), "getitem": lambda a, b, m: m[1:3],
-        "maximum": lambda a, b, m: gt.maximum(a, b), "where": lambda a, b, m: gt.where(a > b, a, b),
+        "add": lambda a, b, m: gt.add(a, b),
+        "mul scalar": lambda a, b, m: a * 2.0,
+        "sin": lambda a, b, m: gt.sin(a),
+        "sum": lambda a, b, m: gt.sum(a),
+        "mean axis": lambda a, b, m: gt.mean(m, axis=0),
+        "matmul": lambda a, b, m: gt.matmul(m, m),
+        "reshape": lambda a, b, m: gt.reshape(m, (16,)),
+        "getitem": lambda a, b, m: m[1:3],
+        "maximum": lambda a, b, m: gt.maximum(a, b),
+        "where": lambda a, b, m: gt.where(a > b, a, b),
     }
     return [(k, nat[k], ours[k]) for k in nat]
 
@@ -83,7 +111,7 @@ def best(fns, number, repeat):
     """Best time per call (µs) of each ``(fn, args)``; the timings alternate between them, so a busy
     machine slows all of them alike."""
     for fn, args in fns:
-        fn(*args)                                       # warm up (JAX compiles on first call)
+        fn(*args)  # warm up (JAX compiles on first call)
     out = [float("inf")] * len(fns)
     for _ in range(repeat):
         for i, (fn, args) in enumerate(fns):
@@ -109,8 +137,17 @@ def measure(name, number, repeat, backend=None):
                 tape.watch([ta, tb, tm])
                 (t_rec,) = best([(ours, (ta, tb, tm))], max(number // 4, 1), repeat)
             del tape
-            rows.append({"backend": b.name, "op": label, "native_us": t_nat, "gradtape_us": t_gt,
-                         "ratio": t_gt / t_nat, "overhead_us": t_gt - t_nat, "recording_us": t_rec})
+            rows.append(
+                {
+                    "backend": b.name,
+                    "op": label,
+                    "native_us": t_nat,
+                    "gradtape_us": t_gt,
+                    "ratio": t_gt / t_nat,
+                    "overhead_us": t_gt - t_nat,
+                    "recording_us": t_rec,
+                }
+            )
     del wa
     return rows
 
@@ -125,7 +162,9 @@ def _compat_torch():
         def load(self):
             super().load()
             import array_api_compat.torch as compat
+
             return compat
+
     return CompatTorch()
 
 
@@ -135,8 +174,12 @@ def main(argv=None):
     p.add_argument("--number", type=int, default=2000, help="calls per timing")
     p.add_argument("--repeat", type=int, default=5, help="timings per cell (the best is kept)")
     p.add_argument("--compat", action="store_true", help="also time torch through plain array_api_compat")
-    p.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
-                   help="cpu: this process's CPU time (steady on a busy machine; the default); wall: elapsed")
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="cpu",
+        help="cpu: this process's CPU time (steady on a busy machine; the default); wall: elapsed",
+    )
     p.add_argument("--json", help="write the rows to this file")
     args = p.parse_args(argv)
     global CLOCK
@@ -147,21 +190,27 @@ def main(argv=None):
         rows += measure(n, args.number, args.repeat)
         if n == "torch" and args.compat:
             rows += measure("torch", args.number, args.repeat, backend=_compat_torch())
-    print(f"# gradtape per-op cost vs native, {platform.python_implementation()} {platform.python_version()}, "
-          f"{platform.machine()}; 8-element vectors, 4x4 matrices, float32, best of {args.repeat}x{args.number}, "
-          f"{args.clock} clock")
+    print(
+        f"# gradtape per-op cost vs native, {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}; 8-element vectors, 4x4 matrices, float32, best of {args.repeat}x{args.number}, "
+        f"{args.clock} clock"
+    )
     print(f"| {'backend':22s} | {'op':10s} | native µs | gradtape µs | ratio | +µs   | recording µs |")
     print(f"|{'-' * 24}|{'-' * 12}|----------:|------------:|------:|------:|-------------:|")
     for r in rows:
-        print(f"| {r['backend']:22s} | {r['op']:10s} | {r['native_us']:9.2f} | {r['gradtape_us']:11.2f} | "
-              f"{r['ratio']:5.2f} | {r['overhead_us']:5.2f} | {r['recording_us']:12.2f} |")
+        print(
+            f"| {r['backend']:22s} | {r['op']:10s} | {r['native_us']:9.2f} | {r['gradtape_us']:11.2f} | "
+            f"{r['ratio']:5.2f} | {r['overhead_us']:5.2f} | {r['recording_us']:12.2f} |"
+        )
     print()
     print("| backend                | median ratio | median +µs |")
     print("|------------------------|-------------:|-----------:|")
     for n in dict.fromkeys(r["backend"] for r in rows):
         mine = [r for r in rows if r["backend"] == n]
-        print(f"| {n:22s} | {np.median([r['ratio'] for r in mine]):12.2f} | "
-              f"{np.median([r['overhead_us'] for r in mine]):10.2f} |")
+        print(
+            f"| {n:22s} | {np.median([r['ratio'] for r in mine]):12.2f} | "
+            f"{np.median([r['overhead_us'] for r in mine]):10.2f} |"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"python": sys.version, "rows": rows}, f, indent=1)

@@ -15,6 +15,7 @@ stderr, the report to stdout (and ``--out``); ``--json`` keeps every raw figure.
 
 These are benchmark figures, not assertions: nothing here fails on a slow number.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,11 +60,18 @@ MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "1310
 
 #: figures quoted by issue 6 (its 2-core machine, one thread) — never measured here
 ISSUE_FIGURES = {
-    ("torch.autograd", "W1"): 4.8, ("tensorflow", "W1"): 33.0, ("autograd", "W1"): 11.7,
-    ("jax.grad", "W1"): 117.0, ("minitape-numpy", "W1"): 1.46, ("numpy-forward", "W1"): 0.39,
-    ("tensorflow", "W5"): 47.0, ("torch.func", "W5"): 0.55,
-    ("torch.autograd", "W6"): 0.88, ("tensorflow", "W6"): 4.0,
-    ("numpy-hand", "W7"): 59.0, ("torch.autograd", "W7"): 68.0,
+    ("torch.autograd", "W1"): 4.8,
+    ("tensorflow", "W1"): 33.0,
+    ("autograd", "W1"): 11.7,
+    ("jax.grad", "W1"): 117.0,
+    ("minitape-numpy", "W1"): 1.46,
+    ("numpy-forward", "W1"): 0.39,
+    ("tensorflow", "W5"): 47.0,
+    ("torch.func", "W5"): 0.55,
+    ("torch.autograd", "W6"): 0.88,
+    ("tensorflow", "W6"): 4.0,
+    ("numpy-hand", "W7"): 59.0,
+    ("torch.autograd", "W7"): 68.0,
 }
 
 
@@ -73,12 +81,17 @@ def select_frameworks(spec):
         return list(FRAMEWORKS)
     out = []
     for tok in [t.strip() for t in spec.split(",") if t.strip()]:
-        hits = [f for f in FRAMEWORKS if f.name == tok or f.name.startswith(tok + "-")
-                or f.name.startswith(tok + ".") or f.name.startswith(tok + "(")
-                or fnmatch.fnmatchcase(f.name, tok)]
+        hits = [
+            f
+            for f in FRAMEWORKS
+            if f.name == tok
+            or f.name.startswith(tok + "-")
+            or f.name.startswith(tok + ".")
+            or f.name.startswith(tok + "(")
+            or fnmatch.fnmatchcase(f.name, tok)
+        ]
         if not hits:
-            raise SystemExit(f"run.py: unknown framework {tok!r}; known: "
-                             + ", ".join(f.name for f in FRAMEWORKS))
+            raise SystemExit(f"run.py: unknown framework {tok!r}; known: " + ", ".join(f.name for f in FRAMEWORKS))
         out += [f for f in hits if f not in out]
     return [f for f in FRAMEWORKS if f in out]
 
@@ -109,6 +122,7 @@ def _lscpu():
 
 def _version(dist):
     from importlib import metadata
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -117,12 +131,13 @@ def _version(dist):
 
 def _checkout():
     """The commit of this checkout, and how many files of the library differ from it."""
+
     def git(*a):
         try:
-            return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
+            return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
+
     head = git("rev-parse", "--short", "HEAD")
     if not head:
         return None
@@ -139,11 +154,14 @@ def machine_info():
         "threads_per_core": ls.get("Thread(s) per core"),
         "sockets": ls.get("Socket(s)"),
         "hypervisor": ls.get("Hypervisor vendor"),
-        "l2": ls.get("L2 cache"), "l3": ls.get("L3 cache"),
+        "l2": ls.get("L2 cache"),
+        "l3": ls.get("L3 cache"),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "versions": {d: _version(d) for d in ("gradtape", "numpy", "torch", "jax", "jaxlib", "autograd",
-                                              "array-api-strict", "tensorflow")},
+        "versions": {
+            d: _version(d)
+            for d in ("gradtape", "numpy", "torch", "jax", "jaxlib", "autograd", "array-api-strict", "tensorflow")
+        },
     }
     info["checkout"] = _checkout()
     try:
@@ -190,10 +208,18 @@ def run_group(fw, workloads, args, log):
     for w in workloads:
         r = recs.get(w)
         if r is None:
-            why = (f"timeout (> {args.timeout} s)" if rc is None else
-                   f"worker exited with {rc}: " + (stderr.strip().splitlines() or ["(no output)"])[-1])
-            r = {"framework": fw.name, "workload": w, "status": "timeout" if rc is None else "error",
-                 "reason": why[:500], "stderr_tail": stderr[-2000:]}
+            why = (
+                f"timeout (> {args.timeout} s)"
+                if rc is None
+                else f"worker exited with {rc}: " + (stderr.strip().splitlines() or ["(no output)"])[-1]
+            )
+            r = {
+                "framework": fw.name,
+                "workload": w,
+                "status": "timeout" if rc is None else "error",
+                "reason": why[:500],
+                "stderr_tail": stderr[-2000:],
+            }
         r["process_wall_s"] = time.perf_counter() - t0
         r.update({f"meta_{k}": v for k, v in meta.items()})
         out.append(r)
@@ -250,6 +276,7 @@ def fmt_ratio(x):
 # ---------------------------------------------------------------------------------------- targets
 def targets(R):
     """Issue 6's targets, evaluated on the results ``R[(framework, workload)]``."""
+
     def v(fw, w):
         return value(R.get((fw, w)))
 
@@ -266,43 +293,64 @@ def targets(R):
     def add(name, measured, target, unit, anchor=None):
         met = None if measured is None else measured <= target
         k = scale(*anchor) if anchor else None
-        rows.append({"target": name, "measured": measured, "target_value": target, "unit": unit,
-                     "met": met, "gap": None if measured is None else measured / target,
-                     "scaled_target": None if k is None else target * k,
-                     "scaled_met": None if k is None or measured is None else measured <= target * k,
-                     "anchor": None if anchor is None else f"{anchor[0]} {anchor[1]}"})
+        rows.append(
+            {
+                "target": name,
+                "measured": measured,
+                "target_value": target,
+                "unit": unit,
+                "met": met,
+                "gap": None if measured is None else measured / target,
+                "scaled_target": None if k is None else target * k,
+                "scaled_met": None if k is None or measured is None else measured <= target * k,
+                "anchor": None if anchor is None else f"{anchor[0]} {anchor[1]}",
+            }
+        )
 
-    add("W1 gradtape-numpy ≤ 2.0 µs/op", v("gradtape-numpy", "W1"), 2.0, "µs/op",
-        ("minitape-numpy", "W1"))
-    add("W2 gradtape-numpy ≤ 2.2 µs/op", v("gradtape-numpy", "W2"), 2.2, "µs/op",
-        ("minitape-numpy", "W1"))
+    add("W1 gradtape-numpy ≤ 2.0 µs/op", v("gradtape-numpy", "W1"), 2.0, "µs/op", ("minitape-numpy", "W1"))
+    add("W2 gradtape-numpy ≤ 2.2 µs/op", v("gradtape-numpy", "W2"), 2.2, "µs/op", ("minitape-numpy", "W1"))
     for w in ("W3", "W4"):
-        add(f"{w} gradtape-torch ≤ 1.05 × torch.autograd",
-            ratio(v("gradtape-torch", w), v("torch.autograd", w)), 1.05, "×")
+        add(
+            f"{w} gradtape-torch ≤ 1.05 × torch.autograd",
+            ratio(v("gradtape-torch", w), v("torch.autograd", w)),
+            1.05,
+            "×",
+        )
     for w in ("W3", "W4"):
-        add(f"{w} gradtape-jax ≤ 1.05 × jax.grad (eager)",
-            ratio(v("gradtape-jax", w), v("jax.grad", w)), 1.05, "×")
+        add(f"{w} gradtape-jax ≤ 1.05 × jax.grad (eager)", ratio(v("gradtape-jax", w), v("jax.grad", w)), 1.05, "×")
     for w in ("W3", "W4"):
-        add(f"{w} gradtape-numpy ≤ 1.1 × hand-written NumPy",
-            ratio(v("gradtape-numpy", w), v("numpy-hand", w)), 1.1, "×")
-    add("W5 gradtape-torch ≤ 1.5 × torch.func.jacrev",
-        ratio(v("gradtape-torch", "W5"), v("torch.func", "W5")), 1.5, "×")
+        add(
+            f"{w} gradtape-numpy ≤ 1.1 × hand-written NumPy",
+            ratio(v("gradtape-numpy", w), v("numpy-hand", w)),
+            1.1,
+            "×",
+        )
+    add(
+        "W5 gradtape-torch ≤ 1.5 × torch.func.jacrev", ratio(v("gradtape-torch", "W5"), v("torch.func", "W5")), 1.5, "×"
+    )
     tf5 = v("tensorflow", "W5")
-    add("W5 gradtape-torch ≥ 50× faster than TF tape.jacobian "
+    add(
+        "W5 gradtape-torch ≥ 50× faster than TF tape.jacobian "
         + ("(measured)" if tf5 is not None else "(issue's 47 ms, not measured here)"),
-        v("gradtape-torch", "W5"), (tf5 if tf5 is not None else 47.0) / 50, "ms",
-        None if tf5 is not None else ("torch.func", "W5"))
+        v("gradtape-torch", "W5"),
+        (tf5 if tf5 is not None else 47.0) / 50,
+        "ms",
+        None if tf5 is not None else ("torch.func", "W5"),
+    )
     add("W6 gradtape-numpy ≤ 0.5 s", v("gradtape-numpy", "W6"), 0.5, "s", ("torch.autograd", "W6"))
-    add("W7 gradtape-numpy peak ≤ 1.1 × hand-written NumPy",
-        ratio(v("gradtape-numpy", "W7"), v("numpy-hand", "W7")), 1.1, "×")
+    add(
+        "W7 gradtape-numpy peak ≤ 1.1 × hand-written NumPy",
+        ratio(v("gradtape-numpy", "W7"), v("numpy-hand", "W7")),
+        1.1,
+        "×",
+    )
     for fw in ("gradtape-numpy", "gradtape-torch", "gradtape-jax"):
         r = R.get((fw, "W7"))
         held = None
         if r is not None and r.get("status") == "ok":
             held = r.get("tm_held_alive_mib", r["held_alive_mib"])
             held = max(held, r.get("tm_held_mib", r["held_mib"]))
-        add(f"W7 {fw}: nothing held after gradient() (tape alive or dropped; ≤ 1 MiB)", held, 1.0,
-            "MiB")
+        add(f"W7 {fw}: nothing held after gradient() (tape alive or dropped; ≤ 1 MiB)", held, 1.0, "MiB")
     return rows
 
 
@@ -317,31 +365,43 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
 
     lines = []
     mode = "quick" if args.quick else "full"
-    lines.append(f"## gradtape benchmarks — {mode} run"
-                 + (" (--tiny: shrunk workloads, numbers meaningless)" if args.tiny else ""))
+    lines.append(
+        f"## gradtape benchmarks — {mode} run"
+        + (" (--tiny: shrunk workloads, numbers meaningless)" if args.tiny else "")
+    )
     lines.append("")
     vers = ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v)
     absent = [k for k, v in info["versions"].items() if not v]
     la = info.get("loadavg_start")
     le = info.get("loadavg_end")
-    lines.append(f"- Machine: {info['cpu']}, {info['cpus']} CPUs ({info.get('sockets')} socket × "
-                 f"{info.get('cores_per_socket')} cores × {info.get('threads_per_core')} thread"
-                 + (f", {info['hypervisor']} guest" if info.get("hypervisor") else "") + f"); "
-                 f"{info['platform']}; Python {info['python']}")
+    lines.append(
+        f"- Machine: {info['cpu']}, {info['cpus']} CPUs ({info.get('sockets')} socket × "
+        f"{info.get('cores_per_socket')} cores × {info.get('threads_per_core')} thread"
+        + (f", {info['hypervisor']} guest" if info.get("hypervisor") else "")
+        + f"); "
+        f"{info['platform']}; Python {info['python']}"
+    )
     if info.get("checkout"):
         lines.append(f"- gradtape checkout: {info['checkout']}")
     lines.append(f"- Libraries: {vers}" + (f"; not installed: {', '.join(absent)}" if absent else ""))
     if la:
-        lines.append(f"- Load average (1/5/15 min) at start {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f}"
-                     + (f", at end {le[0]:.2f}/{le[1]:.2f}/{le[2]:.2f}" if le else "")
-                     + f"; run took {elapsed / 60:.1f} min")
+        lines.append(
+            f"- Load average (1/5/15 min) at start {la[0]:.2f}/{la[1]:.2f}/{la[2]:.2f}"
+            + (f", at end {le[0]:.2f}/{le[1]:.2f}/{le[2]:.2f}" if le else "")
+            + f"; run took {elapsed / 60:.1f} min"
+        )
     lines.append(f"- Command: `{argv}`; {info.get('date', '')}")
-    clock = ("process CPU time (`--clock cpu`: what the work costs, whatever else the machine "
-             "runs)" if args.clock == "cpu" else "wall time (`--clock wall`)")
-    lines.append(f"- Method: one thread per framework; each "
-                 f"{'framework' if args.isolate == 'framework' else '(framework, workload)'} in a "
-                 "fresh process (W7 always alone); warm-up calls, then the median of repeats of "
-                 f"{clock}; `--json` has every repeat, in both clocks.")
+    clock = (
+        "process CPU time (`--clock cpu`: what the work costs, whatever else the machine runs)"
+        if args.clock == "cpu"
+        else "wall time (`--clock wall`)"
+    )
+    lines.append(
+        f"- Method: one thread per framework; each "
+        f"{'framework' if args.isolate == 'framework' else '(framework, workload)'} in a "
+        "fresh process (W7 always alone); warm-up calls, then the median of repeats of "
+        f"{clock}; `--json` has every repeat, in both clocks."
+    )
     lines.append("")
 
     # ---- the table
@@ -381,11 +441,13 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
                 cells.append(f"{st} {note(f'`{fw.name}` {w}: {st}: {why}')}")
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append(f"Figures are medians; in parentheses the ratio to `{ref_name}` in the same column "
-                 "(W7: of the peak).  W1/W2: per chain step (`y = sin(y) * 1.0001 + 1e-6`, three ops) "
-                 "of a 2,000-step chain, forward + backward.  W7: MiB of RSS over the baseline just "
-                 "before the step (peak during the step / still held after it returns and the tape "
-                 "is dropped).  — : not applicable.")
+    lines.append(
+        f"Figures are medians; in parentheses the ratio to `{ref_name}` in the same column "
+        "(W7: of the peak).  W1/W2: per chain step (`y = sin(y) * 1.0001 + 1e-6`, three ops) "
+        "of a 2,000-step chain, forward + backward.  W7: MiB of RSS over the baseline just "
+        "before the step (peak during the step / still held after it returns and the tape "
+        "is dropped).  — : not applicable."
+    )
     lines.append("")
 
     # ---- calibration against the issue's machine
@@ -397,8 +459,9 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
         lines.append("|---|---|---|---|---|")
         for (fw, w), q, m in cal:
             unit = "MiB" if w == "W7" else UNITS[w][1]
-            lines.append(f"| `{fw}` | {w} | {q:g} {unit} | {fmt(m)} {unit} | "
-                         f"{fmt_ratio(m / q) if m is not None else '—'} |")
+            lines.append(
+                f"| `{fw}` | {w} | {q:g} {unit} | {fmt(m)} {unit} | {fmt_ratio(m / q) if m is not None else '—'} |"
+            )
         lines.append("")
 
     # ---- memory detail
@@ -407,70 +470,87 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
     if mem:
         lines.append("### W7 memory detail (MiB over the baseline; one W3 step at batch 4096)")
         lines.append("")
-        lines.append("| framework | RSS peak | RSS held, tape alive | RSS held, dropped | "
-                     "tracemalloc peak | tracemalloc held, tape alive | tracemalloc held, dropped |")
+        lines.append(
+            "| framework | RSS peak | RSS held, tape alive | RSS held, dropped | "
+            "tracemalloc peak | tracemalloc held, tape alive | tracemalloc held, dropped |"
+        )
         lines.append("|---|---|---|---|---|---|---|")
         for r in mem:
-            tm = [fmt(r.get(k)) if k in r else "n/a" for k in
-                  ("tm_peak_mib", "tm_held_alive_mib", "tm_held_mib")]
-            lines.append(f"| `{r['framework']}` | {fmt(r['peak_mib'])} | {fmt(r['held_alive_mib'])} | "
-                         f"{fmt(r['held_mib'])} | " + " | ".join(tm) + " |")
+            tm = [fmt(r.get(k)) if k in r else "n/a" for k in ("tm_peak_mib", "tm_held_alive_mib", "tm_held_mib")]
+            lines.append(
+                f"| `{r['framework']}` | {fmt(r['peak_mib'])} | {fmt(r['held_alive_mib'])} | "
+                f"{fmt(r['held_mib'])} | " + " | ".join(tm) + " |"
+            )
         lines.append("")
-        lines.append("RSS: the kernel's high-water mark (`VmHWM`, reset through `/proc/self/clear_refs`) "
-                     "minus `VmRSS` before the step, after warm-up steps, with "
-                     "`MALLOC_MMAP_THRESHOLD_=65536` so freed arrays leave RSS; median of "
-                     f"{'1' if args.quick else '3'} steps.  \"Tape alive\": what the caller still "
-                     "references after the step (gradtape/TF: the tape; torch: the loss, which owns "
-                     "the graph).  tracemalloc: only where the arrays are NumPy's (it does not see "
-                     "torch's or XLA's buffers).")
+        lines.append(
+            "RSS: the kernel's high-water mark (`VmHWM`, reset through `/proc/self/clear_refs`) "
+            "minus `VmRSS` before the step, after warm-up steps, with "
+            "`MALLOC_MMAP_THRESHOLD_=65536` so freed arrays leave RSS; median of "
+            f'{"1" if args.quick else "3"} steps.  "Tape alive": what the caller still '
+            "references after the step (gradtape/TF: the tape; torch: the loss, which owns "
+            "the graph).  tracemalloc: only where the arrays are NumPy's (it does not see "
+            "torch's or XLA's buffers)."
+        )
         lines.append("")
 
     # ---- targets
     tg = targets(R)
     lines.append("### Issue 6's targets")
     lines.append("")
-    lines.append("| target | measured | met? | measured / target | target scaled to this machine "
-                 "(by anchor) | met, scaled? |")
+    lines.append(
+        "| target | measured | met? | measured / target | target scaled to this machine (by anchor) | met, scaled? |"
+    )
     lines.append("|---|---|---|---|---|---|")
     partial = bool(args.only or args.frameworks)
     for t in tg:
         if partial and t["measured"] is None:
-            continue                 # a partial run: only the targets it measured
+            continue  # a partial run: only the targets it measured
         unit = t["unit"]
         sep = "" if unit == "×" else " "
         m = "not measured" if t["measured"] is None else f"{fmt(t['measured'])}{sep}{unit}"
         met = "—" if t["met"] is None else ("**met**" if t["met"] else "missed")
         gap = "—" if t["gap"] is None else fmt_ratio(t["gap"])
-        sc = ("—" if t["scaled_target"] is None
-              else f"{fmt(t['scaled_target'])}{sep}{unit} (by `{t['anchor']}`)")
+        sc = "—" if t["scaled_target"] is None else f"{fmt(t['scaled_target'])}{sep}{unit} (by `{t['anchor']}`)"
         sm = "—" if t["scaled_met"] is None else ("**met**" if t["scaled_met"] else "missed")
         lines.append(f"| {t['target']} | {m} | {met} | {gap} | {sc} | {sm} |")
     lines.append("")
-    lines.append("Scaled targets: an absolute target of the issue multiplied by (this machine's "
-                 "figure / the issue's figure) for the anchor named, to discount a slower or busier "
-                 "machine.  The ratio targets need no scaling.")
+    lines.append(
+        "Scaled targets: an absolute target of the issue multiplied by (this machine's "
+        "figure / the issue's figure) for the anchor named, to discount a slower or busier "
+        "machine.  The ratio targets need no scaling."
+    )
     lines.append("")
 
     # ---- jit compile, skips, checksums
-    jit = [r for r in results if r["framework"].startswith("jax.jit") and r.get("status") == "ok"
-           and "first_call_s" in r]
+    jit = [
+        r for r in results if r["framework"].startswith("jax.jit") and r.get("status") == "ok" and "first_call_s" in r
+    ]
     if jit:
-        lines.append("First call of `jax.jit(jax.grad)` (compile + run, excluded above): "
-                     + ", ".join(f"{r['workload']} {r['first_call_s']:.2f} s" for r in jit) + ".")
+        lines.append(
+            "First call of `jax.jit(jax.grad)` (compile + run, excluded above): "
+            + ", ".join(f"{r['workload']} {r['first_call_s']:.2f} s" for r in jit)
+            + "."
+        )
         lines.append("")
-    busy = [f"`{r['framework']}` {r['workload']} ({r['cpu_over_wall']:.2f})" for r in results
-            if r.get("status") == "ok" and r.get("cpu_over_wall", 0) > 1.15]
+    busy = [
+        f"`{r['framework']}` {r['workload']} ({r['cpu_over_wall']:.2f})"
+        for r in results
+        if r.get("status") == "ok" and r.get("cpu_over_wall", 0) > 1.15
+    ]
     if busy:
-        lines.append("CPU time exceeded wall time (more than one busy thread, despite the one-thread "
-                     "settings) in: " + ", ".join(busy) + ".")
+        lines.append(
+            "CPU time exceeded wall time (more than one busy thread, despite the one-thread "
+            "settings) in: " + ", ".join(busy) + "."
+        )
         lines.append("")
     bad = checksum_mismatches(results)
     if bad:
-        lines.append("Checksum disagreements (first step's gradient L1 norm vs `numpy-hand`): "
-                     + "; ".join(bad))
+        lines.append("Checksum disagreements (first step's gradient L1 norm vs `numpy-hand`): " + "; ".join(bad))
     else:
-        lines.append("Every framework's first-step gradients agree with the hand-written NumPy "
-                     "ones (L1 norm, within 1e-3 relative).")
+        lines.append(
+            "Every framework's first-step gradients agree with the hand-written NumPy "
+            "ones (L1 norm, within 1e-3 relative)."
+        )
     lines.append("")
     if notes:
         lines.append("Notes:")
@@ -498,8 +578,9 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
 
 
 def checksum_mismatches(results, rtol=1e-3):
-    ref = {r["workload"]: r.get("checksum") for r in results
-           if r["framework"] == "numpy-hand" and r.get("status") == "ok"}
+    ref = {
+        r["workload"]: r.get("checksum") for r in results if r["framework"] == "numpy-hand" and r.get("status") == "ok"
+    }
     bad = []
     for r in results:
         c, c0 = r.get("checksum"), ref.get(r["workload"])
@@ -512,36 +593,51 @@ def checksum_mismatches(results, rtol=1e-3):
 
 # ---------------------------------------------------------------------------------------- main
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true",
-                    help="fewer warm-ups and repeats, W6 capped at 10 s, one process per framework")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="fewer warm-ups and repeats, W6 capped at 10 s, one process per framework"
+    )
     ap.add_argument("--only", metavar="W1,W3", help="workloads to run (default: all)")
-    ap.add_argument("--frameworks", metavar="NAMES",
-                    help="comma-separated names or prefixes (gradtape, torch, jax, ...) or globs; "
-                         "default: all. Known: " + ", ".join(f.name for f in FRAMEWORKS))
+    ap.add_argument(
+        "--frameworks",
+        metavar="NAMES",
+        help="comma-separated names or prefixes (gradtape, torch, jax, ...) or globs; "
+        "default: all. Known: " + ", ".join(f.name for f in FRAMEWORKS),
+    )
     ap.add_argument("--out", metavar="FILE.md", help="also write the markdown report here")
     ap.add_argument("--json", metavar="FILE", help="write every raw figure here")
-    ap.add_argument("--isolate", choices=("cell", "framework"),
-                    help="a fresh process per (framework, workload) [default] or per framework "
-                         "[default with --quick]; W7 always gets its own")
-    ap.add_argument("--timeout", type=float, default=None,
-                    help="seconds per worker process (default 600, --quick 180)")
-    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                    help="the figure: median process CPU time (default; robust on a shared machine) "
-                         "or median wall time")
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="also cProfile one call of each timed cell (not W6/W7) and append the top N "
-                         "functions by own time to the report")
-    ap.add_argument("--tiny", action="store_true",
-                    help="shrink every workload (tests the harness; the numbers mean nothing)")
+    ap.add_argument(
+        "--isolate",
+        choices=("cell", "framework"),
+        help="a fresh process per (framework, workload) [default] or per framework "
+        "[default with --quick]; W7 always gets its own",
+    )
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per worker process (default 600, --quick 180)")
+    ap.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="the figure: median process CPU time (default; robust on a shared machine) or median wall time",
+    )
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also cProfile one call of each timed cell (not W6/W7) and append the top N "
+        "functions by own time to the report",
+    )
+    ap.add_argument(
+        "--tiny", action="store_true", help="shrink every workload (tests the harness; the numbers mean nothing)"
+    )
     args = ap.parse_args(argv)
     args.isolate = args.isolate or ("framework" if args.quick else "cell")
     args.timeout = args.timeout or (180.0 if args.quick else 600.0)
     frameworks = select_frameworks(args.frameworks)
     workloads = select_workloads(args.only)
-    argv_s = "python benchmarks/run.py " + " ".join(shlex.quote(a) for a in
-                                                    (sys.argv[1:] if argv is None else argv))
+    argv_s = "python benchmarks/run.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
@@ -585,11 +681,21 @@ def main(argv=None):
             fh.write(text + "\n")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"machine": info, "command": argv_s, "mode": "quick" if args.quick else "full",
-                       "tiny": args.tiny, "isolate": args.isolate, "elapsed_s": elapsed,
-                       "results": results, "targets": tg,
-                       "not_installed": {f.name: missing(f) for f in frameworks if missing(f)}},
-                      fh, indent=1)
+            json.dump(
+                {
+                    "machine": info,
+                    "command": argv_s,
+                    "mode": "quick" if args.quick else "full",
+                    "tiny": args.tiny,
+                    "isolate": args.isolate,
+                    "elapsed_s": elapsed,
+                    "results": results,
+                    "targets": tg,
+                    "not_installed": {f.name: missing(f) for f in frameworks if missing(f)},
+                },
+                fh,
+                indent=1,
+            )
     print(text)
     return 0
 

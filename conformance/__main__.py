@@ -1,4 +1,5 @@
 """``python -m gradtape.conformance`` = ``gradtape conformance``."""
+
 import sys
 
 from gradtape.cli import main

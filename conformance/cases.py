@@ -1,4 +1,5 @@
 """Cases from the registry: every op and the sample calls of its declared domain."""
+
 from __future__ import annotations
 
 from gradtape import registry

@@ -10,6 +10,7 @@ Non-differentiable ops get a forward check: the same values on every backend.  A
 their ``Arg.via`` maps and results through the case's ``map_outputs`` (see :mod:`gradtape.domains`)
 in every check, so each method sees the same function.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,10 +54,10 @@ class CaseResult:
 
     op: str
     case: str
-    passed: dict            # backend -> bool
-    max_err: dict           # backend -> float (largest relative error involving that backend)
+    passed: dict  # backend -> bool
+    max_err: dict  # backend -> float (largest relative error involving that backend)
     problems: list
-    kinds: tuple = ()       # which checks ran: "grad", "native", "order2", "forward"
+    kinds: tuple = ()  # which checks ran: "grad", "native", "order2", "forward"
 
 
 def _draw(case, rng, dtype):
@@ -64,13 +65,13 @@ def _draw(case, rng, dtype):
     leaves, flags, rebuild = case_leaves(case, values)
     leaves = [np.asarray(a) for a in leaves]
     if dtype == "float32":
-        leaves = [a.astype(np.complex64 if a.dtype.kind == "c" else np.float32) if a.dtype.kind in "fc"
-                  else a for a in leaves]
+        leaves = [
+            a.astype(np.complex64 if a.dtype.kind == "c" else np.float32) if a.dtype.kind in "fc" else a for a in leaves
+        ]
     return leaves, flags, rebuild, kwargs
 
 
-def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=True, dtype="float64",
-                          seed=0):
+def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=True, dtype="float64", seed=0):
     """Run the checks of one case of ``opdef`` on every backend in ``backends``."""
     rng = rng_for(opdef.name, index, seed)
     leaves, flags, rebuild, kwargs = _draw(case, rng, dtype)
@@ -85,11 +86,19 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
     try:
         outs = on("numpy", leaves)
     except Exception as e:
-        return CaseResult(opdef.name, repr(case), {b: False for b in backends}, {b: np.inf for b in backends},
-                          [f"forward failed on numpy: {type(e).__name__}: {e}"], ("forward",))
-    differentiable = (opdef in registry.differentiable_ops()
-                      and any(o.dtype.differentiable for o in outs)
-                      and any(f and a.dtype.kind in "fc" for f, a in zip(flags, leaves)))
+        return CaseResult(
+            opdef.name,
+            repr(case),
+            {b: False for b in backends},
+            {b: np.inf for b in backends},
+            [f"forward failed on numpy: {type(e).__name__}: {e}"],
+            ("forward",),
+        )
+    differentiable = (
+        opdef in registry.differentiable_ops()
+        and any(o.dtype.differentiable for o in outs)
+        and any(f and a.dtype.kind in "fc" for f, a in zip(flags, leaves))
+    )
     if not differentiable:
         ref = [o.numpy() for o in outs]
         for b in backends:
@@ -135,8 +144,7 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
         # larger step and resolve its derivative only to about 1e-3
         (rt, at), _ = TOLERANCES["float32"]
         tol = {"rtol": rt, "atol": at, "eps": 1e-2}
-    report = gt.check_gradients(loss_fn, *[leaves[k] for k in diff_idx], backends=backends, native=native,
-                                **tol)
+    report = gt.check_gradients(loss_fn, *[leaves[k] for k in diff_idx], backends=backends, native=native, **tol)
     owners = {f"gradtape:{b}": b for b in backends}
     owners.update({native_method_name(b): b for b in backends})
     fd = "finite differences"
@@ -153,8 +161,10 @@ def check_case_everywhere(opdef, case, index, backends, *, native=True, order2=T
                 if not p.passed:
                     passed[b] = False
         if not p.passed:
-            problems.append(f"{p.a} vs {p.b} on argument {diff_idx[p.arg]}: max abs err {p.max_abs_err:.3g}, "
-                            f"max rel err {p.max_rel_err:.3g}{' (' + p.note + ')' if p.note else ''}")
+            problems.append(
+                f"{p.a} vs {p.b} on argument {diff_idx[p.arg]}: max abs err {p.max_abs_err:.3g}, "
+                f"max rel err {p.max_rel_err:.3g}{' (' + p.note + ')' if p.note else ''}"
+            )
     for name, why in report.skipped.items():
         if name.startswith("gradtape:"):
             b = name.split(":", 1)[1]

@@ -1,4 +1,5 @@
 """Running the suite over the registry, and its report: an op x backend table (Markdown) and JSON."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +21,7 @@ class Report:
     backends: list
     dtype: str
     native: bool
-    rows: dict = dataclasses.field(default_factory=dict)     # op -> {backend: cell}
+    rows: dict = dataclasses.field(default_factory=dict)  # op -> {backend: cell}
     problems: dict = dataclasses.field(default_factory=dict)  # op -> [lines]
     seconds: float = 0.0
 
@@ -31,10 +32,14 @@ class Report:
 
     def markdown(self):
         head = "| op | " + " | ".join(self.backends) + " |"
-        lines = [f"gradtape conformance: {len(self.rows)} ops x {len(self.backends)} backends, dtype "
-                 f"{self.dtype}, native cross-checks {'on' if self.native else 'off'}, "
-                 f"{self.seconds:.1f} s; {len(self.failed)} failure(s)", "", head,
-                 "|---|" + "---|" * len(self.backends)]
+        lines = [
+            f"gradtape conformance: {len(self.rows)} ops x {len(self.backends)} backends, dtype "
+            f"{self.dtype}, native cross-checks {'on' if self.native else 'off'}, "
+            f"{self.seconds:.1f} s; {len(self.failed)} failure(s)",
+            "",
+            head,
+            "|---|" + "---|" * len(self.backends),
+        ]
         for op, cells in self.rows.items():
             row = []
             for b in self.backends:
@@ -51,8 +56,12 @@ class Report:
         if self.problems:
             failing = {op for op, _ in self.failed}
             known = all(op not in failing for op in self.problems)
-            lines += ["", "Known disagreements (listed in known_failures, not counted as failures):" if known
-                      else "Problems (failures, and known disagreements of the ops listed in known_failures):"]
+            lines += [
+                "",
+                "Known disagreements (listed in known_failures, not counted as failures):"
+                if known
+                else "Problems (failures, and known disagreements of the ops listed in known_failures):",
+            ]
             for op, probs in self.problems.items():
                 for p in probs[:6]:
                     lines.append(f"- `{op}`: {p}")
@@ -77,13 +86,12 @@ def _progress(total, enabled):
     return tqdm(total=total, unit="case", file=sys.stderr, dynamic_ncols=True)
 
 
-def run(backends=None, ops=None, *, dtype="float64", native=True, samples=None, order2=True, progress=True,
-        seed=0):
+def run(backends=None, ops=None, *, dtype="float64", native=True, samples=None, order2=True, progress=True, seed=0):
     """Check every registered op (or those in ``ops``) on ``backends`` (default: installed ones).
     ``samples`` limits the cases per op (None: all of its domain).  Returns a :class:`Report`."""
     backends = list(backends) if backends else gt.available_backends()
     if "numpy" not in backends:
-        backends = ["numpy"] + backends          # the reference forward runs on NumPy
+        backends = ["numpy"] + backends  # the reference forward runs on NumPy
     known = {b: known_failures(b) for b in backends}
     todo = {}
     for op, case in cases(ops):

@@ -15,6 +15,7 @@ round-off.
 Target: a test accuracy of at least 0.95 on the 25% of the digits held out (with the defaults it
 reaches about 0.97, in a few seconds on NumPy); the exit status is 1 if it falls short.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,9 @@ def load_data(seed=0, test_fraction=0.25):
     try:
         from sklearn.datasets import load_digits
     except ImportError:  # pragma: no cover - the message is the point
-        raise SystemExit("this example needs scikit-learn: pip install scikit-learn "
-                         "(or pip install gradtape[examples])") from None
+        raise SystemExit(
+            "this example needs scikit-learn: pip install scikit-learn (or pip install gradtape[examples])"
+        ) from None
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)
@@ -63,10 +65,12 @@ def load_data(seed=0, test_fraction=0.25):
 
 
 def build_model(hidden=64, classes=10):
-    return gt.layers.Sequential([
-        gt.layers.Dense(hidden, activation="relu"),
-        gt.layers.Dense(classes),                      # logits
-    ])
+    return gt.layers.Sequential(
+        [
+            gt.layers.Dense(hidden, activation="relu"),
+            gt.layers.Dense(classes),  # logits
+        ]
+    )
 
 
 def accuracy(model, x, y):
@@ -83,7 +87,7 @@ def train(model, x, y, epochs=20, batch_size=64, learning_rate=0.01, seed=0):
     for _ in range(epochs):
         order = rng.permutation(len(x))
         for start in range(0, len(x), batch_size):
-            batch = order[start:start + batch_size]
+            batch = order[start : start + batch_size]
             xb, yb = gt.constant(x[batch]), gt.constant(y[batch])
             with gt.GradientTape() as tape:
                 logits = model(xb)
@@ -113,14 +117,32 @@ def main(argv=None):
         t0 = time.perf_counter()
         gt.random.set_seed(args.seed)
         model = build_model()
-        loss = train(model, x_train, y_train, epochs=args.epochs, batch_size=args.batch_size,
-                     learning_rate=args.learning_rate, seed=args.seed)
-        result = Result(accuracy(model, x_test, y_test), accuracy(model, x_train, y_train), float(loss),
-                        args.epochs, time.perf_counter() - t0, gt.get_backend().name, args.target)
-    print(f"backend {result.backend}: {len(x_train)} training digits, {args.epochs} epochs in "
-          f"{result.seconds:.1f} s; last loss {result.loss:.4f}")
-    print(f"train accuracy {result.train_accuracy:.4f}, test accuracy {result.test_accuracy:.4f} "
-          f"(target {result.target}): {'reached' if result.ok else 'MISSED'}")
+        loss = train(
+            model,
+            x_train,
+            y_train,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            seed=args.seed,
+        )
+        result = Result(
+            accuracy(model, x_test, y_test),
+            accuracy(model, x_train, y_train),
+            float(loss),
+            args.epochs,
+            time.perf_counter() - t0,
+            gt.get_backend().name,
+            args.target,
+        )
+    print(
+        f"backend {result.backend}: {len(x_train)} training digits, {args.epochs} epochs in "
+        f"{result.seconds:.1f} s; last loss {result.loss:.4f}"
+    )
+    print(
+        f"train accuracy {result.train_accuracy:.4f}, test accuracy {result.test_accuracy:.4f} "
+        f"(target {result.target}): {'reached' if result.ok else 'MISSED'}"
+    )
     return result
 
 

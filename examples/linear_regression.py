@@ -11,6 +11,7 @@ with ``Variable.assign_sub``.  (The article multiplies by 0.001 for 100,000 step
 prints ``y ≈ {a}x + {b}`` and exits with status 1 unless both ``|a - 10|`` and ``|b - 5|`` are
 below 0.25 (with the defaults it lands within about 0.05, in well under a second on NumPy).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,10 @@ def main(argv=None):
         a, b, loss = fit(x, y, steps=args.steps, learning_rate=args.learning_rate)
         result = Result(float(a), float(b), float(loss), time.perf_counter() - t0, gt.get_backend().name)
     print(f"y ≈ {result.a}x + {result.b}")
-    print(f"backend {result.backend}: loss {result.loss:.4f} after {args.steps} steps in {result.seconds:.2f} s; "
-          f"target |a - 10|, |b - 5| < {TOLERANCE}: {'reached' if result.ok else 'MISSED'}")
+    print(
+        f"backend {result.backend}: loss {result.loss:.4f} after {args.steps} steps in {result.seconds:.2f} s; "
+        f"target |a - 10|, |b - 5| < {TOLERANCE}: {'reached' if result.ok else 'MISSED'}"
+    )
     return result
 
 

@@ -10,6 +10,7 @@ with an optimizer (SGD with momentum 0.9) applying the gradients through
 prints ``y ≈ {a}x^2 + {b}x + {c}`` and exits with status 1 unless every coefficient is within 0.3
 of the truth (with the defaults it lands within about 0.1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,12 +76,15 @@ def main(argv=None):
         t0 = time.perf_counter()
         x, y = make_data(seed=args.seed)
         variables, loss = fit(x, y, steps=args.steps, learning_rate=args.learning_rate)
-        result = Result(tuple(float(v) for v in variables), float(loss), time.perf_counter() - t0,
-                        gt.get_backend().name)
+        result = Result(
+            tuple(float(v) for v in variables), float(loss), time.perf_counter() - t0, gt.get_backend().name
+        )
     a, b, c = result.coefficients
     print(f"y ≈ {a}x^2 + {b}x + {c}")
-    print(f"backend {result.backend}: loss {result.loss:.4f} after {args.steps} steps in {result.seconds:.2f} s; "
-          f"target: each coefficient within {TOLERANCE}: {'reached' if result.ok else 'MISSED'}")
+    print(
+        f"backend {result.backend}: loss {result.loss:.4f} after {args.steps} steps in {result.seconds:.2f} s; "
+        f"target: each coefficient within {TOLERANCE}: {'reached' if result.ok else 'MISSED'}"
+    )
     return result
 
 

@@ -12,6 +12,7 @@ is differentiated, on NumPy, PyTorch, JAX, array_api_strict or any plugged-in ar
 ``gradtape`` is itself an Array API namespace (``__array_api_version__ == "2025.12"``; code written
 for 2024.12 and earlier keeps working).
 """
+
 from __future__ import annotations
 
 import math as _math
@@ -22,35 +23,151 @@ __array_api_version__ = "2025.12"
 
 from gradtape import dtypes  # noqa: F401
 from gradtape.dtypes import (  # noqa: F401
-    DType, bool, complex64, complex128, float32, float64, int8, int16, int32, int64, isdtype,
-    uint8, uint16, uint32, uint64,
+    DType,
+    bool,
+    complex64,
+    complex128,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    isdtype,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from gradtape.dtypes import as_dtype  # noqa: F401
 from gradtape._config import available_backends, config, get_backend, set_backend, use_backend  # noqa: F401
 from gradtape.tensor import (  # noqa: F401
-    GradientLeakError, GradientLeakWarning, Tensor, Variable, constant, convert_to_tensor, is_tensor,
+    GradientLeakError,
+    GradientLeakWarning,
+    Tensor,
+    Variable,
+    constant,
+    convert_to_tensor,
+    is_tensor,
 )
 from gradtape.tape import GradientTape, UnconnectedGradients  # noqa: F401
 from gradtape.registry import NotDifferentiable, RegisterGradient  # noqa: F401
 from gradtape.ops.elementwise import (  # noqa: F401
-    abs, acos, acosh, add, asin, asinh, astype, atan, atan2, atanh, bitwise_and, bitwise_invert,
-    bitwise_left_shift, bitwise_or, bitwise_right_shift, bitwise_xor, cast, ceil, clip, conj, copysign,
-    cos, cosh, divide, equal, exp, expm1, floor, floor_divide, greater, greater_equal, hypot, imag,
-    isfinite, isinf, isnan, less, less_equal, log, log1p, log2, log10, logaddexp, logical_and,
-    logical_not, logical_or, logical_xor, maximum, minimum, multiply, negative, nextafter, not_equal,
-    positive, pow, real, reciprocal, remainder, round, sign, signbit, sin, sinh, sqrt, square, subtract,
-    tan, tanh, trunc,
+    abs,
+    acos,
+    acosh,
+    add,
+    asin,
+    asinh,
+    astype,
+    atan,
+    atan2,
+    atanh,
+    bitwise_and,
+    bitwise_invert,
+    bitwise_left_shift,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
+    cast,
+    ceil,
+    clip,
+    conj,
+    copysign,
+    cos,
+    cosh,
+    divide,
+    equal,
+    exp,
+    expm1,
+    floor,
+    floor_divide,
+    greater,
+    greater_equal,
+    hypot,
+    imag,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    log,
+    log1p,
+    log2,
+    log10,
+    logaddexp,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    nextafter,
+    not_equal,
+    positive,
+    pow,
+    real,
+    reciprocal,
+    remainder,
+    round,
+    sign,
+    signbit,
+    sin,
+    sinh,
+    sqrt,
+    square,
+    subtract,
+    tan,
+    tanh,
+    trunc,
 )
 from gradtape.ops.creation import (  # noqa: F401
-    arange, asarray, empty, empty_like, eye, from_dlpack, full, full_like, linspace, meshgrid, ones,
-    ones_like, tril, triu, zeros, zeros_like,
+    arange,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    from_dlpack,
+    full,
+    full_like,
+    linspace,
+    meshgrid,
+    ones,
+    ones_like,
+    tril,
+    triu,
+    zeros,
+    zeros_like,
 )
 from gradtape.ops.manipulation import (  # noqa: F401
-    broadcast_arrays, broadcast_shapes, broadcast_to, concat, expand_dims, flip, moveaxis, permute_dims, repeat,
-    reshape, roll, squeeze, stack, tile, unstack,
+    broadcast_arrays,
+    broadcast_shapes,
+    broadcast_to,
+    concat,
+    expand_dims,
+    flip,
+    moveaxis,
+    permute_dims,
+    repeat,
+    reshape,
+    roll,
+    squeeze,
+    stack,
+    tile,
+    unstack,
 )
 from gradtape.ops.statistical import (  # noqa: F401
-    cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum, var,
+    cumulative_prod,
+    cumulative_sum,
+    max,
+    mean,
+    min,
+    prod,
+    std,
+    sum,
+    var,
 )
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
 from gradtape.ops.indexing import take, take_along_axis  # noqa: F401
@@ -81,10 +198,19 @@ def transpose(a, perm=None, conjugate=False, name=None):
     y = permute_dims(a, tuple(range(a.ndim))[::-1] if perm is None else tuple(perm))
     return conj(y) if conjugate else y
 
+
 from gradtape import layers, losses, math, nn, optimizers, random  # noqa: E402,F401
+
 # TensorFlow's top-level names with TensorFlow's signatures, so code ported from TF reads the same.
 from gradtape.math import (  # noqa: E402,F401
-    add_n, reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_std, reduce_sum,
+    add_n,
+    reduce_logsumexp,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_prod,
+    reduce_std,
+    reduce_sum,
     reduce_variance,
 )
 from gradtape.module import *  # noqa: E402, F403
@@ -93,4 +219,5 @@ from gradtape.crosscheck import check_gradients  # noqa: E402,F401
 from gradtape import _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)
 
 from gradtape._rule_namespace import set_tensor_module as _set_tensor_module  # noqa: E402
+
 _set_tensor_module(_sys.modules[__name__])  # rules on Tensors call gradtape's own functions

@@ -10,6 +10,7 @@ threads do not inherit the context); a new asyncio task starts from a copy of it
 Nothing is imported until a backend is first asked for, so ``import gradtape`` with the NumPy backend
 never imports torch or jax.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,7 +51,7 @@ def _make(name, device):
     elif isinstance(device, str):
         dev = b.parse_device(device)
     else:
-        dev = b.parse_device(device)      # native device objects pass through (and are checked)
+        dev = b.parse_device(device)  # native device objects pass through (and are checked)
     return _Setting(b, dev)
 
 
@@ -88,7 +89,7 @@ def default_device(backend):
     return backend.default_device()
 
 
-_backends._protocol.CONFIGURED_DEVICE[0] = default_device     # Backend.device reads the configuration
+_backends._protocol.CONFIGURED_DEVICE[0] = default_device  # Backend.device reads the configuration
 
 
 def set_backend(name, device=None):

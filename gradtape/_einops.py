@@ -9,6 +9,7 @@ defined at once; otherwise a meta-path hook defines it right after ``einops._bac
 imported (and removes itself), so ``import gradtape, einops`` works in either order and
 ``import gradtape`` never imports einops.
 """
+
 from __future__ import annotations
 
 import sys
@@ -29,10 +30,29 @@ from gradtape.tensor import Tensor, convert_to_tensor
 
 #: the gradtape functions einops' backend and ``einsum`` call (imported from the chapters: this module is
 #: imported by the package's ``__init__``)
-gt = SimpleNamespace(Tensor=Tensor, convert_to_tensor=convert_to_tensor, asarray=asarray, arange=arange,
-                     reshape=reshape, permute_dims=permute_dims, stack=stack, expand_dims=expand_dims,
-                     broadcast_to=broadcast_to, tile=tile, concat=concat, isdtype=isdtype, take=take,
-                     sum=_sum, mean=mean, max=_max, min=_min, prod=prod, any=_any, all=_all, matmul=matmul)
+gt = SimpleNamespace(
+    Tensor=Tensor,
+    convert_to_tensor=convert_to_tensor,
+    asarray=asarray,
+    arange=arange,
+    reshape=reshape,
+    permute_dims=permute_dims,
+    stack=stack,
+    expand_dims=expand_dims,
+    broadcast_to=broadcast_to,
+    tile=tile,
+    concat=concat,
+    isdtype=isdtype,
+    take=take,
+    sum=_sum,
+    mean=mean,
+    max=_max,
+    min=_min,
+    prod=prod,
+    any=_any,
+    all=_all,
+    matmul=matmul,
+)
 
 __all__ = ["einsum", "install"]
 
@@ -58,6 +78,7 @@ class _EinopsHook:
         if self in sys.meta_path:
             sys.meta_path.remove(self)
         import importlib.util
+
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
             spec.loader = _Loader(spec.loader)
@@ -80,12 +101,17 @@ class _Loader:
         self._loader.exec_module(module)
         try:
             _define_backend(module)
-        except Exception as e:      # an einops we do not know: einops itself must still import
+        except Exception as e:  # an einops we do not know: einops itself must still import
             import warnings
-            warnings.warn(f"gradtape could not register its einops backend ({type(e).__name__}: {e}); "
-                          "einops functions will not accept gradtape tensors", RuntimeWarning, stacklevel=2)
 
-    def __getattr__(self, name):          # get_source, get_filename, ... as the wrapped loader has them
+            warnings.warn(
+                f"gradtape could not register its einops backend ({type(e).__name__}: {e}); "
+                "einops functions will not accept gradtape tensors",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def __getattr__(self, name):  # get_source, get_filename, ... as the wrapped loader has them
         return getattr(self._loader, name)
 
 
@@ -220,7 +246,7 @@ def _contract(gt, a, la, b, lb, keep):
 
     def arrange(t, labels, order):
         t = gt.permute_dims(t, tuple(labels.index(c) for c in order))
-        return gt.broadcast_to(t, tuple(size[c] for c in order))     # size-1 axes broadcast
+        return gt.broadcast_to(t, tuple(size[c] for c in order))  # size-1 axes broadcast
 
     def prod(cs):
         n = 1

@@ -15,12 +15,14 @@ with the namespace that fits the walk:
 Broadcasting is undone in one place (:func:`gradtape._unbroadcast.fit`).  This module never imports
 an op chapter: it sits below ``dispatch`` and the ops.
 """
+
 from __future__ import annotations
 
 import enum
 import warnings
 from typing import NamedTuple
 
+from gradtape import dtypes as _dt
 from gradtape._recording_state import _state
 from gradtape._rule_namespace import native_namespace, tensor_namespace
 from gradtape._unbroadcast import bad_gradient, broadcasts_to, fit
@@ -32,6 +34,7 @@ __all__ = ["Node", "TensorOp", "UnconnectedGradients", "record", "record1", "rec
 
 class UnconnectedGradients(enum.Enum):
     """What ``gradient`` returns for a source not connected to the target."""
+
     NONE = "none"
     ZERO = "zero"
 
@@ -92,8 +95,10 @@ _tuple_new = tuple.__new__
 
 
 def _not_saved(opdef, what):
-    raise RuntimeError(f"the gradient rule of {opdef.name!r} reads op.{what}, but the op declares "
-                       f"saves={opdef.saves!r} (the values it keeps for its rule); add it to its saves")
+    raise RuntimeError(
+        f"the gradient rule of {opdef.name!r} reads op.{what}, but the op declares "
+        f"saves={opdef.saves!r} (the values it keeps for its rule); add it to its saves"
+    )
 
 
 class _Unsaved:
@@ -279,8 +284,9 @@ def _differentiable_outputs(op, outs, b):
             return None
         return (o._id,)
     mask = op.output_differentiable
-    out_ids = tuple(o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0
-                    for k, o in enumerate(outs))
+    out_ids = tuple(
+        o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0 for k, o in enumerate(outs)
+    )
     return out_ids if any(out_ids) else None
 
 
@@ -366,7 +372,6 @@ def _real_natives(b):
     these gradients)."""
     s = _REAL_NATIVE.get(b)
     if s is None:
-        from gradtape import dtypes as _dt     # why: dtypes is below; kept local to the cold path
         s = set()
         for d in (getattr(_dt, "float16", None), _dt.float32, _dt.float64, getattr(_dt, "bfloat16", None)):
             if d is None:
@@ -376,9 +381,9 @@ def _real_natives(b):
             except (TypeError, KeyError):
                 continue
             s.add(nd)
-            try:        # the dtype objects arrays carry (NumPy's np.dtype, not the scalar type)
+            try:  # the dtype objects arrays carry (NumPy's np.dtype, not the scalar type)
                 s.add(b.xp.zeros((0,), dtype=nd).dtype)
-            except Exception:   # pragma: no cover - a library that cannot make this array
+            except Exception:  # pragma: no cover - a library that cannot make this array
                 pass
         s = _REAL_NATIVE[b] = frozenset(s)
     return s
@@ -416,16 +421,23 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
     """
     for t in targets:
         if not isinstance(t, Tensor):
-            raise ValueError(f"GradientTape.gradient: targets must be Tensors or Variables, got "
-                             f"{type(t).__name__}")
+            raise ValueError(f"GradientTape.gradient: targets must be Tensors or Variables, got {type(t).__name__}")
         if not t.dtype.differentiable:
-            warnings.warn(f"The dtype of the target tensor must be floating (e.g. gt.float32) when "
-                          f"calling GradientTape.gradient, got {t.dtype}", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"The dtype of the target tensor must be floating (e.g. gt.float32) when "
+                f"calling GradientTape.gradient, got {t.dtype}",
+                UserWarning,
+                stacklevel=3,
+            )
     source_ids = []
     for s in sources:
         if not s.dtype.differentiable:
-            warnings.warn(f"The dtype of the source tensor must be floating (e.g. gt.float32) when "
-                          f"calling GradientTape.gradient, got {s.dtype}", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"The dtype of the source tensor must be floating (e.g. gt.float32) when "
+                f"calling GradientTape.gradient, got {s.dtype}",
+                UserWarning,
+                stacklevel=3,
+            )
             source_ids.append(0)
         else:
             source_ids.append(s._id)
@@ -453,8 +465,10 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
         elif g is not None:
             g = g if isinstance(g, Tensor) else convert_to_tensor(g, dtype=t.dtype, like=t)
             if tuple(g.shape) != tuple(t.shape):
-                raise ValueError(f"output_gradients[{k}] has shape {tuple(g.shape)} but its target has "
-                                 f"shape {tuple(t.shape)}; they must match")
+                raise ValueError(
+                    f"output_gradients[{k}] has shape {tuple(g.shape)} but its target has "
+                    f"shape {tuple(t.shape)}; they must match"
+                )
         tid = t._id
         if tid not in reach:
             continue
@@ -503,7 +517,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
     for idx in range(len(nodes) - 1, -1, -1):
         n = nodes[idx]
         if consume:
-            nodes[idx] = None           # the node's saved values go with the last reference
+            nodes[idx] = None  # the node's saved values go with the last reference
         op, in_ids, inputs, _, oids, _, b = n
         single = len(oids) == 1
         if single:
@@ -535,7 +549,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
             else:
                 if any(h is None for h in gs):
                     if nb:
-                        raise NotBatchable(op.name)     # (zeros without the batch axis)
+                        raise NotBatchable(op.name)  # (zeros without the batch axis)
                     gs = [xp_native.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
                 in_grads = rule(xp_native, n, *gs)
             if in_grads.__class__ is not tuple:
@@ -584,8 +598,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
 
 
 def _wrong_count(op, in_grads, in_ids):
-    raise ValueError(f"the gradient rule of {op.name!r} returned {len(in_grads)} gradients "
-                     f"for {len(in_ids)} inputs")
+    raise ValueError(f"the gradient rule of {op.name!r} returned {len(in_grads)} gradients for {len(in_ids)} inputs")
 
 
 def _fit_tensor(g, n, k, g_out, xp):

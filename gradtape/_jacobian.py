@@ -1,5 +1,6 @@
 """``GradientTape.jacobian`` and ``batch_jacobian``: one backward pass per output element, over the
 recorded nodes (which the tape keeps until every pass is done)."""
+
 from __future__ import annotations
 
 import warnings
@@ -57,7 +58,7 @@ def _vectorized(rec, target, src, cotangents):
                 out.append(None)
                 continue
             want = (cotangents.shape[0],) + tuple(s._v.shape)
-            if tuple(g.shape) != want:      # a source that is also the target, or a broadcast view
+            if tuple(g.shape) != want:  # a source that is also the target, or a broadcast view
                 g = xp.broadcast_to(g, want)
             out.append(g)
         return tuple(out)
@@ -79,32 +80,35 @@ def check_args(call, target, sources):
     target is a ``TypeError`` (as ``gradient``), a source that is not a Tensor or Variable a
     ``ValueError`` naming it."""
     if target is None:
-        raise TypeError(f"GradientTape.{call}: `target` is None; pass the Tensor (or Variable) to "
-                        "differentiate")
+        raise TypeError(f"GradientTape.{call}: `target` is None; pass the Tensor (or Variable) to differentiate")
     leaves = [sources] if call == "batch_jacobian" else optree.tree_leaves(sources, none_is_leaf=True)
     for k, s in enumerate(leaves):
         if not isinstance(s, Tensor):
             where = "source" if call == "batch_jacobian" else f"sources (leaf {k})"
-            raise ValueError(f"GradientTape.{call}: {where} is {type(s).__name__} {s!r}, not a gt.Tensor "
-                             "or gt.Variable; differentiate with respect to tensors the tape watches "
-                             "(make one with gt.constant(...) and tape.watch(it) before computing)")
+            raise ValueError(
+                f"GradientTape.{call}: {where} is {type(s).__name__} {s!r}, not a gt.Tensor "
+                "or gt.Variable; differentiate with respect to tensors the tape watches "
+                "(make one with gt.constant(...) and tape.watch(it) before computing)"
+            )
 
 
 def check_batch_args(target, source):
     """``batch_jacobian``'s shapes, as TensorFlow: both of rank 2 or more, one batch size."""
     check_args("batch_jacobian", target, source)
     if not isinstance(target, Tensor):
-        raise ValueError(f"GradientTape.batch_jacobian: `target` is {type(target).__name__}, not a "
-                         "gt.Tensor or gt.Variable")
+        raise ValueError(
+            f"GradientTape.batch_jacobian: `target` is {type(target).__name__}, not a gt.Tensor or gt.Variable"
+        )
     tshape, sshape = tuple(target.shape), tuple(source.shape)
     for what, shape in (("target", tshape), ("source", sshape)):
         if len(shape) < 2:
-            raise ValueError(f"GradientTape.batch_jacobian: the {what} has shape {shape}, rank "
-                             f"{len(shape)}, but must have rank at least 2 ([batch, ...]); use "
-                             "GradientTape.jacobian for tensors without a batch axis")
+            raise ValueError(
+                f"GradientTape.batch_jacobian: the {what} has shape {shape}, rank "
+                f"{len(shape)}, but must have rank at least 2 ([batch, ...]); use "
+                "GradientTape.jacobian for tensors without a batch axis"
+            )
     if tshape[0] != sshape[0]:
-        raise ValueError(f"Need first dimension of target shape ({tshape}) and source shape ({sshape}) "
-                         "to match.")
+        raise ValueError(f"Need first dimension of target shape ({tshape}) and source shape ({sshape}) to match.")
 
 
 def jacobian(rec, target, sources, unconnected):
@@ -122,8 +126,11 @@ def jacobian(rec, target, sources, unconnected):
             for s, conn, g in zip(src, _connected(rec, target, src), batched):
                 shape = tuple(tshape) + tuple(s.shape)
                 if not conn or g is None:
-                    out.append(zeros(shape, dtype=s.dtype, device=s._b.device_of(s._v))
-                               if unconnected is UnconnectedGradients.ZERO else None)
+                    out.append(
+                        zeros(shape, dtype=s.dtype, device=s._b.device_of(s._v))
+                        if unconnected is UnconnectedGradients.ZERO
+                        else None
+                    )
                 else:
                     out.append(reshape(_wrap(g, s._b), shape))
             return optree.tree_unflatten(spec, out)
@@ -137,8 +144,11 @@ def jacobian(rec, target, sources, unconnected):
     for k, s in enumerate(src):
         shape = tuple(tshape) + tuple(s.shape)
         if n and all(g is None for g in rows[k]):
-            out.append(zeros(shape, dtype=s.dtype, device=s._b.device_of(s._v))
-                       if unconnected is UnconnectedGradients.ZERO else None)
+            out.append(
+                zeros(shape, dtype=s.dtype, device=s._b.device_of(s._v))
+                if unconnected is UnconnectedGradients.ZERO
+                else None
+            )
             continue
         if not n:
             out.append(zeros(shape, dtype=s.dtype))
@@ -164,12 +174,11 @@ def batch_jacobian(rec, target, source, unconnected):
     shape = (bsz,) + tuple(tshape[1:]) + tuple(sshape[1:])
     if m:
         rows = xp.reshape(eye, (m, 1) + tuple(tshape[1:]))
-        batched = _vectorized(rec, target, [source],
-                              xp.broadcast_to(rows, (m,) + tuple(tshape)))
+        batched = _vectorized(rec, target, [source], xp.broadcast_to(rows, (m,) + tuple(tshape)))
         if batched is not None:
             if not _connected(rec, target, [source])[0] or batched[0] is None:
                 return zeros(shape, dtype=source.dtype, device=source._b.device_of(source._v))
-            g = _wrap(batched[0], source._b)            # [m, b, x...]
+            g = _wrap(batched[0], source._b)  # [m, b, x...]
             return reshape(moveaxis(g, 0, 1), shape)
     cols = []
     for j in range(m):

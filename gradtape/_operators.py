@@ -6,6 +6,7 @@ operator costs exactly one op call.  Reflected operators swap the arguments; in-
 are functional updates: the tensor takes the new value and a new identity on the tape.  This module
 sits above the op chapters and below the tape: ``gradtape.tensor`` imports no op.
 """
+
 from __future__ import annotations
 
 from gradtape import tensor as _tensor
@@ -17,15 +18,26 @@ from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape, stack
 from gradtape.tensor import Tensor, Variable, convert_to_tensor
 
 _BINARY = {
-    "add": E.add, "sub": E.subtract, "mul": E.multiply, "truediv": E.divide, "floordiv": E.floor_divide,
-    "mod": E.remainder, "pow": E.pow, "matmul": matmul, "and": E.bitwise_and, "or": E.bitwise_or,
-    "xor": E.bitwise_xor, "lshift": E.bitwise_left_shift, "rshift": E.bitwise_right_shift,
+    "add": E.add,
+    "sub": E.subtract,
+    "mul": E.multiply,
+    "truediv": E.divide,
+    "floordiv": E.floor_divide,
+    "mod": E.remainder,
+    "pow": E.pow,
+    "matmul": matmul,
+    "and": E.bitwise_and,
+    "or": E.bitwise_or,
+    "xor": E.bitwise_xor,
+    "lshift": E.bitwise_left_shift,
+    "rshift": E.bitwise_right_shift,
 }
 
 
 def _reflected(fn):
     def r(self, other):
         return fn(other, self)
+
     r.__name__ = f"r{fn.__name__}"
     return r
 
@@ -33,6 +45,7 @@ def _reflected(fn):
 def _inplace(fn):
     def i(self, other):
         return self._become(fn(self, other))
+
     i.__name__ = f"i{fn.__name__}"
     return i
 
@@ -41,8 +54,7 @@ for _name, _fn in _BINARY.items():
     setattr(Tensor, f"__{_name}__", _fn)
     setattr(Tensor, f"__r{_name}__", _reflected(_fn))
     setattr(Tensor, f"__i{_name}__", _inplace(_fn))
-    setattr(Variable, f"__i{_name}__", _fn)     # on a Variable, ``v += 1`` rebinds to a Tensor (TF 2)
-
+    setattr(Variable, f"__i{_name}__", _fn)  # on a Variable, ``v += 1`` rebinds to a Tensor (TF 2)
 
 
 def __eq__(self, other):
@@ -76,8 +88,7 @@ Variable.__hash__ = object.__hash__
 # --------------------------------------------------------------------------- methods that compute
 def _T(self):
     if self.ndim != 2:
-        raise ValueError(f"Tensor.T is for 2-D tensors (got {self.ndim}-D); use gt.matrix_transpose "
-                         "or gt.permute_dims")
+        raise ValueError(f"Tensor.T is for 2-D tensors (got {self.ndim}-D); use gt.matrix_transpose or gt.permute_dims")
     return permute_dims(self, (1, 0))
 
 

@@ -3,6 +3,7 @@
 It sits below ``tensor`` so that a Tensor can ask whether a recording tape connects it to a
 watched source (the gradient-leak check of its conversions) without importing the tape.
 """
+
 from __future__ import annotations
 
 import threading
@@ -12,8 +13,8 @@ __all__ = ["connected_tapes"]
 
 class _State(threading.local):
     def __init__(self):
-        self.tapes = []          # the recordings (``_engine._Recording``) of this thread, innermost last
-        self.reach = None        # the identities the running backward walk wants (``Node.needs_grad``)
+        self.tapes = []  # the recordings (``_engine._Recording``) of this thread, innermost last
+        self.reach = None  # the identities the running backward walk wants (``Node.needs_grad``)
 
 
 _state = _State()

@@ -15,6 +15,7 @@ passes one of two:
 This module knows the registry and nothing above it: gradtape's top-level package hands its
 namespace in with :func:`set_tensor_module` once every chapter is loaded.
 """
+
 from __future__ import annotations
 
 from gradtape.registry import _OPS
@@ -56,7 +57,8 @@ class NativeNamespace:
                 if value is None:
                     raise AttributeError(
                         f"gradient rules on backend {b.name!r}: the native namespace has no {full!r} "
-                        "(a rule may call the Array API, and registered ops declared xp_callable)")
+                        "(a rule may call the Array API, and registered ops declared xp_callable)"
+                    )
         setattr(self, name, value)
         return value
 

@@ -1,6 +1,7 @@
 """The one place where broadcasting is undone: a rule returns an input's gradient in the broadcast
 shape, and the engine sums it back to the input's shape (and casts it to its dtype) here, on the
 namespace of the walk (native arrays, or gradtape Tensors when an outer tape records)."""
+
 from __future__ import annotations
 
 from gradtape.registry import rule_location
@@ -14,12 +15,17 @@ def bad_gradient(n, k, gshape, shape):
     op = n.opdef
     fn = n.attrs.get("grad_fn") if op.name == "custom_gradient" else op.grad
     code = getattr(fn, "__code__", None)
-    where = (f"{getattr(fn, '__qualname__', fn)!r} at {code.co_filename}:{code.co_firstlineno}" if code
-             else rule_location(op))
-    raise ValueError(f"the gradient rule of op {op.name!r} ({where}) returned a gradient of shape "
-                     f"{gshape} for input {k} of shape {shape} (backend {n.backend.name!r}); a rule must "
-                     "return, for each input, a gradient of that input's shape (or of the shape it was "
-                     "broadcast to, which the engine sums back)")
+    where = (
+        f"{getattr(fn, '__qualname__', fn)!r} at {code.co_filename}:{code.co_firstlineno}"
+        if code
+        else rule_location(op)
+    )
+    raise ValueError(
+        f"the gradient rule of op {op.name!r} ({where}) returned a gradient of shape "
+        f"{gshape} for input {k} of shape {shape} (backend {n.backend.name!r}); a rule must "
+        "return, for each input, a gradient of that input's shape (or of the shape it was "
+        "broadcast to, which the engine sums back)"
+    )
 
 
 def broadcasts_to(shape, gshape):
@@ -45,7 +51,8 @@ def sum_to_shape(xp, g, shape, nb=0):
     if lead < 0 or not broadcasts_to(shape, gshape[nb:]):
         raise ValueError(f"cannot sum a gradient of shape {gshape[nb:]} to the shape {shape}")
     axes = tuple(range(nb, nb + lead)) + tuple(
-        nb + lead + k for k, d in enumerate(shape) if d == 1 and gshape[nb + lead + k] != 1)
+        nb + lead + k for k, d in enumerate(shape) if d == 1 and gshape[nb + lead + k] != 1
+    )
     if axes:
         g = xp.sum(g, axis=axes, keepdims=True)
     if tuple(g.shape) != gshape[:nb] + shape:

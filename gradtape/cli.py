@@ -1,4 +1,5 @@
 """The ``gradtape`` command: ``conformance``, ``check`` and ``backends``."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,16 @@ def _shape(s):
 
 
 def _conformance(args):
-    report = run(backends=_csv(args.backends), ops=_csv(args.ops), dtype=args.dtype, native=args.native,
-                 samples=args.samples, order2=args.order == 2, progress=not args.no_progress, seed=args.seed)
+    report = run(
+        backends=_csv(args.backends),
+        ops=_csv(args.ops),
+        dtype=args.dtype,
+        native=args.native,
+        samples=args.samples,
+        order2=args.order == 2,
+        progress=not args.no_progress,
+        seed=args.seed,
+    )
     print(report.markdown())
     if args.report:
         report.write(args.report)
@@ -44,7 +53,7 @@ def _check(args):
         print(f"gradtape check: cannot load {args.function!r}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     rng = np.random.default_rng(args.seed)
-    shapes = args.shape or ["()"]        # one scalar input
+    shapes = args.shape or ["()"]  # one scalar input
     inputs = [rng.uniform(args.low, args.high, size=_shape(s)).astype(args.dtype) for s in shapes]
     report = gt.check_gradients(fn, *inputs, backends=_csv(args.backends), native=args.native)
     print(report)
@@ -67,16 +76,21 @@ def _backends(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="gradtape", description="gradtape: TensorFlow's GradientTape "
-                                     "on any Array API library")
+    parser = argparse.ArgumentParser(
+        prog="gradtape", description="gradtape: TensorFlow's GradientTape on any Array API library"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("conformance", help="check every registered op's gradient on every backend")
     c.add_argument("--backends", help="comma-separated backends (default: every installed one)")
     c.add_argument("--ops", help="comma-separated op names (default: every registered op)")
     c.add_argument("--dtype", default="float64", choices=["float64", "float32"])
-    c.add_argument("--native", action=argparse.BooleanOptionalAction, default=True,
-                   help="cross-check with torch.autograd / jax.grad / TensorFlow (default: on)")
+    c.add_argument(
+        "--native",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cross-check with torch.autograd / jax.grad / TensorFlow (default: on)",
+    )
     c.add_argument("--samples", type=int, default=None, help="cases per op (default: all of its domain)")
     c.add_argument("--order", type=int, choices=[1, 2], default=2, help="2 also checks gradients of gradients")
     c.add_argument("--report", help="write the report to FILE.json or FILE.md")
@@ -86,11 +100,18 @@ def main(argv=None):
 
     k = sub.add_parser("check", help="cross-check the gradient of your function MODULE:FUNCTION")
     k.add_argument("function", help="the function to check, as MODULE:FUNCTION (MODULE importable from here)")
-    k.add_argument("--shape", action="append",
-                   help="shape of one input, e.g. 3 or 2,3 (repeat per input; default: one scalar input)")
+    k.add_argument(
+        "--shape",
+        action="append",
+        help="shape of one input, e.g. 3 or 2,3 (repeat per input; default: one scalar input)",
+    )
     k.add_argument("--backends", help="comma-separated backends (default: every installed one)")
-    k.add_argument("--native", action=argparse.BooleanOptionalAction, default=True,
-                   help="also compare with torch.autograd / jax.grad of the same function (default: on)")
+    k.add_argument(
+        "--native",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also compare with torch.autograd / jax.grad of the same function (default: on)",
+    )
     k.add_argument("--dtype", default="float64", choices=["float64", "float32"], help="dtype of the inputs")
     k.add_argument("--low", type=float, default=-1.0, help="inputs are drawn uniformly from [low, high]")
     k.add_argument("--high", type=float, default=1.0, help="see --low")

@@ -16,6 +16,7 @@ kinks (``abs`` at 0, ``max`` over ties, ...): frameworks legitimately pick diffe
 there, so those elements are reported, not compared.  Complex gradients follow TensorFlow's
 convention (``dL/dRe + 1j dL/dIm``); JAX's are conjugated by its adapter before comparing.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,7 @@ from gradtape.tape import GradientTape
 from gradtape.tensor import _wrap
 from gradtape.testing import finite_differences
 
-__all__ = ["TOLERANCES", "GradientReport", "PairResult", "check_gradients", "finite_differences",
-           "native_method_name"]
+__all__ = ["TOLERANCES", "GradientReport", "PairResult", "check_gradients", "finite_differences", "native_method_name"]
 
 #: default tolerances: (against finite differences, between two analytic gradients), per precision
 TOLERANCES = {
@@ -86,28 +86,34 @@ class GradientReport:
     def raise_if_failed(self):
         """Raise an ``AssertionError`` naming the pairs that disagree (returns self otherwise)."""
         if not self.compared:
-            raise AssertionError("no gradtape gradient was compared: "
-                                 + "; ".join(f"{k}: {v}" for k, v in self.skipped.items()))
+            raise AssertionError(
+                "no gradtape gradient was compared: " + "; ".join(f"{k}: {v}" for k, v in self.skipped.items())
+            )
         if not self.passed:
-            lines = [f"{p.a} vs {p.b} on argument {p.arg}: max abs err {p.max_abs_err:.3g}, "
-                     f"max rel err {p.max_rel_err:.3g} (rtol {p.rtol:g}, atol {p.atol:g})"
-                     for p in self.failures]
+            lines = [
+                f"{p.a} vs {p.b} on argument {p.arg}: max abs err {p.max_abs_err:.3g}, "
+                f"max rel err {p.max_rel_err:.3g} (rtol {p.rtol:g}, atol {p.atol:g})"
+                for p in self.failures
+            ]
             raise AssertionError("gradients disagree:\n  " + "\n  ".join(lines))
         return self
 
     def table(self):
         """The pairwise comparison as a Markdown table."""
-        rows = ["| method A | method B | arg | max abs err | max rel err | result |",
-                "|---|---|---|---|---|---|"]
+        rows = ["| method A | method B | arg | max abs err | max rel err | result |", "|---|---|---|---|---|---|"]
         for p in self.pairs:
             verdict = "pass" if p.passed else "**FAIL**"
-            rows.append(f"| {p.a} | {p.b} | {p.arg} | {p.max_abs_err:.2e} | {p.max_rel_err:.2e} | "
-                        f"{verdict}{' (' + p.note + ')' if p.note else ''} |")
+            rows.append(
+                f"| {p.a} | {p.b} | {p.arg} | {p.max_abs_err:.2e} | {p.max_rel_err:.2e} | "
+                f"{verdict}{' (' + p.note + ')' if p.note else ''} |"
+            )
         for name, why in self.skipped.items():
             rows.append(f"| {name} | — | — | — | — | skipped: {why} |")
         for arg, idx in self.kinks.items():
-            rows.append(f"| kinks | — | {arg} | — | — | not compared at {len(idx)} element(s) where the "
-                        f"one-sided differences disagree: {idx[:6]} |")
+            rows.append(
+                f"| kinks | — | {arg} | — | — | not compared at {len(idx)} element(s) where the "
+                f"one-sided differences disagree: {idx[:6]} |"
+            )
         return "\n".join(rows)
 
     def __str__(self):
@@ -166,6 +172,7 @@ def _tensorflow_grad(fn, arrays, wrt):
     ``tf.experimental.numpy`` for the duration of the call."""
     import tensorflow as tf
     import tensorflow.experimental.numpy as tnp
+
     had = "__array_namespace__" in vars(tf.Tensor)
     old = vars(tf.Tensor).get("__array_namespace__")
     tf.Tensor.__array_namespace__ = lambda self, api_version=None: tnp
@@ -258,7 +265,7 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
         with use_backend("numpy"):
             return float(_loss(fn(*[asarray(x) for x in xs])).numpy())
 
-    diffs = finite_differences(value, arrays, wrt, eps=eps)     # in float64 / complex128
+    diffs = finite_differences(value, arrays, wrt, eps=eps)  # in float64 / complex128
     methods["finite differences"] = [diffs[k][0] for k in wrt]
     kinks, masks = {}, {}
     for j, k in enumerate(wrt):
@@ -275,5 +282,6 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
         at = atol if atol is not None else (fd_atol if numeric else ex_atol)
         for j, k in enumerate(wrt):
             pairs.append(_compare(ma, mb, ga[j], gb[j], k, masks[j], rt, at))
-    return GradientReport(methods={m: dict(zip(wrt, g)) for m, g in methods.items()}, pairs=pairs,
-                          skipped=skipped, kinks=kinks)
+    return GradientReport(
+        methods={m: dict(zip(wrt, g)) for m, g in methods.items()}, pairs=pairs, skipped=skipped, kinks=kinks
+    )

@@ -1,5 +1,6 @@
 """``custom_gradient``, ``stop_gradient`` and ``register_op``: the user's ways to say how
 something differentiates."""
+
 from __future__ import annotations
 
 import functools
@@ -35,18 +36,22 @@ def _custom_rule(op, *grads):
     variables = op.inputs[n_in:]
     if op.attrs["variables"]:
         if not op.attrs["accepts_variables"]:
-            raise TypeError("If using @custom_gradient with a function that uses variables, then "
-                            "grad_fn must accept a keyword argument 'variables'.")
+            raise TypeError(
+                "If using @custom_gradient with a function that uses variables, then "
+                "grad_fn must accept a keyword argument 'variables'."
+            )
         result = grad_fn(*grads, variables=list(op.attrs["variables"]))
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
-            raise ValueError("custom_gradient: with variables, grad_fn must return "
-                             "(input_gradients, variable_gradients)")
+            raise ValueError(
+                "custom_gradient: with variables, grad_fn must return (input_gradients, variable_gradients)"
+            )
         in_grads, var_grads = result
         in_grads = list(in_grads) if isinstance(in_grads, (tuple, list)) else [in_grads]
         var_grads = list(var_grads)
         if len(var_grads) != len(variables):
-            raise ValueError(f"custom_gradient: grad_fn returned {len(var_grads)} variable gradients for "
-                             f"{len(variables)} variables")
+            raise ValueError(
+                f"custom_gradient: grad_fn returned {len(var_grads)} variable gradients for {len(variables)} variables"
+            )
     else:
         result = grad_fn(*grads)
         in_grads = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -55,8 +60,7 @@ def _custom_rule(op, *grads):
     if len(in_grads) == op.attrs["n_args"] and len(in_grads) != n_in:
         in_grads = [in_grads[p] for p in positions]
     if len(in_grads) != n_in:
-        raise ValueError(f"custom_gradient: grad_fn returned {len(in_grads)} gradients for {n_in} "
-                         "tensor inputs")
+        raise ValueError(f"custom_gradient: grad_fn returned {len(in_grads)} gradients for {n_in} tensor inputs")
     return tuple(in_grads) + tuple(var_grads)
 
 
@@ -73,8 +77,8 @@ def custom_gradient(f=None):
     def wrapper(*args, **kwargs):
         outer = _state.tapes
         private = _Recording(True)
-        _state.tapes = [private]         # outer tapes see nothing of f's inside
-        _activate(1)                     # (the private tape collects the variables f reads)
+        _state.tapes = [private]  # outer tapes see nothing of f's inside
+        _activate(1)  # (the private tape collects the variables f reads)
         try:
             result = f(*args, **kwargs)
         finally:
@@ -87,18 +91,24 @@ def custom_gradient(f=None):
         outs = [_wrap(t._v, t._b) if isinstance(t, Tensor) else convert_to_tensor(t) for t in leaves]
         # as TF: grad_fn owes gradients only to the variables used inside f that are not its inputs
         flat_inputs = optree.tree_leaves((args, kwargs), none_is_leaf=True)
-        variables = [v for _, v in sorted(private.variables.items())
-                     if not any(v is a for a in flat_inputs)]
+        variables = [v for _, v in sorted(private.variables.items()) if not any(v is a for a in flat_inputs)]
         if outer:
             positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
             inputs = [args[k] for k in positions] + variables
             try:
                 accepts = "variables" in inspect.signature(grad_fn).parameters or any(
-                    p.kind is p.VAR_KEYWORD for p in inspect.signature(grad_fn).parameters.values())
+                    p.kind is p.VAR_KEYWORD for p in inspect.signature(grad_fn).parameters.values()
+                )
             except (TypeError, ValueError):
                 accepts = True
-            attrs = {"grad_fn": grad_fn, "n_inputs": len(positions), "positions": positions,
-                     "n_args": len(args), "variables": tuple(variables), "accepts_variables": accepts}
+            attrs = {
+                "grad_fn": grad_fn,
+                "n_inputs": len(positions),
+                "positions": positions,
+                "n_args": len(args),
+                "variables": tuple(variables),
+                "accepts_variables": accepts,
+            }
             record(_CUSTOM, tuple(inputs), tuple(t._v for t in inputs), attrs, tuple(outs))
         return optree.tree_unflatten(spec, outs)
 
@@ -117,13 +127,14 @@ def _check_output(name, backend, out, k=None):
         return out._v
     if backend.is_native(out):
         return out
-    if isinstance(out, (bool, int, float, complex, np.ndarray, np.generic)) and \
-            np.asarray(out).dtype.kind in "biufc":
+    if isinstance(out, (bool, int, float, complex, np.ndarray, np.generic)) and np.asarray(out).dtype.kind in "biufc":
         return out
     which = "forward" if k is None else f"output {k} of forward"
-    raise TypeError(f"register_op({name!r}): {which} returned {_describe(out)}, not an array of "
-                    f"backend {backend.name!r}; forward(xp, *arrays, **attrs) must compute on the "
-                    "namespace xp and return its array" + ("s" if k is not None else ""))
+    raise TypeError(
+        f"register_op({name!r}): {which} returned {_describe(out)}, not an array of "
+        f"backend {backend.name!r}; forward(xp, *arrays, **attrs) must compute on the "
+        "namespace xp and return its array" + ("s" if k is not None else "")
+    )
 
 
 def register_op(name, forward, gradient=None, *, nout=None, domain=None, differentiable=True):
@@ -138,30 +149,44 @@ def register_op(name, forward, gradient=None, *, nout=None, domain=None, differe
     if not isinstance(name, str) or not name:
         raise TypeError(f"register_op: the op's name must be a non-empty str, got {_describe(name)}")
     if not callable(forward):
-        raise TypeError(f"register_op({name!r}): forward must be callable forward(xp, *arrays, **attrs), "
-                        f"got {_describe(forward)}")
+        raise TypeError(
+            f"register_op({name!r}): forward must be callable forward(xp, *arrays, **attrs), got {_describe(forward)}"
+        )
     if gradient is not None and not callable(gradient):
-        raise TypeError(f"register_op({name!r}): gradient must be None or a rule gradient(xp, op, *grads) "
-                        "(or gradient(op, *grads)), "
-                        f"got {_describe(gradient)}")
+        raise TypeError(
+            f"register_op({name!r}): gradient must be None or a rule gradient(xp, op, *grads) "
+            "(or gradient(op, *grads)), "
+            f"got {_describe(gradient)}"
+        )
     if nout is not None and (isinstance(nout, bool) or not isinstance(nout, int) or nout < 1):
-        raise ValueError(f"register_op({name!r}): nout must be None (one output) or a positive int, "
-                         f"got {nout!r}")
+        raise ValueError(f"register_op({name!r}): nout must be None (one output) or a positive int, got {nout!r}")
     if name in _OPS:
-        raise KeyError(f"an op named {name!r} is already registered ({_OPS[name]!r}); pick another "
-                       "name or override its gradient with gt.RegisterGradient")
+        raise KeyError(
+            f"an op named {name!r} is already registered ({_OPS[name]!r}); pick another "
+            "name or override its gradient with gt.RegisterGradient"
+        )
 
     def fwd(backend, *arrays, **attrs):
         out = forward(backend.xp, *arrays, **attrs)
         if nout is None:
             return _check_output(name, backend, out)
         if not isinstance(out, (tuple, list)) or len(out) != nout:
-            raise TypeError(f"register_op({name!r}): declared with nout={nout}, forward must return a "
-                            f"tuple of {nout} arrays, got {_describe(out)}")
+            raise TypeError(
+                f"register_op({name!r}): declared with nout={nout}, forward must return a "
+                f"tuple of {nout} arrays, got {_describe(out)}"
+            )
         return tuple(_check_output(name, backend, o, k) for k, o in enumerate(out))
 
-    op = defop(name, fwd, grad=gradient, chapter="user", nout=nout, domain=domain,
-               differentiable=differentiable, doc=(forward.__doc__ or "").strip() or None)
+    op = defop(
+        name,
+        fwd,
+        grad=gradient,
+        chapter="user",
+        nout=nout,
+        domain=domain,
+        differentiable=differentiable,
+        doc=(forward.__doc__ or "").strip() or None,
+    )
 
     def f(*arrays, **attrs):
         return apply(op, arrays, attrs)

@@ -4,6 +4,7 @@ Unwrap the inputs, check they share one backend, run the forward on the backend'
 the outputs, and only if a tape is active hand the call to ``tape.record``.  The not-recording path
 is a loop over the arguments, one dict lookup for the native function, and the call itself.
 """
+
 from __future__ import annotations
 
 from gradtape import _config
@@ -158,10 +159,12 @@ def _promote(op, b, args, natives):
     if len(set(present)) < 2:
         return None
     rt = _dt.result_type(*present)
-    cast = get_op("astype")         # registered by the ops, above this module
+    cast = get_op("astype")  # registered by the ops, above this module
     attrs = {"dtype": b.dtype_to_native(rt), "copy": True}
-    return tuple(a if d is None or d is rt else apply1(cast, a if isinstance(a, Tensor) else _wrap(v, b), attrs)
-                 for a, v, d in zip(args, natives, dts))
+    return tuple(
+        a if d is None or d is rt else apply1(cast, a if isinstance(a, Tensor) else _wrap(v, b), attrs)
+        for a, v, d in zip(args, natives, dts)
+    )
 
 
 def _scalar_fits(a, d):
@@ -178,7 +181,8 @@ def _mixed_backends(op, a, b):
     raise ValueError(
         f"op {op.name!r} got tensors of two backends: {a._b.name!r} (device {a.device}) and "
         f"{b._b.name!r} (device {b.device}); move one with gt.asarray(x, backend=...) / .to_device, "
-        "or convert through NumPy")
+        "or convert through NumPy"
+    )
 
 
 def _reraise(op, b, args, natives, e):
@@ -189,9 +193,11 @@ def _reraise(op, b, args, natives, e):
             if d not in devices:
                 devices.append(d)
     if len(devices) > 1:
-        raise ValueError(f"op {op.name!r} on backend {b.name!r} got tensors on two devices: "
-                         f"{devices[0]!r} and {devices[1]!r}; move them to one device with "
-                         ".to_device()") from e
+        raise ValueError(
+            f"op {op.name!r} on backend {b.name!r} got tensors on two devices: "
+            f"{devices[0]!r} and {devices[1]!r}; move them to one device with "
+            ".to_device()"
+        ) from e
     if isinstance(e, (TypeError, ValueError, IndexError, NotImplementedError, RuntimeError)):
         msg = f"{e} (in op {op.name!r} on backend {b.name!r})"
         cls = type(e)

@@ -3,12 +3,32 @@
 Each dtype is a singleton; ``Tensor.dtype == gt.float32`` holds on every backend because every
 adapter maps its library's dtype objects to these (``Backend.dtype_from_native``).
 """
+
 from __future__ import annotations
 
 __all__ = [
-    "DType", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float32", "float64", "complex64", "complex128", "ALL_DTYPES", "as_dtype", "is_floating",
-    "is_complex", "is_differentiable", "real_dtype", "complex_dtype", "isdtype",
+    "DType",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "ALL_DTYPES",
+    "as_dtype",
+    "is_floating",
+    "is_complex",
+    "is_differentiable",
+    "real_dtype",
+    "complex_dtype",
+    "isdtype",
 ]
 
 _builtin_bool = bool
@@ -65,8 +85,7 @@ float64 = DType("float64", "f", 8)
 complex64 = DType("complex64", "c", 8)
 complex128 = DType("complex128", "c", 16)
 
-ALL_DTYPES = (bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-              float32, float64, complex64, complex128)
+ALL_DTYPES = (bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"float": float32, "double": float64, "half": None})
 del _BY_NAME["half"]
@@ -120,8 +139,13 @@ def complex_dtype(d: DType) -> DType:
 
 
 _KIND_GROUPS = {
-    "bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
-    "real floating": "f", "complex floating": "c", "numeric": "iufc",
+    "bool": "b",
+    "signed integer": "i",
+    "unsigned integer": "u",
+    "integral": "iu",
+    "real floating": "f",
+    "complex floating": "c",
+    "numeric": "iufc",
 }
 
 

@@ -4,6 +4,7 @@ Jacobian-vector products are computed by transposing the tape twice: the vector-
 ``u -> J^T u`` is linear in ``u``, so differentiating it with respect to ``u`` in the direction of the
 tangents gives ``J v``.  Every rule is written in gradtape ops, so this needs nothing per op.
 """
+
 from __future__ import annotations
 
 import optree
@@ -18,9 +19,9 @@ __all__ = ["ForwardAccumulator"]
 class ForwardAccumulator:
     """Computes Jacobian-vector products of the ops run inside its context.
 
-        with gt.ForwardAccumulator(primals=x, tangents=v) as acc:
-            y = f(x)
-        acc.jvp(y)          # J_f(x) @ v, shaped like y
+    with gt.ForwardAccumulator(primals=x, tangents=v) as acc:
+        y = f(x)
+    acc.jvp(y)          # J_f(x) @ v, shaped like y
     """
 
     def __init__(self, primals, tangents):
@@ -36,8 +37,9 @@ class ForwardAccumulator:
         for p, t in zip(p_leaves, t_leaves):
             t = convert_to_tensor(t, dtype=p.dtype, like=p)
             if t.shape != p.shape:
-                raise ValueError(f"ForwardAccumulator: a tangent of shape {t.shape} for a primal of shape "
-                                 f"{p.shape}; they must match")
+                raise ValueError(
+                    f"ForwardAccumulator: a tangent of shape {t.shape} for a primal of shape {p.shape}; they must match"
+                )
             self._tangents.append(t)
         self._tape = GradientTape(persistent=True, watch_accessed_variables=False)
 
@@ -64,11 +66,13 @@ class ForwardAccumulator:
                     vjps = self._tape.gradient(y, self._primals, output_gradients=u)
             pairs = [(g, t) for g, t in zip(vjps, self._tangents) if g is not None]
             if not pairs:
-                out.append(zeros_like(y) if UnconnectedGradients(unconnected_gradients) is
-                           UnconnectedGradients.ZERO else None)
+                out.append(
+                    zeros_like(y) if UnconnectedGradients(unconnected_gradients) is UnconnectedGradients.ZERO else None
+                )
                 continue
-            jv = outer.gradient([g for g, _ in pairs], u, output_gradients=[t for _, t in pairs],
-                                unconnected_gradients="zero")
+            jv = outer.gradient(
+                [g for g, _ in pairs], u, output_gradients=[t for _, t in pairs], unconnected_gradients="zero"
+            )
             out.append(jv)
         return optree.tree_unflatten(spec, out)
 

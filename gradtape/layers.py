@@ -14,6 +14,7 @@ Initializers are Keras': ``"glorot_uniform"`` (Dense's default), ``"glorot_norma
 ``init(shape, dtype)``; they draw from :mod:`gradtape.random`, so ``gt.random.set_seed`` makes a
 model's initial weights the same on every backend.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -39,10 +40,30 @@ from gradtape.ops.elementwise import greater_equal
 from gradtape.ops.searching import where
 
 __all__ = [
-    "Activation", "Constant", "Dense", "Dropout", "Flatten", "GlorotNormal", "GlorotUniform", "HeNormal",
-    "HeUniform", "Initializer", "Layer", "LecunNormal", "LecunUniform", "Ones", "RandomNormal",
-    "RandomUniform", "Sequential", "TruncatedNormal", "VarianceScaling", "Zeros", "clear_session",
-    "get_activation", "get_initializer", "reset_names",
+    "Activation",
+    "Constant",
+    "Dense",
+    "Dropout",
+    "Flatten",
+    "GlorotNormal",
+    "GlorotUniform",
+    "HeNormal",
+    "HeUniform",
+    "Initializer",
+    "Layer",
+    "LecunNormal",
+    "LecunUniform",
+    "Ones",
+    "RandomNormal",
+    "RandomUniform",
+    "Sequential",
+    "TruncatedNormal",
+    "VarianceScaling",
+    "Zeros",
+    "clear_session",
+    "get_activation",
+    "get_initializer",
+    "reset_names",
 ]
 
 # ---------------------------------------------------------------------------------------- names
@@ -75,9 +96,20 @@ def _linear(x):
 
 
 _ACTIVATIONS = {
-    "linear": _linear, "relu": _nn.relu, "sigmoid": _nn.sigmoid, "tanh": _nn.tanh, "softmax": _nn.softmax,
-    "log_softmax": _nn.log_softmax, "gelu": _nn.gelu, "elu": _nn.elu, "softplus": _nn.softplus,
-    "leaky_relu": _nn.leaky_relu, "relu6": _nn.relu6, "silu": _nn.silu, "swish": _nn.silu, "exponential": exp,
+    "linear": _linear,
+    "relu": _nn.relu,
+    "sigmoid": _nn.sigmoid,
+    "tanh": _nn.tanh,
+    "softmax": _nn.softmax,
+    "log_softmax": _nn.log_softmax,
+    "gelu": _nn.gelu,
+    "elu": _nn.elu,
+    "softplus": _nn.softplus,
+    "leaky_relu": _nn.leaky_relu,
+    "relu6": _nn.relu6,
+    "silu": _nn.silu,
+    "swish": _nn.silu,
+    "exponential": exp,
 }
 
 
@@ -90,8 +122,9 @@ def get_activation(identifier):
         try:
             return _ACTIVATIONS[identifier]
         except KeyError:
-            raise ValueError(f"Could not interpret activation function identifier: {identifier!r}; "
-                             f"known: {sorted(_ACTIVATIONS)}") from None
+            raise ValueError(
+                f"Could not interpret activation function identifier: {identifier!r}; known: {sorted(_ACTIVATIONS)}"
+            ) from None
     if callable(identifier):
         return identifier
     raise ValueError(f"Could not interpret activation function identifier: {identifier!r}")
@@ -155,8 +188,9 @@ class TruncatedNormal(Initializer):
         self.mean, self.stddev, self.seed = mean, stddev, seed
 
     def __call__(self, shape, dtype=None):
-        return _random.truncated_normal(tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.float32,
-                                        seed=self.seed)
+        return _random.truncated_normal(
+            tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.float32, seed=self.seed
+        )
 
 
 class RandomUniform(Initializer):
@@ -231,10 +265,19 @@ class LecunUniform(VarianceScaling):
 
 
 _INITIALIZERS = {
-    "zeros": Zeros, "ones": Ones, "constant": Constant, "random_normal": RandomNormal,
-    "random_uniform": RandomUniform, "truncated_normal": TruncatedNormal, "glorot_uniform": GlorotUniform,
-    "glorot_normal": GlorotNormal, "he_normal": HeNormal, "he_uniform": HeUniform,
-    "lecun_normal": LecunNormal, "lecun_uniform": LecunUniform, "variance_scaling": VarianceScaling,
+    "zeros": Zeros,
+    "ones": Ones,
+    "constant": Constant,
+    "random_normal": RandomNormal,
+    "random_uniform": RandomUniform,
+    "truncated_normal": TruncatedNormal,
+    "glorot_uniform": GlorotUniform,
+    "glorot_normal": GlorotNormal,
+    "he_normal": HeNormal,
+    "he_uniform": HeUniform,
+    "lecun_normal": LecunNormal,
+    "lecun_uniform": LecunUniform,
+    "variance_scaling": VarianceScaling,
 }
 
 
@@ -246,8 +289,9 @@ def get_initializer(identifier):
         try:
             return _INITIALIZERS[key]()
         except KeyError:
-            raise ValueError(f"Could not interpret initializer identifier: {identifier!r}; known: "
-                             f"{sorted(_INITIALIZERS)}") from None
+            raise ValueError(
+                f"Could not interpret initializer identifier: {identifier!r}; known: {sorted(_INITIALIZERS)}"
+            ) from None
     if callable(identifier):
         return identifier
     raise ValueError(f"Could not interpret initializer identifier: {identifier!r}")
@@ -292,7 +336,7 @@ class Layer(Module):
 
     def __init__(self, trainable=True, name=None, dtype=None, **kwargs):
         for k in ("input_shape", "input_dim", "batch_input_shape", "batch_size"):
-            kwargs.pop(k, None)           # Keras' functional-model hints: nothing to do eagerly
+            kwargs.pop(k, None)  # Keras' functional-model hints: nothing to do eagerly
         if kwargs:
             raise TypeError(f"{type(self).__name__}: unexpected keyword arguments {sorted(kwargs)}")
         if name is None:
@@ -346,19 +390,24 @@ class Layer(Module):
         self.built = True
 
     def _convert_inputs(self, inputs):
-        if isinstance(inputs, (list, tuple)) and inputs and any(isinstance(e, (Tensor, list, tuple)) for e in inputs) \
-                and not _is_numeric_nest(inputs):
+        if (
+            isinstance(inputs, (list, tuple))
+            and inputs
+            and any(isinstance(e, (Tensor, list, tuple)) for e in inputs)
+            and not _is_numeric_nest(inputs)
+        ):
             return type(inputs)(self._convert_inputs(e) for e in inputs)
         if inputs is None:
             return None
         if not isinstance(inputs, Tensor):
             inputs = convert_to_tensor(inputs)
         if inputs.dtype.is_floating and inputs.dtype != self._dtype:
-            inputs = astype(inputs, self._dtype)       # Keras' autocast of floating inputs
+            inputs = astype(inputs, self._dtype)  # Keras' autocast of floating inputs
         return inputs
 
-    def add_weight(self, name=None, shape=(), initializer=None, dtype=None, trainable=True, regularizer=None,
-                   constraint=None):
+    def add_weight(
+        self, name=None, shape=(), initializer=None, dtype=None, trainable=True, regularizer=None, constraint=None
+    ):
         """Create a variable ``<layer name>/<name>:0`` of ``shape``, initialised by ``initializer``
         (default ``"glorot_uniform"`` for floating weights, as Keras)."""
         if constraint is not None:
@@ -401,7 +450,7 @@ class Layer(Module):
         out = [v for v in own if v.trainable] + [v for v in own if not v.trainable]
         seen = {id(v) for v in out}
         for c in children:
-            for v in (c.weights if isinstance(c, Layer) else c.variables):
+            for v in c.weights if isinstance(c, Layer) else c.variables:
                 if id(v) not in seen:
                     seen.add(id(v))
                     out.append(v)
@@ -419,7 +468,7 @@ class Layer(Module):
         out = [v for v in own if v.trainable]
         seen = {id(v) for v in out}
         for c in children:
-            for v in (c.trainable_weights if isinstance(c, Layer) else c.trainable_variables):
+            for v in c.trainable_weights if isinstance(c, Layer) else c.trainable_variables:
                 if id(v) not in seen:
                     seen.add(id(v))
                     out.append(v)
@@ -493,14 +542,26 @@ class Dense(Layer):
     """A densely connected layer, as Keras: ``activation(inputs @ kernel + bias)`` with ``kernel``
     of shape ``(input_dim, units)`` and ``bias`` of shape ``(units,)``, created on the first call."""
 
-    def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
-                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None, **kwargs):
+    def __init__(
+        self,
+        units,
+        activation=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         units = int(units)
         if units <= 0:
-            raise ValueError(f"Received an invalid value for `units`, expected a positive integer. "
-                             f"Received: units={units}")
+            raise ValueError(
+                f"Received an invalid value for `units`, expected a positive integer. Received: units={units}"
+            )
         if kernel_constraint is not None or bias_constraint is not None:
             raise NotImplementedError("weight constraints are not supported by gradtape layers")
         self.units = units
@@ -518,18 +579,20 @@ class Dense(Layer):
         if input_shape is None or len(input_shape) == 0:
             raise ValueError(f"Dense needs inputs of at least one dimension, got shape {input_shape}")
         in_dim = int(input_shape[-1])
-        self.kernel = self.add_weight("kernel", (in_dim, self.units), self.kernel_initializer,
-                                      regularizer=self.kernel_regularizer)
+        self.kernel = self.add_weight(
+            "kernel", (in_dim, self.units), self.kernel_initializer, regularizer=self.kernel_regularizer
+        )
         if self.use_bias:
-            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer,
-                                        regularizer=self.bias_regularizer)
+            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer, regularizer=self.bias_regularizer)
         self.built = True
 
     def call(self, inputs):
         if inputs.shape[-1] != self.kernel.shape[0]:
-            raise ValueError(f"Input 0 of layer {self.name!r} is incompatible with the layer: expected "
-                             f"axis -1 of input shape to have value {self.kernel.shape[0]}, but received "
-                             f"input with shape {inputs.shape}")
+            raise ValueError(
+                f"Input 0 of layer {self.name!r} is incompatible with the layer: expected "
+                f"axis -1 of input shape to have value {self.kernel.shape[0]}, but received "
+                f"input with shape {inputs.shape}"
+            )
         x = matmul(inputs, self.kernel)
         if self.bias is not None:
             x = x + self.bias
@@ -570,8 +633,10 @@ class Dropout(Layer):
         super().__init__(**kwargs)
         rate = float(rate)
         if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"Invalid value received for argument `rate`. Expected a float value between "
-                             f"0 and 1. Received: rate={rate}")
+            raise ValueError(
+                f"Invalid value received for argument `rate`. Expected a float value between "
+                f"0 and 1. Received: rate={rate}"
+            )
         self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
         self._gen = _random.Generator.from_seed(seed) if seed is not None else None
 
@@ -581,8 +646,11 @@ class Dropout(Layer):
         shape = inputs.shape if self.noise_shape is None else tuple(self.noise_shape)
         b = inputs._b
         with _config.use_backend(b, b.device_of(inputs._v)):
-            u = (self._gen.uniform(shape, dtype=inputs.dtype) if self._gen is not None
-                 else _random.uniform(shape, dtype=inputs.dtype))
+            u = (
+                self._gen.uniform(shape, dtype=inputs.dtype)
+                if self._gen is not None
+                else _random.uniform(shape, dtype=inputs.dtype)
+            )
         keep = greater_equal(u, self.rate)
         return where(keep, inputs * (1.0 / (1.0 - self.rate)), 0)
 
@@ -613,7 +681,7 @@ class Sequential(Layer):
         return self._layers.pop()
 
     def build(self, input_shape):
-        self.built = True         # each sublayer builds itself on its first call
+        self.built = True  # each sublayer builds itself on its first call
 
     def _convert_inputs(self, inputs):
         # the first layer converts/casts its own inputs

@@ -5,6 +5,7 @@ Functions return one loss per example (the mean or sum over the last axis, as Ke
 the batch (Keras' ``"sum_over_batch_size"``).  All of them are compositions of gradtape ops, so
 they are differentiable on every backend.
 """
+
 from __future__ import annotations
 
 from gradtape import nn as _nn
@@ -18,12 +19,25 @@ from gradtape.ops.elementwise import not_equal
 from gradtape.ops.searching import where
 
 __all__ = [
-    "MAE", "MSE", "BinaryCrossentropy", "CategoricalCrossentropy", "Loss", "MeanAbsoluteError",
-    "MeanSquaredError", "SparseCategoricalCrossentropy", "binary_crossentropy", "categorical_crossentropy",
-    "get", "mae", "mean_absolute_error", "mean_squared_error", "mse", "sparse_categorical_crossentropy",
+    "MAE",
+    "MSE",
+    "BinaryCrossentropy",
+    "CategoricalCrossentropy",
+    "Loss",
+    "MeanAbsoluteError",
+    "MeanSquaredError",
+    "SparseCategoricalCrossentropy",
+    "binary_crossentropy",
+    "categorical_crossentropy",
+    "get",
+    "mae",
+    "mean_absolute_error",
+    "mean_squared_error",
+    "mse",
+    "sparse_categorical_crossentropy",
 ]
 
-EPSILON = 1e-7      # Keras' backend.epsilon(): probabilities are clipped to [eps, 1 - eps]
+EPSILON = 1e-7  # Keras' backend.epsilon(): probabilities are clipped to [eps, 1 - eps]
 
 
 def _pair(y_true, y_pred):
@@ -122,8 +136,7 @@ class Loss:
 
     def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
         if reduction not in _REDUCTIONS:
-            raise ValueError(f"Invalid value for argument `reduction`: {reduction!r}; expected one of "
-                             f"{_REDUCTIONS}")
+            raise ValueError(f"Invalid value for argument `reduction`: {reduction!r}; expected one of {_REDUCTIONS}")
         self.name = name or _snake(type(self).__name__)
         self.reduction = reduction
         self.dtype = dtype
@@ -166,6 +179,7 @@ class _FnLoss(Loss):
 
 class MeanSquaredError(_FnLoss):
     """Mean of squares of errors (Keras' ``MeanSquaredError``)."""
+
     _fn = staticmethod(mean_squared_error)
 
     def __init__(self, reduction="sum_over_batch_size", name="mean_squared_error", dtype=None):
@@ -174,6 +188,7 @@ class MeanSquaredError(_FnLoss):
 
 class MeanAbsoluteError(_FnLoss):
     """Mean of absolute errors (Keras' ``MeanAbsoluteError``)."""
+
     _fn = staticmethod(mean_absolute_error)
 
     def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_error", dtype=None):
@@ -182,22 +197,44 @@ class MeanAbsoluteError(_FnLoss):
 
 class CategoricalCrossentropy(_FnLoss):
     """Keras' ``CategoricalCrossentropy(from_logits=False, label_smoothing=0.0, axis=-1)``."""
+
     _fn = staticmethod(categorical_crossentropy)
 
-    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
-                 name="categorical_crossentropy", dtype=None):
-        super().__init__(name=name, reduction=reduction, dtype=dtype, from_logits=from_logits,
-                         label_smoothing=label_smoothing, axis=axis)
+    def __init__(
+        self,
+        from_logits=False,
+        label_smoothing=0.0,
+        axis=-1,
+        reduction="sum_over_batch_size",
+        name="categorical_crossentropy",
+        dtype=None,
+    ):
+        super().__init__(
+            name=name,
+            reduction=reduction,
+            dtype=dtype,
+            from_logits=from_logits,
+            label_smoothing=label_smoothing,
+            axis=axis,
+        )
 
 
 class SparseCategoricalCrossentropy(_FnLoss):
     """Keras' ``SparseCategoricalCrossentropy(from_logits=False, ignore_class=None)``."""
+
     _fn = staticmethod(sparse_categorical_crossentropy)
 
-    def __init__(self, from_logits=False, ignore_class=None, reduction="sum_over_batch_size",
-                 name="sparse_categorical_crossentropy", dtype=None):
-        super().__init__(name=name, reduction=reduction, dtype=dtype, from_logits=from_logits,
-                         ignore_class=ignore_class)
+    def __init__(
+        self,
+        from_logits=False,
+        ignore_class=None,
+        reduction="sum_over_batch_size",
+        name="sparse_categorical_crossentropy",
+        dtype=None,
+    ):
+        super().__init__(
+            name=name, reduction=reduction, dtype=dtype, from_logits=from_logits, ignore_class=ignore_class
+        )
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         ic = self._kwargs.get("ignore_class")
@@ -220,22 +257,39 @@ def _squeeze_last(t):
 
 class BinaryCrossentropy(_FnLoss):
     """Keras' ``BinaryCrossentropy(from_logits=False, label_smoothing=0.0, axis=-1)``."""
+
     _fn = staticmethod(binary_crossentropy)
 
-    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
-                 name="binary_crossentropy", dtype=None):
-        super().__init__(name=name, reduction=reduction, dtype=dtype, from_logits=from_logits,
-                         label_smoothing=label_smoothing, axis=axis)
+    def __init__(
+        self,
+        from_logits=False,
+        label_smoothing=0.0,
+        axis=-1,
+        reduction="sum_over_batch_size",
+        name="binary_crossentropy",
+        dtype=None,
+    ):
+        super().__init__(
+            name=name,
+            reduction=reduction,
+            dtype=dtype,
+            from_logits=from_logits,
+            label_smoothing=label_smoothing,
+            axis=axis,
+        )
 
 
 def _snake(name):
     import re
+
     return re.sub(r"((?<=[a-z0-9])[A-Z]|(?!^)[A-Z](?=[a-z]))", r"_\1", name).lower()
 
 
 _BY_NAME = {
-    "mean_squared_error": mean_squared_error, "mse": mean_squared_error,
-    "mean_absolute_error": mean_absolute_error, "mae": mean_absolute_error,
+    "mean_squared_error": mean_squared_error,
+    "mse": mean_squared_error,
+    "mean_absolute_error": mean_absolute_error,
+    "mae": mean_absolute_error,
     "categorical_crossentropy": categorical_crossentropy,
     "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
     "binary_crossentropy": binary_crossentropy,

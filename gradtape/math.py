@@ -7,6 +7,7 @@ list) and call the standard's functions; a few TF conveniences (``rsqrt``, ``squ
 gradient rules of their own.  ``multiply_no_nan``, ``divide_no_nan`` and ``xdivy`` are ops (TF's):
 gradient rules use them so that a zero cotangent gives a zero gradient (docs/conventions.md).
 """
+
 from __future__ import annotations
 
 from gradtape.ops import elementwise as _E
@@ -21,16 +22,90 @@ from gradtape.ops.manipulation import flip
 from gradtape.ops.creation import zeros_like
 
 __all__ = [
-    "abs", "accumulate_n", "acos", "acosh", "add", "add_n", "angle", "argmax", "argmin", "asin", "asinh",
-    "atan", "atan2", "atanh", "ceil", "conj", "cos", "cosh", "count_nonzero", "cumprod", "cumsum",
-    "divide", "divide_no_nan", "equal", "erf", "exp", "expm1", "floor", "floordiv", "floormod", "greater",
-    "greater_equal", "imag", "is_finite", "is_inf", "is_nan", "l2_normalize", "less", "less_equal", "log",
-    "log1p", "log_sigmoid", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
-    "maximum", "minimum", "mod", "multiply", "multiply_no_nan", "negative", "not_equal", "pow", "real", "reciprocal",
-    "reduce_euclidean_norm", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
-    "reduce_std", "reduce_sum", "reduce_variance", "round", "rsqrt", "scalar_mul", "sigmoid", "sign",
-    "sin", "sinh", "softmax", "softplus", "sqrt", "square", "squared_difference", "subtract", "tan",
-    "strong_zero_multiply", "tanh", "truediv", "xdivy",
+    "abs",
+    "accumulate_n",
+    "acos",
+    "acosh",
+    "add",
+    "add_n",
+    "angle",
+    "argmax",
+    "argmin",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "ceil",
+    "conj",
+    "cos",
+    "cosh",
+    "count_nonzero",
+    "cumprod",
+    "cumsum",
+    "divide",
+    "divide_no_nan",
+    "equal",
+    "erf",
+    "exp",
+    "expm1",
+    "floor",
+    "floordiv",
+    "floormod",
+    "greater",
+    "greater_equal",
+    "imag",
+    "is_finite",
+    "is_inf",
+    "is_nan",
+    "l2_normalize",
+    "less",
+    "less_equal",
+    "log",
+    "log1p",
+    "log_sigmoid",
+    "log_softmax",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "maximum",
+    "minimum",
+    "mod",
+    "multiply",
+    "multiply_no_nan",
+    "negative",
+    "not_equal",
+    "pow",
+    "real",
+    "reciprocal",
+    "reduce_euclidean_norm",
+    "reduce_logsumexp",
+    "reduce_max",
+    "reduce_mean",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_std",
+    "reduce_sum",
+    "reduce_variance",
+    "round",
+    "rsqrt",
+    "scalar_mul",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "softmax",
+    "softplus",
+    "sqrt",
+    "square",
+    "squared_difference",
+    "subtract",
+    "tan",
+    "strong_zero_multiply",
+    "tanh",
+    "truediv",
+    "xdivy",
 ]
 
 # --------------------------------------------------------------------------- element-wise (aliases)
@@ -49,7 +124,13 @@ round = _E.round
 floordiv, floormod, mod = _E.floor_divide, _E.remainder, _E.remainder
 maximum, minimum = _E.maximum, _E.minimum
 equal, not_equal, greater, greater_equal, less, less_equal = (
-    _E.equal, _E.not_equal, _E.greater, _E.greater_equal, _E.less, _E.less_equal)
+    _E.equal,
+    _E.not_equal,
+    _E.greater,
+    _E.greater_equal,
+    _E.less,
+    _E.less_equal,
+)
 logical_and, logical_or, logical_not, logical_xor = _E.logical_and, _E.logical_or, _E.logical_not, _E.logical_xor
 is_finite, is_inf, is_nan = _E.isfinite, _E.isinf, _E.isnan
 conj, real, imag = _E.conj, _E.real, _E.imag

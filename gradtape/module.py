@@ -5,6 +5,7 @@ dicts (and namedtuples) of them, to any depth -- and reports them in TensorFlow'
 attributes sorted by name, each walked depth-first, each leaf once; then, module by module in the
 order found, the leaves of its submodules (``_flatten_module`` of ``tensorflow/python/module``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,8 +56,10 @@ class Module:
         if name is None:
             name = camel_to_snake(type(self).__name__)
         elif not valid_identifier(name):
-            raise ValueError(f"{name!r} is not a valid module name. Module names must be valid Python "
-                             "identifiers (e.g. a valid class name).")
+            raise ValueError(
+                f"{name!r} is not a valid module name. Module names must be valid Python "
+                "identifiers (e.g. a valid class name)."
+            )
         self._name = name
 
     @property
@@ -64,7 +67,7 @@ class Module:
         """The module's name (not made unique, as ``tf.Module``)."""
         try:
             return self._name
-        except AttributeError:     # a subclass that forgot super().__init__()
+        except AttributeError:  # a subclass that forgot super().__init__()
             return camel_to_snake(type(self).__name__)
 
     @property
@@ -98,16 +101,19 @@ class Module:
         """The leaves of this module's attributes that satisfy ``predicate`` (TF's ``_flatten``)."""
         if predicate is None:
             predicate = lambda _: True
-        return _flatten_module(self, recursive, predicate, attribute_traversal_key, with_path,
-                               module_path=(), seen=None, stack=[])
+        return _flatten_module(
+            self, recursive, predicate, attribute_traversal_key, with_path, module_path=(), seen=None, stack=[]
+        )
 
     @classmethod
     def with_name_scope(cls, method):
         """Decorator for methods that should run inside the module's name scope (as TF)."""
+
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
             with self.name_scope:
                 return method(self, *args, **kwargs)
+
         return wrapper
 
     def __repr__(self):
@@ -140,7 +146,7 @@ def _flatten_module(module, recursive, predicate, key, with_path, module_path, s
     module_id = id(module)
     if seen is None:
         seen = {module_id}
-    if module_id in stack:                     # a cycle: do not recurse again
+    if module_id in stack:  # a cycle: do not recurse again
         recursive = False
     attrs = vars(module)
     ignored = getattr(module, "_TF_MODULE_IGNORED_PROPERTIES", frozenset())
@@ -156,7 +162,7 @@ def _flatten_module(module, recursive, predicate, key, with_path, module_path, s
             if predicate(leaf):
                 yield (module_path + leaf_path, leaf) if with_path else leaf
             if recursive and _is_module(leaf):
-                submodules.append((module_path + leaf_path, leaf))   # own leaves first, then recurse
+                submodules.append((module_path + leaf_path, leaf))  # own leaves first, then recurse
     stack.append(module_id)
     for sub_path, sub in submodules:
         yield from _flatten_module(sub, recursive, predicate, key, with_path, sub_path, seen, stack)

@@ -4,6 +4,7 @@ The ops (each with its gradient rule and domain) are declared in :mod:`gradtape.
 module is the public face, as ``tf.nn``, and holds ``dropout`` (it draws its mask from
 :mod:`gradtape.random`'s global generator, a front end too).
 """
+
 from gradtape import _config
 from gradtape.ops.elementwise import greater_equal, tanh
 from gradtape.ops.nn import (
@@ -35,10 +36,30 @@ from gradtape.random import uniform
 from gradtape.tensor import convert_to_tensor
 
 __all__ = [
-    "bias_add", "dropout", "elu", "erf", "gelu", "l2_loss", "l2_normalize", "leaky_relu", "log_sigmoid",
-    "log_softmax", "logsumexp", "moments", "one_hot", "relu", "relu6", "sigmoid",
-    "sigmoid_cross_entropy_with_logits", "silu", "softmax", "softmax_cross_entropy_with_logits",
-    "softplus", "sparse_softmax_cross_entropy_with_logits", "swish", "tanh",
+    "bias_add",
+    "dropout",
+    "elu",
+    "erf",
+    "gelu",
+    "l2_loss",
+    "l2_normalize",
+    "leaky_relu",
+    "log_sigmoid",
+    "log_softmax",
+    "logsumexp",
+    "moments",
+    "one_hot",
+    "relu",
+    "relu6",
+    "sigmoid",
+    "sigmoid_cross_entropy_with_logits",
+    "silu",
+    "softmax",
+    "softmax_cross_entropy_with_logits",
+    "softplus",
+    "sparse_softmax_cross_entropy_with_logits",
+    "swish",
+    "tanh",
 ]
 
 

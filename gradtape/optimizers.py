@@ -20,6 +20,7 @@ Keras 3's formulas (``lr`` the learning rate, ``g`` the gradient, ``t = iteratio
 * ``weight_decay`` (decoupled, applied before the update): ``v -= v * weight_decay * lr``;
   ``clipnorm``, ``clipvalue``, ``global_clipnorm`` clip the gradients first.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,18 @@ from gradtape.tensor import Tensor, Variable, convert_to_tensor
 from gradtape.tape import GradientTape
 from gradtape.ops.creation import full_like
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "ExponentialDecay", "LearningRateSchedule", "Optimizer",
-           "RMSprop", "get", "schedules"]
+__all__ = [
+    "SGD",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "ExponentialDecay",
+    "LearningRateSchedule",
+    "Optimizer",
+    "RMSprop",
+    "get",
+    "schedules",
+]
 
 
 # ---------------------------------------------------------------------------------------- schedules
@@ -59,11 +70,15 @@ class ExponentialDecay(LearningRateSchedule):
         p = step / self.decay_steps
         if self.staircase:
             p = math.floor(p)
-        return self.initial_learning_rate * self.decay_rate ** p
+        return self.initial_learning_rate * self.decay_rate**p
 
     def get_config(self):
-        return {"initial_learning_rate": self.initial_learning_rate, "decay_steps": self.decay_steps,
-                "decay_rate": self.decay_rate, "staircase": self.staircase}
+        return {
+            "initial_learning_rate": self.initial_learning_rate,
+            "decay_steps": self.decay_steps,
+            "decay_rate": self.decay_rate,
+            "staircase": self.staircase,
+        }
 
 
 class _Schedules:
@@ -91,24 +106,39 @@ class Optimizer:
 
     _slot_names: tuple = ()
 
-    def __init__(self, learning_rate=0.001, weight_decay=None, clipnorm=None, clipvalue=None,
-                 global_clipnorm=None, name=None, **kwargs):
-        for k in ("use_ema", "ema_momentum", "ema_overwrite_frequency", "loss_scale_factor",
-                  "gradient_accumulation_steps"):
+    def __init__(
+        self,
+        learning_rate=0.001,
+        weight_decay=None,
+        clipnorm=None,
+        clipvalue=None,
+        global_clipnorm=None,
+        name=None,
+        **kwargs,
+    ):
+        for k in (
+            "use_ema",
+            "ema_momentum",
+            "ema_overwrite_frequency",
+            "loss_scale_factor",
+            "gradient_accumulation_steps",
+        ):
             value = kwargs.pop(k, None)
             if value is not None and value is not False and not (k == "ema_momentum" and value == 0.99):
                 _unsupported(k)
         if kwargs:
             raise TypeError(f"{type(self).__name__}: unexpected keyword arguments {sorted(kwargs)}")
         if clipnorm is not None and global_clipnorm is not None:
-            raise ValueError("Only one of `clipnorm` and `global_clipnorm` can be set. Received: "
-                             f"clipnorm={clipnorm}, global_clipnorm={global_clipnorm}")
+            raise ValueError(
+                "Only one of `clipnorm` and `global_clipnorm` can be set. Received: "
+                f"clipnorm={clipnorm}, global_clipnorm={global_clipnorm}"
+            )
         self.name = name or type(self).__name__.lower()
         self.weight_decay = weight_decay
         self.clipnorm, self.clipvalue, self.global_clipnorm = clipnorm, clipvalue, global_clipnorm
         self._learning_rate = self._check_lr(learning_rate)
         self.iterations = Variable(0, trainable=False, dtype=_dt.int64, name=f"{self.name}/iteration")
-        self._slots = {}            # id(variable) -> (variable, {slot name: Variable})
+        self._slots = {}  # id(variable) -> (variable, {slot name: Variable})
         self._slot_order = []
         self._exclude_ids = set()
         self._exclude_names = ()
@@ -122,10 +152,12 @@ class Optimizer:
             lr = float(lr)
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) and not hasattr(lr, "__float__"):
             # (Keras' message and class)
-            raise ValueError("Argument `learning_rate` should be float, or an instance of "
-                             "LearningRateSchedule, or a callable (that takes in the current iteration "
-                             f"value and returns the corresponding learning rate value). Received "
-                             f"instead: learning_rate={lr!r}")
+            raise ValueError(
+                "Argument `learning_rate` should be float, or an instance of "
+                "LearningRateSchedule, or a callable (that takes in the current iteration "
+                f"value and returns the corresponding learning rate value). Received "
+                f"instead: learning_rate={lr!r}"
+            )
         lr = float(lr)
         if lr < 0:
             raise ValueError(f"learning_rate must be non-negative, got {lr}")
@@ -159,8 +191,11 @@ class Optimizer:
             base = base.replace("/", "_")
             slots = {}
             for s in self._slot_names_for(var):
-                slot = Variable(zeros_like(var) if s != "accumulator" else self._initial_accumulator(var),
-                                trainable=False, name=f"{self.name}/{base}_{s}")
+                slot = Variable(
+                    zeros_like(var) if s != "accumulator" else self._initial_accumulator(var),
+                    trainable=False,
+                    name=f"{self.name}/{base}_{s}",
+                )
                 slots[s] = slot
                 self._slot_order.append(slot)
             entry = self._slots[id(var)] = (var, slots)
@@ -192,9 +227,11 @@ class Optimizer:
         pairs = list(grads_and_vars)
         for k, p in enumerate(pairs):
             if not isinstance(p, (tuple, list)) or len(p) != 2:
-                raise ValueError(f"{type(self).__name__}.apply_gradients: expects (gradient, variable) "
-                                 f"pairs, such as zip(grads, variables); item {k} is {type(p).__name__} "
-                                 f"{_short(p)}")
+                raise ValueError(
+                    f"{type(self).__name__}.apply_gradients: expects (gradient, variable) "
+                    f"pairs, such as zip(grads, variables); item {k} is {type(p).__name__} "
+                    f"{_short(p)}"
+                )
         grads = [g for g, _ in pairs]
         variables = [v for _, v in pairs]
         return self.apply(grads, variables)
@@ -202,25 +239,32 @@ class Optimizer:
     def apply(self, grads, trainable_variables=None):
         """Apply ``grads`` to ``trainable_variables`` (Keras 3's ``Optimizer.apply``)."""
         if trainable_variables is None:
-            raise ValueError(f"{type(self).__name__}.apply: pass the variables to update, apply(grads, "
-                             "trainable_variables), one per gradient")
+            raise ValueError(
+                f"{type(self).__name__}.apply: pass the variables to update, apply(grads, "
+                "trainable_variables), one per gradient"
+            )
         grads = list(grads)
         variables = list(trainable_variables)
         if len(grads) != len(variables):
             raise ValueError(f"got {len(grads)} gradients for {len(variables)} variables")
         for v in variables:
             if not isinstance(v, Variable):
-                raise TypeError(f"{type(self).__name__}.apply: optimizers update gt.Variable objects, got "
-                                f"{type(v).__name__}; wrap the value in gt.Variable(...) (apply_gradients "
-                                "takes (gradient, variable) pairs, in that order)")
+                raise TypeError(
+                    f"{type(self).__name__}.apply: optimizers update gt.Variable objects, got "
+                    f"{type(v).__name__}; wrap the value in gt.Variable(...) (apply_gradients "
+                    "takes (gradient, variable) pairs, in that order)"
+                )
         missing = [v.name for g, v in zip(grads, variables) if g is None]
         kept = [(g, v) for g, v in zip(grads, variables) if g is not None]
         if not kept:
             raise ValueError(f"No gradients provided for any variable: {[v.name for v in variables]}.")
         if missing:
-            warnings.warn(f"Gradients do not exist for variables {missing} when minimizing the loss. "
-                          "If you're using `model.compile()`, did you forget to provide a `loss` argument?",
-                          UserWarning, stacklevel=3)
+            warnings.warn(
+                f"Gradients do not exist for variables {missing} when minimizing the loss. "
+                "If you're using `model.compile()`, did you forget to provide a `loss` argument?",
+                UserWarning,
+                stacklevel=3,
+            )
         natives = [self._native_gradient(g, v) for g, v in kept]
         natives = self._clip(natives, [v for _, v in kept])
         step = int(self.iterations)
@@ -250,8 +294,7 @@ class Optimizer:
                 loss = loss()
             tape = new_tape
         elif tape is None:
-            raise ValueError("`tape` is required when a `Tensor` loss is passed. Received: loss="
-                             f"{loss!r}, tape=None.")
+            raise ValueError(f"`tape` is required when a `Tensor` loss is passed. Received: loss={loss!r}, tape=None.")
         grads = tape.gradient(loss, var_list)
         return self.apply_gradients(zip(grads, var_list))
 
@@ -260,8 +303,9 @@ class Optimizer:
         """The gradient as a native array of the variable's backend, shape and dtype."""
         if isinstance(g, Tensor):
             if g._b is not var._b:
-                raise ValueError(f"the gradient of {var.name!r} lives on backend {g._b.name!r} but the "
-                                 f"variable on {var._b.name!r}")
+                raise ValueError(
+                    f"the gradient of {var.name!r} lives on backend {g._b.name!r} but the variable on {var._b.name!r}"
+                )
         else:
             g = convert_to_tensor(g, like=var)
         if tuple(g.shape) != tuple(var.shape):
@@ -309,9 +353,14 @@ class Optimizer:
 
     def get_config(self):
         lr = self._learning_rate
-        return {"name": self.name, "learning_rate": lr.get_config() if isinstance(lr, LearningRateSchedule) else lr,
-                "weight_decay": self.weight_decay, "clipnorm": self.clipnorm, "clipvalue": self.clipvalue,
-                "global_clipnorm": self.global_clipnorm}
+        return {
+            "name": self.name,
+            "learning_rate": lr.get_config() if isinstance(lr, LearningRateSchedule) else lr,
+            "weight_decay": self.weight_decay,
+            "clipnorm": self.clipnorm,
+            "clipvalue": self.clipvalue,
+            "global_clipnorm": self.global_clipnorm,
+        }
 
     def __repr__(self):
         return f"<gt.optimizers.{type(self).__name__} name={self.name!r} iterations={int(self.iterations)}>"
@@ -330,10 +379,27 @@ def _unsupported(what):
 class SGD(Optimizer):
     """Gradient descent with optional (Nesterov) momentum, as Keras 3's ``SGD``."""
 
-    def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, weight_decay=None, clipnorm=None,
-                 clipvalue=None, global_clipnorm=None, name="SGD", **kwargs):
-        super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, clipnorm=clipnorm,
-                         clipvalue=clipvalue, global_clipnorm=global_clipnorm, name=name, **kwargs)
+    def __init__(
+        self,
+        learning_rate=0.01,
+        momentum=0.0,
+        nesterov=False,
+        weight_decay=None,
+        clipnorm=None,
+        clipvalue=None,
+        global_clipnorm=None,
+        name="SGD",
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
+            clipvalue=clipvalue,
+            global_clipnorm=global_clipnorm,
+            name=name,
+            **kwargs,
+        )
         if not isinstance(momentum, (int, float)) or momentum < 0 or momentum > 1:
             raise ValueError("`momentum` must be a float between [0, 1].")
         self.momentum = float(momentum)
@@ -362,10 +428,29 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """Adam (optionally AMSGrad), as Keras 3's ``Adam``."""
 
-    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False,
-                 weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None, name="adam", **kwargs):
-        super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, clipnorm=clipnorm,
-                         clipvalue=clipvalue, global_clipnorm=global_clipnorm, name=name, **kwargs)
+    def __init__(
+        self,
+        learning_rate=0.001,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-7,
+        amsgrad=False,
+        weight_decay=None,
+        clipnorm=None,
+        clipvalue=None,
+        global_clipnorm=None,
+        name="adam",
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
+            clipvalue=clipvalue,
+            global_clipnorm=global_clipnorm,
+            name=name,
+            **kwargs,
+        )
         self.beta_1, self.beta_2 = float(beta_1), float(beta_2)
         self.epsilon, self.amsgrad = float(epsilon), bool(amsgrad)
 
@@ -375,7 +460,7 @@ class Adam(Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         xp = self._xp
         t = self._step + 1
-        alpha = learning_rate * math.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t)
+        alpha = learning_rate * math.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t)
         m_var = self._slot(variable, "momentum")
         v_var = self._slot(variable, "velocity")
         self._assign_add(m_var, (gradient - m_var.native) * (1 - self.beta_1))
@@ -388,30 +473,75 @@ class Adam(Optimizer):
         self._assign_sub(variable, (m_var.native * alpha) / (xp.sqrt(v) + self.epsilon))
 
     def get_config(self):
-        return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                "amsgrad": self.amsgrad}
+        return {
+            **super().get_config(),
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "amsgrad": self.amsgrad,
+        }
 
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (default 0.004), as Keras 3's ``AdamW``."""
 
-    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 amsgrad=False, clipnorm=None, clipvalue=None, global_clipnorm=None, name="adamw", **kwargs):
+    def __init__(
+        self,
+        learning_rate=0.001,
+        weight_decay=0.004,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-7,
+        amsgrad=False,
+        clipnorm=None,
+        clipvalue=None,
+        global_clipnorm=None,
+        name="adamw",
+        **kwargs,
+    ):
         if weight_decay is None:
             raise ValueError("Argument `weight_decay` must be a float. Received: weight_decay=None")
-        super().__init__(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
-                         amsgrad=amsgrad, weight_decay=weight_decay, clipnorm=clipnorm, clipvalue=clipvalue,
-                         global_clipnorm=global_clipnorm, name=name, **kwargs)
+        super().__init__(
+            learning_rate=learning_rate,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            epsilon=epsilon,
+            amsgrad=amsgrad,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
+            clipvalue=clipvalue,
+            global_clipnorm=global_clipnorm,
+            name=name,
+            **kwargs,
+        )
 
 
 class RMSprop(Optimizer):
     """RMSprop (optionally centered, with momentum), as Keras 3's ``RMSprop``."""
 
-    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
-                 weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None, name="rmsprop",
-                 **kwargs):
-        super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, clipnorm=clipnorm,
-                         clipvalue=clipvalue, global_clipnorm=global_clipnorm, name=name, **kwargs)
+    def __init__(
+        self,
+        learning_rate=0.001,
+        rho=0.9,
+        momentum=0.0,
+        epsilon=1e-7,
+        centered=False,
+        weight_decay=None,
+        clipnorm=None,
+        clipvalue=None,
+        global_clipnorm=None,
+        name="rmsprop",
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
+            clipvalue=clipvalue,
+            global_clipnorm=global_clipnorm,
+            name=name,
+            **kwargs,
+        )
         self.rho, self.momentum = float(rho), float(momentum)
         self.epsilon, self.centered = float(epsilon), bool(centered)
 
@@ -443,8 +573,13 @@ class RMSprop(Optimizer):
             self._assign_sub(variable, increment)
 
     def get_config(self):
-        return {**super().get_config(), "rho": self.rho, "momentum": self.momentum, "epsilon": self.epsilon,
-                "centered": self.centered}
+        return {
+            **super().get_config(),
+            "rho": self.rho,
+            "momentum": self.momentum,
+            "epsilon": self.epsilon,
+            "centered": self.centered,
+        }
 
 
 class Adagrad(Optimizer):
@@ -452,10 +587,27 @@ class Adagrad(Optimizer):
 
     _slot_names = ("accumulator",)
 
-    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7, weight_decay=None,
-                 clipnorm=None, clipvalue=None, global_clipnorm=None, name="adagrad", **kwargs):
-        super().__init__(learning_rate=learning_rate, weight_decay=weight_decay, clipnorm=clipnorm,
-                         clipvalue=clipvalue, global_clipnorm=global_clipnorm, name=name, **kwargs)
+    def __init__(
+        self,
+        learning_rate=0.001,
+        initial_accumulator_value=0.1,
+        epsilon=1e-7,
+        weight_decay=None,
+        clipnorm=None,
+        clipvalue=None,
+        global_clipnorm=None,
+        name="adagrad",
+        **kwargs,
+    ):
+        super().__init__(
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            clipnorm=clipnorm,
+            clipvalue=clipvalue,
+            global_clipnorm=global_clipnorm,
+            name=name,
+            **kwargs,
+        )
         self.initial_accumulator_value, self.epsilon = float(initial_accumulator_value), float(epsilon)
 
     def _initial_accumulator(self, var):
@@ -467,8 +619,11 @@ class Adagrad(Optimizer):
         self._assign_sub(variable, (gradient * learning_rate) / self._xp.sqrt(acc.native + self.epsilon))
 
     def get_config(self):
-        return {**super().get_config(), "initial_accumulator_value": self.initial_accumulator_value,
-                "epsilon": self.epsilon}
+        return {
+            **super().get_config(),
+            "initial_accumulator_value": self.initial_accumulator_value,
+            "epsilon": self.epsilon,
+        }
 
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad}

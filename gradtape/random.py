@@ -24,6 +24,7 @@ Seeds (as TensorFlow, with one documented difference):
   ``tf.random.stateless_*``, so that one seed gives the same numbers on every backend and every
   call.)  For a stream of different numbers use ``seed=None`` or a :class:`Generator`.
 """
+
 from __future__ import annotations
 
 import threading
@@ -35,8 +36,18 @@ from gradtape.ops.random import Stream, emit, float_dtype, int_or_float_dtype
 from gradtape.tensor import Tensor, convert_to_tensor
 from gradtape.ops.indexing import _getitem
 
-__all__ = ["Generator", "categorical", "get_global_generator", "get_seed", "normal", "set_global_generator",
-           "set_seed", "shuffle", "truncated_normal", "uniform"]
+__all__ = [
+    "Generator",
+    "categorical",
+    "get_global_generator",
+    "get_seed",
+    "normal",
+    "set_global_generator",
+    "set_seed",
+    "shuffle",
+    "truncated_normal",
+    "uniform",
+]
 
 
 class Generator:

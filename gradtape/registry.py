@@ -3,13 +3,19 @@ domain; ``RegisterGradient`` and ``NotDifferentiable`` as in TensorFlow's ``fram
 
 Everything else (the namespace, the conformance cases, the docs tables) is derived from here.
 """
+
 from __future__ import annotations
 
 import functools
 import inspect
 
 __all__ = [
-    "OpDef", "RegisterGradient", "NotDifferentiable", "get_op", "ops", "differentiable_ops",
+    "OpDef",
+    "RegisterGradient",
+    "NotDifferentiable",
+    "get_op",
+    "ops",
+    "differentiable_ops",
     "rule_location",
 ]
 
@@ -34,14 +40,51 @@ class OpDef:
     once for every row).
     """
 
-    __slots__ = ("name", "forward", "differentiable", "domain", "nout", "public", "impls",
-                 "chapter", "scalars", "doc", "output_differentiable", "convention", "promote", "_grad",
-                 "xp_rule", "_saves", "float_out", "floating", "xp_callable", "batched", "__weakref__")
+    __slots__ = (
+        "name",
+        "forward",
+        "differentiable",
+        "domain",
+        "nout",
+        "public",
+        "impls",
+        "chapter",
+        "scalars",
+        "doc",
+        "output_differentiable",
+        "convention",
+        "promote",
+        "_grad",
+        "xp_rule",
+        "_saves",
+        "float_out",
+        "floating",
+        "xp_callable",
+        "batched",
+        "__weakref__",
+    )
 
-    def __init__(self, name, forward=None, *, grad=None, differentiable=True, domain=None, nout=None,
-                 chapter=None, scalars=False, doc=None, output_differentiable=None, convention=None,
-                 promote=False, saves=None, float_out=False, floating=False, xp_callable=None,
-                 batched=False):
+    def __init__(
+        self,
+        name,
+        forward=None,
+        *,
+        grad=None,
+        differentiable=True,
+        domain=None,
+        nout=None,
+        chapter=None,
+        scalars=False,
+        doc=None,
+        output_differentiable=None,
+        convention=None,
+        promote=False,
+        saves=None,
+        float_out=False,
+        floating=False,
+        xp_callable=None,
+        batched=False,
+    ):
         self.name = name
         self.forward = name if forward is None else forward
         self.grad = grad
@@ -51,18 +94,18 @@ class OpDef:
         self.public = None
         self.impls = {}
         self.chapter = chapter
-        self.scalars = scalars            # Python scalars may be passed through to the backend as is
+        self.scalars = scalars  # Python scalars may be passed through to the backend as is
         self.doc = doc
         self.output_differentiable = output_differentiable  # per-output mask for multi-output ops
-        self.convention = convention      # the subgradient convention at kinks, for the docs
-        self.promote = promote            # inputs of different dtypes are cast to gradtape's result_type
+        self.convention = convention  # the subgradient convention at kinks, for the docs
+        self.promote = promote  # inputs of different dtypes are cast to gradtape's result_type
         self._saves = None
-        self.saves = saves                # which recorded values the rule reads (None: all)
-        self.float_out = float_out        # a floating input gives a floating output (no check)
-        self.floating = floating          # bool / int inputs are computed in the default float dtype
+        self.saves = saves  # which recorded values the rule reads (None: all)
+        self.float_out = float_out  # a floating input gives a floating output (no check)
+        self.floating = floating  # bool / int inputs are computed in the default float dtype
         # the native forward takes the public function's arguments (rules may call it by name)
         self.xp_callable = isinstance(self.forward, str) if xp_callable is None else bool(xp_callable)
-        self.batched = batched            # the rule takes extra leading batch axes on its cotangents
+        self.batched = batched  # the rule takes extra leading batch axes on its cotangents
 
     @property
     def saves(self):
@@ -74,9 +117,9 @@ class OpDef:
     @saves.setter
     def saves(self, spec):
         self._saves = None if spec is None else Saves.of(spec)
+
     def __repr__(self):
-        state = "rule" if self.grad is not None else ("not differentiable" if not self.differentiable
-                                                     else "no rule")
+        state = "rule" if self.grad is not None else ("not differentiable" if not self.differentiable else "no rule")
         return f"<OpDef {self.name!r} ({state})>"
 
     @property
@@ -101,18 +144,23 @@ class OpDef:
         impl = getattr(backend, "overrides", {}).get(self.name)
         if impl is None:
             fwd = self.forward
-            if isinstance(fwd, str):        # a name in the namespace; "fft.rfft" in an extension
+            if isinstance(fwd, str):  # a name in the namespace; "fft.rfft" in an extension
                 impl = backend.xp
                 for part in fwd.split("."):
                     impl = getattr(impl, part, None)
                 if impl is None:
                     raise NotImplementedError(
-                        f"op {self.name!r} is not available on backend {backend.name!r}: its namespace "
-                        f"has no {fwd!r}")
+                        f"op {self.name!r} is not available on backend {backend.name!r}: its namespace has no {fwd!r}"
+                    )
             else:
                 first = _first_param(fwd)
-                impl = (functools.partial(fwd, backend.xp) if first == "xp" else
-                        functools.partial(fwd, backend) if first == "backend" else fwd)
+                impl = (
+                    functools.partial(fwd, backend.xp)
+                    if first == "xp"
+                    else functools.partial(fwd, backend)
+                    if first == "backend"
+                    else fwd
+                )
         self.impls[backend] = impl
         return impl
 
@@ -172,8 +220,10 @@ def _first_param(fn):
 def register(opdef: OpDef) -> OpDef:
     """Add an op to the registry (a duplicate name is a ``KeyError`` naming the first definition)."""
     if opdef.name in _OPS:
-        raise KeyError(f"an op named {opdef.name!r} is already registered ({_OPS[opdef.name]!r}); "
-                       "pick another name or override its gradient with gt.RegisterGradient")
+        raise KeyError(
+            f"an op named {opdef.name!r} is already registered ({_OPS[opdef.name]!r}); "
+            "pick another name or override its gradient with gt.RegisterGradient"
+        )
     _OPS[opdef.name] = opdef
     if opdef.name in _PENDING_RULES:
         opdef.grad = _PENDING_RULES.pop(opdef.name)

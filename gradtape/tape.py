@@ -3,6 +3,7 @@
 What a tape records and the backward walk are the engine's (:mod:`gradtape._engine`); this module
 is the user's side of it, as ``tf.GradientTape``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,10 @@ def _check_unconnected(u):
     try:
         return UnconnectedGradients(u)
     except ValueError:
-        raise ValueError(f"Unknown value for unconnected_gradients: {u!r}; use "
-                         "gt.UnconnectedGradients.NONE / .ZERO or 'none' / 'zero'") from None
+        raise ValueError(
+            f"Unknown value for unconnected_gradients: {u!r}; use "
+            "gt.UnconnectedGradients.NONE / .ZERO or 'none' / 'zero'"
+        ) from None
 
 
 class GradientTape:
@@ -45,7 +48,7 @@ class GradientTape:
         self._watch_accessed_variables = bool(watch_accessed_variables)
         self._rec = None
         self._recording = False
-        self._stack = None          # the tape stack (one thread's ``_state.tapes``) it records on
+        self._stack = None  # the tape stack (one thread's ``_state.tapes``) it records on
         self._used = False
         self._warned_inside = False
         self._watched_after_release = ()
@@ -67,12 +70,11 @@ class GradientTape:
     def _push(self, stack=None):
         """Start recording on ``stack`` (default: this thread's tape stack)."""
         if self._recording:
-            raise ValueError("Tape is still recording; this can happen if you try to re-enter an "
-                             "already-active tape")
+            raise ValueError("Tape is still recording; this can happen if you try to re-enter an already-active tape")
         if stack is None:
             stack = _state.tapes
         rec = self._ensure()
-        with _active_lock:      # another thread may be taking a tape off this stack
+        with _active_lock:  # another thread may be taking a tape off this stack
             stack.append(rec)
             _ACTIVE[0] += 1
         self._stack = stack
@@ -101,11 +103,17 @@ class GradientTape:
         rec = self._ensure()
         for t in leaves:
             if not isinstance(t, Tensor):
-                raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, not a "
-                                 "gt.Tensor or gt.Variable, to GradientTape.watch")
+                raise ValueError(
+                    f"Passed in object {t!r} of type {type(t).__name__!r}, not a "
+                    "gt.Tensor or gt.Variable, to GradientTape.watch"
+                )
             if not t.dtype.differentiable:
-                warnings.warn(f"The dtype of the watched tensor must be floating (e.g. gt.float32), "
-                              f"got {t.dtype}; its gradients will be None", UserWarning, stacklevel=2)
+                warnings.warn(
+                    f"The dtype of the watched tensor must be floating (e.g. gt.float32), "
+                    f"got {t.dtype}; its gradients will be None",
+                    UserWarning,
+                    stacklevel=2,
+                )
                 continue
             if t._is_var:
                 rec.watch_variable(t)
@@ -141,23 +149,30 @@ class GradientTape:
     # ------------------------------------------------------------------ gradients
     def _begin(self, what):
         if self._rec is None and not self._persistent and self._used:
-            raise RuntimeError(f"A non-persistent GradientTape can only be used to compute one set of "
-                               f"gradients (or jacobians); create the tape with persistent=True to call "
-                               f"{what}() more than once")
+            raise RuntimeError(
+                f"A non-persistent GradientTape can only be used to compute one set of "
+                f"gradients (or jacobians); create the tape with persistent=True to call "
+                f"{what}() more than once"
+            )
         if self._used and not self._persistent:
-            raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of "
-                               "gradients (or jacobians)")
+            raise RuntimeError(
+                "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians)"
+            )
         if self._recording:
             if not self._persistent:
                 self._pop()
             elif not self._warned_inside:
                 self._warned_inside = True
-                warnings.warn(f"Calling GradientTape.{what} on a persistent tape inside its context is "
-                              "significantly less efficient than calling it outside the context (it "
-                              "causes the gradient ops to be recorded on the tape, leading to increased "
-                              "CPU and memory usage). Only call GradientTape.gradient inside the "
-                              "context if you actually want to trace the gradient in order to compute "
-                              "higher order derivatives.", UserWarning, stacklevel=3)
+                warnings.warn(
+                    f"Calling GradientTape.{what} on a persistent tape inside its context is "
+                    "significantly less efficient than calling it outside the context (it "
+                    "causes the gradient ops to be recorded on the tape, leading to increased "
+                    "CPU and memory usage). Only call GradientTape.gradient inside the "
+                    "context if you actually want to trace the gradient in order to compute "
+                    "higher order derivatives.",
+                    UserWarning,
+                    stacklevel=3,
+                )
         self._used = True
         return self._ensure()
 
@@ -166,20 +181,23 @@ class GradientTape:
             self._watched_after_release = self.watched_variables()
             self._rec = None
 
-    def gradient(self, target, sources, output_gradients=None,
-                 unconnected_gradients=UnconnectedGradients.NONE):
+    def gradient(self, target, sources, output_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
         """Gradient of ``target`` (a tensor or nested structure; several are summed) with respect
         to ``sources``, in the structure of ``sources``."""
         if target is None:
-            raise TypeError("Argument `target` should be a list or nested structure of Tensors or "
-                            "Variables to be differentiated, but received None.")
+            raise TypeError(
+                "Argument `target` should be a list or nested structure of Tensors or "
+                "Variables to be differentiated, but received None."
+            )
         unconnected = _check_unconnected(unconnected_gradients)
         src, spec = _flatten(sources, "sources")
         for s in src:
             if not isinstance(s, Tensor):
-                raise ValueError(f"GradientTape.gradient: sources must be Tensors or Variables, got "
-                                 f"{type(s).__name__} {s!r}; differentiate with respect to tensors the "
-                                 "tape watches")
+                raise ValueError(
+                    f"GradientTape.gradient: sources must be Tensors or Variables, got "
+                    f"{type(s).__name__} {s!r}; differentiate with respect to tensors the "
+                    "tape watches"
+                )
         rec = self._begin("gradient")
         try:
             targets, _ = _flatten(target, "target")
@@ -187,19 +205,29 @@ class GradientTape:
             if output_gradients is not None:
                 tgrads, _ = _flatten(output_gradients, "output_gradients")
                 if len(tgrads) != len(targets):
-                    raise ValueError(f"output_gradients has {len(tgrads)} entries but there are "
-                                     f"{len(targets)} targets; give one per target, in the same structure")
+                    raise ValueError(
+                        f"output_gradients has {len(tgrads)} entries but there are "
+                        f"{len(targets)} targets; give one per target, in the same structure"
+                    )
             grads = backward(rec, targets, tgrads, src, unconnected, consume=not self._persistent)
         finally:
             self._release()
         return optree.tree_unflatten(spec, grads)
 
-    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-                 parallel_iterations=None, experimental_use_pfor=True):
+    def jacobian(
+        self,
+        target,
+        sources,
+        unconnected_gradients=UnconnectedGradients.NONE,
+        parallel_iterations=None,
+        experimental_use_pfor=True,
+    ):
         """Jacobian of ``target`` with respect to each source: shape ``target.shape + source.shape``."""
         if not experimental_use_pfor and not self._persistent:
-            raise RuntimeError("GradientTape must be created with persistent=True to compute the "
-                               "jacobian with experimental_use_pfor=False.")
+            raise RuntimeError(
+                "GradientTape must be created with persistent=True to compute the "
+                "jacobian with experimental_use_pfor=False."
+            )
         unconnected = _check_unconnected(unconnected_gradients)
         check_args("jacobian", target, sources)
         rec = self._begin("jacobian")
@@ -208,12 +236,20 @@ class GradientTape:
         finally:
             self._release()
 
-    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
-                       parallel_iterations=None, experimental_use_pfor=True):
+    def batch_jacobian(
+        self,
+        target,
+        source,
+        unconnected_gradients=UnconnectedGradients.NONE,
+        parallel_iterations=None,
+        experimental_use_pfor=True,
+    ):
         """Per-example jacobians: ``[b, y1..yn, x1..xm]`` for target ``[b, y...]``, source ``[b, x...]``."""
         if not experimental_use_pfor and not self._persistent:
-            raise RuntimeError("GradientTape must be created with persistent=True to compute the "
-                               "batch jacobian with experimental_use_pfor=False.")
+            raise RuntimeError(
+                "GradientTape must be created with persistent=True to compute the "
+                "batch jacobian with experimental_use_pfor=False."
+            )
         unconnected = _check_unconnected(unconnected_gradients)
         check_batch_args(target, source)
         rec = self._begin("batch_jacobian")

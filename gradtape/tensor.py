@@ -8,6 +8,7 @@ Every Python operator, and every method that computes (``.T``, ``.mT``, ``to_dev
 ``gradtape/_operators.py``, above the ops, and so are the few ops this module's conversions use
 (:data:`ops`); this module imports no op.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -24,12 +25,18 @@ from gradtape import backends as _backends
 from gradtape import dtypes as _dt
 from gradtape._recording_state import _ACTIVE, _state
 
-__all__ = ["GradientLeakError", "GradientLeakWarning", "Tensor", "Variable", "constant", "convert_to_tensor",
-           "is_tensor"]
+__all__ = [
+    "GradientLeakError",
+    "GradientLeakWarning",
+    "Tensor",
+    "Variable",
+    "constant",
+    "convert_to_tensor",
+    "is_tensor",
+]
 
 _ids = itertools.count(1)
 _next_id = _ids.__next__
-
 
 
 class _OpsForTensors:
@@ -38,11 +45,11 @@ class _OpsForTensors:
     below the ops, which are built on it."""
 
     def __getattr__(self, name):
-        raise RuntimeError(f"gradtape's ops are not bound yet (Tensor conversion needs {name!r}); "
-                           "import gradtape")
+        raise RuntimeError(f"gradtape's ops are not bound yet (Tensor conversion needs {name!r}); import gradtape")
 
 
 ops = _OpsForTensors()
+
 
 class GradientLeakWarning(UserWarning):
     """A recorded tensor was converted out of gradtape (``np.asarray(t)``, ``float(t)``,
@@ -55,11 +62,15 @@ class GradientLeakError(RuntimeError):
 
 
 # the folders of gradtape's own code: a leak is reported at the first frame outside them
-_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(p)) + os.sep for p in (
-    __file__, os.path.join(os.path.dirname(__file__), "..", "backends", "__init__.py"),
-    os.path.join(os.path.dirname(__file__), "..", "conformance", "__init__.py")))
-_LIBRARY_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep,
-                 os.path.dirname(os.__file__) + os.sep)
+_OWN_DIRS = tuple(
+    os.path.dirname(os.path.abspath(p)) + os.sep
+    for p in (
+        __file__,
+        os.path.join(os.path.dirname(__file__), "..", "backends", "__init__.py"),
+        os.path.join(os.path.dirname(__file__), "..", "conformance", "__init__.py"),
+    )
+)
+_LIBRARY_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep, os.path.dirname(os.__file__) + os.sep)
 
 
 def _call_sites():
@@ -93,30 +104,41 @@ def _check_leak(t, how):
     if not _ACTIVE[0] or not _connected(t):
         return
     site, user = _call_sites()
-    if user is not None:        # inside a library: name its function, then the user's line
-        where = (f" inside {site.f_globals.get('__name__', '?')}.{site.f_code.co_name}, called from "
-                 f"{user.f_code.co_filename}:{user.f_lineno},")
+    if user is not None:  # inside a library: name its function, then the user's line
+        where = (
+            f" inside {site.f_globals.get('__name__', '?')}.{site.f_code.co_name}, called from "
+            f"{user.f_code.co_filename}:{user.f_lineno},"
+        )
     elif site is not None:
         where = f" at {site.f_code.co_filename}:{site.f_lineno}"
     else:
         where = ""
-    msg = (f"{how}{where} converts a tensor that a recording GradientTape connects to a watched source "
-           f"(backend {t._b.name!r}, shape {t.shape}) out of gradtape: the gradient through the converted "
-           "value is lost. Compute with gradtape ops (gt.* or x.__array_namespace__()) to keep it, or "
-           "convert gt.stop_gradient(x) to cut it on purpose")
+    msg = (
+        f"{how}{where} converts a tensor that a recording GradientTape connects to a watched source "
+        f"(backend {t._b.name!r}, shape {t.shape}) out of gradtape: the gradient through the converted "
+        "value is lost. Compute with gradtape ops (gt.* or x.__array_namespace__()) to keep it, or "
+        "convert gt.stop_gradient(x) to cut it on purpose"
+    )
     if _config.config.gradient_leak == "raise":
         raise GradientLeakError(msg + " (this is an error because gt.config.gradient_leak is 'raise').")
-    msg += (" (no warning then), or set gt.config.gradient_leak = 'raise' (GRADTAPE_GRADIENT_LEAK=raise) to "
-            "stop at the leak.")
+    msg += (
+        " (no warning then), or set gt.config.gradient_leak = 'raise' (GRADTAPE_GRADIENT_LEAK=raise) to "
+        "stop at the leak."
+    )
     frame = user or site
     if frame is None:
         warnings.warn(msg, GradientLeakWarning, stacklevel=3)
         return
     g = frame.f_globals
     # once per call site (Python's 'default' action keyed on the caller's own registry)
-    warnings.warn_explicit(msg, GradientLeakWarning, frame.f_code.co_filename, frame.f_lineno,
-                           module=g.get("__name__", "<unknown>"),
-                           registry=g.setdefault("__warningregistry__", {}))
+    warnings.warn_explicit(
+        msg,
+        GradientLeakWarning,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=g.get("__name__", "<unknown>"),
+        registry=g.setdefault("__warningregistry__", {}),
+    )
 
 
 class Device(str):
@@ -132,7 +154,7 @@ class Tensor:
 
     __slots__ = ("_v", "_b", "_id", "__weakref__")
     _is_var = False
-    __array_ufunc__ = None          # NumPy defers binary operators to ours (x * tensor works)
+    __array_ufunc__ = None  # NumPy defers binary operators to ours (x * tensor works)
     __array_priority__ = 1000
 
     def __init__(self, value, dtype=None, device=None):
@@ -176,7 +198,6 @@ class Tensor:
         """The raw backend array (no copy).  Do not modify it in place."""
         return self._v
 
-
     # ------------------------------------------------------------------ conversion
     def numpy(self):
         """A NumPy copy of the value (outside the tape: warns ``GradientLeakWarning`` while a
@@ -199,15 +220,19 @@ class Tensor:
 
     def __array_namespace__(self, *, api_version=None):
         if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12"):
-            raise ValueError(f"gradtape implements the Array API standard 2025.12 (and the earlier "
-                             f"versions), not {api_version!r}")
+            raise ValueError(
+                f"gradtape implements the Array API standard 2025.12 (and the earlier versions), not {api_version!r}"
+            )
         return sys.modules["gradtape"]
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         if _ACTIVE[0]:
             _check_leak(self, "Tensor.__dlpack__() (from_dlpack of another library)")
-        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
-                                    ("copy", copy)) if v is not None}
+        kwargs = {
+            k: v
+            for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
+            if v is not None
+        }
         return self._v.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
@@ -215,8 +240,9 @@ class Tensor:
 
     def _scalar(self, kind):
         if self.size != 1:
-            raise TypeError(f"only a tensor of one element converts to a Python {kind.__name__} "
-                            f"(this one has shape {self.shape})")
+            raise TypeError(
+                f"only a tensor of one element converts to a Python {kind.__name__} (this one has shape {self.shape})"
+            )
         return kind(self._b.to_numpy(self._v).reshape(()).item())
 
     def __bool__(self):
@@ -255,7 +281,6 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-
     def ref(self):
         """A hashable reference to this object (as ``tf.Tensor.ref``)."""
         return _Ref(self)
@@ -264,8 +289,7 @@ class Tensor:
     def __repr__(self):
         b = self._b
         val = _format_value(b.to_numpy(self._v))
-        return (f"gt.Tensor({val}, shape={self.shape}, dtype={self.dtype}, backend={b.name}, "
-                f"device={self.device})")
+        return f"gt.Tensor({val}, shape={self.shape}, dtype={self.dtype}, backend={b.name}, device={self.device})"
 
     __str__ = __repr__
 
@@ -367,7 +391,7 @@ class Variable(Tensor):
         t = convert_to_tensor(initial_value, dtype=dtype, device=device)
         if isinstance(initial_value, Tensor):
             v = t._v
-            if v is initial_value._v:   # never alias another tensor's value
+            if v is initial_value._v:  # never alias another tensor's value
                 v = t._b.xp.asarray(v, copy=True)
         else:
             v = t._v
@@ -387,16 +411,22 @@ class Variable(Tensor):
     def _coerce(self, value, what):
         if isinstance(value, Tensor) and value.dtype != self.dtype:
             # as TensorFlow: a tensor is not silently cast (Python values and NumPy arrays are)
-            raise ValueError(f"Variable.{what}: the value is a {value.dtype} tensor but the variable "
-                             f"{self._name!r} is {self.dtype}; cast it first (gt.cast(value, {self.dtype}))")
+            raise ValueError(
+                f"Variable.{what}: the value is a {value.dtype} tensor but the variable "
+                f"{self._name!r} is {self.dtype}; cast it first (gt.cast(value, {self.dtype}))"
+            )
         t = convert_to_tensor(value, dtype=self.dtype, like=self)
         if t._b is not self._b:
-            raise ValueError(f"Variable.{what}: the value lives on backend {t._b.name!r} but the "
-                             f"variable {self._name!r} on {self._b.name!r}; move it with .to_device "
-                             "or convert it first")
+            raise ValueError(
+                f"Variable.{what}: the value lives on backend {t._b.name!r} but the "
+                f"variable {self._name!r} on {self._b.name!r}; move it with .to_device "
+                "or convert it first"
+            )
         if tuple(t._v.shape) != tuple(self._v.shape):
-            raise ValueError(f"Variable.{what}: cannot assign a value of shape {tuple(t._v.shape)} to "
-                             f"the variable {self._name!r} of shape {self.shape}")
+            raise ValueError(
+                f"Variable.{what}: cannot assign a value of shape {tuple(t._v.shape)} to "
+                f"the variable {self._name!r} of shape {self.shape}"
+            )
         v = t._v
         if t.dtype != self.dtype:
             v = self._b.xp.astype(v, self._b.dtype_to_native(self.dtype))
@@ -442,8 +472,10 @@ class Variable(Tensor):
         val = _format_value(self._b.to_numpy(self._v), prefix="")
         if "\n" in val:
             val = "\n" + val
-        return (f"<gt.Variable '{self._name}' shape={self.shape} dtype={self.dtype} "
-                f"backend={self._b.name} device={self.device}, numpy={val}>")
+        return (
+            f"<gt.Variable '{self._name}' shape={self.shape} dtype={self.dtype} "
+            f"backend={self._b.name} device={self.device}, numpy={val}>"
+        )
 
     __str__ = __repr__
 
@@ -454,8 +486,10 @@ class Variable(Tensor):
         return self.__copy__()
 
     def __reduce__(self):
-        return (_rebuild_var, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name, self._trainable,
-                               self._name))
+        return (
+            _rebuild_var,
+            (np.array(self._b.to_numpy(self._v), copy=True), self._b.name, self._trainable, self._name),
+        )
 
 
 def _rebuild_var(arr, backend_name, trainable, name):
@@ -498,12 +532,19 @@ def _default_native(value, b, device):
             raise TypeError(f"cannot convert {value!r} to a tensor (NumPy made dtype {arr.dtype})")
         return b.asarray(arr, device=device)
     if isinstance(value, numbers.Number):
-        return _default_native(complex(value) if isinstance(value, numbers.Complex) and not
-                               isinstance(value, numbers.Real) else float(value), b, device)
+        return _default_native(
+            complex(value)
+            if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real)
+            else float(value),
+            b,
+            device,
+        )
     if hasattr(value, "__dlpack__") or hasattr(value, "__array__"):
         return b.asarray(np.asarray(value), device=device)
-    raise TypeError(f"cannot convert a {type(value).__name__} to a gradtape tensor; pass a Tensor, "
-                    "a Python scalar, a nested list or a NumPy array")
+    raise TypeError(
+        f"cannot convert a {type(value).__name__} to a gradtape tensor; pass a Tensor, "
+        "a Python scalar, a nested list or a NumPy array"
+    )
 
 
 def _leaves(seq):
@@ -514,8 +555,7 @@ def _leaves(seq):
             yield e
 
 
-def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None, dtype_hint=None,
-                      name=None):
+def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None, dtype_hint=None, name=None):
     """A Tensor from ``value``: Tensors pass through (cast if ``dtype`` differs); other values are
     converted on ``like``'s backend, or ``backend``, or the active backend."""
     if isinstance(value, Tensor):
@@ -523,13 +563,13 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
             value = ops.astype(value, _dt.as_dtype(dtype))
         if device is not None:
             value = value.to_device(device)
-        if value._is_var:           # a recorded read: gradients flow to the variable
+        if value._is_var:  # a recorded read: gradients flow to the variable
             return ops.identity(value)
         return value
     if like is not None:
         b = like._b
         if device is None:
-            device = b.device_of(like._v)     # values beside a tensor go to its device
+            device = b.device_of(like._v)  # values beside a tensor go to its device
     elif backend is not None:
         b = _backends.get(backend)
     elif device.__class__ is Device and device.backend is not None:
@@ -543,8 +583,10 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
     if dtype is None and dtype_hint is not None and isinstance(value, _PY_SCALARS + (list, tuple)):
         dtype = dtype_hint
     if value is None or value.__class__ in (list, tuple) and any(e is None for e in _leaves(value)):
-        raise ValueError(f"Attempt to convert {value!r} to a tensor: None is not a number; pass a value "
-                         "(float('nan') for a missing one)")
+        raise ValueError(
+            f"Attempt to convert {value!r} to a tensor: None is not a number; pass a value "
+            "(float('nan') for a missing one)"
+        )
     if dtype is not None:
         d = _dt.as_dtype(dtype)
         if d.kind in "iub" and isinstance(value, _PY_SCALARS + (list, tuple)):
@@ -554,15 +596,20 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
             v = b.xp.astype(v, b.dtype_to_native(d))
         else:
             if isinstance(value, (np.ndarray, np.generic)) or isinstance(value, _PY_SCALARS + (list, tuple)):
-                try:       # Python values straight to the target dtype: big uint64 ones must not pass
+                try:  # Python values straight to the target dtype: big uint64 ones must not pass
                     # through float64 (complex ones raise here, and below)
-                    value = np.asarray(value, dtype=None if d.kind == "c" or isinstance(value, (np.ndarray, np.generic))
-                                       else np.dtype(d.name))
+                    value = np.asarray(
+                        value,
+                        dtype=None
+                        if d.kind == "c" or isinstance(value, (np.ndarray, np.generic))
+                        else np.dtype(d.name),
+                    )
                 except TypeError:
                     value = np.asarray(value)
                 if value.dtype.kind == "c" and d.kind not in "c":
-                    raise TypeError(f"cannot convert complex values to {d} without losing the "
-                                    "imaginary part; take gt.real first")
+                    raise TypeError(
+                        f"cannot convert complex values to {d} without losing the imaginary part; take gt.real first"
+                    )
             v = b.asarray(value, dtype=d, device=device)
     else:
         v = _default_native(value, b, device)
@@ -574,19 +621,22 @@ def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None
 def _check_exact(value, d):
     """Python floats (or complex) that the integer or bool dtype ``d`` cannot hold exactly are a
     ``TypeError``, as in TensorFlow, not a silent truncation."""
-    for e in (_leaves(value) if isinstance(value, (list, tuple)) else (value,)):
+    for e in _leaves(value) if isinstance(value, (list, tuple)) else (value,):
         if isinstance(e, (float, complex)) and not isinstance(e, bool):
-            if isinstance(e, complex) or not (e == e and e not in (float("inf"), float("-inf"))
-                                              and e == int(e) and (d.kind != "b" or e in (0.0, 1.0))):
-                raise TypeError(f"Cannot convert {e!r} to a tensor of dtype {d} without changing its value; "
-                                "round it first (or pass a floating dtype)")
+            if isinstance(e, complex) or not (
+                e == e and e not in (float("inf"), float("-inf")) and e == int(e) and (d.kind != "b" or e in (0.0, 1.0))
+            ):
+                raise TypeError(
+                    f"Cannot convert {e!r} to a tensor of dtype {d} without changing its value; "
+                    "round it first (or pass a floating dtype)"
+                )
 
 
 def constant(value, dtype=None, shape=None, name=None, device=None):
     """As ``tf.constant``: a Tensor from a value (Python float -> float32, int -> int64, ...)."""
     t = convert_to_tensor(value, dtype=dtype, device=device)
     if isinstance(value, Tensor) and t is value:
-        t = _wrap(t._v, t._b)     # a constant is a new tensor, not the same identity
+        t = _wrap(t._v, t._b)  # a constant is a new tensor, not the same identity
     if shape is not None:
         shape = tuple(shape)
         t = ops.broadcast_to(t, shape) if t.size == 1 else ops.reshape(t, shape)

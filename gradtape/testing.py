@@ -14,6 +14,7 @@ Complex arguments follow TensorFlow's convention: the gradient of a real ``L`` w
 The conformance suite (``gradtape.conformance``) and ``tests/test_gradients.py`` run
 :func:`check_case` over every op of the registry.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -93,11 +94,11 @@ def finite_differences(f, args, wrt=None, eps=DEFAULT_EPS):
         a = args[k]
         if not _is_diff_array(a):
             raise TypeError(f"finite differences: argument {k} is not a float or complex array")
-        diffs = np.zeros((3, a.size), dtype=a.dtype)       # central, forward, backward
+        diffs = np.zeros((3, a.size), dtype=a.dtype)  # central, forward, backward
         flat_a = a.reshape(-1)
         for i in range(flat_a.size):
             h = eps * max(1.0, abs(flat_a[i]))
-            for unit in ((1.0, 1j) if a.dtype.kind == "c" else (1.0,)):
+            for unit in (1.0, 1j) if a.dtype.kind == "c" else (1.0,):
                 plus, minus = value(k, i, unit * h), value(k, i, -unit * h)
                 diffs[:, i] += unit * np.array([(plus - minus) / (2 * h), (plus - f0) / h, (f0 - minus) / h])
         out[k] = tuple(d.reshape(a.shape) for d in diffs)
@@ -187,15 +188,17 @@ class CaseCheck:
     order: int
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
-    checked: int = 0                 # number of gradient elements compared
+    checked: int = 0  # number of gradient elements compared
     passed: bool = True
-    problems: list = dataclasses.field(default_factory=list)     # one line per failed comparison
-    notes: list = dataclasses.field(default_factory=list)        # how the check was run, if unusual
+    problems: list = dataclasses.field(default_factory=list)  # one line per failed comparison
+    notes: list = dataclasses.field(default_factory=list)  # how the check was run, if unusual
 
     def __str__(self):
-        head = (f"{self.op} {self.case} on {self.backend}, order {self.order}: "
-                f"{'ok' if self.passed else 'FAILED'} (max abs err {self.max_abs_err:.3g}, "
-                f"max rel err {self.max_rel_err:.3g}, {self.checked} elements)")
+        head = (
+            f"{self.op} {self.case} on {self.backend}, order {self.order}: "
+            f"{'ok' if self.passed else 'FAILED'} (max abs err {self.max_abs_err:.3g}, "
+            f"max rel err {self.max_rel_err:.3g}, {self.checked} elements)"
+        )
         return "\n  ".join([head] + list(self.problems) + [f"({n})" for n in self.notes])
 
     @property
@@ -232,8 +235,9 @@ class CaseCheck:
         bad = err > atol + rtol * scale
         if bad.any():
             self.passed = False
-            self.problems.append(f"{what}: tape {got.reshape(-1)[:8]} vs numeric {want.reshape(-1)[:8]} "
-                                 f"(max abs err {mabs:.3g})")
+            self.problems.append(
+                f"{what}: tape {got.reshape(-1)[:8]} vs numeric {want.reshape(-1)[:8]} (max abs err {mabs:.3g})"
+            )
 
 
 def _to_tensor(a, backend):
@@ -283,8 +287,10 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
             tape.watch(xs)
             ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
-        wts = [asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
-               for w, k in zip(ws, fouts)]
+        wts = [
+            asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
+            for w, k in zip(ws, fouts)
+        ]
         wts = [astype(w, t.dtype) if w.dtype != t.dtype else w for w, t in zip(wts, targets)]
         gs = tape.gradient(targets, xs, output_gradients=wts)
         return ts, xs, gs
@@ -339,8 +345,10 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
             inner.watch(xs)
             ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
-        wts = [asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
-               for w, k in zip(ws, fouts)]
+        wts = [
+            asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
+            for w, k in zip(ws, fouts)
+        ]
         wts = [astype(w, t.dtype) if w.dtype != t.dtype else w for w, t in zip(wts, targets)]
         gs1 = inner.gradient(targets, xs, output_gradients=wts)
         m = m_tensor(gs1)

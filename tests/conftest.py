@@ -9,6 +9,7 @@ A test that also takes the ``device`` fixture runs on the backend's CPU and on i
 run is marked ``gpu``.  Tests marked ``gpu`` need an accelerator for the backend under test and skip
 cleanly (with the reason) where there is none.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,12 @@ from gradtape import backends as _backends
 
 
 def pytest_addoption(parser):
-    parser.addoption("--backend", default=os.environ.get("GRADTAPE_TEST_BACKENDS", "all"),
-                     help="backends to run the suite on: 'all' (installed ones) or a comma-separated list "
-                          "of names, each optionally with a device (numpy,torch:cuda,jax:gpu)")
+    parser.addoption(
+        "--backend",
+        default=os.environ.get("GRADTAPE_TEST_BACKENDS", "all"),
+        help="backends to run the suite on: 'all' (installed ones) or a comma-separated list "
+        "of names, each optionally with a device (numpy,torch:cuda,jax:gpu)",
+    )
 
 
 def pytest_configure(config):
@@ -65,8 +69,11 @@ def _parametrized_names(metafunc):
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", selected_backends(metafunc.config), indirect=True)
-    if ("device" in metafunc.fixturenames and "backend" in metafunc.fixturenames
-            and "device" not in _parametrized_names(metafunc)):
+    if (
+        "device" in metafunc.fixturenames
+        and "backend" in metafunc.fixturenames
+        and "device" not in _parametrized_names(metafunc)
+    ):
         metafunc.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)], indirect=True)
 
 
@@ -99,7 +106,10 @@ def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is None:
         return
     spec = getattr(item, "callspec", None)
-    names = [spec.params["backend"]] if spec is not None and "backend" in spec.params else \
-        [n for n in ("torch", "jax") if n in gt.available_backends()]
+    names = (
+        [spec.params["backend"]]
+        if spec is not None and "backend" in spec.params
+        else [n for n in ("torch", "jax") if n in gt.available_backends()]
+    )
     if not any(gpu_devices(n) for n in names):
         pytest.skip(f"needs a GPU ({', '.join(names) or 'no GPU-capable backend installed'}: none here)")

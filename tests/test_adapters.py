@@ -6,6 +6,7 @@ must agree, so a change on either side that makes them drift apart fails here.  
 the methods the adapters share from ``Backend`` (``asarray``, ``dtype_of``, ``to_device``,
 ``from_dlpack``, ``parse_device``) on every installed backend and device, and on a bare adapter that
 keeps every default."""
+
 from __future__ import annotations
 
 import inspect
@@ -26,8 +27,21 @@ INSTALLED = gt.available_backends()
 needs_torch = pytest.mark.skipif("torch" not in INSTALLED, reason="torch not installed")
 needs_jax = pytest.mark.skipif("jax" not in INSTALLED, reason="jax not installed")
 
-DTYPES = [gt.bool, gt.int8, gt.int16, gt.int32, gt.int64, gt.uint8, gt.uint16, gt.uint32, gt.uint64,
-          gt.float32, gt.float64, gt.complex64, gt.complex128]
+DTYPES = [
+    gt.bool,
+    gt.int8,
+    gt.int16,
+    gt.int32,
+    gt.int64,
+    gt.uint8,
+    gt.uint16,
+    gt.uint32,
+    gt.uint64,
+    gt.float32,
+    gt.float64,
+    gt.complex64,
+    gt.complex128,
+]
 PY_SCALARS = [True, 3, -1.5, 1 + 2j]
 #: TensorFlow's dtypes for Python scalars, which the shared ``asarray`` gives on every backend
 TF_DEFAULTS = {bool: gt.bool, int: gt.int64, float: gt.float32, complex: gt.complex64}
@@ -42,7 +56,7 @@ def _outcome(fn, *args, **kwargs):
     """``("ok", result)``, or ``("error", exception class)``: two implementations agree on both."""
     try:
         return "ok", fn(*args, **kwargs)
-    except Exception as e:          # the class is what is compared
+    except Exception as e:  # the class is what is compared
         return "error", type(e)
 
 
@@ -58,8 +72,9 @@ def _assert_same(got, want, what):
         return
     a, b = got[1], want[1]
     assert type(a) is type(b), f"{what}: {type(a)} vs {type(b)}"
-    assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), \
+    assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), (
         f"{what}: {a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)}"
+    )
     assert aac.device(a) == aac.device(b), f"{what}: device {aac.device(a)} vs {aac.device(b)}"
     if hasattr(a, "weak_type"):
         assert a.weak_type == b.weak_type, f"{what}: weak_type {a.weak_type} vs {b.weak_type}"
@@ -76,9 +91,15 @@ def torch_env():
 
 def _torch_operands(torch):
     """Tensors of every kind of dtype, 0-d and 1-d, and Python scalars of every kind."""
-    rows = {torch.bool: [True, False, True], torch.uint8: [2, 0, 3], torch.int32: [-2, 0, 3],
-            torch.int64: [-2, 0, 3], torch.float32: [-1.5, 0.0, 2.5], torch.float64: [-1.5, 0.0, 2.5],
-            torch.complex64: [1 + 1j, 0j, -2j]}
+    rows = {
+        torch.bool: [True, False, True],
+        torch.uint8: [2, 0, 3],
+        torch.int32: [-2, 0, 3],
+        torch.int64: [-2, 0, 3],
+        torch.float32: [-1.5, 0.0, 2.5],
+        torch.float64: [-1.5, 0.0, 2.5],
+        torch.complex64: [1 + 1j, 0j, -2j],
+    }
     out = []
     for dt, row in rows.items():
         out += [torch.tensor(row, dtype=dt), torch.tensor(row[0], dtype=dt)]
@@ -93,16 +114,24 @@ def test_torch_binary_table_is_compats(torch_env):
     for name, (tname, s1, s2) in sys.modules[type(b).__module__]._BINARY.items():
         wrapped = inspect.getclosurevars(getattr(compat, name)).nonlocals
         assert wrapped.get("f") is getattr(torch, tname), f"compat.{name} no longer wraps torch.{tname}"
-        assert (wrapped.get("scalar_x1"), wrapped.get("scalar_x2")) == (s1, s2), \
+        assert (wrapped.get("scalar_x1"), wrapped.get("scalar_x2")) == (s1, s2), (
             f"compat.{name} converts Python scalars differently now: update _BINARY"
+        )
 
 
 @needs_torch
 def test_torch_namespace_is_compats_with_fast_paths(torch_env):
     """Every name of ``array_api_compat.torch`` is there, the same object but for the fast ones."""
     torch, compat, b = torch_env
-    fast = set(sys.modules[type(b).__module__]._BINARY) | {"matmul", "tensordot", "vecdot", "where",
-                                                           "expand_dims", "squeeze", "permute_dims"}
+    fast = set(sys.modules[type(b).__module__]._BINARY) | {
+        "matmul",
+        "tensordot",
+        "vecdot",
+        "where",
+        "expand_dims",
+        "squeeze",
+        "permute_dims",
+    }
     for name in dir(compat):
         if name.startswith("__") and name not in ("__array_api_version__", "__array_namespace_info__"):
             continue
@@ -112,10 +141,34 @@ def test_torch_namespace_is_compats_with_fast_paths(torch_env):
 
 
 @needs_torch
-@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide", "pow", "remainder", "floor_divide",
-                                  "maximum", "minimum", "equal", "not_equal", "greater", "greater_equal",
-                                  "less", "less_equal", "atan2", "hypot", "logaddexp", "copysign",
-                                  "nextafter", "logical_and", "logical_or", "logical_xor"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "pow",
+        "remainder",
+        "floor_divide",
+        "maximum",
+        "minimum",
+        "equal",
+        "not_equal",
+        "greater",
+        "greater_equal",
+        "less",
+        "less_equal",
+        "atan2",
+        "hypot",
+        "logaddexp",
+        "copysign",
+        "nextafter",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+    ],
+)
 def test_torch_fast_binary_functions_match_compat(torch_env, name):
     """Every pair of operands, tensors (0-d, 1-d, of every kind of dtype) and Python scalars: the
     fast function and compat's give the same result or raise the same error."""
@@ -137,8 +190,11 @@ def test_torch_fast_where_matches_compat(torch_env):
     ops = _torch_operands(torch)
     for cond in (torch.tensor([True, False, True]), torch.tensor(False)):
         for x1, x2 in itertools.product(ops, ops):
-            _assert_same(_outcome(b.xp.where, cond, x1, x2), _outcome(compat.where, cond, x1, x2),
-                         f"where({cond!r}, {x1!r}, {x2!r})")
+            _assert_same(
+                _outcome(b.xp.where, cond, x1, x2),
+                _outcome(compat.where, cond, x1, x2),
+                f"where({cond!r}, {x1!r}, {x2!r})",
+            )
 
 
 @needs_torch
@@ -154,11 +210,17 @@ def test_torch_fast_products_match_compat(torch_env):
         what = f"{x1.dtype}{tuple(x1.shape)}, {x2.dtype}{tuple(x2.shape)}"
         _assert_same(_outcome(b.xp.matmul, x1, x2), _outcome(compat.matmul, x1, x2), "matmul " + what)
         for axes in (0, 1, 2, ([1], [0])):
-            _assert_same(_outcome(b.xp.tensordot, x1, x2, axes=axes),
-                         _outcome(compat.tensordot, x1, x2, axes=axes), f"tensordot axes={axes} {what}")
+            _assert_same(
+                _outcome(b.xp.tensordot, x1, x2, axes=axes),
+                _outcome(compat.tensordot, x1, x2, axes=axes),
+                f"tensordot axes={axes} {what}",
+            )
         for axis in (-1, -2, 0, 1):
-            _assert_same(_outcome(b.xp.vecdot, x1, x2, axis=axis), _outcome(compat.vecdot, x1, x2, axis=axis),
-                         f"vecdot axis={axis} {what}")
+            _assert_same(
+                _outcome(b.xp.vecdot, x1, x2, axis=axis),
+                _outcome(compat.vecdot, x1, x2, axis=axis),
+                f"vecdot axis={axis} {what}",
+            )
 
 
 @needs_torch
@@ -169,17 +231,24 @@ def test_torch_fast_shape_functions_match_compat(torch_env):
     for shape in ((), (3,), (2, 3)):
         x = torch.arange(int(np.prod(shape)), dtype=torch.float32).reshape(shape)
         for axis in (0, 1, -1, -2, 3, -4, (0,), (0, 2), (-1, 0), (1, 1)):
-            _assert_same(_outcome(b.xp.expand_dims, x, axis=axis), _outcome(compat.expand_dims, x, axis=axis),
-                         f"expand_dims {shape} axis={axis}")
+            _assert_same(
+                _outcome(b.xp.expand_dims, x, axis=axis),
+                _outcome(compat.expand_dims, x, axis=axis),
+                f"expand_dims {shape} axis={axis}",
+            )
     for shape in ((1,), (1, 3), (3, 1), (1, 1, 2)):
         x = torch.ones(shape)
         for axis in (0, 1, -1, -2, 2, 3, -4, (0,), (0, 1)):
-            _assert_same(_outcome(b.xp.squeeze, x, axis=axis), _outcome(compat.squeeze, x, axis=axis),
-                         f"squeeze {shape} axis={axis}")
+            _assert_same(
+                _outcome(b.xp.squeeze, x, axis=axis),
+                _outcome(compat.squeeze, x, axis=axis),
+                f"squeeze {shape} axis={axis}",
+            )
     x = torch.arange(24.0).reshape(2, 3, 4)
     for axes in ((0, 1, 2), (2, 0, 1), (-1, 0, 1), (1,), (0, 0, 1)):
-        _assert_same(_outcome(b.xp.permute_dims, x, axes), _outcome(compat.permute_dims, x, axes),
-                     f"permute_dims axes={axes}")
+        _assert_same(
+            _outcome(b.xp.permute_dims, x, axes), _outcome(compat.permute_dims, x, axes), f"permute_dims axes={axes}"
+        )
 
 
 def _numpy_inputs():
@@ -208,19 +277,21 @@ def test_torch_asarray_matches_compat(torch_env):
     torch, compat, b = torch_env
     values = PY_SCALARS + NESTED + [np.float32(1.5), np.int16(-3), np.bool_(True), np.complex128(1j)]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)          # complex to real casts, both sides
+        warnings.simplefilter("ignore", UserWarning)  # complex to real casts, both sides
         for v, dtype, device in itertools.product(values, [None, *DTYPES], [None, "cpu", torch.device("cpu")]):
             nd = None if dtype is None else b.dtype_to_native(dtype)
-            ref = v if isinstance(v, (bool, int, float, complex)) and not isinstance(v, np.generic) \
-                else np.asarray(v)
+            ref = v if isinstance(v, (bool, int, float, complex)) and not isinstance(v, np.generic) else np.asarray(v)
             dev = torch.device(device) if isinstance(device, str) else device
-            _assert_same(_outcome(b.asarray, v, dtype=dtype, device=device),
-                         _outcome(compat.asarray, ref, dtype=nd, device=dev), f"asarray({v!r}, {dtype}, {device})")
+            _assert_same(
+                _outcome(b.asarray, v, dtype=dtype, device=device),
+                _outcome(compat.asarray, ref, dtype=nd, device=dev),
+                f"asarray({v!r}, {dtype}, {device})",
+            )
     for a, dtype in itertools.product(_numpy_inputs(), [None, gt.float32, gt.int64]):
         nd = None if dtype is None else b.dtype_to_native(dtype)
         what = f"asarray({a.dtype}{a.shape} strides {a.strides} writeable {a.flags.writeable}, {dtype})"
         with warnings.catch_warnings():
-            warnings.simplefilter("error")              # the adapter copies instead of warning
+            warnings.simplefilter("error")  # the adapter copies instead of warning
             out = b.asarray(a, dtype=dtype)
         _assert_same(("ok", out), _outcome(compat.asarray, a.copy(), dtype=nd), what)
         if a.flags.writeable and all(s >= 0 for s in a.strides) and a.size:
@@ -257,8 +328,13 @@ def test_torch_dtypes_devices_and_conversions_match_compat(torch_env):
         assert nd == getattr(compat, d.name), d
         x = compat.zeros((2,), dtype=getattr(compat, d.name))
         assert b.dtype_of(x) is d
-        for kind, gkind in (("bool", "b"), ("signed integer", "i"), ("unsigned integer", "u"),
-                            ("real floating", "f"), ("complex floating", "c")):
+        for kind, gkind in (
+            ("bool", "b"),
+            ("signed integer", "i"),
+            ("unsigned integer", "u"),
+            ("real floating", "f"),
+            ("complex floating", "c"),
+        ):
             assert compat.isdtype(nd, kind) == (d.kind == gkind), (d, kind)
     x = torch.arange(3.0)
     assert b.device_of(x) == aac.device(x)
@@ -270,9 +346,12 @@ def test_torch_dtypes_devices_and_conversions_match_compat(torch_env):
     out = b.fix_output(p)
     assert type(out) is torch.Tensor and not out.requires_grad and out.data_ptr() == p.data_ptr()
     for a in filter(_dlpack_safe, _numpy_inputs()):
-        want = _outcome(compat.from_dlpack, a)        # where DLPack cannot, the adapter copies
-        _assert_same(_outcome(b.from_dlpack, a), want if want[0] == "ok" else _outcome(compat.asarray, a),
-                     f"from_dlpack {a.dtype}{a.shape}")
+        want = _outcome(compat.from_dlpack, a)  # where DLPack cannot, the adapter copies
+        _assert_same(
+            _outcome(b.from_dlpack, a),
+            want if want[0] == "ok" else _outcome(compat.asarray, a),
+            f"from_dlpack {a.dtype}{a.shape}",
+        )
 
 
 # ================================================================================== jax
@@ -311,11 +390,13 @@ def test_jax_fast_reductions_match_jax_numpy(jax_env, name):
     for shape in ((), (3,), (2, 3), (2, 3, 4)):
         x = jnp.asarray((np.arange(int(np.prod(shape))) % 5).reshape(shape).astype("float32"))
         every = tuple(range(len(shape)))
-        axes = (None, 0, -1, 3, (), (0,), (-1,), (0, 1), (0, 2), (1, 0), every, every[::-1], (0, 0), (0, -3)) \
-            if name == "sum" else (None, (0,), every, (0, 2), (0, 0))
+        axes = (
+            (None, 0, -1, 3, (), (0,), (-1,), (0, 1), (0, 2), (1, 0), every, every[::-1], (0, 0), (0, -3))
+            if name == "sum"
+            else (None, (0,), every, (0, 2), (0, 0))
+        )
         for axis in axes:
-            _assert_same(_outcome(fast, x, axis=axis), _outcome(slow, x, axis=axis),
-                         f"{name}({shape}, axis={axis})")
+            _assert_same(_outcome(fast, x, axis=axis), _outcome(slow, x, axis=axis), f"{name}({shape}, axis={axis})")
         kws = [{"axis": every, "keepdims": True}]
         if name != "max" and name != "min":
             kws.append({"axis": every, "dtype": jnp.complex128})
@@ -332,12 +413,23 @@ def test_jax_shape_errors_are_value_errors_and_results_unchanged(jax_env):
     every backend, where JAX raises TypeError)."""
     jax, jnp, b = jax_env
     x, sq = jnp.arange(6.0).reshape(2, 3), jnp.ones((3, 3))
-    good = [("reshape", (x, (3, 2))), ("matmul", (x, sq)), ("concat", ([x, x],)), ("permute_dims", (x, (1, 0))),
-            ("tensordot", (x, sq, 1))]
+    good = [
+        ("reshape", (x, (3, 2))),
+        ("matmul", (x, sq)),
+        ("concat", ([x, x],)),
+        ("permute_dims", (x, (1, 0))),
+        ("tensordot", (x, sq, 1)),
+    ]
     for name, args in good:
         _assert_same(_outcome(getattr(b.xp, name), *args), _outcome(getattr(jnp, name), *args), name)
-    bad = [("reshape", (x, (4,)), {}), ("matmul", (x, x), {}), ("concat", ([x, sq],), {"axis": 1}),
-           ("permute_dims", (x, (0, 0)), {}), ("permute_dims", (x, (0,)), {}), ("tensordot", (x, x), {"axes": 1})]
+    bad = [
+        ("reshape", (x, (4,)), {}),
+        ("matmul", (x, x), {}),
+        ("concat", ([x, sq],), {"axis": 1}),
+        ("permute_dims", (x, (0, 0)), {}),
+        ("permute_dims", (x, (0,)), {}),
+        ("tensordot", (x, x), {"axes": 1}),
+    ]
     for name, args, kw in bad:
         assert _outcome(getattr(jnp, name), *args, **kw)[1] in (TypeError, ValueError), name
         with pytest.raises(ValueError):
@@ -351,20 +443,29 @@ def test_jax_asarray_matches_jax_numpy(jax_env):
     jax, jnp, b = jax_env
     cpu = jax.devices("cpu")[0]
     scalars = PY_SCALARS + [np.float32(1.5), np.int16(-3), np.bool_(True)]
-    arrays = [a for a in _numpy_inputs() if a.dtype.name in ("bool", "uint8", "int64", "float32", "complex64")
-              or a.ndim == 1 and a.dtype.name == "float64"]
-    cases = list(itertools.product(scalars, [None, gt.bool, gt.int8, gt.uint32, gt.int64, gt.float32, gt.float64,
-                                             gt.complex64, gt.complex128], [None]))
+    arrays = [
+        a
+        for a in _numpy_inputs()
+        if a.dtype.name in ("bool", "uint8", "int64", "float32", "complex64")
+        or a.ndim == 1
+        and a.dtype.name == "float64"
+    ]
+    cases = list(
+        itertools.product(
+            scalars,
+            [None, gt.bool, gt.int8, gt.uint32, gt.int64, gt.float32, gt.float64, gt.complex64, gt.complex128],
+            [None],
+        )
+    )
     cases += itertools.product(NESTED + arrays, [None, gt.float32], ["cpu"])
     cases += itertools.product(scalars + NESTED[:2] + arrays[:4], [None], [cpu])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)     # complex to float32, both sides
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)  # complex to float32, both sides
         for v, dtype, device in cases:
             want_dtype = TF_DEFAULTS.get(type(v)) if dtype is None else dtype
             nd = None if want_dtype is None else b.dtype_to_native(want_dtype)
             want = _outcome(jnp.asarray, v, dtype=nd, device=cpu if device is not None else b.device)
-            _assert_same(_outcome(b.asarray, v, dtype=dtype, device=device), want,
-                         f"asarray({v!r}, {dtype}, {device})")
+            _assert_same(_outcome(b.asarray, v, dtype=dtype, device=device), want, f"asarray({v!r}, {dtype}, {device})")
     x = jnp.arange(3.0)
     assert b.asarray(x) is x and b.asarray(x, dtype=gt.float64, device=b.device_of(x)) is x
     _assert_same(("ok", b.asarray(x, dtype=gt.float32)), ("ok", jnp.asarray(x, dtype=jnp.float32)), "cast")
@@ -379,8 +480,13 @@ def test_jax_dtypes_devices_and_conversions_match_compat(jax_env):
         nd = b.dtype_to_native(d)
         assert nd == jnp.dtype(getattr(jnp, d.name)), d
         assert b.dtype_of(jnp.zeros((2,), dtype=getattr(jnp, d.name))) is d
-        for kind, gkind in (("bool", "b"), ("signed integer", "i"), ("unsigned integer", "u"),
-                            ("real floating", "f"), ("complex floating", "c")):
+        for kind, gkind in (
+            ("bool", "b"),
+            ("signed integer", "i"),
+            ("unsigned integer", "u"),
+            ("real floating", "f"),
+            ("complex floating", "c"),
+        ):
             assert jnp.isdtype(nd, kind) == (d.kind == gkind), (d, kind)
     x = jnp.arange(3.0)
     assert b.device_of(x) == aac.device(x)
@@ -391,13 +497,16 @@ def test_jax_dtypes_devices_and_conversions_match_compat(jax_env):
         assert b.is_native(v) == aac.is_jax_array(v), v
     seen = []
     jax.vmap(lambda t: seen.append((b.is_native(t), aac.is_jax_array(t))) or t)(x)
-    assert seen == [(True, True)]                     # tracers are native arrays for both
+    assert seen == [(True, True)]  # tracers are native arrays for both
     for v in (np.float64(2.5), np.int32(3), np.bool_(False), 2.5):
         _assert_same(("ok", b.fix_output(v)), ("ok", jnp.asarray(v)), f"fix_output({v!r})")
     for a in (a for a in _numpy_inputs() if a.ndim == 2 and _dlpack_safe(a)):
-        want = _outcome(jnp.from_dlpack, a)           # where DLPack cannot (bool), the adapter copies
-        _assert_same(_outcome(b.from_dlpack, a), want if want[0] == "ok" else _outcome(jnp.asarray, a),
-                     f"from_dlpack {a.dtype}{a.shape}")
+        want = _outcome(jnp.from_dlpack, a)  # where DLPack cannot (bool), the adapter copies
+        _assert_same(
+            _outcome(b.from_dlpack, a),
+            want if want[0] == "ok" else _outcome(jnp.asarray, a),
+            f"from_dlpack {a.dtype}{a.shape}",
+        )
 
 
 # ================================================================================== the shared methods
@@ -413,7 +522,7 @@ def test_shared_methods_agree_with_compat_helpers(backend):
     for d in DTYPES:
         if hasattr(ns, d.name):
             assert b.dtype_of(ns.zeros((1,), dtype=getattr(ns, d.name))) is d, d
-    if b.name == "numpy":                             # array_api_compat.to_device's NumPy branch
+    if b.name == "numpy":  # array_api_compat.to_device's NumPy branch
         assert b.to_device(x, "cpu") is x is aac.to_device(x, "cpu")
         for dev in ("cuda", "gpu:0", object()):
             assert _outcome(b.to_device, x, dev)[1] is _outcome(aac.to_device, x, dev)[1] is ValueError
@@ -433,7 +542,7 @@ def test_dtype_of_maps_every_dtype_and_refuses_foreign_ones(backend):
     try:
         half = b.asarray(np.zeros(2, dtype=np.float16))
     except TypeError:
-        return                                        # array_api_strict has no float16 at all
+        return  # array_api_strict has no float16 at all
     with pytest.raises(TypeError, match="float16"):
         b.dtype_of(half)
 
@@ -461,9 +570,14 @@ def test_from_dlpack_imports_passes_natives_and_falls_back(backend, device):
     assert b.from_dlpack(native) is native
     ro = np.arange(4.0)
     ro.flags.writeable = False
-    for src, want in ((np.arange(6, dtype=np.float32).reshape(2, 3), gt.float32), (np.array([1, -2]), gt.int64),
-                      (np.array(2.5), gt.float64), (ro, gt.float64), ([1.0, 2.0], gt.float64),
-                      (native, gt.float64)):
+    for src, want in (
+        (np.arange(6, dtype=np.float32).reshape(2, 3), gt.float32),
+        (np.array([1, -2]), gt.int64),
+        (np.array(2.5), gt.float64),
+        (ro, gt.float64),
+        ([1.0, 2.0], gt.float64),
+        (native, gt.float64),
+    ):
         for dev in (None, device):
             out = b.from_dlpack(src, device=dev)
             assert type(out) is b.array_type and b.dtype_of(out) is want
@@ -486,9 +600,16 @@ def test_asarray_reads_dtypes_and_devices_the_same_way(backend, device):
     for dtype in (gt.float32, "float32", np.dtype("float32")):
         y = b.asarray(x, dtype=dtype)
         assert b.dtype_of(y) is gt.float32 and b.device_str(b.device_of(y)) == device
-    assert b.dtype_of(x) is gt.float64                # the input is not changed
-    for v, want in ((np.float32(1.5), gt.float32), (np.int16(-3), gt.int16), (np.bool_(True), gt.bool),
-                    ([1.0, 2.0], gt.float64), ([[1, 2]], gt.int64), ([True], gt.bool), ([1j], gt.complex128)):
+    assert b.dtype_of(x) is gt.float64  # the input is not changed
+    for v, want in (
+        (np.float32(1.5), gt.float32),
+        (np.int16(-3), gt.int16),
+        (np.bool_(True), gt.bool),
+        ([1.0, 2.0], gt.float64),
+        ([[1, 2]], gt.int64),
+        ([True], gt.bool),
+        ([1j], gt.complex128),
+    ):
         for where in (device, dev):
             out = b.asarray(v, device=where)
             assert b.dtype_of(out) is want and b.device_str(b.device_of(out)) == device, (v, where)
@@ -496,10 +617,10 @@ def test_asarray_reads_dtypes_and_devices_the_same_way(backend, device):
     rank = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
     for v, dtype in itertools.product(PY_SCALARS, DTYPES):
         if rank[dtype.kind] < rank[np.asarray(v).dtype.kind]:
-            continue                                  # no value-changing casts: not every library has them
+            continue  # no value-changing casts: not every library has them
         out = b.asarray(v, dtype=dtype, device=device)
         assert b.dtype_of(out) is dtype and b.to_numpy(out).item() == np.asarray(v).astype(dtype.name).item()
-    if type(b).asarray is Backend.asarray:             # the shared conversion: TensorFlow's defaults
+    if type(b).asarray is Backend.asarray:  # the shared conversion: TensorFlow's defaults
         for v in PY_SCALARS:
             assert b.dtype_of(b.asarray(v)) is TF_DEFAULTS[type(v)], v
     with pytest.raises(ValueError, match="no device"):
@@ -514,14 +635,19 @@ def test_shared_methods_on_strict_test_devices():
     x = b.asarray([1.0, 2.0], device="device1")
     assert b.device_str(b.device_of(x)) == "device1" and b.asarray(x, device="device1") is x
     for dev in ("device2", b.parse_device("device2")):
-        for out in (b.to_device(x, dev), b.asarray(x, device=dev), b.asarray(x, dtype=gt.float32, device=dev),
-                    b.from_dlpack(np.arange(2.0), device=dev), b.asarray(np.arange(2.0), device=dev)):
+        for out in (
+            b.to_device(x, dev),
+            b.asarray(x, device=dev),
+            b.asarray(x, dtype=gt.float32, device=dev),
+            b.from_dlpack(np.arange(2.0), device=dev),
+            b.asarray(np.arange(2.0), device=dev),
+        ):
             assert b.device_str(b.device_of(out)) == "device2"
             assert b.device_str(b.device_of(x)) == "device1"
     y = b.asarray(x, dtype=gt.float32)
     assert b.dtype_of(y) is gt.float32 and b.device_str(b.device_of(y)) == "device1"
     assert b.from_dlpack(x) is x
-    with gt.use_backend("array_api_strict", "device2"):   # the configured default device
+    with gt.use_backend("array_api_strict", "device2"):  # the configured default device
         assert b.device_str(b.device_of(b.asarray([1.0]))) == "device2"
         assert b.device_str(b.device_of(b.asarray(3.5))) == "device2"
 
@@ -529,6 +655,7 @@ def test_shared_methods_on_strict_test_devices():
 # ================================================================================== a bare adapter
 class _Bare(Backend):
     """An adapter that fills in nothing but its namespace: every default of ``Backend`` at work."""
+
     name = "bare"
     array_type = np.ndarray
 

@@ -1,5 +1,6 @@
 """The adapters (issue 3): each implements the Backend interface with the same meaning, so one program
 gives the same numbers (to float round-off) on every installed backend."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,7 @@ from gradtape import backends as _backends
 Backend = _backends.Backend
 
 INSTALLED = gt.available_backends()
-DTYPES = [gt.bool, gt.int8, gt.int16, gt.int32, gt.int64, gt.uint8, gt.float32, gt.float64,
-          gt.complex64, gt.complex128]
+DTYPES = [gt.bool, gt.int8, gt.int16, gt.int32, gt.int64, gt.uint8, gt.float32, gt.float64, gt.complex64, gt.complex128]
 
 
 def _b(backend):
@@ -50,21 +50,33 @@ def test_float64_computes_in_float64(backend):
     assert y.dtype is gt.float64
     close(y, np.exp([0.1, 0.2, 0.3]) * 3.0 - np.array([0.1, 0.2, 0.3]) / 7.0, rtol=1e-15, atol=0)
     third = gt.constant(1.0, dtype=gt.float64) / 3.0
-    assert abs(float(third) - 1.0 / 3.0) < 1e-16        # not float32 in disguise (jax_enable_x64)
+    assert abs(float(third) - 1.0 / 3.0) < 1e-16  # not float32 in disguise (jax_enable_x64)
 
 
 def test_outputs_are_exactly_array_type(backend):
     """``array_type`` is the class ops return, so the dispatcher never pays for ``fix_output``."""
     b = _b(backend)
     x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
-    for out in (x + x, x * 2.0, gt.sin(x), gt.sum(x), gt.sum(x[0]), x @ x, gt.reshape(x, (4,)), x[0, 1],
-                gt.mean(x, axis=0), gt.maximum(x, 1.0), gt.where(x > 2.0, x, 0.0), x == 2.0):
+    for out in (
+        x + x,
+        x * 2.0,
+        gt.sin(x),
+        gt.sum(x),
+        gt.sum(x[0]),
+        x @ x,
+        gt.reshape(x, (4,)),
+        x[0, 1],
+        gt.mean(x, axis=0),
+        gt.maximum(x, 1.0),
+        gt.where(x > 2.0, x, 0.0),
+        x == 2.0,
+    ):
         assert type(out.native) is b.array_type, (type(out.native), b.array_type)
 
 
 def test_python_scalars_keep_the_tensor_dtype(backend):
     x = gt.constant([1.0, 2.0])
-    for y in (x * 2.0, 2.0 * x, x + 1, 1 - x, x / 2, 2.0 / x, x ** 2, 2.0 ** x, gt.maximum(x, 1.5)):
+    for y in (x * 2.0, 2.0 * x, x + 1, 1 - x, x / 2, 2.0 / x, x**2, 2.0**x, gt.maximum(x, 1.5)):
         assert y.dtype is gt.float32
     i = gt.constant([1, 2])
     assert (i * 2).dtype is gt.int64 and (3 - i).dtype is gt.int64
@@ -74,8 +86,8 @@ def test_python_scalars_keep_the_tensor_dtype(backend):
 
 def test_zero_d_tensors_promote_as_the_standard_says(backend):
     """PyTorch lets a 0-d tensor's dtype lose against an n-d tensor; the standard does not."""
-    a = gt.constant([1.0, 2.0])                               # float32, shape (2,)
-    s = gt.constant(3.0, dtype=gt.float64)                    # float64, shape ()
+    a = gt.constant([1.0, 2.0])  # float32, shape (2,)
+    s = gt.constant(3.0, dtype=gt.float64)  # float64, shape ()
     for y in (a + s, s * a, a - s, gt.maximum(a, s), a @ gt.constant([1.0, 1.0], dtype=gt.float64)):
         assert y.dtype is gt.float64
 
@@ -119,15 +131,22 @@ def test_shape_mismatches_are_value_errors(backend, op):
 # --------------------------------------------------------------------------- what the standard lacks
 A = np.arange(24.0).reshape(2, 3, 4)
 KEYS = [
-    (1,), (slice(None), 2), (Ellipsis, 1), (None, 0), (0, slice(0, 3, 2)), (Ellipsis, None, slice(1, 3)),
-    (np.array([1, 1, 0]),),                                   # repeated indices accumulate
+    (1,),
+    (slice(None), 2),
+    (Ellipsis, 1),
+    (None, 0),
+    (0, slice(0, 3, 2)),
+    (Ellipsis, None, slice(1, 3)),
+    (np.array([1, 1, 0]),),  # repeated indices accumulate
     (slice(None), np.array([2, 0, 2, 2])),
     (np.array([0, 1, 1]), np.array([2, 2, 0]), np.array([3, 3, 1])),
     (1, np.array([0, 0]), slice(None)),
     (A > 10.0,),
     (0, A[0] > 3.0),
     (Ellipsis, np.array([3, 3])),
-    (slice(None, None, -1),), (Ellipsis, slice(3, 0, -2)), (np.array([1, 1]), slice(None, None, -2), 0),
+    (slice(None, None, -1),),
+    (Ellipsis, slice(3, 0, -2)),
+    (np.array([1, 1]), slice(None, None, -2), 0),
 ]
 
 
@@ -138,6 +157,7 @@ def _key_id(key):
         if isinstance(k, slice):
             return "slice" if k.step is None or k.step > 0 else "slice<0"
         return {None: "None", Ellipsis: "..."}.get(k, repr(k))
+
     return ",".join(one(k) for k in key)
 
 
@@ -165,13 +185,13 @@ def test_setitem_is_functional(backend, key):
     sel = A[key]
     value = -np.arange(1.0, sel.size + 1).reshape(sel.shape)
     if any(isinstance(k, np.ndarray) and k.dtype.kind in "iu" and len(np.unique(k)) < k.size for k in key):
-        value = np.full(sel.shape, -5.0)         # repeated targets: which write wins is unspecified
+        value = np.full(sel.shape, -5.0)  # repeated targets: which write wins is unspecified
     want = A.copy()
     want[key] = value
     out = b.setitem(x, _native_key(b, key), b.asarray(value, dtype=gt.float64))
     close(b.to_numpy(out), want, rtol=0, atol=0)
-    close(b.to_numpy(x), A, rtol=0, atol=0)           # the input is untouched
-    out2 = b.setitem(x, (0, 0, 0), 7.0)                 # a Python scalar value
+    close(b.to_numpy(x), A, rtol=0, atol=0)  # the input is untouched
+    out2 = b.setitem(x, (0, 0, 0), 7.0)  # a Python scalar value
     assert b.to_numpy(out2)[0, 0, 0] == 7.0 and b.to_numpy(x)[0, 0, 0] == 0.0
 
 
@@ -220,8 +240,7 @@ def test_same_seed_same_numbers_on_every_backend(backend):
 @pytest.mark.parametrize("source", INSTALLED)
 def test_dlpack_transfer_between_backends(backend, source):
     b, src = _b(backend), _backends.get(source)
-    for arr in (np.arange(6.0, dtype=np.float32).reshape(2, 3), np.array([1, -2, 3], dtype=np.int64),
-                np.array(2.5)):
+    for arr in (np.arange(6.0, dtype=np.float32).reshape(2, 3), np.array([1, -2, 3], dtype=np.int64), np.array(2.5)):
         native = src.asarray(arr)
         out = b.from_dlpack(native)
         assert type(out) is b.array_type
@@ -232,7 +251,7 @@ def test_dlpack_transfer_between_backends(backend, source):
 def test_tensors_export_through_dlpack(backend):
     t = gt.constant([[1.0, 2.0], [3.0, 4.0]])
     close(np.from_dlpack(t), [[1.0, 2.0], [3.0, 4.0]])
-    assert t.__dlpack_device__()[0] == 1                     # kDLCPU
+    assert t.__dlpack_device__()[0] == 1  # kDLCPU
     u = gt.from_dlpack(np.arange(3.0))
     assert u.backend == backend.split(":")[0] and u.dtype is gt.float64
     close(u, [0.0, 1.0, 2.0])
@@ -333,16 +352,44 @@ def test_torch_fast_namespace_matches_array_api_compat():
         pytest.skip("torch is not installed")
     import array_api_compat.torch as compat
     import torch
+
     ns = _backends.get("torch").xp
     f32 = torch.tensor([1.5, -2.0, 3.0])
     f64_0d = torch.tensor(2.0, dtype=torch.float64)
     i64 = torch.tensor([1, 2, 3])
     u8 = torch.tensor([1, 2, 3], dtype=torch.uint8)
     i8_0d = torch.tensor(-1, dtype=torch.int8)
-    pairs = [(f32, f32), (f32, f64_0d), (f64_0d, f32), (f32, 2.0), (2.0, f32), (f32, 2), (3, f32), (i64, 2),
-             (u8, i8_0d), (i8_0d, u8), (i64, u8), (f32, True)]
-    for name in ("add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "equal", "less",
-                 "greater_equal", "atan2", "hypot", "copysign", "remainder", "floor_divide"):
+    pairs = [
+        (f32, f32),
+        (f32, f64_0d),
+        (f64_0d, f32),
+        (f32, 2.0),
+        (2.0, f32),
+        (f32, 2),
+        (3, f32),
+        (i64, 2),
+        (u8, i8_0d),
+        (i8_0d, u8),
+        (i64, u8),
+        (f32, True),
+    ]
+    for name in (
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "pow",
+        "maximum",
+        "minimum",
+        "equal",
+        "less",
+        "greater_equal",
+        "atan2",
+        "hypot",
+        "copysign",
+        "remainder",
+        "floor_divide",
+    ):
         for a, c in pairs:
             try:
                 want = getattr(compat, name)(a, c)

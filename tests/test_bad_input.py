@@ -1,6 +1,7 @@
 """Issue 10, parts 6 and 7: never a silent wrong gradient.  TensorFlow's parity in
 ``batch_jacobian``; bad input gives TensorFlow's exception class and a message naming the call and
 what to do, and leaves the tape stack as it was (no tape left recording)."""
+
 from __future__ import annotations
 
 import gc
@@ -49,7 +50,7 @@ def test_batch_jacobian_rank_check_leaves_the_tape_usable(backend):
         tape.watch(x)
         y = x * x
     with pytest.raises(ValueError):
-        tape.batch_jacobian(y, x[0])            # refused before the (non-persistent) tape is used
+        tape.batch_jacobian(y, x[0])  # refused before the (non-persistent) tape is used
     close(tape.batch_jacobian(y, x), [[[2.0, 0.0], [0.0, 4.0]]])
 
 
@@ -92,11 +93,19 @@ def test_floating_functions_of_bool_and_int_inputs_are_float32(backend, dtype):
         for name in unary:
             y = getattr(gt, name)(x)
             assert y.dtype == gt.float32, (name, dtype, y.dtype)
-            want = getattr(np, {"acos": "arccos", "asin": "arcsin", "atan": "arctan", "acosh": "arccosh",
-                                "asinh": "arcsinh", "atanh": "arctanh"}.get(name, name))(
-                values.astype(np.float32))
+            want = getattr(
+                np,
+                {
+                    "acos": "arccos",
+                    "asin": "arcsin",
+                    "atan": "arctan",
+                    "acosh": "arccosh",
+                    "asinh": "arcsinh",
+                    "atanh": "arctanh",
+                }.get(name, name),
+            )(values.astype(np.float32))
             np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, equal_nan=True, err_msg=name)
-            gt.sum(y + 1.0)                 # usable: the float16 result broke here (KeyError)
+            gt.sum(y + 1.0)  # usable: the float16 result broke here (KeyError)
             v = getattr(gt, name)(gt.Variable(values, trainable=False))
             assert v.dtype == gt.float32, name
         for name in sorted(FLOATING_FUNCTIONS - set(unary)):
@@ -112,15 +121,23 @@ def test_floating_functions_of_python_ints_and_inside_a_tape(backend):
     n = gt.constant([True, False])
     with gt.GradientTape() as tape:
         tape.watch(x)
-        y = gt.sum(x * gt.exp(n))                   # exp of a bool: float32, no gradient to n
+        y = gt.sum(x * gt.exp(n))  # exp of a bool: float32, no gradient to n
     close(tape.gradient(y, x), [np.e, 1.0])
     assert gt.sin(x).dtype == gt.float32 and gt.sin(gt.astype(x, gt.float64)).dtype == gt.float64
 
 
 # ---------------------------------------------------------------------------------- indexing
-_NEGATIVE_STEPS = [slice(None, None, -1), slice(None, None, -2), slice(None, None, -3), slice(1, None, -1),
-                   slice(-1, -3, -1), slice(5, 0, -2), slice(0, 0, -1), slice(3, None, -2),
-                   slice(None, -10, -1)]
+_NEGATIVE_STEPS = [
+    slice(None, None, -1),
+    slice(None, None, -2),
+    slice(None, None, -3),
+    slice(1, None, -1),
+    slice(-1, -3, -1),
+    slice(5, 0, -2),
+    slice(0, 0, -1),
+    slice(3, None, -2),
+    slice(None, -10, -1),
+]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -153,9 +170,13 @@ def test_negative_steps_index_get_and_set_with_gradients(backend, n):
 
 def test_negative_steps_in_2d_keys_and_jacobians(backend):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
-    for key in [(slice(None, None, -1), slice(None, None, -2)), (Ellipsis, slice(None, None, -3)),
-                (1, slice(None, None, -4)), (slice(None, None, -2), None, 0),
-                (np.array([2, 0]), slice(None, None, -1))]:
+    for key in [
+        (slice(None, None, -1), slice(None, None, -2)),
+        (Ellipsis, slice(None, None, -3)),
+        (1, slice(None, None, -4)),
+        (slice(None, None, -2), None, 0),
+        (np.array([2, 0]), slice(None, None, -1)),
+    ]:
         x = gt.constant(a)
         with gt.GradientTape() as tape:
             tape.watch(x)
@@ -171,15 +192,17 @@ def test_negative_steps_in_2d_keys_and_jacobians(backend):
 
 # ---------------------------------------------------------------------------------- register_op
 def test_register_op_forward_returning_no_array(backend):
-    for bad, what in [(lambda xp, x: None, "NoneType"), (lambda xp, x: "abc", "str"),
-                      (lambda xp, x: [x, x], "list")]:
+    for bad, what in [(lambda xp, x: None, "NoneType"), (lambda xp, x: "abc", "str"), (lambda xp, x: [x, x], "list")]:
         name = next(_names)
         f = gt.register_op(name, bad)
         x = gt.constant([1.0, 2.0])
         with gt.GradientTape() as tape:
             tape.watch(x)
-            with pytest.raises(TypeError, match=rf"register_op\('{name}'\): forward returned {what}.*"
-                                                rf"backend '{backend.split(':')[0]}'.*must compute on"):
+            with pytest.raises(
+                TypeError,
+                match=rf"register_op\('{name}'\): forward returned {what}.*"
+                rf"backend '{backend.split(':')[0]}'.*must compute on",
+            ):
                 f(x)
         clean()
 
@@ -187,17 +210,19 @@ def test_register_op_forward_returning_no_array(backend):
 def test_register_op_nout_mismatch(backend):
     name = next(_names)
     f = gt.register_op(name, lambda xp, x: x * 2, nout=2)
-    with pytest.raises(TypeError, match=rf"register_op\('{name}'\): declared with nout=2, forward must "
-                                        "return a tuple of 2 arrays"):
-        f(gt.constant([1.0, 2.0, 3.0]))         # silently gave 3 outputs (the array's rows)
+    with pytest.raises(
+        TypeError,
+        match=rf"register_op\('{name}'\): declared with nout=2, forward must "
+        "return a tuple of 2 arrays",
+    ):
+        f(gt.constant([1.0, 2.0, 3.0]))  # silently gave 3 outputs (the array's rows)
     g = gt.register_op(next(_names), lambda xp, x: (x, x, x), nout=2)
     with pytest.raises(TypeError, match="nout=2"):
         g(gt.constant([1.0]))
     h = gt.register_op(next(_names), lambda xp, x: (x * 2, None), nout=2)
     with pytest.raises(TypeError, match="output 1 of forward returned NoneType"):
         h(gt.constant([1.0]))
-    ok = gt.register_op(next(_names), lambda xp, x: (x * 2, x * 3), lambda op, g1, g2: 2 * g1 + 3 * g2,
-                        nout=2)
+    ok = gt.register_op(next(_names), lambda xp, x: (x * 2, x * 3), lambda op, g1, g2: 2 * g1 + 3 * g2, nout=2)
     x = gt.constant([1.0, 2.0])
     with gt.GradientTape() as tape:
         tape.watch(x)
@@ -207,13 +232,16 @@ def test_register_op_nout_mismatch(backend):
     clean()
 
 
-@pytest.mark.parametrize("args, exc, match", [
-    ((None, lambda xp, x: x), TypeError, "name must be a non-empty str, got NoneType"),
-    (("", lambda xp, x: x), TypeError, "non-empty str"),
-    ((3, lambda xp, x: x), TypeError, "got int 3"),
-    (("NAME", None), TypeError, r"register_op\('NAME'\): forward must be callable"),
-    (("NAME", lambda xp, x: x, "not a rule"), TypeError, "gradient must be None or a rule"),
-])
+@pytest.mark.parametrize(
+    "args, exc, match",
+    [
+        ((None, lambda xp, x: x), TypeError, "name must be a non-empty str, got NoneType"),
+        (("", lambda xp, x: x), TypeError, "non-empty str"),
+        ((3, lambda xp, x: x), TypeError, "got int 3"),
+        (("NAME", None), TypeError, r"register_op\('NAME'\): forward must be callable"),
+        (("NAME", lambda xp, x: x, "not a rule"), TypeError, "gradient must be None or a rule"),
+    ],
+)
 def test_register_op_bad_arguments_leave_the_registry_clean(args, exc, match):
     before = [op.name for op in registry.ops()]
     with pytest.raises(exc, match=match):
@@ -232,8 +260,11 @@ def test_registered_rule_with_a_wrong_shape_is_named(backend):
     with gt.GradientTape() as tape:
         tape.watch(x)
         y = f(x)
-    with pytest.raises(ValueError, match=rf"gradient rule of op '{name}' \(.*test_bad_input.py:\d+\) "
-                                         r"returned a gradient of shape \(5,\) for input 0 of shape \(2,\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"gradient rule of op '{name}' \(.*test_bad_input.py:\d+\) "
+        r"returned a gradient of shape \(5,\) for input 0 of shape \(2,\)",
+    ):
         tape.gradient(y, x)
     clean()
 
@@ -249,14 +280,18 @@ def test_custom_gradient_with_a_wrong_shape_is_named(backend, shape):
         with gt.GradientTape(persistent=persistent) as tape:
             tape.watch(x)
             y = twice(x)
-        with pytest.raises(ValueError, match=r"gradient rule of op 'custom_gradient' \('.*twice.*' at "
-                                             rf".*test_bad_input.py:\d+\).*shape {re.escape(str(shape))}"):
+        with pytest.raises(
+            ValueError,
+            match=r"gradient rule of op 'custom_gradient' \('.*twice.*' at "
+            rf".*test_bad_input.py:\d+\).*shape {re.escape(str(shape))}",
+        ):
             tape.gradient(y, x)
     clean()
 
 
 def test_rules_returning_a_broadcast_shape_still_work(backend):
     """The check refuses only shapes no broadcasting of the input gives."""
+
     @gt.custom_gradient
     def f(x):
         return x * 2, lambda dy: gt.ones((3, 2)) * 2.0
@@ -293,32 +328,40 @@ def test_jacobian_sources_must_be_tensors(backend):
     with gt.GradientTape() as tape:
         tape.watch(x)
         y = x * x
-    with pytest.raises(ValueError, match=r"GradientTape.jacobian: sources \(leaf 1\) is float 2.0, not a "
-                                         "gt.Tensor or gt.Variable"):
+    with pytest.raises(
+        ValueError,
+        match=r"GradientTape.jacobian: sources \(leaf 1\) is float 2.0, not a "
+        "gt.Tensor or gt.Variable",
+    ):
         tape.jacobian(y, [x, 2.0])
     with pytest.raises(TypeError, match="GradientTape.jacobian: `target` is None"):
         tape.jacobian(None, x)
     with pytest.raises(ValueError, match="GradientTape.batch_jacobian: source is list"):
         tape.batch_jacobian(y, [[1.0]])
-    with pytest.raises(ValueError, match="GradientTape.gradient: sources must be Tensors or Variables, "
-                                         "got str"):
+    with pytest.raises(ValueError, match="GradientTape.gradient: sources must be Tensors or Variables, got str"):
         tape.gradient(y, [x, "a"])
     clean()
-    close(tape.jacobian(y, [x])[0], [[2.0, 0.0], [0.0, 4.0]])   # refused before the tape was used
+    close(tape.jacobian(y, [x])[0], [[2.0, 0.0], [0.0, 4.0]])  # refused before the tape was used
 
 
 # ---------------------------------------------------------------------------------- optimizers
 def test_optimizer_bad_arguments(backend):
     for cls in (gt.optimizers.SGD, gt.optimizers.Adam, gt.optimizers.RMSprop):
-        with pytest.raises(ValueError, match=r"Argument `learning_rate` should be float.*"
-                                             "Received instead: learning_rate=None"):
+        with pytest.raises(
+            ValueError,
+            match=r"Argument `learning_rate` should be float.*"
+            "Received instead: learning_rate=None",
+        ):
             cls(learning_rate=None)
         with pytest.raises(ValueError, match="learning_rate='fast'"):
             cls(learning_rate="fast")
     v = gt.Variable([1.0])
     opt = gt.optimizers.SGD(learning_rate=0.5)
-    with pytest.raises(ValueError, match=r"SGD.apply_gradients: expects \(gradient, variable\) pairs, such "
-                                         "as zip\\(grads, variables\\); item 0 is Variable"):
+    with pytest.raises(
+        ValueError,
+        match=r"SGD.apply_gradients: expects \(gradient, variable\) pairs, such "
+        "as zip\\(grads, variables\\); item 0 is Variable",
+    ):
         opt.apply_gradients([v])
     with pytest.raises(ValueError, match="item 0 is tuple"):
         opt.apply_gradients([(gt.constant([1.0]), v, 3)])
@@ -340,8 +383,9 @@ def _on_thread(fn):
     def run():
         try:
             out["value"] = fn()
-        except BaseException as e:      # pragma: no cover - reported below
+        except BaseException as e:  # pragma: no cover - reported below
             out["error"] = e
+
     t = threading.Thread(target=run)
     t.start()
     t.join()
@@ -358,7 +402,7 @@ def test_tape_exited_on_another_thread_stops_recording(backend):
     y = x * x
     _on_thread(lambda: tape.__exit__(None, None, None))
     clean()
-    z = gt.sin(x)                                   # not recorded any more
+    z = gt.sin(x)  # not recorded any more
     close(tape.gradient(y, x), [2.0, 4.0])
     assert tape.gradient(z, x) is None
 
@@ -370,7 +414,7 @@ def test_tape_used_on_another_thread_is_released(backend):
     tape.watch(x)
     y = gt.sum(x * x)
     close(_on_thread(lambda: tape.gradient(y, x)), [2.0, 4.0])
-    clean()                                         # stopped recording on this thread too
+    clean()  # stopped recording on this thread too
     assert tape._rec is None
     tape.__exit__(None, None, None)
     clean()
@@ -382,7 +426,7 @@ def test_stop_recording_and_reset_from_another_thread_keep_the_owner_stack(backe
         tape.watch(x)
         stack = gt.tape._state.tapes
         _on_thread(tape.reset)
-        assert len(stack) == 1 and gt.tape._ACTIVE[0] == 1     # back on this thread's stack
+        assert len(stack) == 1 and gt.tape._ACTIVE[0] == 1  # back on this thread's stack
         tape.watch(x)
         y = x * 3.0
 
@@ -390,6 +434,7 @@ def test_stop_recording_and_reset_from_another_thread_keep_the_owner_stack(backe
             with tape.stop_recording():
                 assert stack == [] and gt.tape._ACTIVE[0] == 0
             assert len(stack) == 1
+
         _on_thread(pause)
         z = x * 5.0
     clean()
@@ -410,8 +455,9 @@ def test_tapes_on_many_threads_concurrently(backend):
                 g = tape.gradient(y, x)
                 np.testing.assert_allclose(g.numpy(), [k, k])
                 assert gt.tape._state.tapes == []
-        except BaseException as e:      # pragma: no cover - reported below
+        except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
+
     threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
     for t in threads:
         t.start()
@@ -454,4 +500,3 @@ def test_memory_of_tapes_used_across_threads_is_freed():
             tracemalloc.stop()
     clean()
     assert grown < 256 * 1024, grown
-

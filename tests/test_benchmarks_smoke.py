@@ -1,6 +1,7 @@
 """Smoke test of the benchmark harness (benchmarks/run.py, issue 6): it runs, in a subprocess, a
 --quick --tiny W1/W6 configuration for gradtape on NumPy and emits the markdown table and the JSON.
 No timing is asserted: benchmark figures are never test assertions."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,26 @@ def test_quick_w1_w6_gradtape_numpy_emits_a_table(tmp_path):
     out_md = tmp_path / "bench.md"
     out_json = tmp_path / "bench.json"
     p = subprocess.run(
-        [sys.executable, RUN, "--quick", "--tiny", "--only", "W1,W6", "--frameworks", "gradtape-numpy",
-         "--out", str(out_md), "--json", str(out_json)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+        [
+            sys.executable,
+            RUN,
+            "--quick",
+            "--tiny",
+            "--only",
+            "W1,W6",
+            "--frameworks",
+            "gradtape-numpy",
+            "--out",
+            str(out_md),
+            "--json",
+            str(out_json),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     table = [line for line in p.stdout.splitlines() if line.startswith("|")]
     assert table[0].startswith("| framework | W1 ") and "W6" in table[0], p.stdout
@@ -28,7 +46,7 @@ def test_quick_w1_w6_gradtape_numpy_emits_a_table(tmp_path):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert len(cells) == 3
     for c in cells[1:]:
-        float(c.split()[0])                     # a number, not "error" / "skipped"
+        float(c.split()[0])  # a number, not "error" / "skipped"
     assert out_md.read_text().strip() == p.stdout.strip()
 
     data = json.loads(out_json.read_text())
@@ -49,7 +67,13 @@ def test_quick_w1_w6_gradtape_numpy_emits_a_table(tmp_path):
 
 
 def test_unknown_framework_is_a_clear_error():
-    p = subprocess.run([sys.executable, RUN, "--frameworks", "no-such-framework"],
-                       capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    p = subprocess.run(
+        [sys.executable, RUN, "--frameworks", "no-such-framework"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
     assert p.returncode != 0
     assert "unknown framework" in p.stderr and "gradtape-numpy" in p.stderr

@@ -1,5 +1,6 @@
 """Configuration (API.md §1): set_backend / use_backend / get_backend / available_backends,
 GRADTAPE_BACKEND, lazy imports, and no cross-talk between threads or asyncio tasks."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,6 +29,7 @@ def _other_backend():
 
     class Twin(NumpyBackend):
         name = "numpy_twin"
+
     _backends.register("numpy_twin", Twin)
     return "numpy_twin"
 
@@ -42,8 +44,14 @@ def restore_default():
 def run_python(code, env=None, timeout=120):
     full_env = {k: v for k, v in os.environ.items() if k != "GRADTAPE_BACKEND"}
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False, capture_output=True,
-                          text=True, env=full_env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
     return proc
 
 
@@ -60,6 +68,7 @@ def test_available_backends_lists_installed_libraries():
     assert len(set(names)) == len(names)
     for n in ("torch", "jax", "array_api_strict"):
         import importlib.util
+
         assert (n in names) == (importlib.util.find_spec(n) is not None)
 
 
@@ -118,9 +127,11 @@ def test_unknown_backend_is_a_clear_value_error():
 
 
 def test_uninstalled_backend_says_how_to_install(monkeypatch):
-    monkeypatch.setitem(_backends._BUILTIN, "fakelib",
-                        ("gradtape.backends.fakelib", "FakeBackend", "fakelib_not_installed_anywhere",
-                         "gradtape[fakelib]"))
+    monkeypatch.setitem(
+        _backends._BUILTIN,
+        "fakelib",
+        ("gradtape.backends.fakelib", "FakeBackend", "fakelib_not_installed_anywhere", "gradtape[fakelib]"),
+    )
     with pytest.raises(ImportError, match=r"pip install gradtape\[fakelib\]"):
         gt.set_backend("fakelib")
     assert "fakelib" not in gt.available_backends()
@@ -132,14 +143,17 @@ def test_bad_device_for_a_backend_is_a_value_error():
 
 
 # --------------------------------------------------------------------------- environment variable
-ENV_SPECS = ["numpy", "numpy:cpu"] + [s for s in ("torch", "torch:cpu", "jax", "jax:cpu", "array_api_strict",
-                                                  "array_api_strict:cpu") if s.split(":")[0] in INSTALLED]
+ENV_SPECS = ["numpy", "numpy:cpu"] + [
+    s
+    for s in ("torch", "torch:cpu", "jax", "jax:cpu", "array_api_strict", "array_api_strict:cpu")
+    if s.split(":")[0] in INSTALLED
+]
 
 
 @pytest.mark.parametrize("spec", ENV_SPECS)
 def test_gradtape_backend_env_var(spec, monkeypatch, restore_default):
     monkeypatch.setenv("GRADTAPE_BACKEND", spec)
-    _config._default = None                          # read the variable again, as at import
+    _config._default = None  # read the variable again, as at import
     name = spec.split(":")[0]
     assert gt.get_backend().name == name
     x = gt.Variable([1.0, 2.0])
@@ -152,13 +166,16 @@ def test_gradtape_backend_env_var(spec, monkeypatch, restore_default):
 
 def test_gradtape_backend_env_var_at_import():
     spec = next((s for s in ("array_api_strict", "jax", "torch") if s in INSTALLED), "numpy")
-    proc = run_python("""
+    proc = run_python(
+        """
         import gradtape as gt
         x = gt.Variable([1.0, 2.0])
         with gt.GradientTape() as t:
             y = gt.sum(x * x)
         print(gt.get_backend().name, t.gradient(y, x).backend)
-    """, env={"GRADTAPE_BACKEND": spec})
+    """,
+        env={"GRADTAPE_BACKEND": spec},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [spec, spec]
 
@@ -200,7 +217,7 @@ def test_threads_using_two_backends_see_no_cross_talk():
         try:
             with gt.use_backend(name):
                 for i in range(50):
-                    barrier.wait(timeout=30)          # interleave the two threads step by step
+                    barrier.wait(timeout=30)  # interleave the two threads step by step
                     x = gt.Variable([float(i), 2.0])
                     with gt.GradientTape() as t:
                         y = gt.sum(x * x)
@@ -236,7 +253,7 @@ def test_asyncio_tasks_using_two_backends_see_no_cross_talk():
         out = []
         with gt.use_backend(name):
             for i in range(20):
-                await asyncio.sleep(0)                # hand over to the other task
+                await asyncio.sleep(0)  # hand over to the other task
                 x = gt.constant([float(i)])
                 out.append((gt.get_backend().name, x.backend))
         return out

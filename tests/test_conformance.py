@@ -1,4 +1,5 @@
 """The conformance suite and the CLI: derived from the registry, green, and red on a wrong rule."""
+
 from __future__ import annotations
 
 import subprocess
@@ -34,7 +35,7 @@ def test_quick_run_is_green_and_covers_the_ops_asked(capsys):
 def test_a_wrong_rule_turns_it_red_and_names_it(tmp_path):
     op = registry.get_op("sinh")
     old = op.grad
-    op.grad = lambda o, g: g * gt.sinh(o.inputs[0])          # wrong: should be cosh
+    op.grad = lambda o, g: g * gt.sinh(o.inputs[0])  # wrong: should be cosh
     try:
         report = run(backends=["numpy"], ops=["sinh"], samples=1, progress=False, order2=False)
     finally:
@@ -48,8 +49,23 @@ def test_a_wrong_rule_turns_it_red_and_names_it(tmp_path):
 
 def test_cli_exit_codes_and_report(tmp_path, capsys):
     out = tmp_path / "r.md"
-    assert main(["conformance", "--ops", "exp,where", "--backends", "numpy", "--samples", "1",
-                 "--no-progress", "--report", str(out)]) == 0
+    assert (
+        main(
+            [
+                "conformance",
+                "--ops",
+                "exp,where",
+                "--backends",
+                "numpy",
+                "--samples",
+                "1",
+                "--no-progress",
+                "--report",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "| exp |" in out.read_text()
     with pytest.raises(ValueError, match="no registered op"):
         main(["conformance", "--ops", "no_such_op", "--no-progress"])
@@ -59,15 +75,30 @@ def test_cli_exit_codes_and_report(tmp_path, capsys):
 
 def test_cli_check_a_user_function(tmp_path, monkeypatch):
     (tmp_path / "userfns.py").write_text(
-        "def f(x):\n    xp = x.__array_namespace__()\n    return xp.sum(xp.tanh(x) * x)\n")
+        "def f(x):\n    xp = x.__array_namespace__()\n    return xp.sum(xp.tanh(x) * x)\n"
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["check", "userfns:f", "--shape", "3", "--backends", "numpy"]) == 0
 
 
 def test_console_script_is_installed():
-    out = subprocess.run([sys.executable, "-m", "gradtape.conformance", "--ops", "abs", "--backends", "numpy",
-                          "--samples", "1", "--no-progress"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradtape.conformance",
+            "--ops",
+            "abs",
+            "--backends",
+            "numpy",
+            "--samples",
+            "1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "| abs |" in out.stdout
 

@@ -5,6 +5,7 @@ gradient; converting a recorded tensor out of gradtape warns ``gt.GradientLeakWa
 ``gt.GradientLeakError``) naming the call site; ``None`` and lossy casts are errors, not NaNs or
 truncations.
 """
+
 from __future__ import annotations
 
 import copy
@@ -61,7 +62,8 @@ def test_setitem_on_a_copy_keeps_the_other_entries_connected(backend):
     def f(x):
         c = gt.asarray(x, copy=True)
         c[0] = 5.0
-        return gt.sum(c ** 2)
+        return gt.sum(c**2)
+
     np.testing.assert_allclose(_grad(f), [0.0, 4.0, 6.0])
 
 
@@ -123,8 +125,8 @@ def test_the_warning_is_once_per_call_site(backend):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("default")
             for _ in range(3):
-                np.asarray(y)                   # one site: one warning
-            np.asarray(y)                       # another site: another
+                np.asarray(y)  # one site: one warning
+            np.asarray(y)  # another site: another
     assert len(_leaks(seen)) == 2
 
 
@@ -133,15 +135,15 @@ def test_no_warning_where_no_gradient_is_lost(backend):
     y = x * 2
     with warnings.catch_warnings():
         warnings.simplefilter("error", gt.GradientLeakWarning)
-        np.asarray(y)                                       # nothing records
+        np.asarray(y)  # nothing records
         with gt.GradientTape() as tape:
             tape.watch(x)
             z = x * 3
-            np.asarray(y)                                   # y is not connected to x on this tape
-            np.asarray(gt.stop_gradient(z))                 # a deliberate cut
-            float(gt.argmax(z))                             # integers carry no gradient
-            repr(z), f"{gt.sum(z):.3f}"                     # display is not a conversion
-        np.asarray(z)                                       # the tape has stopped recording
+            np.asarray(y)  # y is not connected to x on this tape
+            np.asarray(gt.stop_gradient(z))  # a deliberate cut
+            float(gt.argmax(z))  # integers carry no gradient
+            repr(z), f"{gt.sum(z):.3f}"  # display is not a conversion
+        np.asarray(z)  # the tape has stopped recording
 
 
 def test_a_trainable_variable_read_out_inside_a_tape_warns(backend):
@@ -161,7 +163,7 @@ def test_a_library_conversion_names_the_library_line_and_the_users_line(backend)
         tape.watch(x)
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            np.linalg.norm(x * 1.0)         # NumPy converts inside its own Python code
+            np.linalg.norm(x * 1.0)  # NumPy converts inside its own Python code
     (w,) = _leaks(seen)
     assert "inside numpy.linalg" in str(w.message) and f"called from {__file__}:" in str(w.message)
     assert w.filename == __file__
@@ -184,28 +186,33 @@ def test_raise_mode_stops_at_the_leak_and_leaves_the_tape_stack_clean(backend):
 
 
 def test_the_environment_variable_sets_raise_mode():
-    code = ("import gradtape as gt, numpy as np\n"
-            "x = gt.constant([1.0])\n"
-            "with gt.GradientTape() as t:\n"
-            "    t.watch(x)\n"
-            "    try:\n"
-            "        np.asarray(x * 2)\n"
-            "    except gt.GradientLeakError:\n"
-            "        print('raised', gt.config.gradient_leak)\n")
+    code = (
+        "import gradtape as gt, numpy as np\n"
+        "x = gt.constant([1.0])\n"
+        "with gt.GradientTape() as t:\n"
+        "    t.watch(x)\n"
+        "    try:\n"
+        "        np.asarray(x * 2)\n"
+        "    except gt.GradientLeakError:\n"
+        "        print('raised', gt.config.gradient_leak)\n"
+    )
     env = dict(os.environ, GRADTAPE_GRADIENT_LEAK="raise")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "raised raise"
 
 
 # ------------------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("call", [
-    lambda v: v.assign(None),
-    lambda v: v.assign([None, 1.0]),
-    lambda v: v.assign_add(None),
-    lambda v: v.assign_sub([1.0, None]),
-    lambda v: v.__setitem__((), None),
-    lambda v: v.__setitem__(0, None),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda v: v.assign(None),
+        lambda v: v.assign([None, 1.0]),
+        lambda v: v.assign_add(None),
+        lambda v: v.assign_sub([1.0, None]),
+        lambda v: v.__setitem__((), None),
+        lambda v: v.__setitem__(0, None),
+    ],
+)
 def test_none_is_never_written_as_nan(backend, call):
     v = gt.Variable([1.0, 2.0])
     with pytest.raises(ValueError, match="None"):
@@ -216,9 +223,13 @@ def test_none_is_never_written_as_nan(backend, call):
 
 
 def test_lossy_python_floats_to_integer_dtypes_are_a_type_error(backend):
-    for make in (lambda: gt.constant(1.5, dtype=gt.int32), lambda: gt.Variable(1.5, dtype=gt.int32),
-                 lambda: gt.constant([1, 2.5], dtype=gt.int64), lambda: gt.constant(0.5, dtype=gt.bool),
-                 lambda: gt.asarray(float("nan"), dtype=gt.int64)):
+    for make in (
+        lambda: gt.constant(1.5, dtype=gt.int32),
+        lambda: gt.Variable(1.5, dtype=gt.int32),
+        lambda: gt.constant([1, 2.5], dtype=gt.int64),
+        lambda: gt.constant(0.5, dtype=gt.bool),
+        lambda: gt.asarray(float("nan"), dtype=gt.int64),
+    ):
         with pytest.raises(TypeError, match="Cannot convert"):
             make()
     assert gt.constant(2.0, dtype=gt.int32).numpy() == 2
@@ -239,12 +250,14 @@ def test_add_n_is_at_the_top_level_and_differentiable(backend):
 
 def test_assigning_a_tensor_of_another_dtype_is_an_error_as_in_tensorflow(backend):
     v = gt.Variable([1.0, 2.0])
-    for call in (lambda: v.assign(gt.constant([3.0, 4.0], dtype=gt.float64)),
-                 lambda: v.assign_add(gt.constant([1, 2])),
-                 lambda: v.assign_sub(gt.constant([True, False]))):
+    for call in (
+        lambda: v.assign(gt.constant([3.0, 4.0], dtype=gt.float64)),
+        lambda: v.assign_add(gt.constant([1, 2])),
+        lambda: v.assign_sub(gt.constant([True, False])),
+    ):
         with pytest.raises(ValueError, match="cast it first"):
             call()
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
-    v.assign(np.array([3.0, 4.0]))              # NumPy arrays and Python values are converted, as in TF
+    v.assign(np.array([3.0, 4.0]))  # NumPy arrays and Python values are converted, as in TF
     v.assign_add([1, 1])
     np.testing.assert_array_equal(v.numpy(), [4.0, 5.0])

@@ -1,5 +1,6 @@
 """gt.check_gradients (API.md §6): gradtape on each backend, each library's own autodiff and finite
 differences, side by side."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,6 +34,7 @@ def test_complex_inputs_follow_tf_convention():
     def f(z):
         xp = z.__array_namespace__()
         return xp.real(z * xp.conj(z)) + xp.real(xp.exp(z))
+
     z = np.array([0.3 + 0.2j, -1.0 + 0.5j])
     r = gt.check_gradients(f, z)
     r.raise_if_failed()
@@ -43,6 +45,7 @@ def test_kinks_are_reported_not_failed():
     def f(x):
         xp = x.__array_namespace__()
         return xp.abs(x) + xp.max(x)
+
     r = gt.check_gradients(f, np.array([0.0, 1.0, 1.0, -2.0]))
     assert r.passed, str(r)
     assert (0,) in r.kinks[0] and (1,) in r.kinks[0]
@@ -53,6 +56,7 @@ def test_a_wrong_rule_is_caught_and_named():
 
     def f(x):
         return wrong(x)
+
     r = gt.check_gradients(f, np.array([1.0, 2.0]), backends=["numpy"])
     assert not r.passed
     bad = {(p.a, p.b) for p in r.failures}
@@ -62,10 +66,9 @@ def test_a_wrong_rule_is_caught_and_named():
 
 
 def test_tolerances_and_no_native():
-    r = gt.check_gradients(lambda x: x * x, np.array([1.0, 2.0]), backends=["numpy"], native=False,
-                           rtol=0.0, atol=0.0)
+    r = gt.check_gradients(lambda x: x * x, np.array([1.0, 2.0]), backends=["numpy"], native=False, rtol=0.0, atol=0.0)
     assert set(r.methods) == {"gradtape:numpy", "finite differences"}
-    assert not r.passed                       # finite differences are not exact
+    assert not r.passed  # finite differences are not exact
     r = gt.check_gradients(lambda x: x * x, np.array([1.0, 2.0]), backends=["numpy"], native=False)
     assert r.passed
 
@@ -76,8 +79,9 @@ def test_needs_a_float_argument():
 
 
 def test_a_report_that_compared_nothing_does_not_pass():
-    def fn(x):      # runs on NumPy (where the finite differences are taken), not on another backend
+    def fn(x):  # runs on NumPy (where the finite differences are taken), not on another backend
         return gt.sum(x * gt.asarray([1.0, 2.0], dtype=gt.float64, backend="numpy"))
+
     other = [b for b in gt.available_backends() if b != "numpy"][0]
     report = gt.check_gradients(fn, np.array([1.0, 2.0]), backends=[other], native=False)
     assert not report.compared and not report.passed
@@ -89,14 +93,15 @@ def test_a_report_that_compared_nothing_does_not_pass():
 def test_one_finite_difference_implementation():
     """crosscheck.finite_differences is testing's; numeric_gradient is its central part."""
     from gradtape import crosscheck, testing
+
     assert crosscheck.finite_differences is testing.finite_differences
     f = lambda x, n: float(np.sum(np.abs(x)) * n)
     x = np.array([0.0, 1.0, -2.0], dtype=np.float32)
     central, fwd, bwd = crosscheck.finite_differences(f, [x, 3], [0])[0]
     assert central.dtype == np.float64
     np.testing.assert_allclose(central, [0.0, 3.0, -3.0], atol=1e-8)
-    np.testing.assert_allclose(fwd, [3.0, 3.0, -3.0], rtol=1e-6)      # the kink at 0: one-sided
-    np.testing.assert_allclose(bwd, [-3.0, 3.0, -3.0], rtol=1e-6)     # differences disagree there
+    np.testing.assert_allclose(fwd, [3.0, 3.0, -3.0], rtol=1e-6)  # the kink at 0: one-sided
+    np.testing.assert_allclose(bwd, [-3.0, 3.0, -3.0], rtol=1e-6)  # differences disagree there
     g, none = testing.numeric_gradient(f, [x, 3])
     np.testing.assert_array_equal(g, central)
     assert none is None

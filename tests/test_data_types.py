@@ -1,6 +1,7 @@
 """Data type functions and the inspection namespace (issue 5): ``finfo`` / ``iinfo`` against NumPy,
 ``can_cast`` / ``result_type`` against the standard's promotion tables (Python scalars included),
 and ``__array_namespace_info__`` on every backend."""
+
 from __future__ import annotations
 
 import inspect
@@ -11,26 +12,72 @@ import pytest
 
 import gradtape as gt
 
-_ALL = [gt.bool, gt.int8, gt.int16, gt.int32, gt.int64, gt.uint8, gt.uint16, gt.uint32, gt.uint64,
-        gt.float32, gt.float64, gt.complex64, gt.complex128]
+_ALL = [
+    gt.bool,
+    gt.int8,
+    gt.int16,
+    gt.int32,
+    gt.int64,
+    gt.uint8,
+    gt.uint16,
+    gt.uint32,
+    gt.uint64,
+    gt.float32,
+    gt.float64,
+    gt.complex64,
+    gt.complex128,
+]
 _INTS = [gt.int8, gt.int16, gt.int32, gt.int64, gt.uint8, gt.uint16, gt.uint32, gt.uint64]
 _FLOATS = [gt.float32, gt.float64, gt.complex64, gt.complex128]
 
 # the standard's promotion tables (2024.12, "Type Promotion Rules"), as (a, b) -> result
-_I = {"i1": gt.int8, "i2": gt.int16, "i4": gt.int32, "i8": gt.int64,
-      "u1": gt.uint8, "u2": gt.uint16, "u4": gt.uint32, "u8": gt.uint64,
-      "f4": gt.float32, "f8": gt.float64, "c8": gt.complex64, "c16": gt.complex128}
+_I = {
+    "i1": gt.int8,
+    "i2": gt.int16,
+    "i4": gt.int32,
+    "i8": gt.int64,
+    "u1": gt.uint8,
+    "u2": gt.uint16,
+    "u4": gt.uint32,
+    "u8": gt.uint64,
+    "f4": gt.float32,
+    "f8": gt.float64,
+    "c8": gt.complex64,
+    "c16": gt.complex128,
+}
 _TABLES = [
-    (["i1", "i2", "i4", "i8"], [["i1", "i2", "i4", "i8"], ["i2", "i2", "i4", "i8"], ["i4", "i4", "i4", "i8"],
-                                ["i8", "i8", "i8", "i8"]]),
-    (["u1", "u2", "u4", "u8"], [["u1", "u2", "u4", "u8"], ["u2", "u2", "u4", "u8"], ["u4", "u4", "u4", "u8"],
-                                ["u8", "u8", "u8", "u8"]]),
-    (["f4", "f8", "c8", "c16"], [["f4", "f8", "c8", "c16"], ["f8", "f8", "c16", "c16"],
-                                 ["c8", "c16", "c8", "c16"], ["c16", "c16", "c16", "c16"]]),
+    (
+        ["i1", "i2", "i4", "i8"],
+        [["i1", "i2", "i4", "i8"], ["i2", "i2", "i4", "i8"], ["i4", "i4", "i4", "i8"], ["i8", "i8", "i8", "i8"]],
+    ),
+    (
+        ["u1", "u2", "u4", "u8"],
+        [["u1", "u2", "u4", "u8"], ["u2", "u2", "u4", "u8"], ["u4", "u4", "u4", "u8"], ["u8", "u8", "u8", "u8"]],
+    ),
+    (
+        ["f4", "f8", "c8", "c16"],
+        [
+            ["f4", "f8", "c8", "c16"],
+            ["f8", "f8", "c16", "c16"],
+            ["c8", "c16", "c8", "c16"],
+            ["c16", "c16", "c16", "c16"],
+        ],
+    ),
 ]
-_MIXED = {("i1", "u1"): "i2", ("i1", "u2"): "i4", ("i1", "u4"): "i8", ("i2", "u1"): "i2", ("i2", "u2"): "i4",
-          ("i2", "u4"): "i8", ("i4", "u1"): "i4", ("i4", "u2"): "i4", ("i4", "u4"): "i8", ("i8", "u1"): "i8",
-          ("i8", "u2"): "i8", ("i8", "u4"): "i8"}
+_MIXED = {
+    ("i1", "u1"): "i2",
+    ("i1", "u2"): "i4",
+    ("i1", "u4"): "i8",
+    ("i2", "u1"): "i2",
+    ("i2", "u2"): "i4",
+    ("i2", "u4"): "i8",
+    ("i4", "u1"): "i4",
+    ("i4", "u2"): "i4",
+    ("i4", "u4"): "i8",
+    ("i8", "u1"): "i8",
+    ("i8", "u2"): "i8",
+    ("i8", "u4"): "i8",
+}
 
 
 def _promotion_table():
@@ -78,7 +125,7 @@ def test_finfo_matches_numpy(dtype):
     ref = np.finfo(real.name)
     for arg in (dtype, dtype.name, gt.zeros((2,), dtype=dtype)):
         f = gt.finfo(arg)
-        assert f.dtype is real                 # complex: the real component type
+        assert f.dtype is real  # complex: the real component type
         assert f.bits == ref.bits and isinstance(f.bits, int)
         for field in ("eps", "max", "min", "smallest_normal"):
             assert isinstance(getattr(f, field), float)
@@ -114,7 +161,7 @@ def test_can_cast_is_the_standards_promotion_lattice():
         expected = a is b or any(PROMOTION.get((a, c)) is b for c in _ALL)
         assert gt.can_cast(a, b) is expected, (a, b)
     assert gt.can_cast(gt.uint8, gt.int64) and not gt.can_cast(gt.int8, gt.uint64)
-    assert not gt.can_cast(gt.int32, gt.float64) and not gt.can_cast(gt.bool, gt.int8)   # no cross-kind
+    assert not gt.can_cast(gt.int32, gt.float64) and not gt.can_cast(gt.bool, gt.int8)  # no cross-kind
     assert gt.can_cast(gt.float32, gt.complex128) and not gt.can_cast(gt.float64, gt.complex64)
 
 
@@ -134,7 +181,7 @@ def test_result_type_is_the_standards_table_in_either_order():
 
 
 def test_result_type_beyond_the_table_is_gradtapes_promotion():
-    assert gt.result_type(gt.int32, gt.float32) is gt.float32          # mixed kinds: the float
+    assert gt.result_type(gt.int32, gt.float32) is gt.float32  # mixed kinds: the float
     assert gt.result_type(gt.uint64, gt.int64) is gt.float64
     x = gt.asarray([1, 2], dtype=gt.int32) + gt.asarray([1.0], dtype=gt.float32)
     assert x.dtype is gt.result_type(gt.int32, gt.float32)
@@ -143,7 +190,7 @@ def test_result_type_beyond_the_table_is_gradtapes_promotion():
 _SCALARS = {
     # dtype kind -> scalars that leave it unchanged
     "b": [True],
-    "i": [True, 1, -3],   # (a bool beside an integer keeps the integer dtype)
+    "i": [True, 1, -3],  # (a bool beside an integer keeps the integer dtype)
     "u": [True, 7],
     "f": [1, 2.5],
     "c": [1, 2.5, 1j],
@@ -159,8 +206,8 @@ def test_result_type_with_python_scalars():
     assert gt.result_type(1, gt.int8, gt.uint8) is gt.int16
     assert gt.result_type(gt.float32, 1j) is gt.complex64
     assert gt.result_type(1j, gt.float64) is gt.complex128
-    assert gt.result_type(gt.int16, 1.5) is gt.float32     # unspecified: gradtape's default float
-    assert gt.result_type(gt.bool, 1) is gt.int64          # unspecified: gradtape's default integer
+    assert gt.result_type(gt.int16, 1.5) is gt.float32  # unspecified: gradtape's default float
+    assert gt.result_type(gt.bool, 1) is gt.int64  # unspecified: gradtape's default integer
     with pytest.raises(ValueError, match="at least one tensor or dtype"):
         gt.result_type(1, 2.0)
 
@@ -182,25 +229,29 @@ def test_array_namespace_info(backend):
     caps = info.capabilities()
     assert set(caps) == {"boolean indexing", "data-dependent shapes", "max dimensions"}
     assert caps["boolean indexing"] is True and caps["data-dependent shapes"] is True
-    assert caps["max dimensions"] is None or (isinstance(caps["max dimensions"], int)
-                                              and caps["max dimensions"] >= 8)
+    assert caps["max dimensions"] is None or (isinstance(caps["max dimensions"], int) and caps["max dimensions"] >= 8)
     devices = info.devices()
-    assert isinstance(devices, tuple) and "cpu" in devices      # a tuple since 2025.12
+    assert isinstance(devices, tuple) and "cpu" in devices  # a tuple since 2025.12
     d = info.default_device()
     assert d in devices
     t = gt.zeros(2)
     assert t.device == d and t.backend == name
     for dev in devices[:2]:
         assert gt.asarray([1.0], device=dev).device == dev
-    assert info.default_dtypes() == {"real floating": gt.float32, "complex floating": gt.complex64,
-                                     "integral": gt.int64, "indexing": gt.int64}
+    assert info.default_dtypes() == {
+        "real floating": gt.float32,
+        "complex floating": gt.complex64,
+        "integral": gt.int64,
+        "indexing": gt.int64,
+    }
     assert info.default_dtypes(device=d) == info.default_dtypes()
     assert gt.arange(3).dtype is info.default_dtypes()["integral"]
     assert gt.argsort(gt.ones(3)).dtype is info.default_dtypes()["indexing"]
     assert gt.asarray(1.0).dtype is info.default_dtypes()["real floating"]
     dts = info.dtypes()
-    assert {"bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64", "complex64",
-            "complex128"} <= set(dts)
+    assert {"bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64", "complex64", "complex128"} <= set(
+        dts
+    )
     assert all(getattr(gt, k) is v for k, v in dts.items())
     assert set(info.dtypes(kind="real floating")) == {"float32", "float64"}
     assert set(info.dtypes(kind=("bool", "complex floating"))) == {"bool", "complex64", "complex128"}

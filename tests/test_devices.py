@@ -6,6 +6,7 @@ Multi-device behaviour is tested without a GPU on array_api_strict, whose test d
 and ``device2`` refuse to mix as real devices do.  Tests that need a GPU take the ``device`` fixture
 (its GPU run is marked ``gpu``) or are marked ``gpu`` themselves, and skip cleanly without one.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,13 +30,20 @@ def close(a, b, tol=1e-6):
 # --------------------------------------------------------------------------- every backend, every device
 def test_creation_and_tensors_on_a_device(backend, device):
     b = _b(backend)
-    for t in (gt.zeros((2, 3), device=device), gt.ones((2,), device=device), gt.arange(4, device=device),
-              gt.full((2,), 3.0, device=device), gt.eye(2, device=device), gt.constant([1.0], device=device),
-              gt.asarray(np.ones(2), device=device), gt.linspace(0.0, 1.0, 3, device=device)):
+    for t in (
+        gt.zeros((2, 3), device=device),
+        gt.ones((2,), device=device),
+        gt.arange(4, device=device),
+        gt.full((2,), 3.0, device=device),
+        gt.eye(2, device=device),
+        gt.constant([1.0], device=device),
+        gt.asarray(np.ones(2), device=device),
+        gt.linspace(0.0, 1.0, 3, device=device),
+    ):
         assert t.device == device, (t, device)
         assert b.device_str(b.device_of(t.native)) == device
     native = b.parse_device(device)
-    assert gt.zeros((2,), device=native).device == device          # a native device object works too
+    assert gt.zeros((2,), device=native).device == device  # a native device object works too
     assert gt.zeros_like(gt.zeros((2,), device=device)).device == device
 
 
@@ -72,7 +80,7 @@ def test_device_strings_round_trip(backend):
         assert b.device_str(native) == name
         assert b.parse_device(native) is native or b.device_str(b.parse_device(native)) == name
     assert b.device_str(b.parse_device("cpu")) == "cpu"
-    assert gt.constant([1.0]).device == b.device_str(b.device)     # the configured default device
+    assert gt.constant([1.0]).device == b.device_str(b.device)  # the configured default device
 
 
 def test_unknown_device_is_a_value_error_listing_the_devices(backend):

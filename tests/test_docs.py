@@ -18,6 +18,7 @@ Fence options, after the word ``python``:
 
 Run ``python tests/test_docs.py docs/guide.md`` to see one file's results directly.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +51,8 @@ class Block:
 
     def __init__(self, path, lang, opts, code, line, end):
         self.path, self.lang, self.opts, self.code, self.line = path, lang, opts, code, line
-        self.end = end              # 0-based index of the closing fence's line
-        self.expected = None        # the text block right after it, if any
+        self.end = end  # 0-based index of the closing fence's line
+        self.expected = None  # the text block right after it, if any
         self.expected_line = None
 
     @property
@@ -63,7 +64,7 @@ class Block:
         out = []
         for o in self.opts:
             if o.startswith("requires="):
-                out += [n for n in o[len("requires="):].split(",") if n]
+                out += [n for n in o[len("requires=") :].split(",") if n]
         return out
 
     @property
@@ -93,7 +94,7 @@ def parse(path):
     # a text block that follows a python block (blank lines between) is its output
     for prev, nxt in itertools.pairwise(blocks):
         if prev.lang == "python" and nxt.lang == "text":
-            gap = lines[prev.end + 1:nxt.line - 2]
+            gap = lines[prev.end + 1 : nxt.line - 2]
             if all(not s.strip() for s in gap):
                 prev.expected, prev.expected_line = nxt.code, nxt.line
     return blocks
@@ -123,6 +124,7 @@ def _normalize(text):
 
 def _available(name):
     import gradtape
+
     if name.startswith("backend:"):
         try:
             gradtape.backends.get(name.split(":", 1)[1])
@@ -143,6 +145,7 @@ def run_file(path):
     Meant for a fresh interpreter (see ``_results``)."""
     os.environ["GRADTAPE_BACKEND"] = "numpy"
     import gradtape  # noqa: F401 - imported before the first block, as a reader's session would
+
     rel = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
     namespace = {"__name__": "__main__"}
     results = []
@@ -165,8 +168,11 @@ def run_file(path):
             continue
         missing = [n for n in b.requires if not _available(n)]
         if missing:
-            res.update(status="skip", message=f"{rel}:{b.line} needs {', '.join(missing)}, which this "
-                                              "build does not have; its output is not verified")
+            res.update(
+                status="skip",
+                message=f"{rel}:{b.line} needs {', '.join(missing)}, which this "
+                "build does not have; its output is not verified",
+            )
             continue
         out = io.StringIO()
 
@@ -180,20 +186,34 @@ def run_file(path):
                 exec(code, namespace)
         except BaseException as e:
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-            res.update(status="fail", message=f"{rel}:{b.line}: the example raised "
-                                              f"{type(e).__name__}: {e}\n\n{tb}\noutput so far:\n"
-                                              f"{out.getvalue()}")
+            res.update(
+                status="fail",
+                message=f"{rel}:{b.line}: the example raised "
+                f"{type(e).__name__}: {e}\n\n{tb}\noutput so far:\n"
+                f"{out.getvalue()}",
+            )
             continue
         got, want = _normalize(out.getvalue()), _normalize(b.expected)
         if b.expected is None and got:
-            res.update(status="fail", message=f"{rel}:{b.line}: the example prints output that the docs "
-                                              f"do not show; add a ```text block right after it:\n{got}")
+            res.update(
+                status="fail",
+                message=f"{rel}:{b.line}: the example prints output that the docs "
+                f"do not show; add a ```text block right after it:\n{got}",
+            )
         elif b.expected is not None and got != want:
-            diff = "\n".join(difflib.unified_diff(want.splitlines(), got.splitlines(),
-                                                  f"{rel}:{b.expected_line} (the docs)",
-                                                  "what the example prints", lineterm=""))
-            res.update(status="fail", message=f"{rel}:{b.line}: the example's output differs from the "
-                                              f"docs (paste the real output):\n{diff}")
+            diff = "\n".join(
+                difflib.unified_diff(
+                    want.splitlines(),
+                    got.splitlines(),
+                    f"{rel}:{b.expected_line} (the docs)",
+                    "what the example prints",
+                    lineterm="",
+                )
+            )
+            res.update(
+                status="fail",
+                message=f"{rel}:{b.line}: the example's output differs from the docs (paste the real output):\n{diff}",
+            )
     return results
 
 
@@ -203,26 +223,43 @@ def _results(path):
     env = dict(os.environ)
     env["GRADTAPE_BACKEND"] = "numpy"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--json", str(path)],
-                          check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--json", str(path)],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise AssertionError(f"running the examples of {path.name} crashed (exit {proc.returncode}):\n"
-                             f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}") from None
+        raise AssertionError(
+            f"running the examples of {path.name} crashed (exit {proc.returncode}):\n"
+            f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        ) from None
     return {r["line"]: r for r in data}
 
 
 # ------------------------------------------------------------------------------------ tests
 def test_generated_docs_are_current():
     """docs/ops.md and conventions.md's generated lists match the registry."""
-    proc = subprocess.run([sys.executable, str(DOCS / "gen_ops_table.py"), "--check"], check=False, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "GRADTAPE_BACKEND": "numpy"})
+    proc = subprocess.run(
+        [sys.executable, str(DOCS / "gen_ops_table.py"), "--check"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "GRADTAPE_BACKEND": "numpy"},
+    )
     assert proc.returncode == 0, (
         "the generated docs are out of date with the op registry; run "
         "`python docs/gen_ops_table.py` and commit docs/ops.md and docs/conventions.md\n\n"
-        + proc.stdout[-6000:] + proc.stderr[-3000:])
+        + proc.stdout[-6000:]
+        + proc.stderr[-3000:]
+    )
 
 
 @pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.id)
@@ -239,8 +276,10 @@ def test_fences_are_well_formed(path):
     """No python block hides from the runner, and no-run blocks stay rare."""
     text = path.read_text(encoding="utf-8")
     indented = [n + 1 for n, s in enumerate(text.splitlines()) if re.match(r"^\s+```\s*py", s)]
-    assert not indented, (f"{path.name}: indented ```python fences at lines {indented} are not run; "
-                          "start fences at the beginning of a line")
+    assert not indented, (
+        f"{path.name}: indented ```python fences at lines {indented} are not run; "
+        "start fences at the beginning of a line"
+    )
     blocks = parse(path)
     for b in blocks:
         if b.lang in ("py", "python3", "pycon"):
@@ -265,6 +304,7 @@ def test_api_reference_names_exist():
     """Each ``### `gt.name`...`` entry of docs/api.md names something gradtape has; entries
     marked *(not in this build yet)* name something it lacks (update the mark when it lands)."""
     import gradtape  # noqa: F401
+
     problems = []
     for line in (DOCS / "api.md").read_text(encoding="utf-8").splitlines():
         m = re.match(r"^#{3,4} `(gt\.[\w.]+)", line)

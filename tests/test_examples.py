@@ -1,5 +1,6 @@
 """The examples under ``examples/`` run, reach their stated targets, give the same numbers on every
 backend, and exit non-zero when they miss (run with reduced steps/epochs to stay quick)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,7 +21,7 @@ def load(name):
     if key not in sys.modules:
         spec = importlib.util.spec_from_file_location(key, EXAMPLES / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module              # dataclasses look their module up while it executes
+        sys.modules[key] = module  # dataclasses look their module up while it executes
         spec.loader.exec_module(module)
     return sys.modules[key]
 
@@ -59,16 +60,20 @@ def test_classifier(backend, capsys):
 
 
 def test_examples_state_their_targets_in_their_docstrings():
-    for name, phrase in (("linear_regression", "0.25"), ("polynomial_regression", "0.3"),
-                         ("classifier", "0.95")):
+    for name, phrase in (("linear_regression", "0.25"), ("polynomial_regression", "0.3"), ("classifier", "0.95")):
         doc = load(name).__doc__
         assert phrase in doc and "--backend" in doc and "--seed" in doc, name
 
 
 @pytest.mark.parametrize("args,code", [([], 0), (["--steps", "2"], 1)])
 def test_exit_status_says_whether_the_target_was_reached(args, code):
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "linear_regression.py"), "--backend", "numpy", *args],
-                          check=False, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "linear_regression.py"), "--backend", "numpy", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert ("reached" if code == 0 else "MISSED") in proc.stdout
 

@@ -6,6 +6,7 @@ rules and errors, round trips, padding and trimming, ``fftfreq``/``rfftfreq`` (c
 not ops), and higher-order derivatives through compositions (the generated second-order checks see
 only zero second derivatives, as every transform is linear).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -21,9 +22,20 @@ _N_D = "(x, /, *, s=None, axes=None, norm='backward')"
 _FREQ = "(n, /, *, d=1.0, dtype=None, device=None)"
 _SHIFT = "(x, /, *, axes=None)"
 SIGNATURES = {
-    "fft": _ONE_D, "ifft": _ONE_D, "fftn": _N_D, "ifftn": _N_D, "rfft": _ONE_D, "irfft": _ONE_D,
-    "rfftn": _N_D, "irfftn": _N_D, "hfft": _ONE_D, "ihfft": _ONE_D, "fftfreq": _FREQ, "rfftfreq": _FREQ,
-    "fftshift": _SHIFT, "ifftshift": _SHIFT,
+    "fft": _ONE_D,
+    "ifft": _ONE_D,
+    "fftn": _N_D,
+    "ifftn": _N_D,
+    "rfft": _ONE_D,
+    "irfft": _ONE_D,
+    "rfftn": _N_D,
+    "irfftn": _N_D,
+    "hfft": _ONE_D,
+    "ihfft": _ONE_D,
+    "fftfreq": _FREQ,
+    "rfftfreq": _FREQ,
+    "fftshift": _SHIFT,
+    "ifftshift": _SHIFT,
 }
 COMPLEX_IN = ["fft", "ifft", "fftn", "ifftn", "irfft", "irfftn", "hfft"]
 REAL_IN = ["rfft", "rfftn", "ihfft"]
@@ -59,11 +71,13 @@ def test_signatures_match_the_spec_stubs():
     """Against the standard's own stubs, where a checkout of data-apis/array-api is at hand."""
     import importlib.util
     import pathlib
+
     stub = pathlib.Path("/tmp/aat/array-api/src/array_api_stubs/_2024_12/fft.py")
     if not stub.exists():
         pytest.skip("the array-api stubs are not checked out here")
-    src = stub.read_text().replace("from ._types import", "from typing import Any as array, Any as dtype, "
-                                                          "Any as device\nfrom typing import")
+    src = stub.read_text().replace(
+        "from ._types import", "from typing import Any as array, Any as dtype, Any as device\nfrom typing import"
+    )
     src = src.replace(", array, Optional, Literal, dtype, device", ", Optional, Literal")
     spec = importlib.util.spec_from_loader("_fft_stub", loader=None)
     mod = importlib.util.module_from_spec(spec)
@@ -72,12 +86,14 @@ def test_signatures_match_the_spec_stubs():
     for name in mod.__all__:
         want = inspect.signature(getattr(mod, name))
         got = inspect.signature(getattr(gt.fft, name))
-        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == \
-               [(p.name, p.kind, p.default) for p in want.parameters.values()], name
+        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == [
+            (p.name, p.kind, p.default) for p in want.parameters.values()
+        ], name
 
 
 def test_the_ops_are_registered_with_rules():
     from gradtape import registry
+
     for name in OPS + ["fftshift", "ifftshift"]:
         op = registry.get_op(f"fft.{name}")
         assert op.chapter == "fft" and op.grad is not None and op.public is getattr(gt.fft, name)
@@ -106,8 +122,18 @@ def test_complex_input_to_a_real_transform_is_a_type_error(backend, name):
             f(x)
 
 
-_OUT_KIND = {"fft": "c", "ifft": "c", "fftn": "c", "ifftn": "c", "irfft": "f", "irfftn": "f", "hfft": "f",
-             "rfft": "c", "rfftn": "c", "ihfft": "c"}
+_OUT_KIND = {
+    "fft": "c",
+    "ifft": "c",
+    "fftn": "c",
+    "ifftn": "c",
+    "irfft": "f",
+    "irfftn": "f",
+    "hfft": "f",
+    "rfft": "c",
+    "rfftn": "c",
+    "ihfft": "c",
+}
 
 
 def test_output_dtypes_keep_the_precision(backend):
@@ -163,7 +189,7 @@ def test_round_trips(backend):
     x5, x4 = _r((2, 5)), _r((3, 4))
     close(gt.fft.ifft(gt.fft.fft(gt.asarray(z), norm="ortho"), norm="ortho"), z)
     close(gt.fft.ifftn(gt.fft.fftn(gt.asarray(z), norm="forward"), norm="forward"), z)
-    for x in (x5, x4):                          # odd and even lengths: n tells irfft which
+    for x in (x5, x4):  # odd and even lengths: n tells irfft which
         close(gt.fft.irfft(gt.fft.rfft(gt.asarray(x)), n=x.shape[-1]), x)
         close(gt.fft.ifftshift(gt.fft.fftshift(gt.asarray(x))), x)
     close(gt.fft.irfftn(gt.fft.rfftn(gt.asarray(x5), norm="ortho"), s=x5.shape, axes=(0, 1), norm="ortho"), x5)
@@ -177,19 +203,21 @@ def test_padding_and_trimming(backend):
     close(gt.fft.ifft(gt.asarray(z), n=3, axis=0), np.fft.ifft(np.concatenate([z, np.zeros((1, 5))]), axis=0))
     close(gt.fft.rfft(gt.asarray(z.real), n=3), np.fft.rfft(z.real[:, :3]))
     h = _c((2, 3))
-    for n in (3, 7):                            # 3 bins trimmed to 2, padded to 4
+    for n in (3, 7):  # 3 bins trimmed to 2, padded to 4
         close(gt.fft.irfft(gt.asarray(h), n=n), np.fft.irfft(h, n=n))
     close(gt.fft.irfftn(gt.asarray(h), s=(3, 5), axes=(0, 1)), np.fft.irfftn(h, s=(3, 5), axes=(0, 1)))
-    close(gt.fft.fftn(gt.asarray(_c((2, 3, 4))), s=(-1, 2), axes=(2, 0)),       # -1: the input's size
-          np.fft.fftn(_c((2, 3, 4)), s=(4, 2), axes=(2, 0)))
+    close(
+        gt.fft.fftn(gt.asarray(_c((2, 3, 4))), s=(-1, 2), axes=(2, 0)),  # -1: the input's size
+        np.fft.fftn(_c((2, 3, 4)), s=(4, 2), axes=(2, 0)),
+    )
 
 
 def test_irfft_ignores_the_imaginary_parts_of_dc_and_nyquist(backend):
     h = _c(3)
     h2 = h + 1j * np.array([5.0, 0.0, 7.0])
-    close(gt.fft.irfft(gt.asarray(h2)), gt.fft.irfft(gt.asarray(h)).numpy())           # n = 4: bin 2 is Nyquist
+    close(gt.fft.irfft(gt.asarray(h2)), gt.fft.irfft(gt.asarray(h)).numpy())  # n = 4: bin 2 is Nyquist
     odd = gt.fft.irfft(gt.asarray(h2), n=5).numpy() - gt.fft.irfft(gt.asarray(h), n=5).numpy()
-    assert np.abs(odd).max() > 0.1                                                      # n = 5: bin 2 is not
+    assert np.abs(odd).max() > 0.1  # n = 5: bin 2 is not
 
 
 def test_shifts(backend):
@@ -197,7 +225,7 @@ def test_shifts(backend):
     close(gt.fft.fftshift(gt.asarray(x)), np.fft.fftshift(x))
     close(gt.fft.ifftshift(gt.asarray(x), axes=-1), np.fft.ifftshift(x, axes=-1))
     close(gt.fft.fftshift(gt.asarray(x), axes=(0,)), np.fft.fftshift(x, axes=(0,)))
-    i = gt.asarray(np.arange(5))                # integers too (a roll), though the standard asks for floats
+    i = gt.asarray(np.arange(5))  # integers too (a roll), though the standard asks for floats
     assert gt.fft.fftshift(i).dtype == gt.int64
     np.testing.assert_array_equal(gt.fft.fftshift(i).numpy(), np.fft.fftshift(np.arange(5)))
     np.testing.assert_array_equal(gt.fft.ifftshift(i).numpy(), np.fft.ifftshift(np.arange(5)))
@@ -246,15 +274,15 @@ def _cube(y):
 
 
 def _c2c(z):
-    a = gt.fft.fft(z, n=4, axis=1, norm="ortho")                       # (2, 4)
-    b = gt.fft.fftn(a * a, s=(3, 4), axes=(0, 1))                       # padded to (3, 4)
+    a = gt.fft.fft(z, n=4, axis=1, norm="ortho")  # (2, 4)
+    b = gt.fft.fftn(a * a, s=(3, 4), axes=(0, 1))  # padded to (3, 4)
     return _cube(gt.fft.ifftshift(gt.fft.ifft(b, n=2, axis=0), axes=0) * gt.fft.ifftn(a, norm="forward"))
 
 
 def _r2c(x):
-    h = gt.fft.rfftn(x, s=(2, 5), axes=(1, 0), norm="ortho")           # (3, 2)
-    y = gt.fft.irfftn(h * h, s=(4, 2), axes=(0, 1))                     # (4, 2)
-    r = gt.fft.rfft(y, n=5, axis=0)                                     # (3, 2)
+    h = gt.fft.rfftn(x, s=(2, 5), axes=(1, 0), norm="ortho")  # (3, 2)
+    y = gt.fft.irfftn(h * h, s=(4, 2), axes=(0, 1))  # (4, 2)
+    r = gt.fft.rfft(y, n=5, axis=0)  # (3, 2)
     return _cube(gt.fft.irfft(r * r, n=4, axis=0, norm="forward"))
 
 
@@ -263,9 +291,11 @@ def _herm(x):
 
 
 # real functions, nonlinear, so that second derivatives go through every rule (and its rule)
-COMPOSITES = {"fft-ifft-fftn-ifftn-ifftshift": (_c2c, _c((2, 3))),
-              "rfftn-irfftn-rfft-irfft": (_r2c, _r((2, 3))),
-              "hfft-ihfft": (_herm, _r(4))}
+COMPOSITES = {
+    "fft-ifft-fftn-ifftn-ifftshift": (_c2c, _c((2, 3))),
+    "rfftn-irfftn-rfft-irfft": (_r2c, _r((2, 3))),
+    "hfft-ihfft": (_herm, _r(4)),
+}
 
 
 @pytest.mark.parametrize("name", sorted(COMPOSITES))
@@ -319,11 +349,11 @@ def test_third_order(backend):
             with gt.GradientTape() as t1:
                 t1.watch(t)
                 x = t * _as(v)
-                y = gt.sum(gt.fft.irfft(gt.fft.rfft(x) ** 2, n=4) * x)       # cubic: c t^3
+                y = gt.sum(gt.fft.irfft(gt.fft.rfft(x) ** 2, n=4) * x)  # cubic: c t^3
             d1 = t1.gradient(y, t)
         d2 = t2.gradient(d1, t)
     d3 = t3.gradient(d2, t)
     c = np.sum(np.fft.irfft(np.fft.rfft(v) ** 2, n=4) * v)
-    close(d1, 3 * c * 0.7 ** 2)
+    close(d1, 3 * c * 0.7**2)
     close(d2, 6 * c * 0.7)
     close(d3, 6 * c)

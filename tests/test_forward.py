@@ -1,4 +1,5 @@
 """gt.ForwardAccumulator (forward mode), on every backend."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,8 @@ def test_jvp_matches_jacobian_times_tangent(backend):
     vv = np.array([1.0, 0.5, -2.0])
     x = gt.constant(xv, dtype=gt.float64)
     with gt.ForwardAccumulator(x, gt.constant(vv, dtype=gt.float64)) as acc:
-        y = gt.tanh(x) * gt.sum(x ** 2)
-    j = (np.diag(1 - np.tanh(xv) ** 2) * np.sum(xv ** 2)) + np.outer(np.tanh(xv), 2 * xv)
+        y = gt.tanh(x) * gt.sum(x**2)
+    j = (np.diag(1 - np.tanh(xv) ** 2) * np.sum(xv**2)) + np.outer(np.tanh(xv), 2 * xv)
     close(acc.jvp(y), j @ vv)
 
 
@@ -40,9 +41,9 @@ def test_forward_over_reverse_hessian_vector_product(backend):
     with gt.ForwardAccumulator(x, v) as acc:
         with gt.GradientTape() as tape:
             tape.watch(x)
-            y = gt.sum(x ** 3) + x[0] * x[1]
+            y = gt.sum(x**3) + x[0] * x[1]
         g = tape.gradient(y, x)
-    close(acc.jvp(g), [6.0, 1.0])          # H @ v, H = [[6x0, 1], [1, 6x1]]
+    close(acc.jvp(g), [6.0, 1.0])  # H @ v, H = [[6x0, 1], [1, 6x1]]
 
 
 def test_mismatched_tangent_is_error(backend):

@@ -15,6 +15,7 @@ Plus meta-tests (every built-in op declares a domain with at least one case; eve
 op has a rule; the element-wise chapter of the standard is complete), the non-differentiable ops
 of API.md §4, and the ``LookupError`` of a floating op without a rule.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -42,6 +43,7 @@ def _is_complex_case(case):
         if isinstance(a, domains.Pack):
             return [k for e in a.args for k in arg_kinds(e)]
         return [a.sampler.kind] if isinstance(a, domains.Arg) else []
+
     return "c" in [k for a in case.args for k in arg_kinds(a)]
 
 
@@ -63,7 +65,7 @@ def _first_real_and_complex(cases):
 
 _DIFF_OPS = [op for op in _OPS if op.differentiable and op.grad is not None]
 FIRST_ORDER = _params(_DIFF_OPS)
-SECOND_ORDER = _params(_DIFF_OPS, _first_real_and_complex)     # (each new shape is an XLA compile on JAX)
+SECOND_ORDER = _params(_DIFF_OPS, _first_real_and_complex)  # (each new shape is an XLA compile on JAX)
 FLOAT32 = SECOND_ORDER
 
 
@@ -146,7 +148,7 @@ def _np_index_add(values, key, shape):
 
 def _np_astype(x, dtype):
     if np.iscomplexobj(x) and not np.issubdtype(np.dtype(dtype), np.complexfloating):
-        x = np.real(x)                      # tf.cast semantics (the standard leaves it open)
+        x = np.real(x)  # tf.cast semantics (the standard leaves it open)
     return x.astype(dtype)
 
 
@@ -182,8 +184,21 @@ def _reference(name):
 
 
 # the chapters of the standard: each of their ops must have a NumPy reference
-_STANDARD_CHAPTERS = {"elementwise", "creation", "manipulation", "statistical", "linear_algebra", "indexing",
-                      "searching", "sorting", "sets", "utility", "data_types", "linalg", "fft"}
+_STANDARD_CHAPTERS = {
+    "elementwise",
+    "creation",
+    "manipulation",
+    "statistical",
+    "linear_algebra",
+    "indexing",
+    "searching",
+    "sorting",
+    "sets",
+    "utility",
+    "data_types",
+    "linalg",
+    "fft",
+}
 FORWARD_CASES = _params([op for op in _OPS if _reference(op.name) is not None])
 
 
@@ -200,7 +215,7 @@ def test_forward_matches_numpy(backend, name, i):
     values, kwargs = case.draw(_rng(name, i, "fwd"))
     # float32 for the first case of each op (dtype handling is shape-independent; on JAX each new
     # shape and dtype is an XLA compilation)
-    for dt, rtol in (("float64", 1e-10), ("float32", 2e-6))[:2 if i == 0 else 1]:
+    for dt, rtol in (("float64", 1e-10), ("float32", 2e-6))[: 2 if i == 0 else 1]:
         ts, _, rebuild = _tensors(case, values, backend, dt)
         got = case.outputs(op.public(*rebuild(ts), **kwargs))
         with warnings.catch_warnings():
@@ -224,18 +239,18 @@ def test_every_builtin_op_declares_a_domain_with_cases():
 
 
 def test_every_differentiable_op_has_a_rule():
-    missing = [op.name for op in registry.ops() if op.differentiable and op.grad is None
-               and op.chapter != "user"]
+    missing = [op.name for op in registry.ops() if op.differentiable and op.grad is None and op.chapter != "user"]
     assert missing == [], f"differentiable ops without a gradient rule: {missing}"
 
 
 def test_every_builtin_op_has_a_public_function_its_cases_can_call():
     import inspect
+
     for op in _OPS:
         assert op.public is not None, f"op {op.name} has no public function"
         sig = inspect.signature(op.public)
         for case in domains.op_cases(op):
-            sig.bind(*case.args, **case.kwargs)     # a TypeError names the op's broken case
+            sig.bind(*case.args, **case.kwargs)  # a TypeError names the op's broken case
 
 
 def test_complex_flag_adds_complex_cases():
@@ -246,21 +261,105 @@ def test_complex_flag_adds_complex_cases():
 
 
 _ELEMENTWISE_2024_12 = [
-    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
-    "bitwise_left_shift", "bitwise_invert", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "ceil",
-    "clip", "conj", "copysign", "cos", "cosh", "divide", "equal", "exp", "expm1", "floor", "floor_divide",
-    "greater", "greater_equal", "hypot", "imag", "isfinite", "isinf", "isnan", "less", "less_equal", "log",
-    "log1p", "log2", "log10", "logaddexp", "logical_and", "logical_not", "logical_or", "logical_xor",
-    "maximum", "minimum", "multiply", "negative", "nextafter", "not_equal", "positive", "pow", "real",
-    "reciprocal", "remainder", "round", "sign", "signbit", "sin", "sinh", "square", "sqrt", "subtract",
-    "tan", "tanh", "trunc",
+    "abs",
+    "acos",
+    "acosh",
+    "add",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "bitwise_and",
+    "bitwise_left_shift",
+    "bitwise_invert",
+    "bitwise_or",
+    "bitwise_right_shift",
+    "bitwise_xor",
+    "ceil",
+    "clip",
+    "conj",
+    "copysign",
+    "cos",
+    "cosh",
+    "divide",
+    "equal",
+    "exp",
+    "expm1",
+    "floor",
+    "floor_divide",
+    "greater",
+    "greater_equal",
+    "hypot",
+    "imag",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "less",
+    "less_equal",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "logaddexp",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negative",
+    "nextafter",
+    "not_equal",
+    "positive",
+    "pow",
+    "real",
+    "reciprocal",
+    "remainder",
+    "round",
+    "sign",
+    "signbit",
+    "sin",
+    "sinh",
+    "square",
+    "sqrt",
+    "subtract",
+    "tan",
+    "tanh",
+    "trunc",
 ]
 # issue 2 §5: the other chapters' functions that must be ops with rules and domains
 _OTHER_OPS = [
-    "sum", "prod", "mean", "var", "std", "max", "min", "cumulative_sum", "cumulative_prod", "matmul",
-    "tensordot", "vecdot", "matrix_transpose", "reshape", "expand_dims", "squeeze", "permute_dims",
-    "concat", "stack", "broadcast_to", "flip", "where", "astype", "take", "tril", "triu", "argmax",
-    "argmin", "nonzero",
+    "sum",
+    "prod",
+    "mean",
+    "var",
+    "std",
+    "max",
+    "min",
+    "cumulative_sum",
+    "cumulative_prod",
+    "matmul",
+    "tensordot",
+    "vecdot",
+    "matrix_transpose",
+    "reshape",
+    "expand_dims",
+    "squeeze",
+    "permute_dims",
+    "concat",
+    "stack",
+    "broadcast_to",
+    "flip",
+    "where",
+    "astype",
+    "take",
+    "tril",
+    "triu",
+    "argmax",
+    "argmin",
+    "nonzero",
 ]
 
 
@@ -312,9 +411,30 @@ def test_non_differentiable_ops_give_none_or_zeros(backend, what):
             np.testing.assert_array_equal(g.numpy(), expected)
 
 
-@pytest.mark.parametrize("name", ["round", "floor", "ceil", "trunc", "floor_divide", "argmax", "argmin",
-                                  "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-                                  "nonzero", "isnan", "isinf", "isfinite", "signbit", "logical_not"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "round",
+        "floor",
+        "ceil",
+        "trunc",
+        "floor_divide",
+        "argmax",
+        "argmin",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "nonzero",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "signbit",
+        "logical_not",
+    ],
+)
 def test_non_differentiable_ops_are_registered_so(name):
     assert registry.get_op(name).differentiable is False
 
@@ -376,8 +496,11 @@ def test_subgradient_conventions(backend):
 
 def test_prod_gradient_is_exact_with_zeros(backend):
     """prod's rule multiplies the other elements (no division by x): exact where x has zeros."""
-    for values, expected in (([2.0, 0.0, 3.0], [0.0, 6.0, 0.0]), ([0.0, 0.0, 3.0], [0.0, 0.0, 0.0]),
-                             ([2.0, 5.0, 3.0], [15.0, 6.0, 10.0])):
+    for values, expected in (
+        ([2.0, 0.0, 3.0], [0.0, 6.0, 0.0]),
+        ([0.0, 0.0, 3.0], [0.0, 0.0, 0.0]),
+        ([2.0, 5.0, 3.0], [15.0, 6.0, 10.0]),
+    ):
         x = gt.constant(values)
         with gt.GradientTape() as t:
             t.watch(x)
@@ -452,5 +575,5 @@ def test_meshgrid_matches_numpy_and_is_differentiable(backend, indexing):
     np.testing.assert_array_equal(xs.numpy(), rx)
     np.testing.assert_array_equal(ys.numpy(), ry)
     ga, gb = tape.gradient(loss, [a, b])
-    np.testing.assert_allclose(ga.numpy(), [30.0, 30.0, 30.0])     # d/da_i sum_j a_i b_j = sum(b)
+    np.testing.assert_allclose(ga.numpy(), [30.0, 30.0, 30.0])  # d/da_i sum_j a_i b_j = sum(b)
     np.testing.assert_allclose(gb.numpy(), [6.0, 6.0])

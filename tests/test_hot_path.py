@@ -4,6 +4,7 @@ Each rule runs on the backend's native namespace when nothing records the backwa
 gradtape's namespace (Tensors) when an outer tape does; tests/test_rules.py checks that both give
 the same gradients for every op.  No test here times anything.
 """
+
 from __future__ import annotations
 
 import gc
@@ -44,8 +45,16 @@ def _grads(op, args, kwargs, outer):
 
 def test_matmul_native_rule_every_rank_combination(backend):
     rng = np.random.default_rng(1)
-    shapes = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3,)),
-              ((3,), (5, 3, 4)), ((5, 2, 3), (3, 4)), ((1, 2, 3), (5, 3, 4))]
+    shapes = [
+        ((3,), (3,)),
+        ((2, 3), (3,)),
+        ((3,), (3, 4)),
+        ((2, 3), (3, 4)),
+        ((5, 2, 3), (3,)),
+        ((3,), (5, 3, 4)),
+        ((5, 2, 3), (3, 4)),
+        ((1, 2, 3), (5, 3, 4)),
+    ]
     for sa, sb in shapes:
         a = gt.constant(rng.standard_normal(sa))
         b = gt.constant(rng.standard_normal(sb))
@@ -66,9 +75,13 @@ def test_complex_gradients_take_the_rules(backend):
     # d/dz* of Re(sin(z) conj(z)) * 2 = conj(cos z) z ... checked against finite differences
     eps = 1e-7
     f = lambda v: np.sum(np.real(np.sin(v) * np.conj(v)))
-    want = np.array([(f(zn + eps * np.eye(2)[k]) - f(zn - eps * np.eye(2)[k])) / (2 * eps)
-                     + 1j * (f(zn + 1j * eps * np.eye(2)[k]) - f(zn - 1j * eps * np.eye(2)[k])) / (2 * eps)
-                     for k in range(2)])
+    want = np.array(
+        [
+            (f(zn + eps * np.eye(2)[k]) - f(zn - eps * np.eye(2)[k])) / (2 * eps)
+            + 1j * (f(zn + 1j * eps * np.eye(2)[k]) - f(zn - 1j * eps * np.eye(2)[k])) / (2 * eps)
+            for k in range(2)
+        ]
+    )
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
 
 
@@ -100,8 +113,8 @@ def test_saves_drop_what_the_rule_does_not_read(backend):
     with gt.GradientTape() as tape:
         tape.watch(x)
         tape.watch(b)
-        z = x + b               # add keeps nothing: x is shaped like z, b only its shape
-        y = gt.tanh(z)          # tanh keeps its output only
+        z = x + b  # add keeps nothing: x is shaped like z, b only its shape
+        y = gt.tanh(z)  # tanh keeps its output only
     nodes = tape._rec.nodes
     add, tanh = nodes[0], nodes[1]
     assert add.inputs[0] is None and isinstance(add.inputs[1], _Meta) and add.outputs == (None,)
@@ -111,7 +124,7 @@ def test_saves_drop_what_the_rule_does_not_read(backend):
             t2.watch(x)
             t2.watch(b)
             y2 = gt.tanh(x + b)
-        gx, gb = t2.gradient(y2, [x, b])   # Tensor rules: they read only what was saved
+        gx, gb = t2.gradient(y2, [x, b])  # Tensor rules: they read only what was saved
     want = 1 - np.tanh(2.0) ** 2
     np.testing.assert_allclose(gx.numpy(), np.full((4, 3), want))
     np.testing.assert_allclose(gb.numpy(), np.full(3, 4 * want))
@@ -144,7 +157,7 @@ def test_intermediates_are_freed_during_the_forward(backend):
         y = gt.sum(gt.tanh(z))
         del z
     gc.collect()
-    assert ref() is None          # neither add nor tanh keeps the pre-activation
+    assert ref() is None  # neither add nor tanh keeps the pre-activation
     assert tape.gradient(y, x).shape == (64, 32)
 
 
@@ -183,9 +196,9 @@ def test_batched_jacobian_walk_matches_the_loop(backend):
     j_x, j_b = tape.jacobian(y, [x, b])
     loop = tape.jacobian(y, [x, b], experimental_use_pfor=False)
     yn = np.tanh(w.numpy() @ x.numpy() + b.numpy())
-    want_x = (2 * (1 - yn ** 2))[:, None] * w.numpy()
+    want_x = (2 * (1 - yn**2))[:, None] * w.numpy()
     np.testing.assert_allclose(j_x.numpy(), want_x, rtol=1e-10)
-    np.testing.assert_allclose(j_b.numpy(), np.diag(2 * (1 - yn ** 2)), rtol=1e-10)
+    np.testing.assert_allclose(j_b.numpy(), np.diag(2 * (1 - yn**2)), rtol=1e-10)
     np.testing.assert_allclose(loop[0].numpy(), want_x, rtol=1e-10)
 
 
@@ -218,17 +231,17 @@ def test_variable_updates_in_place_only_when_nobody_sees(backend):
     user = np.array([5.0, 6.0])
     v2 = gt.Variable(user)
     v2.assign_sub(gt.constant(np.array([1.0, 1.0])))
-    np.testing.assert_allclose(user, [5.0, 6.0])         # the caller's array is never written
+    np.testing.assert_allclose(user, [5.0, 6.0])  # the caller's array is never written
     read = v.value()
     before = read.numpy()
     v.assign_sub(gt.constant(np.array([1.0, 1.0])))
     v.assign_add(gt.constant(np.array([0.5, 0.5])))
-    np.testing.assert_allclose(read.numpy(), before)     # a Tensor read earlier keeps its value
+    np.testing.assert_allclose(read.numpy(), before)  # a Tensor read earlier keeps its value
     np.testing.assert_allclose(v.numpy(), [0.5, 1.5])
     with gt.GradientTape(persistent=True) as tape:
         y = gt.sum(v * v)
     v.assign_sub(gt.constant(np.array([0.5, 0.5])))
-    np.testing.assert_allclose(tape.gradient(y, v).numpy(), [1.0, 3.0])   # saved value untouched
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), [1.0, 3.0])  # saved value untouched
     for _ in range(3):
         v.assign_add(gt.constant(np.array([1.0, 1.0])))
     np.testing.assert_allclose(v.numpy(), [3.0, 4.0])
@@ -239,6 +252,7 @@ def test_multi_output_custom_gradient_in_the_native_walk(backend):
     def f(a):
         def grad(da, db):
             return da * 2.0 + db * 3.0
+
         return (a * 1.0, a * 1.0), grad
 
     x = gt.constant(np.array([1.0, 2.0]))

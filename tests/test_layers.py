@@ -24,6 +24,7 @@ cycles, the function-level imports of the project's modules, and the names that 
 from the modules they reach up into.  ``--names MODULE`` lists who takes which names from a module,
 ``--root DIR`` reads another checkout (``git archive HEAD | tar -x -C DIR`` gives one).
 """
+
 from __future__ import annotations
 
 import ast
@@ -48,13 +49,35 @@ LAYERS = [
     ("5b", "op chapters", ["gradtape.ops.*"]),
     ("6", "operators bound to Tensor", ["gradtape._methods", "gradtape._operators"]),
     ("7", "tape", ["gradtape.tape", "gradtape._jacobian", "gradtape.forward", "gradtape.custom_gradient"]),
-    ("8", "front ends", [
-        "gradtape.nn", "gradtape.layers", "gradtape.optimizers", "gradtape.losses", "gradtape.random",
-        "gradtape.math", "gradtape.module", "gradtape.special", "gradtape.crosscheck", "gradtape.testing",
-        "gradtape._einops", "gradtape",
-    ]),
-    ("9", "conformance", ["gradtape.conformance", "gradtape.conformance.array_api_tests",
-                          "gradtape.conformance.cases", "gradtape.conformance.checks", "gradtape.conformance.report"]),
+    (
+        "8",
+        "front ends",
+        [
+            "gradtape.nn",
+            "gradtape.layers",
+            "gradtape.optimizers",
+            "gradtape.losses",
+            "gradtape.random",
+            "gradtape.math",
+            "gradtape.module",
+            "gradtape.special",
+            "gradtape.crosscheck",
+            "gradtape.testing",
+            "gradtape._einops",
+            "gradtape",
+        ],
+    ),
+    (
+        "9",
+        "conformance",
+        [
+            "gradtape.conformance",
+            "gradtape.conformance.array_api_tests",
+            "gradtape.conformance.cases",
+            "gradtape.conformance.checks",
+            "gradtape.conformance.report",
+        ],
+    ),
     ("10", "command line", ["gradtape.cli", "gradtape.__main__", "gradtape.conformance.__main__"]),
 ]
 
@@ -64,8 +87,9 @@ PACKAGES = {"gradtape": "gradtape", "backends": "gradtape.backends", "conformanc
 RULE_UP = "a module may import only from its own layer or below"
 RULE_CYCLE = "the imports among the project's modules form no cycle (function-level imports count)"
 RULE_MAP = "every module of the project is in the layer map (LAYERS at the top of tests/test_layers.py)"
-RULE_WHY = ("a function-level import of one of the project's modules says why, in a comment on its line "
-            "or on the line above")
+RULE_WHY = (
+    "a function-level import of one of the project's modules says why, in a comment on its line or on the line above"
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,23 +97,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Import:
-    importer: str           # the importing module
-    path: str               # its file, relative to the root
+    importer: str  # the importing module
+    path: str  # its file, relative to the root
     line: int
     end_line: int
-    target: str             # the imported module of the project
-    names: tuple            # the names taken from it by ``from ... import`` ('*' for all)
+    target: str  # the imported module of the project
+    names: tuple  # the names taken from it by ``from ... import`` ('*' for all)
     function_level: bool
-    commented: bool         # a comment (other than noqa & co.) on its line(s) or just above
+    commented: bool  # a comment (other than noqa & co.) on its line(s) or just above
 
 
 @dataclass
 class Project:
     root: Path
-    modules: dict = field(default_factory=dict)         # module -> relative path
-    imports: list = field(default_factory=list)         # [Import]
-    attributes: dict = field(default_factory=dict)      # (importer, module) -> {attribute names used}
-    errors: list = field(default_factory=list)          # files that do not parse
+    modules: dict = field(default_factory=dict)  # module -> relative path
+    imports: list = field(default_factory=list)  # [Import]
+    attributes: dict = field(default_factory=dict)  # (importer, module) -> {attribute names used}
+    errors: list = field(default_factory=list)  # files that do not parse
 
 
 def _layer_index():
@@ -111,7 +135,7 @@ def _normalize(name):
     """'backends.x' -> 'gradtape.backends.x'; other spellings of the installed names."""
     for folder, package in PACKAGES.items():
         if folder != package and (name == folder or name.startswith(folder + ".")):
-            return package + name[len(folder):]
+            return package + name[len(folder) :]
     return name
 
 
@@ -119,8 +143,9 @@ def _is_own(name):
     return name == "gradtape" or name.startswith("gradtape.")
 
 
-_MARKER = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(\[[^\]]*\])?|pragma:[^#]*",
-                     re.IGNORECASE)
+_MARKER = re.compile(
+    r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(\[[^\]]*\])?|pragma:[^#]*", re.IGNORECASE
+)
 
 
 def _comment(text):
@@ -167,7 +192,7 @@ def _parse_module(project, module, rel, with_attributes):
     lines = source.splitlines()
     is_package = Path(rel).name == "__init__.py"
     package = module if is_package else module.rpartition(".")[0]
-    bindings = {}     # local name -> module of the project it is bound to
+    bindings = {}  # local name -> module of the project it is bound to
 
     def resolve(name):
         """The module a dotted own name refers to: itself when it is a module, else its longest module prefix."""
@@ -176,8 +201,18 @@ def _parse_module(project, module, rel, with_attributes):
         return name
 
     def add(node, target, names, in_function, group_start):
-        project.imports.append(Import(module, rel, node.lineno, node.end_lineno or node.lineno, target,
-                                      tuple(names), in_function, _says_why(node, lines, group_start)))
+        project.imports.append(
+            Import(
+                module,
+                rel,
+                node.lineno,
+                node.end_lineno or node.lineno,
+                target,
+                tuple(names),
+                in_function,
+                _says_why(node, lines, group_start),
+            )
+        )
 
     def visit(body, in_function):
         # imports are statements: walking the statement lists (not the expressions) finds them all
@@ -192,7 +227,7 @@ def _parse_module(project, module, rel, with_attributes):
                     name = _normalize(alias.name)
                     if not _is_own(name):
                         continue
-                    add(node, name, (), in_function, group_start)      # a name that is no module: map_problems says so
+                    add(node, name, (), in_function, group_start)  # a name that is no module: map_problems says so
                     first = alias.name.split(".")[0]
                     bindings[alias.asname or first] = name if alias.asname else _normalize(first)
             elif isinstance(node, ast.ImportFrom):
@@ -238,7 +273,7 @@ def _parse_module(project, module, rel, with_attributes):
                 continue
             dotted = ".".join([bindings[cur.id], *reversed(chain)])
             owner = resolve(dotted)
-            rest = dotted[len(owner) + 1:] if owner and len(dotted) > len(owner) else ""
+            rest = dotted[len(owner) + 1 :] if owner and len(dotted) > len(owner) else ""
             if owner and rest:
                 project.attributes.setdefault((module, owner), set()).add(rest.split(".")[0])
 
@@ -280,12 +315,22 @@ def map_problems(project):
         if not ranks:
             out.append((rel, 0, f"{module} is in no layer: add it to the layer map. Rule: {RULE_MAP}"))
         elif len(ranks) > 1:
-            out.append((rel, 0, f"{module} matches {', '.join(layer_name(r) for r in ranks)}: one layer only. "
-                                f"Rule: {RULE_MAP}"))
+            out.append(
+                (
+                    rel,
+                    0,
+                    f"{module} matches {', '.join(layer_name(r) for r in ranks)}: one layer only. Rule: {RULE_MAP}",
+                )
+            )
     for imp in project.imports:
         if imp.target not in project.modules:
-            out.append((imp.path, imp.line, f"{imp.importer} imports {imp.target}, which is no module of the "
-                                             f"project ({_kind(imp)})"))
+            out.append(
+                (
+                    imp.path,
+                    imp.line,
+                    f"{imp.importer} imports {imp.target}, which is no module of the project ({_kind(imp)})",
+                )
+            )
     for err in project.errors:
         path, line, msg = err.split(":", 2)
         out.append((path, int(line or 0), msg.strip()))
@@ -303,8 +348,10 @@ def upward(project):
 
 
 def describe_up(imp):
-    return (f"{_where(imp)}: {imp.importer} ({layer_name(_rank(imp.importer))}) imports {imp.target} "
-            f"({layer_name(_rank(imp.target))}), {_kind(imp)}. Rule: {RULE_UP}")
+    return (
+        f"{_where(imp)}: {imp.importer} ({layer_name(_rank(imp.importer))}) imports {imp.target} "
+        f"({layer_name(_rank(imp.target))}), {_kind(imp)}. Rule: {RULE_UP}"
+    )
 
 
 def graph(project, without=()):
@@ -404,8 +451,10 @@ def describe_cycle(g, path, indent="    "):
         imps = g[a][b]
         first = ([i for i in imps if not i.function_level] or imps)[0]
         more = f", and {len(imps) - 1} more" if len(imps) > 1 else ""
-        lines.append(f"{indent}    {_where(first)}: {a} (layer {_label(a)}) imports {b} (layer {_label(b)}), "
-                     f"{_kind(first)}{more}")
+        lines.append(
+            f"{indent}    {_where(first)}: {a} (layer {_label(a)}) imports {b} (layer {_label(b)}), "
+            f"{_kind(first)}{more}"
+        )
     return lines
 
 
@@ -433,15 +482,16 @@ def _project():
 
 
 def _fail(title, lines):
-    raise AssertionError(f"{title}:\n" + "\n".join(lines)
-                         + "\n(`python3 tests/test_layers.py` prints the full report)")
+    raise AssertionError(f"{title}:\n" + "\n".join(lines) + "\n(`python3 tests/test_layers.py` prints the full report)")
 
 
 def test_every_module_is_in_the_layer_map():
     problems = map_problems(_project())
     if problems:
-        _fail(f"{len(problems)} modules outside the layer map, or imports of no module",
-              [f"{path}:{line}: {msg}" for path, line, msg in problems])
+        _fail(
+            f"{len(problems)} modules outside the layer map, or imports of no module",
+            [f"{path}:{line}: {msg}" for path, line, msg in problems],
+        )
 
 
 def test_no_import_reaches_up_a_layer():
@@ -457,8 +507,7 @@ def test_no_import_cycles():
         return
     lines = []
     for comp in comps:
-        lines.append(f"a cycle among {len(comp)} modules: "
-                     + ", ".join(f"{m} (layer {_label(m)})" for m in comp))
+        lines.append(f"a cycle among {len(comp)} modules: " + ", ".join(f"{m} (layer {_label(m)})" for m in comp))
         paths = distinct_cycles(g, comp)
         for path in paths[:4]:
             lines.extend(describe_cycle(g, path))
@@ -466,8 +515,10 @@ def test_no_import_cycles():
             lines.append(f"    ... and {len(paths) - 4} more")
     ng, left = layer_cycles(project)
     n_up = len(upward(project))
-    lines.append(f"once the {n_up} imports that reach up a layer are gone, {len(left)} cycles stay within a layer"
-                 + (":" if left else "."))
+    lines.append(
+        f"once the {n_up} imports that reach up a layer are gone, {len(left)} cycles stay within a layer"
+        + (":" if left else ".")
+    )
     for comp in left:
         lines.append(f"  within layer {_label(comp[0])}, among {len(comp)} modules: {', '.join(comp)}")
         for path in distinct_cycles(ng, comp):
@@ -479,9 +530,14 @@ def test_no_import_cycles():
 def test_function_level_imports_of_own_modules_say_why():
     missing = unexplained(_project())
     if missing:
-        _fail(f"{len(missing)} function-level imports of the project's modules say not why",
-              [f"{_where(imp)}: {imp.importer} imports {imp.target} inside a function, with no comment on its "
-               f"line or the line above. Rule: {RULE_WHY}" for imp in missing])
+        _fail(
+            f"{len(missing)} function-level imports of the project's modules say not why",
+            [
+                f"{_where(imp)}: {imp.importer} imports {imp.target} inside a function, with no comment on its "
+                f"line or the line above. Rule: {RULE_WHY}"
+                for imp in missing
+            ],
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -543,19 +599,28 @@ def report(project, names=()):
     def sizes(cs):
         return " (" + ", ".join(f"{len(c)} modules" for c in cs) + ")" if cs else ""
 
-    out = [f"Layering report for {project.root}: {len(project.modules)} modules, "
-           f"{len(project.imports)} imports of the project's modules", ""]
+    out = [
+        f"Layering report for {project.root}: {len(project.modules)} modules, "
+        f"{len(project.imports)} imports of the project's modules",
+        "",
+    ]
     out += ["Summary", "-------"]
     out.append(f"  modules outside the layer map, imports of no module: {len(problems)}")
-    out.append(f"  imports reaching up a layer: {len(ups)} ({sum(not i.function_level for i in ups)} top-level, "
-               f"{sum(i.function_level for i in ups)} function-level), in {len({i.path for i in ups})} files")
+    out.append(
+        f"  imports reaching up a layer: {len(ups)} ({sum(not i.function_level for i in ups)} top-level, "
+        f"{sum(i.function_level for i in ups)} function-level), in {len({i.path for i in ups})} files"
+    )
     out.append(f"  import cycles: {len(comps)}{sizes(comps)}")
-    out.append(f"  cycles left within a layer once no import reaches up: {len(left)}{sizes(left)}, "
-               f"made of {sum(on_left_cycle(i) for i in project.imports)} imports")
-    out.append(f"  function-level imports of the project's modules: {len(fl)}: "
-               f"{sum(i in up_set for i in fl)} reach up, {sum(on_left_cycle(i) for i in fl)} on a cycle within a "
-               f"layer, {sum(i.importer == i.target for i in fl)} self-imports; "
-               f"{len(missing)} reach up no layer and say not why")
+    out.append(
+        f"  cycles left within a layer once no import reaches up: {len(left)}{sizes(left)}, "
+        f"made of {sum(on_left_cycle(i) for i in project.imports)} imports"
+    )
+    out.append(
+        f"  function-level imports of the project's modules: {len(fl)}: "
+        f"{sum(i in up_set for i in fl)} reach up, {sum(on_left_cycle(i) for i in fl)} on a cycle within a "
+        f"layer, {sum(i.importer == i.target for i in fl)} self-imports; "
+        f"{len(missing)} reach up no layer and say not why"
+    )
     out.append("")
 
     out += ["Layer map, bottom first, and the modules in each layer", "-" * 54]
@@ -569,11 +634,14 @@ def report(project, names=()):
         out.extend(f"  {path}:{line}: {msg}" for path, line, msg in problems)
         out.append("")
 
-    out += ["Violations by importing file", "-" * 28,
-            f"  UP: reaches up a layer ({RULE_UP})",
-            "  CYCLE: on a cycle within one layer, one that stays once no import reaches up (cut one import of "
-            "each such cycle)",
-            "  file:line  imported-module  reason"]
+    out += [
+        "Violations by importing file",
+        "-" * 28,
+        f"  UP: reaches up a layer ({RULE_UP})",
+        "  CYCLE: on a cycle within one layer, one that stays once no import reaches up (cut one import of "
+        "each such cycle)",
+        "  file:line  imported-module  reason",
+    ]
     by_file = defaultdict(list)
     for imp in project.imports:
         if imp in up_set:
@@ -612,9 +680,12 @@ def report(project, names=()):
         out.append("  (none)")
     out.append("")
 
-    out += ["Function-level imports of the project's modules, by file", "-" * 57,
-            "  UP: reaches up a layer; CYCLE: on a cycle within a layer; SELF: imports its own module;",
-            "  NO-WHY: no comment on its line or the line above; ok: may stay"]
+    out += [
+        "Function-level imports of the project's modules, by file",
+        "-" * 57,
+        "  UP: reaches up a layer; CYCLE: on a cycle within a layer; SELF: imports its own module;",
+        "  NO-WHY: no comment on its line or the line above; ok: may stay",
+    ]
     fl_by_file = defaultdict(list)
     for imp in fl:
         fl_by_file[imp.path].append(imp)
@@ -622,8 +693,16 @@ def report(project, names=()):
         imps = sorted(fl_by_file[path], key=lambda i: (i.line, i.target))
         out.append(f"  {path} ({len(imps)})")
         for imp in imps:
-            status = [s for s, on in (("UP", imp in up_set), ("CYCLE", on_left_cycle(imp)),
-                                      ("SELF", imp.importer == imp.target), ("NO-WHY", not imp.commented)) if on]
+            status = [
+                s
+                for s, on in (
+                    ("UP", imp in up_set),
+                    ("CYCLE", on_left_cycle(imp)),
+                    ("SELF", imp.importer == imp.target),
+                    ("NO-WHY", not imp.commented),
+                )
+                if on
+            ]
             took = f" ({', '.join(imp.names)})" if imp.names else ""
             out.append(f"    {_where(imp)}  {imp.target}{took}  {' '.join(status) or 'ok'}")
     if not fl_by_file:
@@ -644,8 +723,9 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(description="Report on the layering of gradtape's modules.")
     parser.add_argument("--root", default=str(ROOT), help="the checkout to read (default: this one)")
-    parser.add_argument("--names", nargs="*", default=(), metavar="MODULE",
-                        help="also list who takes which names from these modules")
+    parser.add_argument(
+        "--names", nargs="*", default=(), metavar="MODULE", help="also list who takes which names from these modules"
+    )
     parser.add_argument("--only-names", action="store_true", help="print only the --names listings")
     args = parser.parse_args(argv)
     project = scan(args.root, with_attributes=True)

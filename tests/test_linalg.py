@@ -5,6 +5,7 @@ and broadcasting, ``upper=True``, ``full_matrices``, ``mode='complete'``, negati
 degenerate cases that raise instead of returning a wrong number, ``eig``/``eigvals`` (2025.12, complex
 outputs, the host path), zero cotangents at degenerate inputs, and a few higher-order checks.
 """
+
 from __future__ import annotations
 
 import ast
@@ -133,8 +134,9 @@ def test_result_namedtuples(backend):
 
 
 # ---------------------------------------------------------------------------------------- errors
-@pytest.mark.parametrize("name", ["cholesky", "det", "slogdet", "inv", "eigh", "eigvalsh", "matrix_power", "eig",
-                                  "eigvals"])
+@pytest.mark.parametrize(
+    "name", ["cholesky", "det", "slogdet", "inv", "eigh", "eigvalsh", "matrix_power", "eig", "eigvals"]
+)
 def test_non_square_input_is_a_value_error_naming_the_op(backend, name):
     x = _t(np.ones((2, 3)))
     args = (x, 2) if name == "matrix_power" else (x,)
@@ -234,8 +236,9 @@ def test_cholesky_upper_is_the_adjoint_of_lower_with_the_same_gradient(backend):
         a = _t(_spd(complex_=cplx))
         w = _t(_rng(1).standard_normal((3, 3)))
         lo, g_lo = _grad(lambda x: gt.sum(gt.real(gt.linalg.cholesky(x)) * w), a)
-        up, g_up = _grad(lambda x: gt.sum(gt.real(gt.matrix_transpose(gt.conj(gt.linalg.cholesky(x, upper=True))))
-                                         * w), a)
+        up, g_up = _grad(
+            lambda x: gt.sum(gt.real(gt.matrix_transpose(gt.conj(gt.linalg.cholesky(x, upper=True)))) * w), a
+        )
         np.testing.assert_allclose(up.numpy(), lo.numpy(), rtol=1e-12)
         np.testing.assert_allclose(g_up.numpy(), g_lo.numpy(), rtol=1e-10, atol=1e-12)
         # Hermitian, as the rule symmetrises
@@ -244,7 +247,7 @@ def test_cholesky_upper_is_the_adjoint_of_lower_with_the_same_gradient(backend):
 
 def test_eigh_reads_the_lower_triangle_on_every_backend(backend):
     a = _spd()
-    junk = a + np.triu(np.full((3, 3), 5.0), 1)           # the strict upper triangle is ignored
+    junk = a + np.triu(np.full((3, 3), 5.0), 1)  # the strict upper triangle is ignored
     np.testing.assert_allclose(gt.linalg.eigvalsh(_t(junk)).numpy(), np.linalg.eigvalsh(a), rtol=1e-12)
     np.testing.assert_allclose(gt.linalg.cholesky(_t(junk)).numpy(), np.linalg.cholesky(a), rtol=1e-12)
 
@@ -261,6 +264,7 @@ def test_negative_matrix_power_and_its_gradient(backend):
             for _ in range(-n - 1):
                 p = gt.matmul(p, b)
             return gt.sum(p * w)
+
         y2, g2 = _grad(by_inv, a)
         np.testing.assert_allclose(y.numpy(), y2.numpy(), rtol=1e-12)
         np.testing.assert_allclose(g.numpy(), g2.numpy(), rtol=1e-10, atol=1e-12)
@@ -273,9 +277,10 @@ def test_full_matrices_gradients_use_the_determined_vectors_and_complete_qr_rais
     # svd(full_matrices=True) of a non-square matrix (the standard's default): the gradient flows
     # through S and the determined singular vectors, as with full_matrices=False (PyTorch does this)
     for t in (x, gt.matrix_transpose(x)):
+
         def full(t):
             u, s, vh = gt.linalg.svd(t)
-            k = s.shape[-1]              # |entries| do not depend on the vectors' signs
+            k = s.shape[-1]  # |entries| do not depend on the vectors' signs
             return gt.sum(s) + gt.sum(gt.abs(u[:, :k])) + gt.sum(gt.abs(vh[:k, :]))
 
         def reduced(t):
@@ -288,7 +293,7 @@ def test_full_matrices_gradients_use_the_determined_vectors_and_complete_qr_rais
         np.testing.assert_allclose(g.numpy(), g2.numpy(), rtol=1e-9, atol=1e-12)
     with gt.GradientTape() as tape:
         tape.watch(x)
-        q, r = gt.linalg.qr(x, mode="complete")               # tall: Q's last column is arbitrary
+        q, r = gt.linalg.qr(x, mode="complete")  # tall: Q's last column is arbitrary
         y = gt.sum(r)
     with pytest.raises(NotImplementedError, match="mode='reduced'"):
         tape.gradient(y, x)
@@ -305,16 +310,16 @@ def test_full_matrices_gradients_use_the_determined_vectors_and_complete_qr_rais
 def test_norm_conventions(backend):
     x = _t(np.array([1.0, -3.0, 3.0, 0.5]))
     _, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=math.inf), x)
-    np.testing.assert_array_equal(g.numpy(), [0.0, -0.5, 0.5, 0.0])      # ties split evenly
+    np.testing.assert_array_equal(g.numpy(), [0.0, -0.5, 0.5, 0.0])  # ties split evenly
     _, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=0), x)
     np.testing.assert_array_equal(g.numpy(), [0.0, 0.0, 0.0, 0.0])
-    y, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=3), x)           # sgn(x) |x|^2 / ||x||_3^2
+    y, g = _grad(lambda t: gt.linalg.vector_norm(t, ord=3), x)  # sgn(x) |x|^2 / ||x||_3^2
     xs = x.numpy()
-    np.testing.assert_allclose(g.numpy(), np.sign(xs) * xs ** 2 / float(y) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(g.numpy(), np.sign(xs) * xs**2 / float(y) ** 2, rtol=1e-12)
     m = _t(np.array([[1.0, -2.0], [3.0, 0.5]]))
-    _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=1), m)           # column 0: |1| + |3| = 4
+    _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=1), m)  # column 0: |1| + |3| = 4
     np.testing.assert_array_equal(g.numpy(), [[1.0, 0.0], [1.0, 0.0]])
-    _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=-math.inf), m)   # row 0: 3 < 3.5
+    _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=-math.inf), m)  # row 0: 3 < 3.5
     np.testing.assert_array_equal(g.numpy(), [[1.0, -1.0], [0.0, 0.0]])
     _, g = _grad(lambda t: gt.linalg.matrix_norm(t, ord=2), m)
     u, _, vh = np.linalg.svd(m.numpy())
@@ -351,9 +356,9 @@ def test_third_order_of_det(backend):
             with gt.GradientTape() as t1:
                 t1.watch(a)
                 d = gt.linalg.det(a)
-            g1 = t1.gradient(d, a)                   # [[d, -c], [-b, a]]
+            g1 = t1.gradient(d, a)  # [[d, -c], [-b, a]]
             s2 = gt.sum(g1 * w)
-        g2 = t2.gradient(s2, a)                      # [[w11, -w10], [-w01, w00]]
+        g2 = t2.gradient(s2, a)  # [[w11, -w10], [-w01, w00]]
         s3 = gt.sum(g2 * g2)
     g3 = t3.gradient(s3, a, unconnected_gradients="zero")
     np.testing.assert_allclose(g1.numpy(), [[2.0, 0.7], [-0.3, 1.5]], rtol=1e-12)
@@ -381,8 +386,8 @@ def test_eigvalsh_hessian_vector_product(backend):
 def test_eig_outputs_are_complex_for_every_input(backend):
     """Complex eigenvalues and unit eigenvectors with A V = V diag(w), real eigenvalues included
     (NumPy's own eig returns them real), batched; the dtype follows the input's precision."""
-    tri = np.array([[2.0, 1.0, 0.5], [0.0, -1.0, 3.0], [0.0, 0.0, 4.0]])      # real eigenvalues 2, -1, 4
-    rot = np.array([[0.0, -2.0], [2.0, 0.0]])                                 # +-2i
+    tri = np.array([[2.0, 1.0, 0.5], [0.0, -1.0, 3.0], [0.0, 0.0, 4.0]])  # real eigenvalues 2, -1, 4
+    rot = np.array([[0.0, -2.0], [2.0, 0.0]])  # +-2i
     for a, want in ((tri, [-1, 2, 4]), (rot, [-2j, 2j])):
         for dt, cdt in ((gt.float64, gt.complex128), (gt.float32, gt.complex64)):
             w, v = gt.linalg.eig(gt.asarray(a, dtype=dt))
@@ -408,6 +413,7 @@ def test_eig_runs_on_the_host_where_the_namespace_has_none():
     """array_api_strict below 2025.12 refuses eig; a namespace may lack it: NumPy computes it."""
     from gradtape import backends
     from gradtape.ops.linalg_extension import _eig_native
+
     a = _rng(5).uniform(-2, 2, (2, 3, 3))
     want_w, want_v = np.linalg.eig(a)
     b = backends.get("numpy")
@@ -427,6 +433,7 @@ def test_eig_runs_on_the_host_where_the_namespace_has_none():
     if "array_api_strict" not in gt.available_backends():
         return
     import array_api_strict
+
     for version in ("2024.12", "2025.12"):
         with array_api_strict.ArrayAPIStrictFlags(api_version=version):
             r = gt.linalg.eig(gt.asarray(a, backend="array_api_strict"))
@@ -492,8 +499,13 @@ def test_zero_cotangents_at_repeated_eigenvalues_give_finite_gradients(backend):
 def test_zero_cotangents_at_zero_and_repeated_singular_values(backend):
     """svd of a zero / rank-deficient / repeated-spectrum matrix, square, tall and wide: a cotangent on S
     only gives U diag(gS) V^H (the vector terms divide by 0 and by S_j^2 - S_k^2), all-zero gives 0."""
-    cases = [np.zeros((3, 3)), np.eye(3), np.zeros((4, 3)), np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]),
-             np.array([[2.0, 0.0], [0.0, 2.0], [0.0, 0.0]])]
+    cases = [
+        np.zeros((3, 3)),
+        np.eye(3),
+        np.zeros((4, 3)),
+        np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]),
+        np.array([[2.0, 0.0], [0.0, 2.0], [0.0, 0.0]]),
+    ]
     with np.errstate(all="ignore"):
         for a in cases:
             k = min(a.shape)
@@ -513,8 +525,12 @@ def test_norms_at_zero_give_zero_for_a_zero_cotangent_and_nan_otherwise(backend)
     """vector_norm (2, fractional, negative orders) and matrix_norm('fro') at a zero input: a masked
     branch gets 0, an unmasked one keeps the undefined (NaN) derivative."""
     z = np.zeros((2, 3))
-    fns = [lambda x: gt.linalg.vector_norm(x), lambda x: gt.linalg.vector_norm(x, axis=1, ord=0.5),
-           lambda x: gt.linalg.vector_norm(x, axis=0, ord=-1), lambda x: gt.linalg.matrix_norm(x)]
+    fns = [
+        lambda x: gt.linalg.vector_norm(x),
+        lambda x: gt.linalg.vector_norm(x, axis=1, ord=0.5),
+        lambda x: gt.linalg.vector_norm(x, axis=0, ord=-1),
+        lambda x: gt.linalg.matrix_norm(x),
+    ]
     with np.errstate(all="ignore"):
         for f in fns:
             shape = f(_t(z)).shape

@@ -1,6 +1,7 @@
 """``gt.nn``, ``gt.math`` and ``gt.random`` (API.md §5): values against NumPy references, gradients
 against analytic formulas and central finite differences (float64), TF's conventions at kinks,
 numerical stability, and random numbers that are the same for one seed on every backend."""
+
 from __future__ import annotations
 
 import math
@@ -61,8 +62,11 @@ REFERENCES = {
     "softplus": (gt.nn.softplus, lambda x: np.log1p(np.exp(x)), _sigmoid),
     "tanh": (gt.nn.tanh, np.tanh, lambda x: 1 - np.tanh(x) ** 2),
     "erf": (gt.math.erf, _erf, lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x)),
-    "gelu": (gt.nn.gelu, lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))),
-             lambda x: 0.5 * (1 + _erf(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi)),
+    "gelu": (
+        gt.nn.gelu,
+        lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))),
+        lambda x: 0.5 * (1 + _erf(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi),
+    ),
     "elu": (gt.nn.elu, lambda x: np.where(x > 0, x, np.expm1(x)), lambda x: np.where(x > 0, 1, np.exp(x))),
     "leaky_relu": (gt.nn.leaky_relu, lambda x: np.where(x > 0, x, 0.2 * x), lambda x: np.where(x > 0, 1, 0.2)),
 }
@@ -89,15 +93,16 @@ def test_second_derivatives_match_finite_differences(backend, name):
 
 def test_sigmoid_second_derivative_is_analytic(backend):
     s = _sigmoid(X)
-    np.testing.assert_allclose(grad_of(gt.nn.sigmoid, c64(X), order=2).numpy(), s * (1 - s) * (1 - 2 * s),
-                               rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(
+        grad_of(gt.nn.sigmoid, c64(X), order=2).numpy(), s * (1 - s) * (1 - 2 * s), rtol=1e-10, atol=1e-14
+    )
 
 
 def test_gelu_approximate(backend):
     c = np.sqrt(2 / np.pi)
 
     def ref(x):
-        return 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x**3)))
 
     x = c64(X)
     np.testing.assert_allclose(gt.nn.gelu(x, approximate=True).numpy(), ref(X), rtol=1e-12)
@@ -111,8 +116,9 @@ def test_gelu_approximate(backend):
 def test_elu_and_leaky_relu_parameters(backend):
     x = c64(X)
     np.testing.assert_allclose(gt.nn.elu(x, alpha=0.5).numpy(), np.where(X > 0, X, 0.5 * np.expm1(X)))
-    np.testing.assert_allclose(grad_of(lambda t: gt.nn.elu(t, alpha=0.5), x).numpy(),
-                               np.where(X > 0, 1, 0.5 * np.exp(X)), rtol=1e-12)
+    np.testing.assert_allclose(
+        grad_of(lambda t: gt.nn.elu(t, alpha=0.5), x).numpy(), np.where(X > 0, 1, 0.5 * np.exp(X)), rtol=1e-12
+    )
     np.testing.assert_allclose(gt.nn.leaky_relu(x, alpha=0.01).numpy(), np.where(X > 0, X, 0.01 * X))
     np.testing.assert_allclose(grad_of(lambda t: gt.nn.leaky_relu(t, 0.01), x).numpy(), np.where(X > 0, 1, 0.01))
 
@@ -299,7 +305,7 @@ def test_sparse_softmax_cross_entropy_errors(backend):
 
 def test_l2_loss(backend):
     x = c64(L)
-    np.testing.assert_allclose(float(gt.nn.l2_loss(x)), (L ** 2).sum() / 2, rtol=1e-12)
+    np.testing.assert_allclose(float(gt.nn.l2_loss(x)), (L**2).sum() / 2, rtol=1e-12)
     np.testing.assert_allclose(grad_of(gt.nn.l2_loss, x).numpy(), L, rtol=1e-12)
 
 
@@ -319,8 +325,9 @@ def test_composites(backend):
     np.testing.assert_allclose(gt.nn.silu(x).numpy(), X * _sigmoid(X), rtol=1e-12)
     assert gt.nn.swish is gt.nn.silu
     np.testing.assert_allclose(gt.nn.relu6(c64([-1.0, 3.0, 9.0])).numpy(), [0.0, 3.0, 6.0])
-    np.testing.assert_allclose(gt.nn.l2_normalize(c64(L), axis=1).numpy(),
-                               L / np.linalg.norm(L, axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(
+        gt.nn.l2_normalize(c64(L), axis=1).numpy(), L / np.linalg.norm(L, axis=1, keepdims=True), rtol=1e-12
+    )
     m, v = gt.nn.moments(c64(L), axes=[0])
     np.testing.assert_allclose(m.numpy(), L.mean(0), rtol=1e-12)
     np.testing.assert_allclose(v.numpy(), L.var(0), rtol=1e-12)
@@ -334,16 +341,29 @@ def test_dropout(backend):
     kept = y != 0
     assert 0.7 < kept.mean() < 0.8
     np.testing.assert_allclose(y[kept], 1 / 0.75, rtol=1e-6)
-    np.testing.assert_array_equal(gt.nn.dropout(x, 0.25, seed=3).numpy(), y)   # an op seed is stateless
+    np.testing.assert_array_equal(gt.nn.dropout(x, 0.25, seed=3).numpy(), y)  # an op seed is stateless
     assert gt.nn.dropout(x, 0.0) is x
     with pytest.raises(ValueError):
         gt.nn.dropout(x, 1.0)
 
 
 def test_nn_ops_are_registered_with_domains_and_rules():
-    names = ["relu", "sigmoid", "softplus", "erf", "gelu", "elu", "leaky_relu", "softmax", "log_softmax",
-             "logsumexp", "one_hot", "softmax_cross_entropy_with_logits",
-             "sparse_softmax_cross_entropy_with_logits", "l2_loss"]
+    names = [
+        "relu",
+        "sigmoid",
+        "softplus",
+        "erf",
+        "gelu",
+        "elu",
+        "leaky_relu",
+        "softmax",
+        "log_softmax",
+        "logsumexp",
+        "one_hot",
+        "softmax_cross_entropy_with_logits",
+        "sparse_softmax_cross_entropy_with_logits",
+        "l2_loss",
+    ]
     for name in names:
         op = registry.get_op(name)
         assert op.chapter == "nn" and op.domain is not None, name
@@ -353,8 +373,11 @@ def test_nn_ops_are_registered_with_domains_and_rules():
 
 def test_tf_signatures():
     import inspect
-    assert list(inspect.signature(gt.nn.sparse_softmax_cross_entropy_with_logits).parameters)[:2] == \
-        ["labels", "logits"]
+
+    assert list(inspect.signature(gt.nn.sparse_softmax_cross_entropy_with_logits).parameters)[:2] == [
+        "labels",
+        "logits",
+    ]
     assert inspect.signature(gt.nn.leaky_relu).parameters["alpha"].default == 0.2
     assert inspect.signature(gt.nn.gelu).parameters["approximate"].default is False
     assert inspect.signature(gt.nn.softmax).parameters["axis"].default == -1
@@ -399,13 +422,19 @@ def test_math_compositions(backend):
 
 # ---------------------------------------------------------------------------------------- gt.random
 def test_op_seed_gives_the_same_numbers_on_every_backend(backend):
-    got = [gt.random.normal((3, 4), seed=11), gt.random.uniform((5,), seed=11),
-           gt.random.uniform((6,), minval=-3, maxval=9, dtype=gt.int32, seed=11),
-           gt.random.truncated_normal((7,), mean=1.0, stddev=2.0, dtype=gt.float64, seed=11)]
+    got = [
+        gt.random.normal((3, 4), seed=11),
+        gt.random.uniform((5,), seed=11),
+        gt.random.uniform((6,), minval=-3, maxval=9, dtype=gt.int32, seed=11),
+        gt.random.truncated_normal((7,), mean=1.0, stddev=2.0, dtype=gt.float64, seed=11),
+    ]
     with gt.use_backend("numpy"):
-        want = [gt.random.normal((3, 4), seed=11), gt.random.uniform((5,), seed=11),
-                gt.random.uniform((6,), minval=-3, maxval=9, dtype=gt.int32, seed=11),
-                gt.random.truncated_normal((7,), mean=1.0, stddev=2.0, dtype=gt.float64, seed=11)]
+        want = [
+            gt.random.normal((3, 4), seed=11),
+            gt.random.uniform((5,), seed=11),
+            gt.random.uniform((6,), minval=-3, maxval=9, dtype=gt.int32, seed=11),
+            gt.random.truncated_normal((7,), mean=1.0, stddev=2.0, dtype=gt.float64, seed=11),
+        ]
     for g, w in zip(got, want):
         assert g.backend == backend.split(":")[0]
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -419,8 +448,9 @@ def test_numbers_come_from_pcg64(backend):
     np.testing.assert_array_equal(got.numpy(), want)
     f32 = gt.random.normal((2, 3), seed=5)
     assert f32.dtype == gt.float32
-    np.testing.assert_array_equal(f32.numpy(), np.random.Generator(np.random.PCG64(5)).standard_normal((2, 3))
-                                  .astype(np.float32))
+    np.testing.assert_array_equal(
+        f32.numpy(), np.random.Generator(np.random.PCG64(5)).standard_normal((2, 3)).astype(np.float32)
+    )
 
 
 def test_global_seed_restarts_the_sequence(backend):
@@ -430,7 +460,7 @@ def test_global_seed_restarts_the_sequence(backend):
     b1, b2 = gt.random.normal((4,)), gt.random.uniform((4,))
     np.testing.assert_array_equal(a1.numpy(), b1.numpy())
     np.testing.assert_array_equal(a2.numpy(), b2.numpy())
-    assert not np.array_equal(gt.random.normal((4,)).numpy(), a1.numpy())   # the sequence advances
+    assert not np.array_equal(gt.random.normal((4,)).numpy(), a1.numpy())  # the sequence advances
     # with a global seed, an op seed depends on both
     c = gt.random.normal((4,), seed=1).numpy()
     gt.random.set_seed(124)
@@ -463,7 +493,7 @@ def test_random_tensors_are_not_recorded(backend):
     v = gt.Variable([0.5, 0.5])
     with gt.GradientTape() as t:
         t.watch(x)
-        with pytest.warns(gt.GradientLeakWarning, match="Tensor.numpy"):    # read on the host: said so
+        with pytest.warns(gt.GradientLeakWarning, match="Tensor.numpy"):  # read on the host: said so
             mean = v.numpy()
         r = gt.random.normal((2,), mean=mean, seed=1)
         y = x * r
@@ -476,7 +506,7 @@ def test_generator(backend):
     g1, g2 = gt.random.Generator.from_seed(7), gt.random.Generator.from_seed(7)
     a = g1.normal((3,))
     np.testing.assert_array_equal(a.numpy(), g2.normal((3,)).numpy())
-    assert not np.array_equal(g1.normal((3,)).numpy(), a.numpy())          # stateful
+    assert not np.array_equal(g1.normal((3,)).numpy(), a.numpy())  # stateful
     g1.reset_from_seed(7)
     np.testing.assert_array_equal(g1.normal((3,)).numpy(), a.numpy())
     assert g1.uniform((2,), maxval=4, dtype=gt.int32).dtype == gt.int32

@@ -1,4 +1,5 @@
 """Packaging: the wheel builds, installs and imports on its own; `import gradtape` stays lazy."""
+
 from __future__ import annotations
 
 import os
@@ -14,12 +15,20 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_wheel_builds_installs_and_imports(tmp_path):
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(wheels)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (wheel,) = wheels.glob("gradtape-*.whl")
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
-                    str(wheel)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     code = (
         "import gradtape as gt, gradtape.backends, gradtape.conformance, sys;"
         f"assert gt.__file__.startswith({str(site)!r}), gt.__file__;"
@@ -38,12 +47,14 @@ def test_wheel_builds_installs_and_imports(tmp_path):
 
 
 def test_import_is_lazy():
-    code = ("import sys, gradtape as gt\n"
-            "x = gt.Variable([1.0, 2.0])\n"
-            "with gt.GradientTape() as t:\n    y = gt.sum(gt.sin(x))\n"
-            "t.gradient(y, x)\n"
-            "bad = [m for m in ('torch', 'jax', 'array_api_strict') if m in sys.modules]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys, gradtape as gt\n"
+        "x = gt.Variable([1.0, 2.0])\n"
+        "with gt.GradientTape() as t:\n    y = gt.sum(gt.sin(x))\n"
+        "t.gradient(y, x)\n"
+        "bad = [m for m in ('torch', 'jax', 'array_api_strict') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "GRADTAPE_BACKEND"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr

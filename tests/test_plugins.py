@@ -1,5 +1,6 @@
 """Backends are plugins (API.md §1): a third-party package registers one in the entry-point group
 ``gradtape.backends`` and gradtape uses it without any change to gradtape."""
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,7 @@ def _install_plugin(root):
 
 def test_an_installed_plugin_is_found_and_differentiates(tmp_path):
     _install_plugin(tmp_path)
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import sys
         import numpy as np
         import gradtape as gt
@@ -81,12 +82,13 @@ def test_an_installed_plugin_is_found_and_differentiates(tmp_path):
         else:
             raise AssertionError("mixing a plugin's tensors with numpy's must fail")
         print("ok")
-    ''')
+    """)
     env = dict(os.environ)
     env.pop("GRADTAPE_BACKEND", None)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip() == "ok"
 
@@ -95,8 +97,14 @@ def test_a_plugin_is_selected_by_gradtape_backend(tmp_path):
     _install_plugin(tmp_path)
     env = dict(os.environ, GRADTAPE_BACKEND="myplug")
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    proc = subprocess.run([sys.executable, "-c", "import gradtape as gt; print(gt.constant([1.0]).backend)"],
-                          check=False, capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import gradtape as gt; print(gt.constant([1.0]).backend)"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "myplug"
 

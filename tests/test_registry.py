@@ -1,5 +1,6 @@
 """The gradient registry (API.md §4): RegisterGradient, NotDifferentiable, register_op,
 custom_gradient, stop_gradient, the LookupError, the complex convention, un-broadcasting."""
+
 from __future__ import annotations
 
 import itertools
@@ -33,7 +34,7 @@ def test_register_op_forward_and_rule_on_every_backend(backend):
             y = f(x)
         g = t1.gradient(y, x)
     close(g, [3.0, 12.0])
-    close(t2.gradient(g, x), [6.0, 12.0])          # the rule is made of gradtape ops: 2nd order
+    close(t2.gradient(g, x), [6.0, 12.0])  # the rule is made of gradtape ops: 2nd order
     assert f(x).backend == backend.split(":")[0]
 
 
@@ -83,9 +84,11 @@ def test_register_gradient_overrides_builtin_and_restores():
     op = registry.get_op("sin")
     old = op.grad
     try:
+
         @gt.RegisterGradient("sin")
         def _fake(op, g):
             return g * 0.0 + 42.0
+
         x = gt.Variable(1.0)
         with gt.GradientTape() as t:
             y = gt.sin(x)
@@ -116,7 +119,9 @@ def test_builtin_non_differentiable_ops(backend):
     x = gt.Variable([2.7, -1.2])
     with gt.GradientTape(persistent=True) as t:
         outs = {
-            "round": gt.round(x), "floor": gt.floor(x), "ceil": gt.ceil(x),
+            "round": gt.round(x),
+            "floor": gt.floor(x),
+            "ceil": gt.ceil(x),
             "floor_divide": gt.floor_divide(x, 2.0),
             "greater": gt.astype(gt.greater(x, 0.0), gt.float32),
             "cast_int": gt.astype(gt.astype(x, gt.int32), gt.float32),
@@ -124,7 +129,7 @@ def test_builtin_non_differentiable_ops(backend):
         sign = gt.sign(x)
     for name, y in outs.items():
         assert t.gradient(y, x) is None, name
-    close(t.gradient(sign, x), [0.0, 0.0])           # TF defines sign's gradient as zeros
+    close(t.gradient(sign, x), [0.0, 0.0])  # TF defines sign's gradient as zeros
     for op in ("round", "floor", "ceil", "floor_divide", "argmax", "greater", "equal", "nonzero", "trunc"):
         assert registry.get_op(op).differentiable is False, op
 
@@ -149,6 +154,7 @@ def test_custom_gradient_log1pexp(backend):
 
         def grad(upstream):
             return upstream * (1 - 1 / (1 + e))
+
         return gt.log(1 + e), grad
 
     x = gt.constant(100.0, dtype=gt.float64)
@@ -163,6 +169,7 @@ def test_custom_gradient_clips_gradient_and_second_order(backend):
     def clip_grad_square(x):
         def grad(dy):
             return gt.clip(dy * 2.0 * x, -1.0, 1.0)
+
         return x * x, grad
 
     x = gt.constant([0.1, 3.0])
@@ -170,11 +177,12 @@ def test_custom_gradient_clips_gradient_and_second_order(backend):
         t.watch(x)
         y = clip_grad_square(x)
     close(t.gradient(y, x), [0.2, 1.0])
-    close(clip_grad_square(x), [0.01, 9.0])          # no tape: just the value
+    close(clip_grad_square(x), [0.01, 9.0])  # no tape: just the value
 
     @gt.custom_gradient
     def sq(x):
         return x * x, lambda dy: dy * 2.0 * x
+
     x = gt.constant(3.0)
     with gt.GradientTape() as t2:
         t2.watch(x)
@@ -194,6 +202,7 @@ def test_custom_gradient_with_variables(backend):
         def grad(dy, variables=None):
             assert [w.name for w in variables] == [v.name]
             return dy * v, [dy * x * 100.0]
+
         return x * v, grad
 
     x = gt.constant(3.0)
@@ -225,6 +234,7 @@ def test_custom_gradient_multiple_inputs_and_outputs(backend):
     def f(a, b):
         def grad(da, db):
             return da * 2.0 + db, db * 3.0
+
         return [a * 2.0, a + b * 3.0], grad
 
     a = gt.constant(1.0)
@@ -267,7 +277,7 @@ def test_real_source_of_complex_computation_gets_real_gradient(backend):
     with gt.GradientTape() as t:
         t.watch(x)
         z = gt.astype(x, gt.complex128) * (1.0 + 1.0j)
-        loss = gt.real(z * gt.conj(z))              # = 2 x^2
+        loss = gt.real(z * gt.conj(z))  # = 2 x^2
     g = t.gradient(loss, x)
     assert g.dtype == gt.float64
     close(g, 8.0)
@@ -293,7 +303,7 @@ def test_subgradient_conventions(backend):
         m = gt.max(x)
         mx = gt.maximum(x, gt.constant([0.0, 1.0, 2.0, -1.0]))
         c = gt.clip(x, -1.0, 1.0)
-    close(t.gradient(a, x), [0.0, 1.0, 1.0, -1.0])      # abs'(0) = 0
-    close(t.gradient(m, x), [0.0, 0.5, 0.5, 0.0])       # ties split evenly
-    close(t.gradient(mx, x), [1.0, 1.0, 0.0, 1.0])      # ties go to the first argument
-    close(t.gradient(c, x), [1.0, 1.0, 1.0, 1.0])       # clip passes at its bounds
+    close(t.gradient(a, x), [0.0, 1.0, 1.0, -1.0])  # abs'(0) = 0
+    close(t.gradient(m, x), [0.0, 0.5, 0.5, 0.0])  # ties split evenly
+    close(t.gradient(mx, x), [1.0, 1.0, 0.0, 1.0])  # ties go to the first argument
+    close(t.gradient(c, x), [1.0, 1.0, 1.0, 1.0])  # clip passes at its bounds

@@ -7,6 +7,7 @@
 * A rule declared ``batched`` takes a leading batch axis on its cotangents: the batched walk equals
   one walk per cotangent.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -22,8 +23,13 @@ from gradtape.domains import op_cases
 
 # gradtape's own ops (tests register ops of chapter "user", some with TensorFlow-style rules)
 OWN_OPS = [op for op in registry.ops() if op.chapter != "user"]
-RULE_OPS = sorted(op.name for op in OWN_OPS if op.differentiable and op.grad is not None
-                  and op.convention != "a composite: differentiated through the ops it calls")
+RULE_OPS = sorted(
+    op.name
+    for op in OWN_OPS
+    if op.differentiable
+    and op.grad is not None
+    and op.convention != "a composite: differentiated through the ops it calls"
+)
 
 
 def _setup(op, case, rng):
@@ -72,6 +78,7 @@ def _grads(srcs, call, outer):
 class _CountingTensorOp(_engine.TensorOp):
     """The engine's Tensor view of a node, counted: a native walk makes none for a rule of the
     ``rule(xp, op, *grads)`` form."""
+
     __slots__ = ()
     made = []
 
@@ -83,8 +90,10 @@ class _CountingTensorOp(_engine.TensorOp):
 
 def test_every_rule_takes_the_namespace():
     old_form = [op.name for op in OWN_OPS if op.grad is not None and not op.xp_rule]
-    assert not old_form, ("rules still in the Tensor-only form rule(op, *grads); write them as "
-                          f"rule(xp, op, *grads) (see gradtape/ops/__init__.py): {old_form}")
+    assert not old_form, (
+        "rules still in the Tensor-only form rule(op, *grads); write them as "
+        f"rule(xp, op, *grads) (see gradtape/ops/__init__.py): {old_form}"
+    )
 
 
 @pytest.mark.parametrize("name", RULE_OPS)
@@ -103,13 +112,14 @@ def test_both_namespaces_agree(name, backend, monkeypatch):
                 _CountingTensorOp.made.clear()
                 native = _grads(srcs, call, outer=False)
                 made = list(_CountingTensorOp.made)
-            except ValueError:          # inputs the op refuses on this backend (a singular matrix)
+            except ValueError:  # inputs the op refuses on this backend (a singular matrix)
                 continue
             finally:
                 monkeypatch.undo()
             tensor = _grads(srcs, call, outer=True)
         real = not any(t.dtype.is_complex for t in srcs) and not any(
-            t.dtype.is_complex for t in testing.flat_outputs(call()))
+            t.dtype.is_complex for t in testing.flat_outputs(call())
+        )
         if native is None:
             continue
         checked += 1
@@ -128,8 +138,9 @@ class _Unsaved:
     """What the stub holds where its op saves nothing: any use names the op and the value."""
 
     def __init__(self, op, what):
-        object.__setattr__(self, "_msg", f"the rule of {op!r} read {what}, which the op does not save "
-                                         "(declare it in saves=)")
+        object.__setattr__(
+            self, "_msg", f"the rule of {op!r} read {what}, which the op does not save (declare it in saves=)"
+        )
 
     def _fail(self, *a, **k):
         raise AssertionError(self._msg)
@@ -165,9 +176,12 @@ def test_a_rule_reads_only_what_its_op_saves(name, backend):
             continue
         n = nodes[-1]
         stub = n._replace(
-            inputs=tuple(_Unsaved(name, f"op.inputs[{k}]") if v is None or isinstance(v, _engine._Meta) else v
-                         for k, v in enumerate(n.inputs)),
-            outputs=tuple(_Unsaved(name, f"op.outputs[{k}]") if v is None else v for k, v in enumerate(n.outputs)))
+            inputs=tuple(
+                _Unsaved(name, f"op.inputs[{k}]") if v is None or isinstance(v, _engine._Meta) else v
+                for k, v in enumerate(n.inputs)
+            ),
+            outputs=tuple(_Unsaved(name, f"op.outputs[{k}]") if v is None else v for k, v in enumerate(n.outputs)),
+        )
         xp = native_namespace(n.backend)
         gs = [xp.ones_like(t.native) for t in ys]
         if len(gs) != len(n.out_ids) or any(g.dtype not in _engine._real_natives(n.backend) for g in gs):
@@ -201,9 +215,9 @@ def test_a_batched_rule_takes_a_leading_batch_axis(name, backend):
                 except ValueError:
                     continue
             if isinstance(y, (tuple, list)):
-                continue                # batched walks take one target
+                continue  # batched walks take one target
             if not y.dtype.is_floating:
-                continue                # a complex cotangent: the rule runs on Tensors, unbatched
+                continue  # a complex cotangent: the rule runs on Tensors, unbatched
             xp = y._b.xp
             cots = np.stack([rng.standard_normal(tuple(y.shape)) for _ in range(2)])
             batch = gt.asarray(cots, dtype=y.dtype).native
@@ -212,11 +226,12 @@ def test_a_batched_rule_takes_a_leading_batch_axis(name, backend):
                 batched = _engine.backward(rec, [y], None, srcs, _engine.UnconnectedGradients.NONE, batch=batch)
             except _engine.NotBatchable:
                 if any(a.dtype.is_complex for a in srcs):
-                    continue            # complex gradients on the way: rules on Tensors, one walk a row
+                    continue  # complex gradients on the way: rules on Tensors, one walk a row
                 raise
             for b in range(2):
-                single = _engine.backward(rec, [y], [gt.asarray(cots[b], dtype=y.dtype)], srcs,
-                                          _engine.UnconnectedGradients.NONE)
+                single = _engine.backward(
+                    rec, [y], [gt.asarray(cots[b], dtype=y.dtype)], srcs, _engine.UnconnectedGradients.NONE
+                )
                 for gb, gs, s in zip(batched, single, srcs):
                     if gs is None:
                         continue

@@ -1,6 +1,7 @@
 """Sorting, set and utility functions (issue 5): what the generated tests of test_gradients.py do not
 see -- signatures, stability of descending sorts, ties, NaN in unique, data-dependent shapes,
 ``diff``'s gradient in ``prepend`` / ``append``, error messages."""
+
 from __future__ import annotations
 
 import inspect
@@ -32,8 +33,13 @@ def test_signature_is_the_standards_and_the_function_is_an_op(name):
     assert str(inspect.signature(f)) == _SIGNATURES[name]
     op = registry.get_op(name)
     assert op.public is f
-    assert op.chapter == {"sort": "sorting", "argsort": "sorting", "all": "utility", "any": "utility",
-                          "diff": "utility"}.get(name, "sets")
+    assert op.chapter == {
+        "sort": "sorting",
+        "argsort": "sorting",
+        "all": "utility",
+        "any": "utility",
+        "diff": "utility",
+    }.get(name, "sets")
     assert op.differentiable is (name in ("sort", "diff"))
 
 
@@ -107,8 +113,8 @@ def test_unique_with_nan_and_signed_zeros(backend):
     assert type(r).__name__ == "UniqueAllResult"
     assert r._fields == ("values", "indices", "inverse_indices", "counts")
     v = r.values.numpy()
-    assert v.shape == (3,) and v[0] == 0.0 and np.isnan(v[1:]).all()      # each NaN distinct
-    assert r.counts.numpy().tolist() == [2, 1, 1]                         # signed zeros together
+    assert v.shape == (3,) and v[0] == 0.0 and np.isnan(v[1:]).all()  # each NaN distinct
+    assert r.counts.numpy().tolist() == [2, 1, 1]  # signed zeros together
     assert r.indices.numpy()[0] == 1 and sorted(r.indices.numpy()[1:].tolist()) == [0, 3]
     assert r.inverse_indices.numpy()[1:3].tolist() == [0, 0]
     assert sorted(r.inverse_indices.numpy()[[0, 3]].tolist()) == [1, 2]
@@ -125,14 +131,15 @@ def test_unique_of_a_matrix(backend):
     x = gt.asarray(np.array([[3, 1, 3, 0, 1], [0, 1, 3, 7, 7]]))
     r = gt.unique_all(x)
     assert r.values.numpy().tolist() == [0, 1, 3, 7]
-    assert r.indices.numpy().tolist() == [3, 1, 0, 8]                  # first occurrences, flattened
+    assert r.indices.numpy().tolist() == [3, 1, 0, 8]  # first occurrences, flattened
     assert r.counts.numpy().tolist() == [2, 3, 3, 2]
-    assert r.inverse_indices.shape == (2, 5)                            # shaped like x (2024.12)
+    assert r.inverse_indices.shape == (2, 5)  # shaped like x (2024.12)
     assert r.inverse_indices.numpy().tolist() == [[2, 1, 2, 0, 1], [0, 1, 2, 3, 3]]
     i = gt.unique_inverse(x)
     assert i._fields == ("values", "inverse_indices") and i.inverse_indices.shape == (2, 5)
-    np.testing.assert_array_equal(gt.take(i.values, gt.reshape(i.inverse_indices, (-1,))).numpy(),
-                                  x.numpy().reshape(-1))
+    np.testing.assert_array_equal(
+        gt.take(i.values, gt.reshape(i.inverse_indices, (-1,))).numpy(), x.numpy().reshape(-1)
+    )
     assert gt.unique_counts(x).counts.numpy().tolist() == [2, 3, 3, 2]
     assert gt.unique_values(x).numpy().tolist() == [0, 1, 3, 7]
 
@@ -143,6 +150,7 @@ def test_unique_all_fallback_matches_numpy():
     import array_api_compat.numpy as npx
 
     from gradtape.ops.sets import _unique_all_sorted
+
     x = np.array([[1.0, np.nan, -0.0, 3.0], [0.0, 1.0, np.nan, 1.0]])
     for a in (x, np.nan_to_num(x).astype(np.uint16), x + 1j * x[::-1], np.zeros((0, 2))):
         got = _unique_all_sorted(npx, a)
@@ -165,7 +173,7 @@ def test_all_and_any(backend):
     x = gt.asarray(np.array([[0.0, np.nan, 1.0], [np.inf, -2.0, 0.5]]))
     assert bool(gt.all(x)) is False and bool(gt.any(x)) is True
     assert gt.all(x).shape == () and gt.all(x).dtype == gt.bool
-    assert gt.all(x, axis=0).numpy().tolist() == [False, True, True]            # NaN and inf are true
+    assert gt.all(x, axis=0).numpy().tolist() == [False, True, True]  # NaN and inf are true
     assert gt.any(x == 0.0, axis=-1).numpy().tolist() == [True, False]
     assert gt.all(x, axis=(0, 1), keepdims=True).shape == (1, 1)
     assert gt.any(x, axis=1, keepdims=True).shape == (2, 1)
@@ -185,11 +193,12 @@ def test_diff_values_match_numpy(backend):
     x = gt.asarray(a)
     np.testing.assert_allclose(gt.diff(x).numpy(), np.diff(a))
     np.testing.assert_allclose(gt.diff(x, axis=0).numpy(), np.diff(a, axis=0))
-    np.testing.assert_allclose(gt.diff(x, n=2, prepend=gt.asarray(p), append=gt.asarray(q)).numpy(),
-                               np.diff(a, n=2, prepend=p, append=q))
+    np.testing.assert_allclose(
+        gt.diff(x, n=2, prepend=gt.asarray(p), append=gt.asarray(q)).numpy(), np.diff(a, n=2, prepend=p, append=q)
+    )
     np.testing.assert_allclose(gt.diff(x, n=0).numpy(), a)
-    assert gt.diff(x, n=4).shape == (2, 0)                                     # n > M + N1 + N2: empty
-    np.testing.assert_allclose(gt.diff(x, prepend=0.0).numpy(), np.diff(a, prepend=0.0))   # 0-d: broadcast
+    assert gt.diff(x, n=4).shape == (2, 0)  # n > M + N1 + N2: empty
+    np.testing.assert_allclose(gt.diff(x, prepend=0.0).numpy(), np.diff(a, prepend=0.0))  # 0-d: broadcast
     i = gt.asarray([1, 4, 9, 16])
     assert gt.diff(i, n=2).numpy().tolist() == [2, 2] and gt.diff(i).dtype == gt.int64
 
@@ -197,6 +206,7 @@ def test_diff_values_match_numpy(backend):
 def test_diff_gradient_in_x_prepend_and_append(backend):
     """diff is linear: gradients vs finite differences, first order, in all three arguments."""
     from gradtape.testing import numeric_gradient
+
     rng = np.random.default_rng(1)
     a, p, q = rng.standard_normal((2, 3)), rng.standard_normal((2, 2)), rng.standard_normal((2, 1))
     n = 2
@@ -206,8 +216,7 @@ def test_diff_gradient_in_x_prepend_and_append(backend):
         tape.watch(xs)
         loss = gt.sum(gt.diff(xs[0], n=n, prepend=xs[1], append=xs[2]) * gt.asarray(w))
     got = tape.gradient(loss, xs)
-    want = numeric_gradient(lambda a_, p_, q_: float(np.sum(np.diff(a_, n=n, prepend=p_, append=q_) * w)),
-                            [a, p, q])
+    want = numeric_gradient(lambda a_, p_, q_: float(np.sum(np.diff(a_, n=n, prepend=p_, append=q_) * w)), [a, p, q])
     for g, e in zip(got, want):
         np.testing.assert_allclose(g.numpy(), e, rtol=1e-6, atol=1e-8)
     # along axis 0, append only
@@ -215,7 +224,7 @@ def test_diff_gradient_in_x_prepend_and_append(backend):
         tape.watch(xs[0])
         loss = gt.sum(gt.diff(xs[0], axis=0, append=gt.ones((1, 3), dtype=gt.float64)) ** 2)
     g = tape.gradient(loss, xs[0])
-    e, = numeric_gradient(lambda a_: float(np.sum(np.diff(a_, axis=0, append=np.ones((1, 3))) ** 2)), [a])
+    (e,) = numeric_gradient(lambda a_: float(np.sum(np.diff(a_, axis=0, append=np.ones((1, 3))) ** 2)), [a])
     np.testing.assert_allclose(g.numpy(), e, rtol=1e-6, atol=1e-8)
 
 
@@ -238,12 +247,14 @@ def test_diff_second_order(backend):
         d = np.diff(np.concatenate([p_, a_]), n=2)
         m = len(p_) + len(a_)
         full = np.zeros(m)
-        for i in range(len(d)):        # d_i = z_{i+2} - 2 z_{i+1} + z_i
+        for i in range(len(d)):  # d_i = z_{i+2} - 2 z_{i+1} + z_i
             full[i] += 2 * d[i]
             full[i + 1] -= 4 * d[i]
             full[i + 2] += 2 * d[i]
-        return full[len(p_):]
+        return full[len(p_) :]
+
     from gradtape.testing import numeric_gradient
+
     ex, ep = numeric_gradient(lambda a_, p_: float(np.sum(grad_x(a_, p_) * u)), [a, p])
     np.testing.assert_allclose(gx.numpy(), grad_x(a, p), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(hx.numpy(), ex, rtol=1e-6, atol=1e-7)

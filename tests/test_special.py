@@ -2,6 +2,7 @@
 the edges, forward mode, SciPy's array-API dispatch (``SCIPY_ARRAY_API=1``, in a subprocess) and
 xarray's ``skipna`` reductions on gradtape tensors.  Gradients against finite differences, to second
 order, come from the ops' domains (tests/test_gradients.py); here only what those do not sample."""
+
 from __future__ import annotations
 
 import os
@@ -17,19 +18,41 @@ import scipy.special as sc
 import gradtape as gt
 
 S = gt.special
-_X = np.array([-1.7, -0.4, 0.3, 1.1, 2.6])          # one shape for everything (JAX compiles per shape)
+_X = np.array([-1.7, -0.4, 0.3, 1.1, 2.6])  # one shape for everything (JAX compiles per shape)
 _P = np.array([0.05, 0.3, 0.5, 0.8, 0.97])
 _POS = np.array([0.2, 0.7, 1.5, 2.5, 4.0])
-_NEG = np.array([-2.5, -1.5, -0.5, 0.5, 3.5])       # off the poles of gamma
+_NEG = np.array([-2.5, -1.5, -0.5, 0.5, 3.5])  # off the poles of gamma
 
 UNARY = {
-    "erf": _X, "erfc": _X, "erfinv": 2 * _P - 1, "erfcinv": 2 * _P, "expit": _X, "logit": _P,
-    "ndtr": _X, "ndtri": _P, "log_ndtr": np.array([-40.0, -5.0, 0.3, 1.1, 8.0]), "entr": _P,
-    "gammaln": _NEG, "psi": _NEG, "digamma": _NEG, "gamma": _NEG, "i0": _X, "i0e": _X, "i1": _X,
-    "i1e": _X, "sinc": np.array([-1.5, -0.4, 0.0, 1.1, 2.6]), "exp2": _X, "exp10": _X, "cosm1": _X,
+    "erf": _X,
+    "erfc": _X,
+    "erfinv": 2 * _P - 1,
+    "erfcinv": 2 * _P,
+    "expit": _X,
+    "logit": _P,
+    "ndtr": _X,
+    "ndtri": _P,
+    "log_ndtr": np.array([-40.0, -5.0, 0.3, 1.1, 8.0]),
+    "entr": _P,
+    "gammaln": _NEG,
+    "psi": _NEG,
+    "digamma": _NEG,
+    "gamma": _NEG,
+    "i0": _X,
+    "i0e": _X,
+    "i1": _X,
+    "i1e": _X,
+    "sinc": np.array([-1.5, -0.4, 0.0, 1.1, 2.6]),
+    "exp2": _X,
+    "exp10": _X,
+    "cosm1": _X,
 }
-BINARY = {"xlogy": (np.array([0.0, -0.4, 0.3, 1.1, 2.0]), _POS), "xlog1py": (_X, _P - 0.5),
-          "rel_entr": (np.array([0.0, 0.2, 0.3, 1.1, 2.0]), _POS), "betaln": (_POS, _POS[::-1])}
+BINARY = {
+    "xlogy": (np.array([0.0, -0.4, 0.3, 1.1, 2.0]), _POS),
+    "xlog1py": (_X, _P - 0.5),
+    "rel_entr": (np.array([0.0, 0.2, 0.3, 1.1, 2.0]), _POS),
+    "betaln": (_POS, _POS[::-1]),
+}
 
 
 def _t(a):
@@ -50,8 +73,7 @@ def test_unary_values_match_scipy(backend, name):
 @pytest.mark.parametrize("name", sorted(BINARY))
 def test_binary_values_match_scipy(backend, name):
     a, b = BINARY[name]
-    np.testing.assert_allclose(getattr(S, name)(_t(a), _t(b)).numpy(), getattr(sc, name)(a, b),
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(getattr(S, name)(_t(a), _t(b)).numpy(), getattr(sc, name)(a, b), rtol=1e-12, atol=1e-14)
 
 
 def test_polygamma_softmax_logsumexp_match_scipy(backend):
@@ -63,10 +85,8 @@ def test_polygamma_softmax_logsumexp_match_scipy(backend):
     m = np.arange(6.0).reshape(2, 3) / 3
     for axis in (None, 0, 1, (0, 1)):
         np.testing.assert_allclose(S.softmax(_t(m), axis=axis).numpy(), sc.softmax(m, axis=axis), rtol=1e-12)
-        np.testing.assert_allclose(S.log_softmax(_t(m), axis=axis).numpy(), sc.log_softmax(m, axis=axis),
-                                   rtol=1e-12)
-        np.testing.assert_allclose(S.logsumexp(_t(m), axis=axis).numpy(), sc.logsumexp(m, axis=axis),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(S.log_softmax(_t(m), axis=axis).numpy(), sc.log_softmax(m, axis=axis), rtol=1e-12)
+        np.testing.assert_allclose(S.logsumexp(_t(m), axis=axis).numpy(), sc.logsumexp(m, axis=axis), rtol=1e-12)
     b = np.array([[1.0, -0.5, 2.0], [0.0, 1.0, -3.0]])
     got, sgn = S.logsumexp(_t(m), axis=1, b=_t(b), return_sign=True, keepdims=True)
     want, wsgn = sc.logsumexp(m, axis=1, b=b, return_sign=True, keepdims=True)
@@ -135,10 +155,10 @@ def test_higher_order_and_forward_mode_through_multiply_no_nan(backend):
 
 def test_log_ndtr_gradient_is_accurate_far_left(backend):
     x = np.array([-1e6, -1e3, -120.0, -30.0, -2.0])
-    g, = _grad(S.log_ndtr, x)
+    (g,) = _grad(S.log_ndtr, x)
     # phi(x) / ndtr(x) = -x / (1 - 1/x^2 + 3/x^4 - ...), and at moderate x directly
-    r = 1 / x ** 2
-    want = -x / (1 - r + 3 * r ** 2 - 15 * r ** 3 + 105 * r ** 4)
+    r = 1 / x**2
+    want = -x / (1 - r + 3 * r**2 - 15 * r**3 + 105 * r**4)
     want[-1] = np.exp(-2.0 - sc.log_ndtr(-2.0)) / np.sqrt(2 * np.pi)
     np.testing.assert_allclose(g, want, rtol=1e-9)
 
@@ -194,9 +214,20 @@ def test_scipy_special_dispatches_to_gt_special():
 _M = np.array([[1.0, np.nan, 3.0, 3.0], [np.nan, np.nan, np.nan, np.nan], [-2.0, 0.5, np.nan, 4.0]])
 
 
-@pytest.mark.parametrize("name,kw", [("nansum", {}), ("nanprod", {}), ("nanmean", {}), ("nanvar", {}),
-                                     ("nanstd", {"ddof": 1}), ("nanmax", {}), ("nanmin", {}),
-                                     ("nancumsum", {}), ("nancumprod", {})])
+@pytest.mark.parametrize(
+    "name,kw",
+    [
+        ("nansum", {}),
+        ("nanprod", {}),
+        ("nanmean", {}),
+        ("nanvar", {}),
+        ("nanstd", {"ddof": 1}),
+        ("nanmax", {}),
+        ("nanmin", {}),
+        ("nancumsum", {}),
+        ("nancumprod", {}),
+    ],
+)
 def test_nan_functions_match_numpy_with_all_nan_slices(backend, name, kw):
     x = _t(_M)
     with warnings.catch_warnings():
@@ -205,24 +236,27 @@ def test_nan_functions_match_numpy_with_all_nan_slices(backend, name, kw):
             want = getattr(np, name)(_M, axis=axis, **kw)
             got = getattr(gt, name)(x, axis=axis, **kw)
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, equal_nan=True)
-            w = np.array([1.0, 0.0, 1.0])[:, None]        # a zero cotangent for the all-NaN row
-            g, = _grad(lambda t, axis=axis: getattr(gt, name)(t, axis=axis, **kw),
-                       _M, cotangent=1.0 if axis is None else w if name.startswith("nancum") else w[:, 0])
+            w = np.array([1.0, 0.0, 1.0])[:, None]  # a zero cotangent for the all-NaN row
+            (g,) = _grad(
+                lambda t, axis=axis: getattr(gt, name)(t, axis=axis, **kw),
+                _M,
+                cotangent=1.0 if axis is None else w if name.startswith("nancum") else w[:, 0],
+            )
             assert np.isfinite(g).all(), g
             np.testing.assert_array_equal(g[np.isnan(_M)], 0.0)
 
 
 def test_nan_function_gradients(backend):
-    g, = _grad(lambda t: gt.nanmax(t, axis=1), _M)       # ties split evenly, as gt.max
+    (g,) = _grad(lambda t: gt.nanmax(t, axis=1), _M)  # ties split evenly, as gt.max
     np.testing.assert_array_equal(g, [[0, 0, 0.5, 0.5], [0, 0, 0, 0], [0, 0, 0, 1]])
-    g, = _grad(lambda t: gt.nanmean(t, axis=1), _M)
+    (g,) = _grad(lambda t: gt.nanmean(t, axis=1), _M)
     np.testing.assert_allclose(g, [[1 / 3, 0, 1 / 3, 1 / 3], [0, 0, 0, 0], [1 / 3, 1 / 3, 0, 1 / 3]])
-    g, = _grad(lambda t: gt.nanprod(t, axis=1), _M)
+    (g,) = _grad(lambda t: gt.nanprod(t, axis=1), _M)
     np.testing.assert_allclose(g, [[9, 0, 3, 3], [0, 0, 0, 0], [2, -8, 0, -1]])
-    g, = _grad(lambda t: gt.nanvar(t, axis=1, ddof=1), _M)
+    (g,) = _grad(lambda t: gt.nanvar(t, axis=1, ddof=1), _M)
     c = np.array([1.0, 3.0, 3.0]) - 7 / 3
     np.testing.assert_allclose(g[0], [c[0], 0, c[1], c[2]], rtol=1e-12)  # 2 c / (n - 1), n = 3
-    g, = _grad(lambda t: gt.nancumsum(t), _M)                             # axis=None: flattened
+    (g,) = _grad(lambda t: gt.nancumsum(t), _M)  # axis=None: flattened
     np.testing.assert_array_equal(g, np.where(np.isnan(_M), 0, np.arange(12, 0, -1).reshape(3, 4)))
 
 
@@ -259,4 +293,4 @@ def test_xarray_skipna_reductions_are_differentiable(backend):
     g = tape.gradient(loss, x).numpy()
     assert np.isfinite(g).all()
     np.testing.assert_array_equal(g[np.isnan(_M)], 0.0)
-    assert g[2, 3] > 1.0                  # the maximum's gradient reaches it
+    assert g[2, 3] > 1.0  # the maximum's gradient reaches it

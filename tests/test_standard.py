@@ -1,6 +1,7 @@
 """Semantics of the Array API standard that the generated per-op tests do not sample: exact
 gradients at special points, special cases, signatures (the standard's own test suite,
 data-apis/array-api-tests, is run separately: see docs/conformance.md)."""
+
 from __future__ import annotations
 
 import ast
@@ -15,8 +16,8 @@ import gradtape as gt
 def _torch_grads(x, g, f, include_initial=False):
     torch = pytest.importorskip("torch")
     xt = torch.tensor(x, requires_grad=True)
-    d, = torch.autograd.grad((f(torch, xt) * torch.tensor(g)).sum(), xt, create_graph=True)
-    dd, = torch.autograd.grad((d * d).sum(), xt)
+    (d,) = torch.autograd.grad((f(torch, xt) * torch.tensor(g)).sum(), xt, create_graph=True)
+    (dd,) = torch.autograd.grad((d * d).sum(), xt)
     return d.detach().numpy(), dd.numpy()
 
 
@@ -52,8 +53,12 @@ def test_a_tensors_device_names_its_backend_for_array_api_code(backend):
     x = gt.asarray([1.0, 2.0], backend=name)
     assert x.device == gt.asarray([0.0], backend=name).device and isinstance(x.device, str)
     with gt.use_backend(other):
-        for y in (gt.zeros(3, device=x.device), gt.asarray([1.0], device=x.device),
-                  gt.full((2,), 1.0, device=x.device), gt.arange(3, device=x.device)):
+        for y in (
+            gt.zeros(3, device=x.device),
+            gt.asarray([1.0], device=x.device),
+            gt.full((2,), 1.0, device=x.device),
+            gt.arange(3, device=x.device),
+        ):
             assert y.backend == name and y.device == x.device
         assert (x * gt.asarray([2.0, 3.0], device=x.device)).numpy().tolist() == [2.0, 6.0]
 
@@ -79,18 +84,24 @@ def test_special_cases_libraries_get_wrong(backend):
 
 def test_array_api_tests_runner_reads_results_and_marks_known_quirks(tmp_path):
     from gradtape.conformance import array_api_tests as aat
+
     known = aat.known_quirks()
     assert known and all(t.startswith("array_api_tests/test_") and "::" in t and why for t, why in known.items())
     quirk = next(iter(known))
     name = quirk.split("::", 1)[1]
     xml = tmp_path / "junit.xml"
     from xml.sax.saxutils import quoteattr
-    cases = [("test_special_cases", name, "<failure message='x'/>"),
-             ("test_creation_functions", "test_zeros", ""),
-             ("test_inspection_functions.TestInspection", "test_devices", "<failure message='y'/>"),
-             ("test_fft", "test_fft", "<skipped message='z'/>")]
-    body = "".join(f"<testcase classname={quoteattr('array_api_tests.' + c)} name={quoteattr(n)}>{t}</testcase>"
-                   for c, n, t in cases)
+
+    cases = [
+        ("test_special_cases", name, "<failure message='x'/>"),
+        ("test_creation_functions", "test_zeros", ""),
+        ("test_inspection_functions.TestInspection", "test_devices", "<failure message='y'/>"),
+        ("test_fft", "test_fft", "<skipped message='z'/>"),
+    ]
+    body = "".join(
+        f"<testcase classname={quoteattr('array_api_tests.' + c)} name={quoteattr(n)}>{t}</testcase>"
+        for c, n, t in cases
+    )
     xml.write_text(f"<?xml version='1.0' encoding='utf-8'?><testsuites><testsuite>{body}</testsuite></testsuites>")
     passed, failed, skipped = aat.read_junit(xml)
     assert passed == ["array_api_tests/test_creation_functions.py::test_zeros"]
@@ -106,42 +117,54 @@ def test_array_api_tests_runner_reads_results_and_marks_known_quirks(tmp_path):
 # the 2024.12 standard's namespace, chapter by chapter (from the spec's stubs, array_api_stubs/_2024_12)
 _STANDARD_2024_12 = {
     "creation": "arange asarray empty empty_like eye from_dlpack full full_like linspace meshgrid ones ones_like "
-                "tril triu zeros zeros_like",
+    "tril triu zeros zeros_like",
     "data_types": "astype can_cast finfo iinfo isdtype result_type",
     "elementwise": "abs acos acosh add asin asinh atan atan2 atanh bitwise_and bitwise_left_shift bitwise_invert "
-                   "bitwise_or bitwise_right_shift bitwise_xor ceil clip conj copysign cos cosh divide equal exp "
-                   "expm1 floor floor_divide greater greater_equal hypot imag isfinite isinf isnan less less_equal "
-                   "log log1p log2 log10 logaddexp logical_and logical_not logical_or logical_xor maximum minimum "
-                   "multiply negative nextafter not_equal positive pow real reciprocal remainder round sign signbit "
-                   "sin sinh square sqrt subtract tan tanh trunc",
+    "bitwise_or bitwise_right_shift bitwise_xor ceil clip conj copysign cos cosh divide equal exp "
+    "expm1 floor floor_divide greater greater_equal hypot imag isfinite isinf isnan less less_equal "
+    "log log1p log2 log10 logaddexp logical_and logical_not logical_or logical_xor maximum minimum "
+    "multiply negative nextafter not_equal positive pow real reciprocal remainder round sign signbit "
+    "sin sinh square sqrt subtract tan tanh trunc",
     "indexing": "take take_along_axis",
     "linear_algebra": "matmul matrix_transpose tensordot vecdot",
     "manipulation": "broadcast_arrays broadcast_to concat expand_dims flip moveaxis permute_dims repeat reshape roll "
-                    "squeeze stack tile unstack",
+    "squeeze stack tile unstack",
     "searching": "argmax argmin count_nonzero nonzero searchsorted where",
     "sets": "unique_all unique_counts unique_inverse unique_values",
     "sorting": "argsort sort",
     "statistical": "cumulative_sum cumulative_prod max mean min prod std sum var",
     "utility": "all any diff",
     "linalg": "cholesky cross det diagonal eigh eigvalsh inv matmul matrix_norm matrix_power matrix_rank "
-              "matrix_transpose outer pinv qr slogdet solve svd svdvals tensordot trace vecdot vector_norm",
+    "matrix_transpose outer pinv qr slogdet solve svd svdvals tensordot trace vecdot vector_norm",
     "fft": "fft ifft fftn ifftn rfft irfft rfftn irfftn hfft ihfft fftfreq rfftfreq fftshift ifftshift",
 }
 # what 2025.12 adds (the spec's CHANGELOG.md, v2025.12 "Additions")
 _ADDED_2025_12 = {"manipulation": "broadcast_shapes", "sets": "isin", "linalg": "eig eigvals"}
-_STANDARD_2025_12 = {c: " ".join(sorted(set(n.split()) | set(_ADDED_2025_12.get(c, "").split())))
-                     for c, n in _STANDARD_2024_12.items()}
+_STANDARD_2025_12 = {
+    c: " ".join(sorted(set(n.split()) | set(_ADDED_2025_12.get(c, "").split()))) for c, n in _STANDARD_2024_12.items()
+}
 # functions that take no tensor to differentiate (creation from values or shapes, dtype and shape queries)
-_NOT_OPS = set("arange asarray empty empty_like eye from_dlpack full full_like linspace ones ones_like zeros "
-               "zeros_like can_cast finfo iinfo isdtype result_type fftfreq rfftfreq broadcast_shapes".split())
+_NOT_OPS = set(
+    "arange asarray empty empty_like eye from_dlpack full full_like linspace ones ones_like zeros "
+    "zeros_like can_cast finfo iinfo isdtype result_type fftfreq rfftfreq broadcast_shapes".split()
+)
 # the spec's own stubs (data-apis/array-api, as the array-api-tests checkout of docs/conformance.md has them)
 _STUBS = Path("/tmp/aat/array-api/src/array_api_stubs/_2025_12")
-_STUB_FILES = {"creation": "creation_functions", "data_types": "data_type_functions",
-               "elementwise": "elementwise_functions", "indexing": "indexing_functions",
-               "linear_algebra": "linear_algebra_functions", "manipulation": "manipulation_functions",
-               "searching": "searching_functions", "sets": "set_functions", "sorting": "sorting_functions",
-               "statistical": "statistical_functions", "utility": "utility_functions", "linalg": "linalg",
-               "fft": "fft"}
+_STUB_FILES = {
+    "creation": "creation_functions",
+    "data_types": "data_type_functions",
+    "elementwise": "elementwise_functions",
+    "indexing": "indexing_functions",
+    "linear_algebra": "linear_algebra_functions",
+    "manipulation": "manipulation_functions",
+    "searching": "searching_functions",
+    "sets": "set_functions",
+    "sorting": "sorting_functions",
+    "statistical": "statistical_functions",
+    "utility": "utility_functions",
+    "linalg": "linalg",
+    "fft": "fft",
+}
 
 
 def test_the_chapter_lists_are_the_specs_own():
@@ -155,14 +178,14 @@ def test_the_chapter_lists_are_the_specs_own():
 
 def test_the_whole_2025_12_namespace_is_there_and_every_array_function_is_a_checked_op():
     from gradtape import domains, registry
+
     assert gt.__array_api_version__ == "2025.12"
     x = gt.ones(2)
-    for version in (None, "2025.12", "2024.12", "2023.12"):        # code written for 2024.12 keeps working
+    for version in (None, "2025.12", "2024.12", "2023.12"):  # code written for 2024.12 keeps working
         assert x.__array_namespace__(api_version=version) is gt
     for name in ("e", "inf", "nan", "newaxis", "pi", "__array_namespace_info__"):
         assert hasattr(gt, name), name
-    for dt in ("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 complex64 "
-               "complex128").split():
+    for dt in ("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 complex64 complex128").split():
         assert isinstance(getattr(gt, dt), gt.DType), dt
     for chapter, names in _STANDARD_2025_12.items():
         ns = getattr(gt, chapter) if chapter in ("linalg", "fft") else gt
@@ -213,7 +236,7 @@ def test_isin(backend):
     assert got.numpy().tolist() == [[False, True, False], [True, False, True]]
     assert gt.isin(x1, x2, invert=True).numpy().tolist() == [[True, False, True], [False, True, False]]
     assert gt.isin(x1, 5).numpy().tolist() == [[False, False, False], [False, True, False]]
-    s = gt.isin(4, x2)                                       # a scalar x1: a 0-d result
+    s = gt.isin(4, x2)  # a scalar x1: a 0-d result
     assert s.shape == () and bool(s) and not bool(gt.isin(7, x2)) and bool(gt.isin(7, x2, invert=True))
     # mixed integer dtypes promote (torch alone refuses uint16 against int8); an empty x2 holds nothing
     u = gt.asarray([1, 2, 300], dtype=gt.uint16)
@@ -232,13 +255,18 @@ def test_isin_without_a_native_isin_agrees_with_numpy(backend):
     """The sort-and-search fallback (array_api_strict below 2025.12) on this backend's namespace."""
     from gradtape import backends
     from gradtape.ops.sets import _isin_sorted
+
     b = backends.get(backend.split(":")[0])
     rng = np.random.default_rng(1)
-    cases = [(rng.integers(-4, 4, (3, 4)), rng.integers(-4, 4, 5)), (rng.integers(0, 3, 6), np.array([1])),
-             (np.array([0.5, -0.0, np.nan, 2.0]), np.array([np.nan, 0.0, 2.0, 2.0])),
-             (np.array([1 + 1j, 2 + 0j]), np.array([2 + 0j, 3j])), (np.zeros((2, 0)), np.ones(3)),
-             (np.array([0, 7, 300], dtype=np.uint16), np.array([300, 0], dtype=np.uint16)),
-             (np.ones(3), np.zeros(0))]
+    cases = [
+        (rng.integers(-4, 4, (3, 4)), rng.integers(-4, 4, 5)),
+        (rng.integers(0, 3, 6), np.array([1])),
+        (np.array([0.5, -0.0, np.nan, 2.0]), np.array([np.nan, 0.0, 2.0, 2.0])),
+        (np.array([1 + 1j, 2 + 0j]), np.array([2 + 0j, 3j])),
+        (np.zeros((2, 0)), np.ones(3)),
+        (np.array([0, 7, 300], dtype=np.uint16), np.array([300, 0], dtype=np.uint16)),
+        (np.ones(3), np.zeros(0)),
+    ]
     for a1, a2 in cases:
         for invert in (False, True):
             got = _isin_sorted(b.xp, b.asarray(a1), b.asarray(a2), invert)
@@ -247,8 +275,15 @@ def test_isin_without_a_native_isin_agrees_with_numpy(backend):
 
 def test_expand_dims_takes_a_tuple_of_axes(backend):
     x = gt.asarray(np.arange(6.0).reshape(2, 3))
-    for axis, shape in [(0, (1, 2, 3)), (-1, (2, 3, 1)), ((0, 1), (1, 1, 2, 3)), ((0, -1, 2), (1, 2, 1, 3, 1)),
-                        ((-1, -4), (1, 2, 3, 1)), ((3, 1), (2, 1, 3, 1)), ((), (2, 3))]:
+    for axis, shape in [
+        (0, (1, 2, 3)),
+        (-1, (2, 3, 1)),
+        ((0, 1), (1, 1, 2, 3)),
+        ((0, -1, 2), (1, 2, 1, 3, 1)),
+        ((-1, -4), (1, 2, 3, 1)),
+        ((3, 1), (2, 1, 3, 1)),
+        ((), (2, 3)),
+    ]:
         y = gt.expand_dims(x, axis=axis)
         assert y.shape == shape, axis
         np.testing.assert_array_equal(y.numpy().reshape(2, 3), x.numpy())
@@ -278,8 +313,9 @@ def test_permute_dims_takes_negative_axes(backend):
     with gt.GradientTape() as tape:
         y = gt.permute_dims(w, (-1, 0, -2))
         loss = gt.sum(y * gt.asarray(np.arange(24.0).reshape(4, 2, 3)))
-    np.testing.assert_array_equal(tape.gradient(loss, w).numpy(),
-                                  np.transpose(np.arange(24.0).reshape(4, 2, 3), (1, 2, 0)))
+    np.testing.assert_array_equal(
+        tape.gradient(loss, w).numpy(), np.transpose(np.arange(24.0).reshape(4, 2, 3), (1, 2, 0))
+    )
 
 
 def test_searchsorted_takes_a_python_scalar(backend):
@@ -289,9 +325,9 @@ def test_searchsorted_takes_a_python_scalar(backend):
         assert got.shape == () and got.dtype == gt.int64 and int(got) == want, (v, side)
     xi = gt.asarray([1, 3, 5], dtype=gt.int32)
     assert int(gt.searchsorted(xi, 3)) == 1 and int(gt.searchsorted(xi, 3, side="right")) == 2
-    assert int(gt.searchsorted(xi, 3.5)) == 2 and int(gt.searchsorted(xi, 0.5)) == 0   # a float beside ints
+    assert int(gt.searchsorted(xi, 3.5)) == 2 and int(gt.searchsorted(xi, 0.5)) == 0  # a float beside ints
     assert int(gt.searchsorted(gt.asarray([3.0, 1.0, 2.0]), 2.5, sorter=[1, 2, 0])) == 2
-    xu = gt.asarray([1, 70000, 4000000000], dtype=gt.uint32)            # torch has no uint32 searchsorted
+    xu = gt.asarray([1, 70000, 4000000000], dtype=gt.uint32)  # torch has no uint32 searchsorted
     assert int(gt.searchsorted(xu, 70000)) == 1 and gt.searchsorted(xu, xu, side="right").numpy().tolist() == [1, 2, 3]
     with pytest.raises(ValueError, match="side"):
         gt.searchsorted(x, 1.0, side="middle")

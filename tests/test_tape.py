@@ -1,4 +1,5 @@
 """Behaviour of the tape (API.md §3), on every backend."""
+
 from __future__ import annotations
 
 import gc
@@ -57,8 +58,8 @@ def test_watch_accessed_variables_false(backend):
     b = gt.Variable(3.0, name="b")
     with gt.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(a)
-        y = a ** 2
-        z = b ** 3
+        y = a**2
+        z = b**3
     ga, gb = tape.gradient([y, z], [a, b])
     close(ga, 4.0)
     assert gb is None
@@ -69,7 +70,7 @@ def test_manual_watch_of_untrainable_variable(backend):
     v = gt.Variable(2.0, trainable=False)
     with gt.GradientTape() as tape:
         tape.watch(v)
-        y = v ** 3
+        y = v**3
     close(tape.gradient(y, v), 12.0)
 
 
@@ -137,7 +138,7 @@ def test_gradient_has_source_shape_dtype_device(backend):
     x = gt.constant([[1.0, 2.0, 3.0]])
     with gt.GradientTape() as tape:
         y = x @ w + gt.astype(b, gt.float32)
-        loss = gt.reduce_mean(y ** 2)
+        loss = gt.reduce_mean(y**2)
     gw, gb = tape.gradient(loss, [w, b])
     assert gw.shape == (3, 2) and gw.dtype == gt.float32 and gw.device == w.device
     assert gb.shape == (2,) and gb.dtype == gt.float64 and gb.device == b.device
@@ -147,7 +148,7 @@ def test_gradient_has_source_shape_dtype_device(backend):
 def test_multiple_targets_are_summed(backend):
     x = gt.Variable(2.0)
     with gt.GradientTape() as tape:
-        y0 = x ** 2
+        y0 = x**2
         y1 = 1 / x
     close(tape.gradient({"y0": y0, "y1": y1}, x), 3.75)
 
@@ -166,8 +167,7 @@ def test_output_gradients(backend):
         y = x * x
         z = gt.sum(x)
     close(tape.gradient(y, x, output_gradients=gt.constant([1.0, 0.0, 2.0])), [2.0, 0.0, 12.0])
-    close(tape.gradient([y, z], x, output_gradients=[gt.constant([1.0, 1.0, 1.0]), gt.constant(2.0)]),
-          [4.0, 6.0, 8.0])
+    close(tape.gradient([y, z], x, output_gradients=[gt.constant([1.0, 1.0, 1.0]), gt.constant(2.0)]), [4.0, 6.0, 8.0])
     with pytest.raises(ValueError, match="shape"):
         tape.gradient(y, x, output_gradients=gt.constant([1.0, 2.0]))
     with pytest.raises(ValueError, match="entries"):
@@ -179,7 +179,7 @@ def test_unconnected_gradients_zero(backend, mode):
     x = gt.Variable([2.0, 2.0])
     y = gt.Variable(3.0)
     with gt.GradientTape() as tape:
-        z = y ** 2
+        z = y**2
     g = tape.gradient(z, x, unconnected_gradients=mode)
     close(g, [0.0, 0.0])
     assert g.shape == (2,) and g.dtype == gt.float32
@@ -245,7 +245,7 @@ def test_non_persistent_gradient_inside_context_stops_recording(backend):
     with gt.GradientTape() as tape:
         y = x * x
         g = tape.gradient(y, x)
-        assert gt.tape._state.tapes == []          # it stopped recording
+        assert gt.tape._state.tapes == []  # it stopped recording
         z = x * 5.0
     close(g, 6.0)
     del z
@@ -260,9 +260,9 @@ def test_persistent_gradient_inside_context_warns_once_and_records(backend):
             dy = tape.gradient(y, x)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            tape.gradient(y, x)                   # no second warning
+            tape.gradient(y, x)  # no second warning
     close(dy, 27.0)
-    close(tape.gradient(dy, x), 18.0)              # it recorded the backward pass
+    close(tape.gradient(dy, x), 18.0)  # it recorded the backward pass
 
 
 def test_control_flow_takes_the_path_run(backend):
@@ -274,7 +274,7 @@ def test_control_flow_takes_the_path_run(backend):
         if x > 0.0:
             result = v0
         else:
-            result = v1 ** 2
+            result = v1**2
     dv0, dv1 = tape.gradient(result, [v0, v1])
     close(dv0, 1.0)
     assert dv1 is None
@@ -313,15 +313,15 @@ def test_third_and_fourth_derivatives(backend):
                 t2.watch(x)
                 with gt.GradientTape() as t1:
                     t1.watch(x)
-                    y = gt.sin(x) * x ** 4
+                    y = gt.sin(x) * x**4
                 d1 = t1.gradient(y, x)
             d2 = t2.gradient(d1, x)
         d3 = t3.gradient(d2, x)
     d4 = t4.gradient(d3, x)
     s, c, v = np.sin(0.7), np.cos(0.7), 0.7
     # y = x^4 sin x
-    ref3 = (24 * v * s + 36 * v ** 2 * c - 12 * v ** 3 * s - v ** 4 * c)
-    ref4 = (24 * s + 96 * v * c - 72 * v ** 2 * s - 16 * v ** 3 * c + v ** 4 * s)
+    ref3 = 24 * v * s + 36 * v**2 * c - 12 * v**3 * s - v**4 * c
+    ref4 = 24 * s + 96 * v * c - 72 * v**2 * s - 16 * v**3 * c + v**4 * s
     close(d3, ref3, rtol=1e-10)
     close(d4, ref4, rtol=1e-10)
 
@@ -330,7 +330,7 @@ def test_hessian_with_persistent_outer(backend):
     x = gt.Variable([1.0, 2.0], dtype=gt.float64)
     with gt.GradientTape() as outer:
         with gt.GradientTape() as inner:
-            y = gt.sum(x ** 3) + x[0] * x[1]
+            y = gt.sum(x**3) + x[0] * x[1]
         g = inner.gradient(y, x)
     h = outer.jacobian(g, x)
     close(h, [[6.0, 1.0], [1.0, 12.0]])
@@ -382,10 +382,10 @@ def test_batch_jacobian_matches_stacked_jacobians(backend):
     x = gt.constant(np.arange(15.0).reshape(5, 3) / 7, dtype=gt.float64)
     with gt.GradientTape(persistent=True) as g:
         g.watch(x)
-        y = gt.tanh(x @ gt.matrix_transpose(w))         # [5, 4]
+        y = gt.tanh(x @ gt.matrix_transpose(w))  # [5, 4]
     bj = g.batch_jacobian(y, x)
     assert bj.shape == (5, 4, 3)
-    full = g.jacobian(y, x)                              # [5, 4, 5, 3]
+    full = g.jacobian(y, x)  # [5, 4, 5, 3]
     for i in range(5):
         close(bj[i], full[i, :, i, :], rtol=1e-12)
 
@@ -427,7 +427,7 @@ def test_stop_recording(backend):
     with gt.GradientTape(persistent=True) as t:
         y = x * x
         with t.stop_recording():
-            z = y * x           # not recorded
+            z = y * x  # not recorded
         w = y * x
     assert t.gradient(z, x) is None
     close(t.gradient(w, x), 12.0)
@@ -508,7 +508,7 @@ def test_tensor_holds_no_tape_reference(backend):
 # --------------------------------------------------------------------------- long chains
 def test_100k_op_chain_differentiates(backend):
     if backend.split(":")[0] not in ("numpy",):
-        n = 5_000           # the walk is the same code; keep slow backends' runtime small
+        n = 5_000  # the walk is the same code; keep slow backends' runtime small
     else:
         n = 100_000
     x = gt.constant(0.5, dtype=gt.float64)
@@ -518,12 +518,13 @@ def test_100k_op_chain_differentiates(backend):
         for _ in range(n):
             y = y * 1.0000001 + 0.0
     g = tape.gradient(y, x)
-    close(g, 1.0000001 ** n, rtol=1e-3)
+    close(g, 1.0000001**n, rtol=1e-3)
     assert sys.getrecursionlimit() < n
 
 
 def test_threads_have_separate_tape_stacks(backend):
     import threading
+
     x = gt.Variable(3.0)
     seen = {}
 

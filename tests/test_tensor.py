@@ -1,4 +1,5 @@
 """Tensors, dtypes and variables (API.md §2), on every backend."""
+
 from __future__ import annotations
 
 import copy
@@ -16,9 +17,18 @@ def close(t, expected, rtol=1e-5, atol=1e-6):
 
 
 # --------------------------------------------------------------------------- conversion and dtypes
-@pytest.mark.parametrize("value, dtype", [(1.5, gt.float32), (3, gt.int64), (True, gt.bool),
-                                          (1 + 2j, gt.complex64), ([1.0, 2.0], gt.float32),
-                                          ([[1, 2]], gt.int64), ([True, False], gt.bool)])
+@pytest.mark.parametrize(
+    "value, dtype",
+    [
+        (1.5, gt.float32),
+        (3, gt.int64),
+        (True, gt.bool),
+        (1 + 2j, gt.complex64),
+        ([1.0, 2.0], gt.float32),
+        ([[1, 2]], gt.int64),
+        ([True, False], gt.bool),
+    ],
+)
 def test_constant_default_dtypes(backend, value, dtype):
     t = gt.constant(value)
     assert t.dtype == dtype
@@ -26,9 +36,16 @@ def test_constant_default_dtypes(backend, value, dtype):
     np.testing.assert_array_equal(t.numpy(), np.asarray(value))
 
 
-@pytest.mark.parametrize("npdtype, dtype", [(np.float64, gt.float64), (np.float32, gt.float32),
-                                            (np.int32, gt.int32), (np.uint8, gt.uint8),
-                                            (np.complex128, gt.complex128)])
+@pytest.mark.parametrize(
+    "npdtype, dtype",
+    [
+        (np.float64, gt.float64),
+        (np.float32, gt.float32),
+        (np.int32, gt.int32),
+        (np.uint8, gt.uint8),
+        (np.complex128, gt.complex128),
+    ],
+)
 def test_numpy_arrays_keep_their_dtype(backend, npdtype, dtype):
     t = gt.constant(np.arange(3).astype(npdtype))
     assert t.dtype == dtype
@@ -63,7 +80,7 @@ def test_tensor_properties(backend):
     assert gt.get_backend().is_native(nat)
     a = t.numpy()
     assert isinstance(a, np.ndarray)
-    a[0, 0] = 100.0                       # a copy: the tensor is untouched
+    a[0, 0] = 100.0  # a copy: the tensor is untouched
     assert float(t[0, 0]) == 0.0
     np.testing.assert_array_equal(np.asarray(t), np.arange(6.0).reshape(2, 3))
     assert t.__array_namespace__() is gt
@@ -92,8 +109,7 @@ def test_repr_shows_values_dtype_backend_device(backend):
 
 
 # --------------------------------------------------------------------------- operators
-_BINOPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.floordiv,
-           operator.mod]
+_BINOPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.floordiv, operator.mod]
 
 
 @pytest.mark.parametrize("fn", _BINOPS, ids=lambda f: f.__name__)
@@ -104,8 +120,8 @@ def test_binary_operators_match_numpy(backend, fn):
     close(fn(ta, tb), fn(a, b), rtol=1e-12)
     close(fn(ta, 2.0), fn(a, 2.0), rtol=1e-12)
     close(fn(2.0, tb), fn(2.0, b), rtol=1e-12)
-    close(fn(ta, b), fn(a, b), rtol=1e-12)            # NumPy array on the right
-    close(fn(a, tb), fn(a, b), rtol=1e-12)            # NumPy array on the left defers to gradtape
+    close(fn(ta, b), fn(a, b), rtol=1e-12)  # NumPy array on the right
+    close(fn(a, tb), fn(a, b), rtol=1e-12)  # NumPy array on the left defers to gradtape
     assert isinstance(fn(a, tb), gt.Tensor)
     close(fn(ta, [0.5, 3.0, 1.25]), fn(a, b), rtol=1e-6)
 
@@ -137,7 +153,7 @@ def test_scalars_take_the_tensor_dtype(backend):
     x = gt.constant([1.0, 2.0])
     assert (x * 3).dtype == gt.float32
     assert (x + 0.5).dtype == gt.float32
-    assert (2.0 ** x).dtype == gt.float32
+    assert (2.0**x).dtype == gt.float32
     d = gt.constant([1.0], dtype=gt.float64)
     assert (d * 3.0).dtype == gt.float64
     i = gt.constant([1, 2])
@@ -155,8 +171,17 @@ def test_ops_accept_lists_and_numpy_arrays(backend):
 def test_basic_and_advanced_indexing(backend):
     a = np.arange(24.0).reshape(2, 3, 4)
     t = gt.constant(a)
-    for key in [1, (1, 2), (slice(None), 1), (Ellipsis, 2), (None, 0), (slice(0, 2), slice(None, None, 2)),
-                (1, slice(None), None), (Ellipsis, slice(1, 3)), (-1,)]:
+    for key in [
+        1,
+        (1, 2),
+        (slice(None), 1),
+        (Ellipsis, 2),
+        (None, 0),
+        (slice(0, 2), slice(None, None, 2)),
+        (1, slice(None), None),
+        (Ellipsis, slice(1, 3)),
+        (-1,),
+    ]:
         close(t[key], a[key])
     close(t[gt.constant([1, 0])], a[np.array([1, 0])])
     close(t[:, [2, 0]], a[:, [2, 0]])
@@ -174,7 +199,7 @@ def test_indexing_gradients(backend):
         y_mask = x[x > 2.5]
         y_row = x[gt.constant([1, 1])]
     close(tape.gradient(y_basic, x), [[0, 0, 0], [0, 2, 2]])
-    close(tape.gradient(y_adv, x), [[2, 0, 1], [2, 0, 1]])          # repeated indices accumulate
+    close(tape.gradient(y_adv, x), [[2, 0, 1], [2, 0, 1]])  # repeated indices accumulate
     close(tape.gradient(y_mask, x), [[0, 0, 0], [1, 1, 1]])
     close(tape.gradient(y_row, x), [[0, 0, 0], [2, 2, 2]])
 
@@ -188,7 +213,7 @@ def test_setitem_is_a_recorded_functional_update(backend):
         before = y
         old_id = y._id
         y[1] = v * 2.0
-        assert y is before and y._id != old_id          # same object, new identity
+        assert y is before and y._id != old_id  # same object, new identity
         loss = gt.sum(y * y)
     gx, gv = tape.gradient(loss, [x, v])
     close(gx, [2.0, 0.0, 6.0])
@@ -201,8 +226,8 @@ def test_setitem_does_not_change_saved_values(backend):
     with gt.GradientTape() as tape:
         tape.watch(x)
         y = x * 1.0
-        z = y * y                 # saves y
-        y[0] = 100.0              # must not change what z's rule sees
+        z = y * y  # saves y
+        y[0] = 100.0  # must not change what z's rule sees
     close(tape.gradient(z, x), [2.0, 4.0])
 
 
@@ -256,7 +281,7 @@ def test_assignment_is_not_differentiable(backend):
     x1 = gt.Variable(0.0)
     with gt.GradientTape() as tape:
         x1.assign_add(x0)
-        y = x1 ** 2
+        y = x1**2
     g0, g1 = tape.gradient(y, [x0, x1])
     assert g0 is None
     close(g1, 6.0)

@@ -17,6 +17,7 @@ Seeds:
        examples/ classifier covers training a network)
   004  the TensorFlow guide "Introduction to gradients and automatic differentiation"
 """
+
 from __future__ import annotations
 
 import warnings
@@ -85,7 +86,7 @@ def test_000_persistent_tape_with_variable_gives_documented_values(backend):
     with gt.GradientTape(persistent=True) as g:
         y = x * x
         z = y * y
-    close(g.gradient(z, x), 108.0)      # 4*x^3 at x = 3
+    close(g.gradient(z, x), 108.0)  # 4*x^3 at x = 3
     close(g.gradient(y, x), 6.0)
     del g
 
@@ -109,7 +110,7 @@ def test_000_001_reset_two_tapes_equal_one_tape_with_reset(backend):
         t.reset()
         loss += other_loss_fn()
     g2 = t.gradient(loss, x)
-    close(g1, 3.0)                   # d(3x)/dx, not d(x^2 + 3x)/dx = 7
+    close(g1, 3.0)  # d(3x)/dx, not d(x^2 + 3x)/dx = 7
     close(g2, 3.0)
     close(loss, 4.0 + 6.0)
 
@@ -148,8 +149,8 @@ def compute_loss(model):
 def test_000_001_stop_recording(backend):
     model = _Model()
     with warnings.catch_warnings():
-        warnings.simplefilter("error")      # no "gradient inside a persistent tape's context" warning:
-        with gt.GradientTape(persistent=True) as t:     # the tape is not recording there
+        warnings.simplefilter("error")  # no "gradient inside a persistent tape's context" warning:
+        with gt.GradientTape(persistent=True) as t:  # the tape is not recording there
             loss = compute_loss(model)
             with t.stop_recording():
                 # The gradient computation below is not traced, saving memory.
@@ -200,7 +201,7 @@ def test_000_001_only_real_or_complex_dtypes_are_differentiable(backend):
         t.watch(z)
         y = gt.sum(gt.real(z * gt.conj(z)))
     gz = t.gradient(y, z)
-    close(gz, 2 * np.array([1 + 1j, 2 - 1j]))     # |z|^2 -> 2z (API.md §4)
+    close(gz, 2 * np.array([1 + 1j, 2 - 1j]))  # |z|^2 -> 2z (API.md §4)
     assert gz.dtype == gt.complex64
 
 
@@ -212,7 +213,7 @@ def test_000_001_gradient_twice_on_non_persistent_tape_is_runtime_error(backend)
     with gt.GradientTape() as g:
         g.watch(x)
         y = x * x
-        close(g.gradient(y, x), 6.0)    # inside the context: fine
+        close(g.gradient(y, x), 6.0)  # inside the context: fine
     with pytest.raises(RuntimeError):
         g.gradient(y, x)
 
@@ -235,7 +236,7 @@ def test_001_nested_tapes_second_derivative(backend):
         with gt.GradientTape() as gg:
             gg.watch(x)
             y = x * x
-        dy_dx = gg.gradient(y, x)     # Will compute to 6.0
+        dy_dx = gg.gradient(y, x)  # Will compute to 6.0
     d2y_dx2 = g.gradient(dy_dx, x)  # Will compute to 2.0
     close(dy_dx, 6.0)
     close(d2y_dx2, 2.0)
@@ -259,9 +260,9 @@ def test_001_watch_accessed_variables_false(backend):
     variable_b = gt.Variable(3.0)
     with gt.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(variable_a)
-        y = variable_a ** 2  # Gradients will be available for `variable_a`.
-        z = variable_b ** 3  # No gradients will be available since `variable_b` is
-                             # not being watched.
+        y = variable_a**2  # Gradients will be available for `variable_a`.
+        z = variable_b**3  # No gradients will be available since `variable_b` is
+        # not being watched.
     ga, gb = tape.gradient([y, z], [variable_a, variable_b])
     close(ga, 4.0)
     assert gb is None
@@ -274,13 +275,13 @@ def test_001_unbuilt_layers_have_no_variables_to_watch(backend):
     inputs = gt.constant([[1.0, 2.0, 3.0]])
     with gt.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(a.variables)  # Since `a.build` has not been called at this point
-                                 # `a.variables` will return an empty list and the
-                                 # tape will not be watching anything.
+        # `a.variables` will return an empty list and the
+        # tape will not be watching anything.
         assert list(a.variables) == []
         result = b(a(inputs))
         grads = tape.gradient(result, a.variables)  # The result of this computation will be
-                                                    # a list of `None`s since a's variables
-                                                    # are not being watched.
+        # a list of `None`s since a's variables
+        # are not being watched.
     assert result.shape == (1, 32)
     assert len(a.variables) == 2
     assert list(grads) == [None, None]
@@ -288,7 +289,7 @@ def test_001_unbuilt_layers_have_no_variables_to_watch(backend):
 
 def test_001_batch_jacobian(backend):
     with gt.GradientTape() as g:
-        x = gt.constant([[1., 2.], [3., 4.]], dtype=gt.float32)
+        x = gt.constant([[1.0, 2.0], [3.0, 4.0]], dtype=gt.float32)
         g.watch(x)
         y = x * x
     batch_jacobian = g.batch_jacobian(y, x)
@@ -299,11 +300,11 @@ def test_001_batch_jacobian(backend):
 
 def test_001_batch_jacobian_is_the_stack_of_per_example_jacobians(backend):
     # "tf.stack([self.jacobian(y[i], x[i]) for i in range(x.shape[0])])"
-    x = gt.constant([[1., 2.], [3., 4.]])
+    x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
     with gt.GradientTape(persistent=True) as g:
         g.watch(x)
         y = gt.stack([x[0] ** 3, gt.sin(x[1])])
-    stacked = np.stack([np.diag(3 * np.array([1., 2.]) ** 2), np.diag(np.cos([3., 4.]))])
+    stacked = np.stack([np.diag(3 * np.array([1.0, 2.0]) ** 2), np.diag(np.cos([3.0, 4.0]))])
     close(g.batch_jacobian(y, x), stacked)
 
 
@@ -311,7 +312,7 @@ def test_001_batch_jacobian_errors(backend):
     # "RuntimeError If called on a non-persistent tape with eager execution enabled and without
     # enabling experimental_use_pfor." / "ValueError ... if first dimension of target and source
     # do not match."
-    x = gt.constant([[1., 2.], [3., 4.]])
+    x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
     with gt.GradientTape() as g:
         g.watch(x)
         y = x * x
@@ -332,7 +333,7 @@ def test_001_jacobian(backend):
     jacobian = g.jacobian(y, x)
     # jacobian value is [[2., 0.], [0., 4.]]
     assert jacobian.shape == (2, 2) and jacobian.dtype == gt.float32
-    close(jacobian, [[2., 0.], [0., 4.]])
+    close(jacobian, [[2.0, 0.0], [0.0, 4.0]])
 
 
 def test_001_jacobian_of_nested_sources_and_non_persistent_while_loop(backend):
@@ -343,8 +344,8 @@ def test_001_jacobian_of_nested_sources_and_non_persistent_while_loop(backend):
         g.watch([x, s])
         y = x * s
     jac = g.jacobian(y, {"x": x, "s": s})
-    close(jac["x"], [[3., 0.], [0., 3.]])
-    close(jac["s"], [1., 2.])
+    close(jac["x"], [[3.0, 0.0], [0.0, 3.0]])
+    close(jac["s"], [1.0, 2.0])
     with gt.GradientTape() as g:
         g.watch(x)
         y = x * x
@@ -404,8 +405,8 @@ def test_002_linear_model_gradients(backend):
     # Assume a simple linear model: y = W*x + b
     x_input = gt.constant([[1.0, 2.0, 3.0]], dtype=gt.float32)
     y_true = gt.constant([[10.0]], dtype=gt.float32)
-    W = gt.Variable(gt.random.normal((3, 1)), name='weight')
-    b = gt.Variable(gt.zeros(1), name='bias')
+    W = gt.Variable(gt.random.normal((3, 1)), name="weight")
+    b = gt.Variable(gt.zeros(1), name="bias")
     with gt.GradientTape() as tape:
         # Forward pass: Compute prediction
         y_pred = gt.matmul(x_input, W) + b
@@ -418,7 +419,7 @@ def test_002_linear_model_gradients(backend):
     assert (W.name, b.name) == ("weight:0", "bias:0")
     assert np.ndim(loss.numpy()) == 0
     residual = float(y_pred.numpy().reshape(())) - 10.0
-    close(loss, residual ** 2)
+    close(loss, residual**2)
     close(gradients[0], 2 * residual * np.array([[1.0], [2.0], [3.0]]), rtol=1e-4)
     close(gradients[1], [2 * residual], rtol=1e-4)
     # the gradients point downhill: what "optimizers like Adam or SGD need" (a small SGD step by hand)
@@ -428,7 +429,7 @@ def test_002_linear_model_gradients(backend):
     assert float(new_loss) < float(loss)
     with gt.GradientTape() as tape:
         loss = gt.reduce_mean(gt.square(gt.matmul(x_input, W) + b - y_true))
-    assert isinstance(tape.gradient(loss, (W, b)), tuple)    # "a list or tuple"
+    assert isinstance(tape.gradient(loss, (W, b)), tuple)  # "a list or tuple"
 
 
 def test_002_persistent_tape(backend):
@@ -441,7 +442,7 @@ def test_002_persistent_tape(backend):
     close(dz_dx, 32.0)  # tf.Tensor(32.0, shape=(), dtype=float32)
     # Compute gradient of y with respect to x (dy/dx = 2x = 2*2 = 4)
     dy_dx = tape.gradient(y, x)
-    close(dy_dx, 4.0)   # tf.Tensor(4.0, shape=(), dtype=float32)
+    close(dy_dx, 4.0)  # tf.Tensor(4.0, shape=(), dtype=float32)
     del tape
     assert is_f32_scalar(dz_dx, backend) and is_f32_scalar(dy_dx, backend)
 
@@ -455,8 +456,8 @@ def test_002_nested_tapes(backend):
         dy_dx = tape1.gradient(y, x)
     # Second derivative: d/dx(dy/dx) = d/dx(3x^2) = 6x = 6*3 = 18
     d2y_dx2 = tape2.gradient(dy_dx, x)
-    close(y, 27.0)        # tf.Tensor(27.0, shape=(), dtype=float32)
-    close(dy_dx, 27.0)    # tf.Tensor(27.0, shape=(), dtype=float32)
+    close(y, 27.0)  # tf.Tensor(27.0, shape=(), dtype=float32)
+    close(dy_dx, 27.0)  # tf.Tensor(27.0, shape=(), dtype=float32)
     close(d2y_dx2, 18.0)  # tf.Tensor(18.0, shape=(), dtype=float32)
 
 
@@ -469,10 +470,10 @@ def test_002_control_flow(backend):
         else:
             result = x + y
     # Gradients will be computed based on the path taken (x * y)
-    grads = tape.gradient(result, {'x': x, 'y': y})
+    grads = tape.gradient(result, {"x": x, "y": y})
     assert isinstance(grads, dict) and set(grads) == {"x", "y"}
-    close(grads['x'], 5.0)  # tf.Tensor(5.0, shape=(), dtype=float32)
-    close(grads['y'], 2.0)  # tf.Tensor(2.0, shape=(), dtype=float32)
+    close(grads["x"], 5.0)  # tf.Tensor(5.0, shape=(), dtype=float32)
+    close(grads["y"], 2.0)  # tf.Tensor(2.0, shape=(), dtype=float32)
     close(result, 10.0)
 
 
@@ -505,6 +506,7 @@ def test_002_custom_gradient_mentioned(backend):
     def clipped_identity(x):
         def grad(dy):
             return gt.clip(dy, min=-1.0, max=1.0)
+
         return x * 1.0, grad
 
     x = gt.Variable(2.0)
@@ -520,9 +522,9 @@ def test_003_1_0_watch_a_constant_and_cube_it(backend):
     x = gt.constant(3.0)
     with gt.GradientTape() as tape:
         tape.watch(x)
-        y = x ** 3
+        y = x**3
     grad = tape.gradient(y, x)
-    assert type(grad).__name__ == "Tensor"          # TF: EagerTensor
+    assert type(grad).__name__ == "Tensor"  # TF: EagerTensor
     assert isinstance(grad.numpy(), np.ndarray)
     close(grad.numpy(), 27.0)
 
@@ -531,7 +533,7 @@ def test_003_1_0_several_variables_as_a_list_or_tuple(backend):
     x = gt.Variable(3.0)
     y = gt.Variable(2.0)
     with gt.GradientTape(persistent=True) as tape:
-        z = x ** 2 * y
+        z = x**2 * y
     as_list = tape.gradient(z, [x, y])
     as_tuple = tape.gradient(z, (x, y))
     assert isinstance(as_list, list) and isinstance(as_tuple, tuple)
@@ -543,7 +545,7 @@ def test_003_1_0_several_variables_as_a_list_or_tuple(backend):
 def test_003_1_1_variables_are_watched_automatically(backend):
     x = gt.Variable(3.0)
     with gt.GradientTape() as tape:
-        y = x ** 3
+        y = x**3
     close(tape.gradient(y, x).numpy(), 27.0)
 
 
@@ -553,7 +555,7 @@ def test_003_1_1_non_trainable_variable_is_not_watched(backend):
     # .numpy() on that None.
     x = gt.Variable(3.0, trainable=False)
     with gt.GradientTape() as tape:
-        y = x ** 3
+        y = x**3
     grad = tape.gradient(y, x)
     assert grad is None
     with pytest.raises(AttributeError):
@@ -565,7 +567,7 @@ def test_003_1_2_watch_accessed_variables_false(backend):
     y = gt.Variable(2.0)
     with gt.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(x)
-        z = x ** 3 + y ** 2
+        z = x**3 + y**2
     gx, gy = tape.gradient(z, [x, y])
     close(gx, 27.0)
     assert gy is None
@@ -578,7 +580,7 @@ def test_003_1_3_higher_order_with_nested_tapes(backend):
         t2.watch(x)
         with gt.GradientTape() as t1:
             t1.watch(x)
-            y = x ** 3
+            y = x**3
         dy_dx = t1.gradient(y, x)
     d2y_dx2 = t2.gradient(dy_dx, x)
     close(dy_dx, 27.0)
@@ -590,23 +592,23 @@ def test_003_1_4_second_gradient_needs_persistent(backend):
     x = gt.constant(3.0)
     with gt.GradientTape() as tape:
         tape.watch(x)
-        y = x ** 3
-        z = x ** 2
+        y = x**3
+        z = x**2
     close(tape.gradient(y, x), 27.0)
     with pytest.raises(RuntimeError):
         tape.gradient(z, x)
     with gt.GradientTape(persistent=True) as tape:
         tape.watch(x)
-        y = x ** 3
-        z = x ** 2
+        y = x**3
+        z = x**2
     close(tape.gradient(y, x), 27.0)
-    close(tape.gradient(z, x), 6.0)     # "Just as expected!"
+    close(tape.gradient(z, x), 6.0)  # "Just as expected!"
 
 
 def test_003_1_5_stop_recording_blocks_in_the_middle_of_a_function(backend):
     x = gt.Variable(3.0)
     with gt.GradientTape(persistent=True) as tape:
-        y = x ** 2
+        y = x**2
         with tape.stop_recording():
             dy_dx = tape.gradient(y, x)
         z = y * x
@@ -614,22 +616,22 @@ def test_003_1_5_stop_recording_blocks_in_the_middle_of_a_function(backend):
             dz_dx = tape.gradient(z, x)
     close(dy_dx, 6.0)
     close(dz_dx, 27.0)
-    assert tape.gradient(dy_dx, x) is None      # the gradients were not recorded
+    assert tape.gradient(dy_dx, x) is None  # the gradients were not recorded
 
 
 def test_003_1_6_other_methods(backend):
     # .jacobian, .batch_jacobian, .reset, .watched_variables
     x = gt.Variable([[1.0, 2.0], [3.0, 4.0]])
     with gt.GradientTape(persistent=True) as tape:
-        y = x ** 2
+        y = x**2
     close(tape.jacobian(y, x), np.einsum("ij,ik,jl->ijkl", 2 * x.numpy(), np.eye(2), np.eye(2)))
     close(tape.batch_jacobian(y, x), [[[2, 0], [0, 4]], [[6, 0], [0, 8]]])
     assert tape.watched_variables() == (x,)
     with gt.GradientTape() as tape:
-        y = x ** 2
+        y = x**2
         tape.reset()
         z = 3.0 * x
-    close(tape.gradient([y, z], x), [[3.0, 3.0], [3.0, 3.0]])   # y is no longer on the tape
+    close(tape.gradient([y, z], x), [[3.0, 3.0], [3.0, 3.0]])  # y is no longer on the tape
 
 
 def test_003_2_0_linear_regression_step(backend):
@@ -651,7 +653,7 @@ def test_003_2_0_linear_regression_step(backend):
 
     loss0, grads = step()
     assert isinstance(grads, list) and all(is_f32_scalar(g, backend) for g in grads)
-    close(grads[1], -10.0, rtol=1e-5)                       # d/db mean((b - 10x - 5)^2) at 0
+    close(grads[1], -10.0, rtol=1e-5)  # d/db mean((b - 10x - 5)^2) at 0
     close(grads[0], -20.0 * float(np.mean(xs.numpy() ** 2)), rtol=1e-5)
     for _ in range(20):
         loss, _ = step()
@@ -661,14 +663,14 @@ def test_003_2_0_linear_regression_step(backend):
 def test_003_2_1_polynomial_regression_step(backend):
     # y ~ a x^2 + b x + c: "Just change up the variables we are using and the equation"
     xs = gt.constant(np.linspace(-1.0, 1.0, 16, dtype=np.float32))
-    ys = 6.0 * xs ** 2 + 7.5 * xs + 2.0
+    ys = 6.0 * xs**2 + 7.5 * xs + 2.0
     a, b, c = gt.Variable(0.0), gt.Variable(0.0), gt.Variable(0.0)
     with gt.GradientTape() as tape:
-        loss = gt.reduce_mean((a * xs ** 2 + b * xs + c - ys) ** 2)
+        loss = gt.reduce_mean((a * xs**2 + b * xs + c - ys) ** 2)
     grads = tape.gradient(loss, [a, b, c])
     x = xs.numpy().astype(np.float64)
-    r = -(6.0 * x ** 2 + 7.5 * x + 2.0)
-    close(grads[0], np.mean(2 * r * x ** 2), rtol=1e-4)
+    r = -(6.0 * x**2 + 7.5 * x + 2.0)
+    close(grads[0], np.mean(2 * r * x**2), rtol=1e-4)
     close(grads[1], np.mean(2 * r * x), rtol=1e-4)
     close(grads[2], np.mean(2 * r), rtol=1e-4)
 
@@ -688,9 +690,9 @@ def test_004_gradient_tapes(backend):
 
 
 def test_004_any_tensor_and_nested_sources(backend):
-    w = gt.Variable(gt.random.normal((3, 2)), name='w')
-    b = gt.Variable(gt.zeros(2, dtype=gt.float32), name='b')
-    x = [[1., 2., 3.]]
+    w = gt.Variable(gt.random.normal((3, 2)), name="w")
+    b = gt.Variable(gt.zeros(2, dtype=gt.float32), name="b")
+    x = [[1.0, 2.0, 3.0]]
     with gt.GradientTape(persistent=True) as tape:
         y = x @ w + b
         loss = gt.reduce_mean(y**2)
@@ -705,40 +707,40 @@ def test_004_any_tensor_and_nested_sources(backend):
     # The seed builds *new* variables here, not used by `loss`, so TF today returns None for both
     # (the guide prints no output; its current version reuses w and b, checked below).
     my_vars = {
-        'w': gt.Variable(gt.random.normal((3, 2)), name='w'),
-        'b': gt.Variable(gt.zeros(2, dtype=gt.float32), name='b')
+        "w": gt.Variable(gt.random.normal((3, 2)), name="w"),
+        "b": gt.Variable(gt.zeros(2, dtype=gt.float32), name="b"),
     }
     grad = tape.gradient(loss, my_vars)
     assert isinstance(grad, dict) and set(grad) == {"w", "b"}
-    assert grad['b'] is None and grad['w'] is None
-    grad = tape.gradient(loss, {'w': w, 'b': b})
-    close(grad['b'], dl_db)
-    assert grad['b'].shape == (2,)
+    assert grad["b"] is None and grad["w"] is None
+    grad = tape.gradient(loss, {"w": w, "b": b})
+    close(grad["b"], dl_db)
+    assert grad["b"].shape == (2,)
 
 
 def test_004_gradients_with_respect_to_a_model(backend):
-    gt.layers.clear_session()       # a fresh process in TF: the first Dense is named "dense"
-    layer = gt.layers.Dense(2, activation='relu')
-    x = gt.constant([[1., 2., 3.]])
+    gt.layers.clear_session()  # a fresh process in TF: the first Dense is named "dense"
+    layer = gt.layers.Dense(2, activation="relu")
+    x = gt.constant([[1.0, 2.0, 3.0]])
     with gt.GradientTape() as tape:
         # Forward pass
         y = layer(x)
         loss = gt.reduce_mean(y**2)
     # Calculate gradients with respect to every trainable variable
     grad = tape.gradient(loss, layer.trainable_variables)
-    lines = [f'{var.name}, shape: {g.shape}' for var, g in zip(layer.trainable_variables, grad)]
+    lines = [f"{var.name}, shape: {g.shape}" for var, g in zip(layer.trainable_variables, grad)]
     assert lines == ["dense/kernel:0, shape: (3, 2)", "dense/bias:0, shape: (2,)"]
 
 
 def test_004_controlling_what_the_tape_watches(backend):
     # A trainable variable
-    x0 = gt.Variable(3.0, name='x0')
+    x0 = gt.Variable(3.0, name="x0")
     # Not trainable
-    x1 = gt.Variable(3.0, name='x1', trainable=False)
+    x1 = gt.Variable(3.0, name="x1", trainable=False)
     # Not a Variable: A variable + tensor returns a tensor.
-    x2 = gt.Variable(2.0, name='x2') + 1.0
+    x2 = gt.Variable(2.0, name="x2") + 1.0
     # Not a variable
-    x3 = gt.constant(3.0, name='x3')
+    x3 = gt.constant(3.0, name="x3")
     with gt.GradientTape() as tape:
         y = (x0**2) + (x1**2) + (x2**2)
     grad = tape.gradient(y, [x0, x1, x2, x3])
@@ -747,7 +749,7 @@ def test_004_controlling_what_the_tape_watches(backend):
     assert is_f32_scalar(grad[0], backend)
     assert grad[1:] == [None, None, None]
     assert type(x2).__name__ == "Tensor"
-    assert [var.name for var in tape.watched_variables()] == ['x0:0']
+    assert [var.name for var in tape.watched_variables()] == ["x0:0"]
 
 
 def test_004_watch_a_tensor(backend):
@@ -769,10 +771,10 @@ def test_004_watch_accessed_variables_false(backend):
         y1 = gt.nn.softplus(x1)
         y = y0 + y1
         ys = gt.reduce_sum(y)
-    grad = tape.gradient(ys, {'x0': x0, 'x1': x1})
+    grad = tape.gradient(ys, {"x0": x0, "x1": x1})
     # dy/dx0: None dy/dx1: 0.9999546
-    assert grad['x0'] is None
-    close(grad['x1'].numpy(), 0.9999546)
+    assert grad["x0"] is None
+    close(grad["x1"].numpy(), 0.9999546)
     assert f"{grad['x1'].numpy():.7f}" == "0.9999546"
 
 
@@ -796,7 +798,7 @@ def test_004_persistent_tape(backend):
         z = y * y
     assert x.dtype == gt.float32
     close(tape.gradient(z, x).numpy(), [4.0, 108.0])  # 108.0 (4 * x**3 at x = 3)
-    close(tape.gradient(y, x).numpy(), [2.0, 6.0])    # 6.0 (2 * x)
+    close(tape.gradient(y, x).numpy(), [2.0, 6.0])  # 6.0 (2 * x)
     del tape  # Drop the reference to the tape
 
 
@@ -812,16 +814,16 @@ def test_004_non_scalar_targets(backend):
     with gt.GradientTape() as tape:
         y0 = x**2
         y1 = 1 / x
-    assert tape.gradient({'y0': y0, 'y1': y1}, x).numpy() == 3.75
+    assert tape.gradient({"y0": y0, "y1": y1}, x).numpy() == 3.75
 
-    x = gt.Variable(2.)
+    x = gt.Variable(2.0)
     with gt.GradientTape() as tape:
-        y = x * [3., 4.]
+        y = x * [3.0, 4.0]
     assert tape.gradient(y, x).numpy() == 7.0
 
 
 def test_004_elementwise_gradient_of_sigmoid(backend):
-    x = gt.linspace(-10.0, 10.0, 200+1)
+    x = gt.linspace(-10.0, 10.0, 200 + 1)
     with gt.GradientTape() as tape:
         tape.watch(x)
         y = gt.nn.sigmoid(x)
@@ -854,8 +856,8 @@ def test_004_control_flow(backend):
 
 
 def test_004_unconnected_gives_none(backend):
-    x = gt.Variable(2.)
-    y = gt.Variable(3.)
+    x = gt.Variable(2.0)
+    y = gt.Variable(3.0)
     with gt.GradientTape() as tape:
         z = y * y
     assert tape.gradient(z, x) is None
@@ -866,9 +868,9 @@ def test_004_replaced_a_variable_with_a_tensor(backend):
     printed = []
     for epoch in range(2):  # noqa: B007 - the seed's loop
         with gt.GradientTape() as tape:
-            y = x+1
+            y = x + 1
         printed.append((type(x).__name__, tape.gradient(y, x)))
-        x = x + 1   # This should be `x.assign_add(1)`
+        x = x + 1  # This should be `x.assign_add(1)`
     # ResourceVariable : tf.Tensor(1.0, shape=(), dtype=float32)
     # EagerTensor : None
     assert printed[0][0] == "Variable"
@@ -887,8 +889,7 @@ def test_004_replaced_a_variable_with_a_tensor(backend):
 
 
 def test_004_calculations_outside_gradtape(backend):
-    x = gt.Variable([[1.0, 2.0],
-                     [3.0, 4.0]], dtype=gt.float32)
+    x = gt.Variable([[1.0, 2.0], [3.0, 4.0]], dtype=gt.float32)
     with gt.GradientTape() as tape:
         x2 = x**2
         # This step is calculated with NumPy
@@ -905,8 +906,7 @@ def test_004_calculations_outside_gradtape(backend):
 
 def test_004_gradients_through_an_integer(backend):
     # The x0 variable has an `int` dtype.
-    x = gt.Variable([[2, 2],
-                     [2, 2]])
+    x = gt.Variable([[2, 2], [2, 2]])
     with gt.GradientTape() as tape:
         # The path to x1 is blocked by the `int` dtype here.
         y = gt.cast(x, gt.float32)
@@ -921,11 +921,15 @@ def test_004_gradients_through_an_integer(backend):
     assert g is None
     messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     assert len(messages) == 2
-    assert messages[0].startswith("The dtype of the target tensor must be floating (e.g. gt.float32) "
-                                  "when calling GradientTape.gradient, got int64")
-    assert messages[1].startswith("The dtype of the source tensor must be floating (e.g. gt.float32) "
-                                  "when calling GradientTape.gradient, got int64")
-    assert x.dtype == gt.int64          # TF: int32 (gradtape's Python ints are int64, API.md §2)
+    assert messages[0].startswith(
+        "The dtype of the target tensor must be floating (e.g. gt.float32) "
+        "when calling GradientTape.gradient, got int64"
+    )
+    assert messages[1].startswith(
+        "The dtype of the source tensor must be floating (e.g. gt.float32) "
+        "when calling GradientTape.gradient, got int64"
+    )
+    assert x.dtype == gt.int64  # TF: int32 (gradtape's Python ints are int64, API.md §2)
     assert int(y) == 8
 
 
@@ -936,9 +940,9 @@ def test_004_state_stops_gradients(backend):
         # Update x1 = x1 + x0.
         x1.assign_add(x0)
         # The tape starts recording from x1.
-        y = x1**2   # y = (x1 + x0)**2
+        y = x1**2  # y = (x1 + x0)**2
     # This doesn't work.
-    assert tape.gradient(y, x0) is None   # dy/dx0 = 2*(x1 + x2)
+    assert tape.gradient(y, x0) is None  # dy/dx0 = 2*(x1 + x2)
     close(y, 9.0)
 
 
@@ -967,7 +971,7 @@ def test_004_no_gradient_registered(backend):
         print(tape.gradient(new_image, [image, delta]))
         raise AssertionError("This should not happen.")
     except LookupError as e:
-        printed = f'{type(e).__name__}: {e}'
+        printed = f"{type(e).__name__}: {e}"
     assert printed == "LookupError: gradient registry has no entry for: AdjustContrastv2"
     # the forward is TF's: a 1x1 image is its own per-channel mean, so the contrast change is nil
     close(new_image, [[[0.5, 0.0, 0.0]]])
@@ -985,8 +989,8 @@ def test_004_adjust_contrast_forward_and_a_registered_gradient(backend):
 
 
 def test_004_zeros_instead_of_none(backend):
-    x = gt.Variable([2., 2.])
-    y = gt.Variable(3.)
+    x = gt.Variable([2.0, 2.0])
+    y = gt.Variable(3.0)
     with gt.GradientTape() as tape:
         z = y**2
     g = tape.gradient(z, x, unconnected_gradients=gt.UnconnectedGradients.ZERO)

@@ -12,11 +12,12 @@ Functions that leave the tape (through NumPy, or returning a Python float) must 
 Every gradient a test obtains goes through :func:`_record`; the autouse fixture
 ``_meta_every_gradient_is_finite`` fails any test that obtained none, or a ``None`` or non-finite one.
 """
+
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("SCIPY_ARRAY_API", "1")    # read once, when SciPy is first imported
+os.environ.setdefault("SCIPY_ARRAY_API", "1")  # read once, when SciPy is first imported
 
 import dataclasses
 import importlib.util
@@ -51,11 +52,11 @@ from gradtape.testing import numeric_gradient
 #: tolerances: against finite differences, and against another autodiff of the same function
 FD_TOL = dict(rtol=1e-5, atol=1e-6)
 AD_TOL = dict(rtol=1e-8, atol=1e-10)
-LEAK, REFUSED = "leak asserted", "error asserted"      # what a test that checks no gradient records
+LEAK, REFUSED = "leak asserted", "error asserted"  # what a test that checks no gradient records
 
 
 # ------------------------------------------------------------------------------ the meta-check
-_LOG = []       # (what, gradient: a NumPy array, None, LEAK or REFUSED) for every gradient a test obtained
+_LOG = []  # (what, gradient: a NumPy array, None, LEAK or REFUSED) for every gradient a test obtained
 
 
 def _record(what, g):
@@ -78,7 +79,7 @@ def _meta_every_gradient_is_finite(request):
     yield
     entries = _LOG[start:]
     del _LOG[start:]
-    if request.session.testsfailed == failed:       # (a failure is reported already)
+    if request.session.testsfailed == failed:  # (a failure is reported already)
         problem = _meta_problem(entries)
         assert problem is None, problem
 
@@ -107,8 +108,10 @@ def _outputs(y):
 
 def _weights(refs):
     rng = np.random.default_rng(1)
-    return [rng.standard_normal(np.shape(r)) + (1j * rng.standard_normal(np.shape(r)) if np.iscomplexobj(r) else 0)
-            for r in refs]
+    return [
+        rng.standard_normal(np.shape(r)) + (1j * rng.standard_normal(np.shape(r)) if np.iscomplexobj(r) else 0)
+        for r in refs
+    ]
 
 
 def _loss(ys, ws):
@@ -125,17 +128,19 @@ def _native_gradients(lib, fn, arrays, ws):
     """The library run on ``lib``'s arrays, differentiated by ``lib``'s own autodiff."""
     if lib == "torch":
         import torch
+
         leaves = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
-        loss = _loss(_outputs(fn(*[t.clone() for t in leaves])), ws)     # clones: in-place writes allowed
+        loss = _loss(_outputs(fn(*[t.clone() for t in leaves])), ws)  # clones: in-place writes allowed
         return [g.numpy() for g in torch.autograd.grad(loss, leaves)]
     import jax
     import jax.numpy as jnp
+
     jax.config.update("jax_enable_x64", True)
     xs = [jnp.asarray(a, dtype=jnp.float64) for a in arrays]
     grad = jax.grad(lambda *xs: _loss(_outputs(fn(*xs)), ws), argnums=tuple(range(len(xs))))
     try:
-        gs = jax.jit(grad)(*xs)         # one compilation instead of one per primitive
-    except jax.errors.ConcretizationTypeError:      # the library branches on values: run eagerly
+        gs = jax.jit(grad)(*xs)  # one compilation instead of one per primitive
+    except jax.errors.ConcretizationTypeError:  # the library branches on values: run eagerly
         gs = grad(*xs)
     return [np.asarray(g) for g in gs]
 
@@ -150,11 +155,17 @@ def _references(case):
         arrays = case.arrays()
         refs = [np.asarray(r) for r in _outputs(case.fn(*arrays))]
         ws = _weights(refs)
-        fd = numeric_gradient(lambda *a: float(np.real(sum(np.sum(np.conj(w) * np.asarray(y))
-                                                            for y, w in zip(_outputs(case.fn(*a)), ws)))),
-                              arrays)
-        native = {lib: _native_gradients(lib, case.fn, arrays, ws) for lib in case.native
-                  if importlib.util.find_spec(lib) is not None}
+        fd = numeric_gradient(
+            lambda *a: float(
+                np.real(sum(np.sum(np.conj(w) * np.asarray(y)) for y, w in zip(_outputs(case.fn(*a)), ws)))
+            ),
+            arrays,
+        )
+        native = {
+            lib: _native_gradients(lib, case.fn, arrays, ws)
+            for lib in case.native
+            if importlib.util.find_spec(lib) is not None
+        }
         _REFERENCES[case] = arrays, ws, refs, fd, native
     return _REFERENCES[case]
 
@@ -217,19 +228,20 @@ EXTRA = {
     "create_diagonal": Case(lambda x: xpx.create_diagonal(x), [(4,)], native=("torch",)),
     # jax.grad of apply_where on jax arrays is NaN where the condition is False (jnp.where evaluates
     # t ** 1.5 at negative t): not a reference
-    "apply_where": Case(lambda x: xpx.apply_where(x > 0, x, lambda t: t ** 1.5, fill_value=0.0), [(3, 4)],
-                        native=("torch",)),
-    "at.set": Case(lambda x, v: xpx.at(x, (slice(None), 1)).set(v * 2.0, copy=True), [(3, 4), (3,)],
-                   native=("torch",)),
+    "apply_where": Case(
+        lambda x: xpx.apply_where(x > 0, x, lambda t: t**1.5, fill_value=0.0), [(3, 4)], native=("torch",)
+    ),
+    "at.set": Case(lambda x, v: xpx.at(x, (slice(None), 1)).set(v * 2.0, copy=True), [(3, 4), (3,)], native=("torch",)),
     "at.add": Case(lambda x, v: xpx.at(x, x > 0).add(v[0] ** 2, copy=True), [(3, 4), (1,)], native=("torch",)),
-    "at.multiply": Case(lambda x: xpx.at(x, (0, slice(1, 3))).multiply(x[1, :2], copy=True), [(3, 4)],
-                        native=("torch",)),
+    "at.multiply": Case(
+        lambda x: xpx.at(x, (0, slice(1, 3))).multiply(x[1, :2], copy=True), [(3, 4)], native=("torch",)
+    ),
     "expand_dims": Case(lambda x: xpx.expand_dims(x, axis=(0, 2)), [(3, 4)], native=("torch",)),
     # NaN where x < 0: those entries get a zero gradient
-    "nan_to_num": Case(lambda x: xpx.nan_to_num(array_namespace(x).log(x), fill_value=0.5), [(3, 4)], lo=-1.0,
-                       native=("torch",)),
-    "nanmean": Case(lambda x: xpx.nanmean(array_namespace(x).log(x), axis=0), [(3, 4)], lo=-0.5,
-                    native=("torch",)),
+    "nan_to_num": Case(
+        lambda x: xpx.nan_to_num(array_namespace(x).log(x), fill_value=0.5), [(3, 4)], lo=-1.0, native=("torch",)
+    ),
+    "nanmean": Case(lambda x: xpx.nanmean(array_namespace(x).log(x), axis=0), [(3, 4)], lo=-0.5, native=("torch",)),
 }
 
 
@@ -247,7 +259,7 @@ def test_array_api_extra_sees_gradtape_as_the_namespace(backend):
     g = tape.gradient(y, x).numpy()
     _record("sinc", g)
     xs = np.array([1.0, 2.0])
-    want = (np.cos(np.pi * xs) * np.pi * xs - np.sin(np.pi * xs)) / (np.pi * xs ** 2)
+    want = (np.cos(np.pi * xs) * np.pi * xs - np.sin(np.pi * xs)) / (np.pi * xs**2)
     np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
 
 
@@ -256,8 +268,11 @@ def test_array_api_extra_sees_gradtape_as_the_namespace(backend):
 def scipy_array_api():
     """SciPy's (and so scikit-learn's) array-API dispatch, which SciPy reads when first imported."""
     from scipy._lib._array_api import SCIPY_ARRAY_API
-    assert SCIPY_ARRAY_API, ("SciPy was imported before SCIPY_ARRAY_API=1 was set: tests/conftest.py must set it "
-                             "before any test module imports SciPy")
+
+    assert SCIPY_ARRAY_API, (
+        "SciPy was imported before SCIPY_ARRAY_API=1 was set: tests/conftest.py must set it "
+        "before any test module imports SciPy"
+    )
 
 
 @pytest.fixture
@@ -268,18 +283,22 @@ def array_api_dispatch(scipy_array_api):
 
 # native (): torch.autograd refuses sklearn's in-place writes on tensors it needs, jax arrays refuse them too
 SKLEARN = {
-    "StandardScaler.fit_transform": Case(lambda x: sklearn.preprocessing.StandardScaler().fit_transform(x),
-                                         [(3, 4)], native=()),
-    "MinMaxScaler.fit_transform": Case(lambda x: sklearn.preprocessing.MinMaxScaler().fit_transform(x),
-                                       [(3, 4)], native=("torch",)),
+    "StandardScaler.fit_transform": Case(
+        lambda x: sklearn.preprocessing.StandardScaler().fit_transform(x), [(3, 4)], native=()
+    ),
+    "MinMaxScaler.fit_transform": Case(
+        lambda x: sklearn.preprocessing.MinMaxScaler().fit_transform(x), [(3, 4)], native=("torch",)
+    ),
     "normalize": Case(lambda x: sklearn.preprocessing.normalize(x), [(3, 4)], native=()),
-    "PCA.fit_transform": Case(lambda x: sklearn.decomposition.PCA(n_components=2, svd_solver="full").fit_transform(x),
-                              [(3, 4)], native=("jax",)),
+    "PCA.fit_transform": Case(
+        lambda x: sklearn.decomposition.PCA(n_components=2, svd_solver="full").fit_transform(x),
+        [(3, 4)],
+        native=("jax",),
+    ),
     "euclidean_distances": Case(lambda x, y: skpair.euclidean_distances(x, y), [(3, 4), (2, 4)], native=("torch",)),
     "rbf_kernel": Case(lambda x: skpair.rbf_kernel(x, gamma=0.3), [(3, 4)], native=("torch",)),
     "cosine_similarity": Case(lambda x, y: skpair.cosine_similarity(x, y), [(3, 4), (2, 4)], native=()),
-    "polynomial_kernel": Case(lambda x: skpair.polynomial_kernel(x, degree=3, coef0=0.5), [(3, 4)],
-                              native=("torch",)),
+    "polynomial_kernel": Case(lambda x: skpair.polynomial_kernel(x, degree=3, coef0=0.5), [(3, 4)], native=("torch",)),
     "extmath.softmax": Case(lambda x: sklearn.utils.extmath.softmax(x), [(3, 4)], native=("jax",)),
 }
 
@@ -289,7 +308,7 @@ def test_scikit_learn(backend, array_api_dispatch, name):
     check(SKLEARN[name], name)
 
 
-SKLEARN_LEAKS = {       # metrics return Python floats: float(tensor)
+SKLEARN_LEAKS = {  # metrics return Python floats: float(tensor)
     "mean_squared_error": lambda x: sklearn.metrics.mean_squared_error(x[:, 0], x[:, 1]),
     "r2_score": lambda x: sklearn.metrics.r2_score(x[:, 0], x[:, 1]),
 }
@@ -302,13 +321,13 @@ def test_scikit_learn_metric_returning_a_float_warns(backend, array_api_dispatch
 
 # ------------------------------------------------------------------------------ SciPy
 SCIPY = {
-    "special.logsumexp": Case(lambda x, b: scipy.special.logsumexp(x, axis=0, b=b), [(3, 4), (3, 4)], lo=0.1,
-                              native=("jax",)),
+    "special.logsumexp": Case(
+        lambda x, b: scipy.special.logsumexp(x, axis=0, b=b), [(3, 4), (3, 4)], lo=0.1, native=("jax",)
+    ),
     "special.softmax": Case(lambda x: scipy.special.softmax(x, axis=0), [(3, 4)], native=("torch",)),
     "special.log_softmax": Case(lambda x: scipy.special.log_softmax(x, axis=1), [(3, 4)], native=("jax",)),
     "special.xlogy": Case(lambda x, y: scipy.special.xlogy(x, y), [(3, 4), (3, 4)], lo=0.1, native=("torch",)),
-    "special.rel_entr": Case(lambda x, y: scipy.special.rel_entr(x, y), [(3, 4), (3, 4)], lo=0.1,
-                             native=("torch",)),
+    "special.rel_entr": Case(lambda x, y: scipy.special.rel_entr(x, y), [(3, 4), (3, 4)], lo=0.1, native=("torch",)),
     "special.expit": Case(lambda x: scipy.special.expit(x), [(3, 4)], native=("torch",)),
     "special.logit": Case(lambda x: scipy.special.logit(x), [(3, 4)], lo=0.05, hi=0.95, native=("torch",)),
     "special.erf": Case(lambda x: scipy.special.erf(x), [(3, 4)], native=("torch",)),
@@ -321,8 +340,9 @@ SCIPY = {
     "stats.gmean": Case(lambda x: scipy.stats.gmean(x, axis=1), [(3, 4)], lo=0.5, native=("torch",)),
     "stats.hmean": Case(lambda x: scipy.stats.hmean(x, axis=1), [(3, 4)], lo=0.5, native=("torch",)),
     "stats.entropy": Case(lambda x: scipy.stats.entropy(x, axis=1), [(3, 4)], lo=0.1, native=("torch",)),
-    "integrate.trapezoid": Case(lambda y, x: scipy.integrate.trapezoid(y, x, axis=1), [(3, 4), (3, 4)],
-                                native=("torch",)),
+    "integrate.trapezoid": Case(
+        lambda y, x: scipy.integrate.trapezoid(y, x, axis=1), [(3, 4), (3, 4)], native=("torch",)
+    ),
     "fft.rfft": Case(lambda x: scipy.fft.rfft(x, axis=1), [(3, 4)], native=("torch",)),
     "cluster.vq.whiten": Case(lambda x: scipy.cluster.vq.whiten(x), [(3, 4)], native=("jax",)),
 }
@@ -333,7 +353,7 @@ def test_scipy(backend, scipy_array_api, name):
     check(SCIPY[name], f"scipy.{name}")
 
 
-SCIPY_LEAKS = {     # SciPy computes these with NumPy whatever the input
+SCIPY_LEAKS = {  # SciPy computes these with NumPy whatever the input
     "stats.norm.logpdf": lambda x: scipy.stats.norm.logpdf(x),
     "linalg.expm": lambda x: scipy.linalg.expm(x[:, :3]),
     "signal.detrend": lambda x: scipy.signal.detrend(x, axis=1),
@@ -354,19 +374,24 @@ def _callable_logsumexp(x, axes):
 
 EINOPS = {
     "rearrange": Case(lambda x: einops.rearrange(x, "a (b c) -> (c a) b", c=2), [(3, 4)], native=("torch",)),
-    "rearrange list": Case(lambda x, y: einops.rearrange([x, y], "n a b -> b (a n)"), [(3, 4), (3, 4)],
-                           native=("torch",)),
-    "reduce": Case(lambda x: [einops.reduce(x, "a (b c) -> c a", op, c=2)
-                              for op in ("sum", "mean", "max", "min", "prod")], [(3, 4)], native=("torch",)),
-    "reduce callable": Case(lambda x: einops.reduce(x, "a b -> b", _callable_logsumexp), [(3, 4)],
-                            native=("torch",)),
+    "rearrange list": Case(
+        lambda x, y: einops.rearrange([x, y], "n a b -> b (a n)"), [(3, 4), (3, 4)], native=("torch",)
+    ),
+    "reduce": Case(
+        lambda x: [einops.reduce(x, "a (b c) -> c a", op, c=2) for op in ("sum", "mean", "max", "min", "prod")],
+        [(3, 4)],
+        native=("torch",),
+    ),
+    "reduce callable": Case(lambda x: einops.reduce(x, "a b -> b", _callable_logsumexp), [(3, 4)], native=("torch",)),
     "repeat": Case(lambda x: einops.repeat(x, "a b -> a k b (r c)", k=2, r=3, c=1), [(3, 4)], native=("torch",)),
     "einsum matmul": Case(lambda a, b: einops.einsum(a, b, "i j, k j -> k i"), [(3, 4), (2, 4)], native=("torch",)),
     "einsum trace": Case(lambda a: einops.einsum(a, "i i ->"), [(4, 4)], native=("torch",)),
-    "einsum ellipsis": Case(lambda a, b: einops.einsum(a, b, "... i, b i -> b ..."), [(2, 3, 4), (2, 4)],
-                            native=("torch",)),
-    "einsum three": Case(lambda a, b, c: einops.einsum(a, b, c, "a b, c b, a d -> a d"),
-                         [(3, 4), (2, 4), (3, 4)], native=("torch",)),
+    "einsum ellipsis": Case(
+        lambda a, b: einops.einsum(a, b, "... i, b i -> b ..."), [(2, 3, 4), (2, 4)], native=("torch",)
+    ),
+    "einsum three": Case(
+        lambda a, b, c: einops.einsum(a, b, c, "a b, c b, a d -> a d"), [(3, 4), (2, 4), (3, 4)], native=("torch",)
+    ),
     "pack": Case(lambda a, b: einops.pack([a, b], "i *")[0], [(3, 4), (3,)], native=("torch",)),
     "unpack": Case(lambda x: einops.unpack(x, [(1,), (), (2,)], "i *"), [(3, 4)], native=("torch",)),
 }
@@ -381,7 +406,7 @@ def test_einops_picks_the_gradtape_backend(backend):
     x = gt.asarray(np.arange(6.0).reshape(2, 3))
     assert einops.parse_shape(x, "a b") == {"a": 2, "b": 3}
     assert type(einops.rearrange(x, "a b -> b a")) is gt.Tensor
-    v = gt.Variable(np.arange(6.0).reshape(2, 3))           # a Variable, read under a tape, records too
+    v = gt.Variable(np.arange(6.0).reshape(2, 3))  # a Variable, read under a tape, records too
     with gt.GradientTape() as tape:
         y = gt.sum(einops.reduce(v, "a b -> b", "sum") ** 2)
     g = tape.gradient(y, v).numpy()
@@ -415,11 +440,21 @@ print(json.dumps(tape.gradient(y, x).numpy().tolist()))
 """
 
 
-@pytest.mark.parametrize("first", ["import gradtape as gt; assert 'einops' not in sys.modules; import einops",
-                                   "import einops; import gradtape as gt"])
+@pytest.mark.parametrize(
+    "first",
+    [
+        "import gradtape as gt; assert 'einops' not in sys.modules; import einops",
+        "import einops; import gradtape as gt",
+    ],
+)
 def test_einops_works_whichever_is_imported_first(first):
-    out = subprocess.run([sys.executable, "-c", _IMPORT_CHILD.format(first=first)], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "GRADTAPE_BACKEND": "numpy"})
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_CHILD.format(first=first)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GRADTAPE_BACKEND": "numpy"},
+    )
     assert out.returncode == 0, out.stderr
     g = np.array(json.loads(out.stdout.strip().splitlines()[-1]))
     _record(first, g)
@@ -435,7 +470,10 @@ def _da(x):
 XARRAY = {
     "arithmetic, broadcast by dims": Case(
         lambda x, v: (_da(x) * 2.0 - _da(x) ** 2 / xr.DataArray(v, dims=("b",))).transpose("b", "a").data,
-        [(3, 4), (4,)], lo=0.5, native=("jax",)),
+        [(3, 4), (4,)],
+        lo=0.5,
+        native=("jax",),
+    ),
     "sum": Case(lambda x: _da(x).sum("a").data, [(3, 4)], native=("jax",)),
     "mean": Case(lambda x: _da(x).mean("b").data, [(3, 4)], native=("jax",)),
     "std ddof=1": Case(lambda x: _da(x).std("a", ddof=1).data, [(3, 4)], native=("jax",)),
@@ -447,10 +485,10 @@ XARRAY = {
     "where": Case(lambda x: _da(x).where(_da(x) > 0, -_da(x) * 0.5).data, [(3, 4)], native=("jax",)),
     "isel": Case(lambda x: _da(x).isel(a=[0, 2], b=slice(1, 3)).data, [(3, 4)], native=("jax",)),
     "dot": Case(lambda x, v: xr.dot(_da(x), xr.DataArray(v, dims=("b",))).data, [(3, 4), (4,)], native=("jax",)),
-    "concat and diff": Case(lambda x: xr.concat([_da(x), _da(x) ** 2], dim="a").diff("b").data, [(3, 4)],
-                            native=("jax",)),
-    "Dataset": Case(lambda x: (xr.Dataset({"v": (("a", "b"), x)})["v"] ** 2).sum("b").data, [(3, 4)],
-                    native=("jax",)),
+    "concat and diff": Case(
+        lambda x: xr.concat([_da(x), _da(x) ** 2], dim="a").diff("b").data, [(3, 4)], native=("jax",)
+    ),
+    "Dataset": Case(lambda x: (xr.Dataset({"v": (("a", "b"), x)})["v"] ** 2).sum("b").data, [(3, 4)], native=("jax",)),
 }
 
 
@@ -469,8 +507,9 @@ def test_meta_a_none_or_nan_gradient_fails_the_check(backend):
     a test that recorded one (or none) and passed; a correct function passes both."""
     start = len(_LOG)
     with pytest.raises(AssertionError, match="no gradient"):
-        check(Case(lambda x: gt.ones_like(x) if isinstance(x, gt.Tensor) else np.ones_like(x), [(3, 4)]),
-              "disconnected")
+        check(
+            Case(lambda x: gt.ones_like(x) if isinstance(x, gt.Tensor) else np.ones_like(x), [(3, 4)]), "disconnected"
+        )
     with np.errstate(divide="ignore", invalid="ignore"), pytest.raises(AssertionError, match="finite differences"):
         check(Case(lambda x: (x - x) ** 0.5, [(3, 4)]), "nan")
     bad = _LOG[start:]
@@ -478,5 +517,5 @@ def test_meta_a_none_or_nan_gradient_fails_the_check(backend):
     assert [what for what, _ in bad] == ["disconnected, argument 0", "nan, argument 0"], bad
     assert "None or non-finite" in _meta_problem(bad[:1]) and "None or non-finite" in _meta_problem(bad[1:])
     assert "checked no gradient" in _meta_problem([])
-    check(Case(lambda x: x ** 3, [(3, 4)], native=("torch", "jax")), "cube")
+    check(Case(lambda x: x**3, [(3, 4)], native=("torch", "jax")), "cube")
     assert _meta_problem(_LOG[start:]) is None

@@ -2,6 +2,7 @@
 ``gt.layers`` (Keras' Dense: names, built on first call, variable order, activations,
 initializers), and ``gt.optimizers`` (Keras 3's update formulas, checked by hand for one or two
 steps; None gradients; iterations; slots; no tape traffic)."""
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,9 @@ def test_mean_squared_error_class_reductions(backend):
     np.testing.assert_allclose(float(gt.losses.MeanSquaredError(reduction="sum")(c64(YT), c64(YP))), per.sum())
     np.testing.assert_allclose(gt.losses.MeanSquaredError(reduction="none")(c64(YT), c64(YP)).numpy(), per)
     w = np.array([2.0, 0.0])
-    np.testing.assert_allclose(float(gt.losses.MeanSquaredError()(c64(YT), c64(YP), sample_weight=c64(w))),
-                               (per * w).mean(), rtol=1e-12)
+    np.testing.assert_allclose(
+        float(gt.losses.MeanSquaredError()(c64(YT), c64(YP), sample_weight=c64(w))), (per * w).mean(), rtol=1e-12
+    )
     with pytest.raises(ValueError):
         gt.losses.MeanSquaredError(reduction="bogus")
 
@@ -68,7 +70,7 @@ def test_sparse_categorical_crossentropy(backend):
     logits = np.log(P) + 1.5
     got = gt.losses.sparse_categorical_crossentropy(gt.constant(LABELS), c64(logits), from_logits=True)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)
-    got = gt.losses.sparse_categorical_crossentropy(gt.constant(LABELS[:, None]), c64(P))   # (n, 1) labels
+    got = gt.losses.sparse_categorical_crossentropy(gt.constant(LABELS[:, None]), c64(P))  # (n, 1) labels
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-7)
     cls = gt.losses.SparseCategoricalCrossentropy(from_logits=True)
     np.testing.assert_allclose(float(cls(gt.constant(LABELS), c64(logits))), want.mean(), rtol=1e-10)
@@ -81,16 +83,17 @@ def test_categorical_and_binary_crossentropy(backend):
     want = -np.log(P[np.arange(3), LABELS])
     np.testing.assert_allclose(gt.losses.categorical_crossentropy(c64(onehot), c64(P)).numpy(), want, rtol=1e-7)
     np.testing.assert_allclose(
-        gt.losses.categorical_crossentropy(c64(onehot), c64(np.log(P)), from_logits=True).numpy(), want, rtol=1e-10)
-    np.testing.assert_allclose(float(gt.losses.CategoricalCrossentropy()(c64(onehot), c64(P))), want.mean(),
-                               rtol=1e-7)
+        gt.losses.categorical_crossentropy(c64(onehot), c64(np.log(P)), from_logits=True).numpy(), want, rtol=1e-10
+    )
+    np.testing.assert_allclose(float(gt.losses.CategoricalCrossentropy()(c64(onehot), c64(P))), want.mean(), rtol=1e-7)
     z = np.array([[1.0, 0.0], [0.0, 1.0]])
     p = np.array([[0.9, 0.2], [0.3, 0.6]])
     bce = -(z * np.log(p) + (1 - z) * np.log(1 - p)).mean(-1)
     np.testing.assert_allclose(gt.losses.binary_crossentropy(c64(z), c64(p)).numpy(), bce, rtol=1e-7)
     logits = np.log(p / (1 - p))
-    np.testing.assert_allclose(gt.losses.binary_crossentropy(c64(z), c64(logits), from_logits=True).numpy(), bce,
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        gt.losses.binary_crossentropy(c64(z), c64(logits), from_logits=True).numpy(), bce, rtol=1e-9
+    )
     assert gt.losses.get("mse") is gt.losses.mean_squared_error
 
 
@@ -100,8 +103,10 @@ class MyModel(gt.Module):
         super().__init__(name=name)
         self.zeta = gt.Variable(1.0, name="zeta")
         self.alpha = gt.Variable(2.0, name="alpha", trainable=False)
-        self.layers_ = [gt.Variable(3.0, name="l0"), {"b": gt.Variable(5.0, name="db"),
-                                                      "a": gt.Variable(4.0, name="da")}]
+        self.layers_ = [
+            gt.Variable(3.0, name="l0"),
+            {"b": gt.Variable(5.0, name="db"), "a": gt.Variable(4.0, name="da")},
+        ]
         self.child = Child()
         self.beta = (gt.Variable(6.0, name="beta"),)
         self.not_tracked = 7.0
@@ -131,6 +136,7 @@ def test_module_names():
 
     class HTTPServerModel(gt.Module):
         pass
+
     assert HTTPServerModel().name == "http_server_model"
     with pytest.raises(ValueError, match="valid module name"):
         gt.Module(name="not valid!")
@@ -151,7 +157,7 @@ def test_module_shared_variables_and_cycles(backend):
     m = gt.Module()
     v = gt.Variable(1.0, name="shared")
     m.a, m.b = v, [v, v]
-    m.me = m                                   # a cycle must not loop forever
+    m.me = m  # a cycle must not loop forever
     other = gt.Module(name="other")
     other.parent = m
     m.other = other
@@ -185,7 +191,7 @@ def test_seed_example_prints_keras_names(backend, fresh_names, capsys):
     x = gt.constant([[1.0, 2.0, 3.0]])
     with gt.GradientTape() as tape:
         y = layer(x)
-        loss = gt.reduce_mean(y ** 2)
+        loss = gt.reduce_mean(y**2)
     grad = tape.gradient(loss, layer.trainable_variables)
     for var, g in zip(layer.trainable_variables, grad):
         print(f"{var.name}, shape: {g.shape}")
@@ -212,21 +218,22 @@ def test_dense_is_built_on_first_call(backend, fresh_names):
     assert layer.kernel.shape == (3, 4) and layer.bias.shape == (4,)
     assert layer.kernel.backend == backend.split(":")[0]
     assert [v.name for v in layer.trainable_variables] == ["dense/kernel:0", "dense/bias:0"]
-    np.testing.assert_array_equal(layer.bias.numpy(), np.zeros(4))           # bias_initializer="zeros"
-    limit = math.sqrt(6 / (3 + 4))                                           # glorot_uniform
+    np.testing.assert_array_equal(layer.bias.numpy(), np.zeros(4))  # bias_initializer="zeros"
+    limit = math.sqrt(6 / (3 + 4))  # glorot_uniform
     k = layer.kernel.numpy()
     assert np.all(np.abs(k) <= limit) and np.std(k) > 0
     kernel = layer.kernel
     layer(gt.ones((2, 3)))
-    assert layer.kernel is kernel                                            # built once
+    assert layer.kernel is kernel  # built once
     with pytest.raises(ValueError, match="incompatible"):
         layer(gt.ones((2, 5)))
 
 
 def test_dense_computes_activation_of_affine_map(backend, fresh_names):
     x = np.array([[1.0, -2.0, 0.5], [0.0, 1.0, 3.0]])
-    layer = gt.layers.Dense(2, activation="relu", dtype="float64", kernel_initializer="ones",
-                            bias_initializer=gt.layers.Constant(-2.0))
+    layer = gt.layers.Dense(
+        2, activation="relu", dtype="float64", kernel_initializer="ones", bias_initializer=gt.layers.Constant(-2.0)
+    )
     y = layer(x)
     assert y.dtype == gt.float64
     np.testing.assert_allclose(y.numpy(), np.maximum(x @ np.ones((3, 2)) - 2.0, 0))
@@ -240,22 +247,25 @@ def test_dense_gradients_are_analytic(backend, fresh_names):
     layer = gt.layers.Dense(2, dtype="float64")
     with gt.GradientTape() as tape:
         y = layer(c64(x))
-        loss = gt.reduce_sum(y ** 2) / 2
+        loss = gt.reduce_sum(y**2) / 2
     gk, gb = tape.gradient(loss, layer.trainable_variables)
     yv = x @ layer.kernel.numpy() + layer.bias.numpy()
     np.testing.assert_allclose(gk.numpy(), x.T @ yv, rtol=1e-12)
     np.testing.assert_allclose(gb.numpy(), yv.sum(0), rtol=1e-12)
 
 
-@pytest.mark.parametrize("activation,check", [
-    ("relu", lambda z, y: np.maximum(z, 0)),
-    ("sigmoid", lambda z, y: 1 / (1 + np.exp(-z))),
-    ("tanh", lambda z, y: np.tanh(z)),
-    ("softmax", lambda z, y: np.exp(z) / np.exp(z).sum(-1, keepdims=True)),
-    ("linear", lambda z, y: z),
-    (None, lambda z, y: z),
-    (lambda t: t * 3.0, lambda z, y: 3 * z),
-])
+@pytest.mark.parametrize(
+    "activation,check",
+    [
+        ("relu", lambda z, y: np.maximum(z, 0)),
+        ("sigmoid", lambda z, y: 1 / (1 + np.exp(-z))),
+        ("tanh", lambda z, y: np.tanh(z)),
+        ("softmax", lambda z, y: np.exp(z) / np.exp(z).sum(-1, keepdims=True)),
+        ("linear", lambda z, y: z),
+        (None, lambda z, y: z),
+        (lambda t: t * 3.0, lambda z, y: 3 * z),
+    ],
+)
 def test_dense_activations(backend, fresh_names, activation, check):
     layer = gt.layers.Dense(3, activation=activation, dtype="float64")
     x = np.array([[0.3, -1.2], [2.0, 0.1]])
@@ -292,7 +302,7 @@ def test_initializers_are_seeded_and_backend_independent(backend, fresh_names):
 
 def test_inputs_are_cast_to_the_layer_dtype(backend, fresh_names):
     layer = gt.layers.Dense(2)
-    y = layer(np.ones((1, 3)))                 # float64 NumPy input -> float32 layer
+    y = layer(np.ones((1, 3)))  # float64 NumPy input -> float32 layer
     assert y.dtype == gt.float32
     x = c64(np.ones((1, 3)))
     with gt.GradientTape() as tape:
@@ -306,7 +316,11 @@ def test_sequential_and_flatten(backend, fresh_names):
     y = model(gt.ones((3, 2, 3)))
     assert y.shape == (3, 2)
     assert [v.name for v in model.trainable_variables] == [
-        "dense/kernel:0", "dense/bias:0", "dense_1/kernel:0", "dense_1/bias:0"]
+        "dense/kernel:0",
+        "dense/bias:0",
+        "dense_1/kernel:0",
+        "dense_1/bias:0",
+    ]
     assert model.name == "sequential" and len(model.layers) == 3
     assert [s.name for s in model.submodules] == ["flatten", "dense", "dense_1"]
     with gt.GradientTape() as tape:
@@ -333,8 +347,7 @@ def test_custom_layer_tracks_add_weight_and_sublayers_in_keras_order(backend, fr
     assert block.name == "block"
     block(gt.ones((1, 3)))
     assert [v.name for v in block.trainable_variables] == ["block/scale:0", "inner/kernel:0", "inner/bias:0"]
-    assert [v.name for v in block.variables] == ["block/scale:0", "block/offset:0", "inner/kernel:0",
-                                                 "inner/bias:0"]
+    assert [v.name for v in block.variables] == ["block/scale:0", "block/offset:0", "inner/kernel:0", "inner/bias:0"]
     assert [v.name for v in block.non_trainable_variables] == ["block/offset:0"]
     block.trainable = False
     assert block.trainable_variables == [] and len(block.non_trainable_variables) == 4
@@ -369,7 +382,7 @@ def test_layer_builds_on_the_inputs_backend(fresh_names):
     with gt.use_backend(other):
         x = gt.ones((1, 3))
     layer = gt.layers.Dense(2)
-    layer(x)                                           # numpy is active, the input is not
+    layer(x)  # numpy is active, the input is not
     assert layer.kernel.backend == other
 
 
@@ -426,7 +439,7 @@ def test_adam_keras_formula(backend, amsgrad):
     w, m, v, vh = W0.copy(), 0.0, 0.0, 0.0
     want = []
     for t, g in enumerate([G1, G2], start=1):
-        alpha = lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        alpha = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
         m = m + (g - m) * (1 - b1)
         v = v + (g * g - v) * (1 - b2)
         vh = np.maximum(vh, v)
@@ -499,8 +512,13 @@ def test_slot_variables_are_per_variable(backend):
     opt.apply_gradients(zip([gt.constant([1.0, 1.0]), gt.constant(1.0)], [w, b]))
     opt.apply_gradients(zip([gt.constant([1.0, 1.0]), gt.constant(1.0)], [w, b]))
     names = [v.name for v in opt.variables]
-    assert names == ["adam/iteration:0", "adam/dense_kernel_momentum:0", "adam/dense_kernel_velocity:0",
-                     "adam/dense_bias_momentum:0", "adam/dense_bias_velocity:0"]
+    assert names == [
+        "adam/iteration:0",
+        "adam/dense_kernel_momentum:0",
+        "adam/dense_kernel_velocity:0",
+        "adam/dense_bias_momentum:0",
+        "adam/dense_bias_velocity:0",
+    ]
     assert all(not v.trainable for v in opt.variables)
     assert opt.variables[1].shape == (2,) and opt.iterations.dtype == gt.int64
 
@@ -510,7 +528,7 @@ def test_updates_are_not_recorded_on_tapes(backend):
     opt = gt.optimizers.Adam(0.1)
     with gt.GradientTape() as tape:
         opt.apply_gradients([(gt.constant([1.0, 1.0]), w)])
-    assert tape.watched_variables() == ()      # nothing was read through an op
+    assert tape.watched_variables() == ()  # nothing was read through an op
 
 
 def test_learning_rate_schedules_and_clipping(backend):
@@ -583,5 +601,5 @@ def test_apply_gradients_checks_its_inputs(backend):
         opt.apply_gradients([(gt.constant([1.0, 2.0]), w)])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        opt.apply_gradients([(np.array([1.0]), w)])            # a NumPy gradient is converted
+        opt.apply_gradients([(np.array([1.0]), w)])  # a NumPy gradient is converted
     np.testing.assert_allclose(w.numpy(), [0.99], rtol=1e-6)

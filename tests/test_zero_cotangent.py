@@ -10,6 +10,7 @@
 * The masks are ops with exact rules: ForwardAccumulator (which differentiates a vjp at a zero
   cotangent) and second derivatives where an inner cotangent is exactly 0 match analytic values.
 """
+
 from __future__ import annotations
 
 import math
@@ -92,7 +93,7 @@ def _run(op, case, leaves, flags, rebuild, kwargs, backend, native):
         if native:
             gs = tape.gradient(ys, xs, output_gradients=zeros)
         else:
-            with gt.GradientTape():         # an outer tape records the walk: the Tensor rules run
+            with gt.GradientTape():  # an outer tape records the walk: the Tensor rules run
                 gs = tape.gradient(ys, xs, output_gradients=zeros)
     return xs, gs
 
@@ -123,8 +124,9 @@ def test_zero_cotangent_gives_zero_gradient(backend, name):
                 msg = _report(op, case, label, path, xs, gs)
                 if msg:
                     failures.append(msg)
-    assert not failures, (f"a zero cotangent gave a non-zero (NaN) gradient in {len(failures)} "
-                          f"call(s) of {name}:\n" + "\n".join(failures))
+    assert not failures, (
+        f"a zero cotangent gave a non-zero (NaN) gradient in {len(failures)} call(s) of {name}:\n" + "\n".join(failures)
+    )
     assert evaluated, f"{name}: every case was rejected at its edges; nothing was checked"
 
 
@@ -133,8 +135,13 @@ def _elementwise_cases(op):
     """The op's cases that are plain calls on float arrays (unary and binary element-wise ops)."""
     if not op.float_out:
         return []
-    return [c for c in domains.op_cases(op) if not c.kwargs and c.out_map is None
-            and all(isinstance(a, domains.Arg) and a.map is None and a.sampler.kind in "fc" for a in c.args)]
+    return [
+        c
+        for c in domains.op_cases(op)
+        if not c.kwargs
+        and c.out_map is None
+        and all(isinstance(a, domains.Arg) and a.map is None and a.sampler.kind in "fc" for a in c.args)
+    ]
 
 
 _ELEMENTWISE = [op.name for op in _OPS if _elementwise_cases(op)]
@@ -184,9 +191,32 @@ def _c(v):
 
 
 # the rules that mask (or are the masking ops), differentiated forward at ordinary points
-_JVP_OPS = ["sqrt", "log", "log1p", "log2", "log10", "pow", "divide", "reciprocal", "exp", "expm1", "sinh",
-            "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "remainder", "std",
-            "multiply_no_nan", "divide_no_nan", "xdivy"]
+_JVP_OPS = [
+    "sqrt",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "pow",
+    "divide",
+    "reciprocal",
+    "exp",
+    "expm1",
+    "sinh",
+    "cosh",
+    "asin",
+    "acos",
+    "atan",
+    "asinh",
+    "acosh",
+    "atanh",
+    "atan2",
+    "remainder",
+    "std",
+    "multiply_no_nan",
+    "divide_no_nan",
+    "xdivy",
+]
 
 
 @pytest.mark.parametrize("name", _JVP_OPS)
@@ -208,13 +238,14 @@ def test_forward_mode_sees_the_true_derivative(backend, name):
 
     def at(s):
         return op.public(*rebuild([_c(v + s * t) for v, t in zip(leaves, tangents)]), **kwargs).numpy()
+
     np.testing.assert_allclose(jvp, (at(h) - at(-h)) / (2 * h), rtol=1e-6, atol=1e-8)
 
 
 _HESSIANS = {
     # f, the point where the cotangent reaching the singular op is exactly 0, f'' there
     "sqrt": (lambda x: gt.sqrt(x) * (x - 1), 1.0, 1.0),
-    "pow": (lambda x: x ** 0.5 * (x - 1), 1.0, 1.0),
+    "pow": (lambda x: x**0.5 * (x - 1), 1.0, 1.0),
     "log": (lambda x: gt.log(x) * (x - 1), 1.0, 2.0),
     "reciprocal": (lambda x: gt.reciprocal(x) * (x - 1), 1.0, -2.0),
     "divide": (lambda x: (1.0 / x) * (x - 2), 2.0, -0.5),
@@ -246,8 +277,8 @@ def test_masked_singular_branch_gives_zero_not_nan(backend):
     x = _c([0.0, 4.0])
     with gt.GradientTape(persistent=True) as tape:
         tape.watch(x)
-        branches = [gt.where(x > 0, f(x), 0.0) for f in (gt.sqrt, gt.log, lambda t: t ** 0.5, gt.reciprocal)]
-        branches.append(gt.where(x > 0, gt.asin(x / 4 - 1), 0.0))      # asin'(-1) = inf at x = 0
+        branches = [gt.where(x > 0, f(x), 0.0) for f in (gt.sqrt, gt.log, lambda t: t**0.5, gt.reciprocal)]
+        branches.append(gt.where(x > 0, gt.asin(x / 4 - 1), 0.0))  # asin'(-1) = inf at x = 0
     expected = [[0.0, 0.25], [0.0, 0.25], [0.0, 0.25], [0.0, -1 / 16], [0.0, 0.25]]
     for y, e in zip(branches, expected):
         np.testing.assert_allclose(tape.gradient(y, x).numpy(), e, rtol=1e-12)
@@ -255,7 +286,7 @@ def test_masked_singular_branch_gives_zero_not_nan(backend):
     with gt.GradientTape() as tape:
         tape.watch(X)
         scale = gt.sqrt(gt.var(X, axis=0))
-        scale[scale == 0] = 1.0                 # a constant column: 0 / 0, overwritten
+        scale[scale == 0] = 1.0  # a constant column: 0 / 0, overwritten
         z = (X - gt.mean(X, axis=0)) / scale
         loss = gt.sum(z * _c([[1.0, 2.0]]))
     g = tape.gradient(loss, X).numpy()
@@ -317,7 +348,7 @@ def test_no_nan_ops(backend):
 _MASKED_SECOND_ORDER = {
     # f, points (the untaken branch's singular point and a point off the domain), a taken point
     "sqrt": (lambda x: gt.where(x > 0, gt.sqrt(x), 0.0), [-1.0, 0.0], 4.0),
-    "x ** 0.5": (lambda x: gt.where(x > 0, x ** 0.5, 0.0), [-1.0, 0.0], 4.0),
+    "x ** 0.5": (lambda x: gt.where(x > 0, x**0.5, 0.0), [-1.0, 0.0], 4.0),
     "log": (lambda x: gt.where(x > 0, gt.log(x), 0.0), [-1.0, 0.0], 4.0),
     "1 / x": (lambda x: gt.where(x != 0, 1 / x, 0.0), [0.0], 4.0),
     "reciprocal": (lambda x: gt.where(x != 0, gt.reciprocal(x), 0.0), [0.0], 4.0),
@@ -356,6 +387,7 @@ def test_masked_singular_branch_is_nan_free_at_second_order(backend, name):
             tape.watch(t)
             z = f(t)
         return tape.gradient(z, t).numpy()[0]
+
     want = (first(taken + eps) - first(taken - eps)) / (2 * eps)
     np.testing.assert_array_equal(h[:-1], 0.0)
     np.testing.assert_array_equal(hf[:-1], 0.0)
@@ -371,5 +403,5 @@ def test_strong_zero_multiply(backend):
         tape.watch([x, y])
         z = gt.math.strong_zero_multiply(x, y)
     gx, gy = tape.gradient(z, [x, y])
-    np.testing.assert_array_equal(gx.numpy(), [np.inf, 4.0])     # the true d/dx1 = x2
+    np.testing.assert_array_equal(gx.numpy(), [np.inf, 4.0])  # the true d/dx1 = x2
     np.testing.assert_array_equal(gy.numpy(), [0.0, 2.0])

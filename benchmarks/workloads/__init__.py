@@ -3,6 +3,7 @@
 Importing this package imports no array library: ``run.py`` reads the registry in the parent
 process and each framework's module is imported only inside the fresh worker process that runs it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -12,42 +13,63 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Framework:
-    name: str            # the row name, and what --frameworks takes
-    module: str          # benchmarks.workloads.<module>
-    needs: tuple         # importable modules it needs; missing -> "not installed"
-    numpy_memory: bool   # its arrays are NumPy's, so tracemalloc sees them (W7)
-    about: str           # one line for the table's legend
-    workloads: tuple = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")   # the others are "—"
+    name: str  # the row name, and what --frameworks takes
+    module: str  # benchmarks.workloads.<module>
+    needs: tuple  # importable modules it needs; missing -> "not installed"
+    numpy_memory: bool  # its arrays are NumPy's, so tracemalloc sees them (W7)
+    about: str  # one line for the table's legend
+    workloads: tuple = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")  # the others are "—"
 
 
 FRAMEWORKS = [
-    Framework("gradtape-numpy", "gradtape_bench", ("gradtape", "numpy"), True,
-              "gradtape, NumPy backend (the default)"),
-    Framework("gradtape-torch", "gradtape_bench", ("gradtape", "torch"), False,
-              "gradtape, PyTorch backend (CPU)"),
-    Framework("gradtape-jax", "gradtape_bench", ("gradtape", "jax"), False,
-              "gradtape, JAX backend (CPU, eager)"),
-    Framework("gradtape-array_api_strict", "gradtape_bench", ("gradtape", "array_api_strict"), True,
-              "gradtape, array_api_strict backend (NumPy underneath)"),
-    Framework("torch.autograd", "torch_bench", ("torch",), False,
-              "PyTorch eager autograd (`torch.autograd.grad`; W5: "
-              "`torch.autograd.functional.jacobian`) — the ratio reference"),
-    Framework("torch.func", "torch_bench", ("torch",), False,
-              "`torch.func.jacrev` (W5 only)", ("W5",)),
-    Framework("jax.grad", "jax_bench", ("jax",), False,
-              "`jax.grad` un-jitted (eager; W5: `jax.jacrev`)"),
-    Framework("jax.jit(jax.grad)", "jax_bench", ("jax",), False,
-              "`jax.jit(jax.grad(f))` (chains as `lax.fori_loop`; compile time excluded)"),
-    Framework("autograd", "hips_autograd_bench", ("autograd",), True,
-              "HIPS `autograd` (`autograd.grad`, `autograd.jacobian`)"),
-    Framework("tensorflow", "tensorflow_bench", ("tensorflow",), False,
-              "TensorFlow 2 eager `tf.GradientTape`"),
-    Framework("numpy-hand", "numpy_bench", ("numpy",), True,
-              "hand-written NumPy forward + backward (+ SGD)"),
-    Framework("minitape-numpy", "numpy_bench", ("numpy",), True,
-              "a minimal Python tape on NumPy (~40 lines; chains only)", ("W1", "W2", "W6")),
-    Framework("numpy-forward", "numpy_bench", ("numpy",), True,
-              "NumPy forward pass only, no gradient (chains only)", ("W1", "W2", "W6")),
+    Framework("gradtape-numpy", "gradtape_bench", ("gradtape", "numpy"), True, "gradtape, NumPy backend (the default)"),
+    Framework("gradtape-torch", "gradtape_bench", ("gradtape", "torch"), False, "gradtape, PyTorch backend (CPU)"),
+    Framework("gradtape-jax", "gradtape_bench", ("gradtape", "jax"), False, "gradtape, JAX backend (CPU, eager)"),
+    Framework(
+        "gradtape-array_api_strict",
+        "gradtape_bench",
+        ("gradtape", "array_api_strict"),
+        True,
+        "gradtape, array_api_strict backend (NumPy underneath)",
+    ),
+    Framework(
+        "torch.autograd",
+        "torch_bench",
+        ("torch",),
+        False,
+        "PyTorch eager autograd (`torch.autograd.grad`; W5: "
+        "`torch.autograd.functional.jacobian`) — the ratio reference",
+    ),
+    Framework("torch.func", "torch_bench", ("torch",), False, "`torch.func.jacrev` (W5 only)", ("W5",)),
+    Framework("jax.grad", "jax_bench", ("jax",), False, "`jax.grad` un-jitted (eager; W5: `jax.jacrev`)"),
+    Framework(
+        "jax.jit(jax.grad)",
+        "jax_bench",
+        ("jax",),
+        False,
+        "`jax.jit(jax.grad(f))` (chains as `lax.fori_loop`; compile time excluded)",
+    ),
+    Framework(
+        "autograd", "hips_autograd_bench", ("autograd",), True, "HIPS `autograd` (`autograd.grad`, `autograd.jacobian`)"
+    ),
+    Framework("tensorflow", "tensorflow_bench", ("tensorflow",), False, "TensorFlow 2 eager `tf.GradientTape`"),
+    Framework("numpy-hand", "numpy_bench", ("numpy",), True, "hand-written NumPy forward + backward (+ SGD)"),
+    Framework(
+        "minitape-numpy",
+        "numpy_bench",
+        ("numpy",),
+        True,
+        "a minimal Python tape on NumPy (~40 lines; chains only)",
+        ("W1", "W2", "W6"),
+    ),
+    Framework(
+        "numpy-forward",
+        "numpy_bench",
+        ("numpy",),
+        True,
+        "NumPy forward pass only, no gradient (chains only)",
+        ("W1", "W2", "W6"),
+    ),
 ]
 
 BY_NAME = {f.name: f for f in FRAMEWORKS}

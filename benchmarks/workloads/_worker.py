@@ -9,6 +9,7 @@ machine, and equal to the wall time of an idle one for one-threaded work) or of 
 (``--clock wall``); both are kept.  W6 is first projected and skipped when one run would exceed the
 plan's cap.  W7 measures memory (see ``measure_memory``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[0] = os.path.dirname(HERE)          # benchmarks/, so ``workloads`` is a package
+sys.path[0] = os.path.dirname(HERE)  # benchmarks/, so ``workloads`` is a package
 
 from workloads import BY_NAME, load  # noqa: E402
 from workloads.common import SIZES, NotApplicable  # noqa: E402
@@ -73,7 +74,7 @@ def time_case(case, plan, clock="cpu"):
     del r
     walls, cpus = [], []
     warm = 1
-    if plan["warmup"] == 0:          # W6: the probe warmed up; the first call counts
+    if plan["warmup"] == 0:  # W6: the probe warmed up; the first call counts
         walls.append(first)
         cpus.append(first_cpu)
         warm = 0
@@ -81,8 +82,7 @@ def time_case(case, plan, clock="cpu"):
         # the plan's warm-up calls, and more while the calls still get much faster (JAX compiles
         # per primitive and shape over the first calls)
         last, prev = first, None
-        while warm < plan["warmup"] or (prev is not None and warm < plan["warmup"] + 8
-                                        and prev > 1.5 * last):
+        while warm < plan["warmup"] or (prev is not None and warm < plan["warmup"] + 8 and prev > 1.5 * last):
             prev = last
             last, r = _timed(case)
             del r
@@ -96,11 +96,20 @@ def time_case(case, plan, clock="cpu"):
         cpus.append(c)
     times = cpus if clock == "cpu" else walls
     return {
-        "clock": clock, "median_s": statistics.median(times), "min_s": min(times),
-        "max_s": max(times), "median_wall_s": statistics.median(walls),
-        "median_cpu_s": statistics.median(cpus), "wall_s_all": walls, "cpu_s_all": cpus,
-        "cpu_over_wall": sum(cpus) / sum(walls), "reps": reps, "warmup": warm,
-        "first_call_s": first, "ops": case.ops, "checksum": checksum,
+        "clock": clock,
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "median_wall_s": statistics.median(walls),
+        "median_cpu_s": statistics.median(cpus),
+        "wall_s_all": walls,
+        "cpu_s_all": cpus,
+        "cpu_over_wall": sum(cpus) / sum(walls),
+        "reps": reps,
+        "warmup": warm,
+        "first_call_s": first,
+        "ops": case.ops,
+        "checksum": checksum,
     }
 
 
@@ -109,8 +118,7 @@ def run_w6(fw, mod, cfg, plan, per_op=None, clock="cpu"):
     else from a 2,000-op probe of W6's own chain."""
     source = "W1 in this process"
     if per_op is None:
-        probe_cfg = dict(cfg, override={"W6": dict(SIZES["tiny" if cfg.get("tiny") else "full"]["W6"],
-                                                   ops=PROBE_OPS)})
+        probe_cfg = dict(cfg, override={"W6": dict(SIZES["tiny" if cfg.get("tiny") else "full"]["W6"], ops=PROBE_OPS)})
         probe = mod.setup(fw.name, "W6", probe_cfg)
         _, r = _timed(probe)
         del r
@@ -121,9 +129,12 @@ def run_w6(fw, mod, cfg, plan, per_op=None, clock="cpu"):
     case = mod.setup(fw.name, "W6", cfg)
     projected = per_op * case.ops
     if projected > plan["cap"]:
-        return {"status": "skipped", "projected_s": projected,
-                "reason": f"projected {projected:.0f} s per run (from {source}) exceeds the "
-                          f"{plan['cap']:.0f} s cap of this mode"}
+        return {
+            "status": "skipped",
+            "projected_s": projected,
+            "reason": f"projected {projected:.0f} s per run (from {source}) exceeds the "
+            f"{plan['cap']:.0f} s cap of this mode",
+        }
     # a cheap run gets a warm-up call (a jitted chain compiles on its first call); an expensive
     # one counts its first call
     res = time_case(case, dict(plan, warmup=1 if projected <= 2.0 else 0), clock)
@@ -150,6 +161,7 @@ def _rss_kib():
     if "VmRSS" in s:
         return s["VmRSS"]
     import resource
+
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
@@ -168,6 +180,7 @@ def _peak_kib():
     if "VmHWM" in s:
         return s["VmHWM"]
     import resource
+
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
@@ -206,8 +219,13 @@ def measure_memory(case, plan, use_tracemalloc):
         del keep
         gc.collect()
         held = _rss_kib()
-        runs.append({"peak": (peak - (base if method == "VmHWM reset" else base_peak)) / MIB,
-                     "held_alive": (held_alive - base) / MIB, "held": (held - base) / MIB})
+        runs.append(
+            {
+                "peak": (peak - (base if method == "VmHWM reset" else base_peak)) / MIB,
+                "held_alive": (held_alive - base) / MIB,
+                "held": (held - base) / MIB,
+            }
+        )
     out = {
         "method": method,
         "peak_mib": statistics.median(x["peak"] for x in runs),
@@ -219,6 +237,7 @@ def measure_memory(case, plan, use_tracemalloc):
         # started before two more warm-up steps, so that arrays a step replaces (a Variable's
         # value after assign_sub) were allocated under tracing and their release is counted
         import tracemalloc
+
         tracemalloc.start()
         for _ in range(2):
             r = case.step()
@@ -238,8 +257,11 @@ def measure_memory(case, plan, use_tracemalloc):
         gc.collect()
         held, _ = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        out.update(tm_peak_mib=(peak - cur0) / 2**20, tm_held_alive_mib=(alive - cur0) / 2**20,
-                   tm_held_mib=(held - cur0) / 2**20)
+        out.update(
+            tm_peak_mib=(peak - cur0) / 2**20,
+            tm_held_alive_mib=(alive - cur0) / 2**20,
+            tm_held_mib=(held - cur0) / 2**20,
+        )
     return out
 
 
@@ -248,6 +270,7 @@ def profile(mod, fw, workload, cfg, top):
     import cProfile
     import io
     import pstats
+
     case = mod.setup(fw.name, workload, cfg)
     case.sync(case.step())
     pr = cProfile.Profile()
@@ -267,11 +290,13 @@ def _threads_info():
     info = {"Threads": _proc_status().get("Threads")}
     try:
         from threadpoolctl import threadpool_info
+
         info["threadpools"] = [(p.get("internal_api"), p.get("num_threads")) for p in threadpool_info()]
     except Exception:
         pass
     if "torch" in sys.modules:
         import torch
+
         info["torch"] = torch.get_num_threads()
     return info
 
@@ -279,11 +304,13 @@ def _threads_info():
 def _limit_threads(fw):
     try:
         from threadpoolctl import threadpool_limits
+
         threadpool_limits(1)
     except Exception:
         pass
     if "torch" in fw.needs:
         import torch
+
         torch.set_num_threads(1)
         try:
             torch.set_num_interop_threads(1)
@@ -303,8 +330,13 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="after timing, cProfile one more call and report the top N functions")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after timing, cProfile one more call and report the top N functions",
+    )
     a = ap.parse_args(argv)
     fw = BY_NAME[a.framework]
     cfg = {"quick": a.quick, "tiny": a.tiny}
@@ -319,8 +351,7 @@ def main(argv=None):
             t0 = time.perf_counter()
             if w == "W6":
                 w1 = done.get("W1")
-                per_op = (w1["median_wall_s"] / w1["ops"] if w1 and w1.get("status") == "ok"
-                          else None)
+                per_op = w1["median_wall_s"] / w1["ops"] if w1 and w1.get("status") == "ok" else None
                 res = run_w6(fw, mod, cfg, plans[w], per_op, a.clock)
             else:
                 case = mod.setup(fw.name, w, cfg)
@@ -335,8 +366,9 @@ def main(argv=None):
         except NotApplicable as e:
             rec.update(status="n/a", reason=str(e))
         except Exception as e:
-            rec.update(status="error", reason=f"{type(e).__name__}: {e}"[:500],
-                       traceback=traceback.format_exc()[-3000:])
+            rec.update(
+                status="error", reason=f"{type(e).__name__}: {e}"[:500], traceback=traceback.format_exc()[-3000:]
+            )
         gc.collect()
         rec["threads"] = _threads_info()
         done[w] = rec
@@ -345,6 +377,7 @@ def main(argv=None):
         emit(rec)
     if fw.name.startswith("gradtape"):
         import gradtape
+
         emit({"meta": {"gradtape_file": gradtape.__file__}})
     emit({"meta": {"process_s": time.perf_counter() - t_import}})
 

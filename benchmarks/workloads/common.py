@@ -8,6 +8,7 @@ which builds the data and returns a :class:`Case` (or raises :class:`NotApplicab
 Every framework gets the same float32 data from :func:`data` (NumPy's ``default_rng(0)``), so the
 first step of every framework computes the same numbers and ``case.checksum`` can be compared.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,6 +70,7 @@ class Case:
     what ``sync`` needs to wait for and ``checksum`` sums; ``ops`` divides the time (W1/W2/W6: per
     chain step).  ``keep`` (W7) returns, from the step's result, the object the caller would still
     hold after ``gradient()`` returns (the tape, or the loss tensor that owns torch's graph)."""
+
     step: Callable[[], Any]
     ops: int = 1
     sync: Callable[[Any], None] = lambda r: None

@@ -5,6 +5,7 @@ tensor is created.  Chains (W1/W2/W6) watch a constant, as ``tf.GradientTape`` u
 (W3/W7) and the deep net (W4) keep their parameters in ``gt.Variable``s, which the tape watches on
 read, and W3/W7 update them with ``Variable.assign_sub`` (the primitive the optimizers use).
 """
+
 from __future__ import annotations
 
 
@@ -34,6 +35,7 @@ def setup(framework, workload, cfg):
     backend = framework.split("-", 1)[1]
     if backend == "torch":
         import torch
+
         torch.set_num_threads(1)
     gt.set_backend(backend)
     sync = _sync_for(backend)
@@ -73,8 +75,7 @@ def setup(framework, workload, cfg):
                 p.assign_sub(LEARNING_RATE * g)
             return grads, tape
 
-        return Case(step, sync=lambda r: sync(r[0]), checksum=lambda r: _l1(r[0]),
-                    keep=lambda r: r[1])
+        return Case(step, sync=lambda r: sync(r[0]), checksum=lambda r: _l1(r[0]), keep=lambda r: r[1])
 
     if workload == "W4":
         xs, ws = deep_data(s["layers"], s["width"], s["batch"])
@@ -117,4 +118,5 @@ def _sync_for(backend):
                 sync(t)
         elif r is not None:
             r.native.block_until_ready()
+
     return sync

@@ -1,4 +1,5 @@
 """HIPS ``autograd`` (``pip install autograd``): NumPy wrapped in tracing boxes."""
+
 from __future__ import annotations
 
 import numpy as np

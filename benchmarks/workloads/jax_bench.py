@@ -5,6 +5,7 @@ about three minutes to compile on the reference machine, and a 100,000-op one wo
 Compile time is excluded from the jitted figures (it is the first, warm-up call; the worker reports
 it as ``first_call_s`` in the JSON).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,6 +32,7 @@ _l1 = l1
 
 def _sync(r):
     import jax
+
     jax.block_until_ready(r)
 
 
@@ -47,10 +49,12 @@ def setup(framework, workload, cfg):
         x = jnp.asarray(chain_start(s["shape"]))
 
         if jit:
+
             def f(x):
                 y = jax.lax.fori_loop(0, n, lambda i, y: jnp.sin(y) * CHAIN_SCALE + CHAIN_SHIFT, x)
                 return jnp.sum(y)
         else:
+
             def f(x):
                 y = x
                 for _ in range(n):

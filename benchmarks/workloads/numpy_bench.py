@@ -1,5 +1,6 @@
 """The NumPy anchors: the hand-written forward + backward (+ SGD), the forward alone, and a
 minimal Python tape — the floor that any tape on NumPy is measured against."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -81,6 +82,7 @@ def _chain_hand(s):
 
 class _Var:
     """A value on the minimal tape."""
+
     __slots__ = ("value",)
 
     def __init__(self, value):
@@ -195,7 +197,7 @@ def _deep_hand(s):
         for w in ws:
             h = np.tanh(h @ w)
             hs.append(h)
-        g = np.ones_like(h)             # d sum(h) / dh
+        g = np.ones_like(h)  # d sum(h) / dh
         grads = [None] * len(ws)
         for i in range(len(ws) - 1, -1, -1):
             h = hs[i + 1]

@@ -3,6 +3,7 @@
 TensorFlow is not installed on the reference machine (the harness marks it "not installed"); this
 module is written against TF 2's public API and runs wherever ``import tensorflow`` works.
 """
+
 from __future__ import annotations
 
 
@@ -32,7 +33,7 @@ def setup(framework, workload, cfg):
     try:
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-    except RuntimeError:      # already initialised
+    except RuntimeError:  # already initialised
         pass
     s = sizes(cfg, workload)
 
@@ -61,8 +62,7 @@ def setup(framework, workload, cfg):
                 h = tf.tanh(x @ w1 + b1)
                 h = tf.tanh(h @ w2 + b2)
                 logits = h @ w3 + b3
-                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab,
-                                                                                     logits=logits))
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=logits))
             grads = tape.gradient(loss, params)
             for p, g in zip(params, grads):
                 p.assign_sub(LEARNING_RATE * g)

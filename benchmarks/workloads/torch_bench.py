@@ -1,4 +1,5 @@
 """PyTorch's own autodiff: ``torch.autograd`` (eager) and ``torch.func.jacrev`` (W5)."""
+
 from __future__ import annotations
 
 
@@ -25,6 +26,7 @@ def _l1(result):
 
 def setup(framework, workload, cfg):
     import torch
+
     torch.set_num_threads(1)
     s = sizes(cfg, workload)
 
@@ -32,6 +34,7 @@ def setup(framework, workload, cfg):
         if workload != "W5":
             raise NotApplicable(workload)
         from torch.func import jacrev
+
         wn, xn = jac_data(s["n"])
         w, x = torch.from_numpy(wn), torch.from_numpy(xn)
         f = jacrev(lambda x: torch.tanh(w @ x))
@@ -53,6 +56,7 @@ def setup(framework, workload, cfg):
 
     if workload in ("W3", "W7"):
         import torch.nn.functional as F
+
         xs, labels, ps = mlp_data(s["batch"], s["dims"])
         x, lab = torch.from_numpy(xs), torch.from_numpy(labels)
         params = [torch.from_numpy(p.copy()).requires_grad_() for p in ps]
@@ -66,7 +70,7 @@ def setup(framework, workload, cfg):
             grads = torch.autograd.grad(loss, params)
             with torch.no_grad():
                 for p, g in zip(params, grads):
-                    p.sub_(g, alpha=LEARNING_RATE)      # what torch.optim.SGD does
+                    p.sub_(g, alpha=LEARNING_RATE)  # what torch.optim.SGD does
             return grads, loss
 
         return Case(step, checksum=lambda r: _l1(r[0]), keep=lambda r: r[1])
@@ -86,6 +90,7 @@ def setup(framework, workload, cfg):
 
     if workload == "W5":
         from torch.autograd.functional import jacobian
+
         wn, xn = jac_data(s["n"])
         w, x = torch.from_numpy(wn), torch.from_numpy(xn)
         return Case(lambda: jacobian(lambda x: torch.tanh(w @ x), x), checksum=_l1)

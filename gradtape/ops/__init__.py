@@ -54,6 +54,7 @@ what the rule reads, and its input domain beside it:
 * ``domain`` is a :mod:`gradtape.domains` declaration; ``complex=True`` adds complex samples.
   Every op has one: a meta-test fails otherwise.
 """
+
 from __future__ import annotations
 
 from gradtape import domains as _domains
@@ -67,10 +68,36 @@ __all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
 
 #: the standard's element-wise functions whose inputs "should have a floating-point data type" (and
 #: gradtape's ``reciprocal``): a bool or integer input is computed in float32 on every backend
-FLOATING_FUNCTIONS = frozenset({
-    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp", "expm1", "log", "log1p",
-    "log2", "log10", "sin", "sinh", "sqrt", "tan", "tanh", "reciprocal",
-    "atan2", "copysign", "divide", "hypot", "logaddexp", "nextafter"})
+FLOATING_FUNCTIONS = frozenset(
+    {
+        "acos",
+        "acosh",
+        "asin",
+        "asinh",
+        "atan",
+        "atanh",
+        "cos",
+        "cosh",
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "log2",
+        "log10",
+        "sin",
+        "sinh",
+        "sqrt",
+        "tan",
+        "tanh",
+        "reciprocal",
+        "atan2",
+        "copysign",
+        "divide",
+        "hypot",
+        "logaddexp",
+        "nextafter",
+    }
+)
 
 #: backend -> the native dtypes (of arrays) that a Python float or int joins without changing them,
 #: where the backend takes Python scalars as is (its floating and complex dtypes); else empty
@@ -82,9 +109,27 @@ def _fc(b):
     return s
 
 
-def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, nout=None, chapter=None,
-          scalars=False, complex=False, doc=None, output_differentiable=None, convention=None,
-          promote=False, saves=None, float_out=False, floating=False, xp_callable=None, batched=False):
+def defop(
+    name,
+    forward=None,
+    *,
+    domain=None,
+    grad=None,
+    differentiable=True,
+    nout=None,
+    chapter=None,
+    scalars=False,
+    complex=False,
+    doc=None,
+    output_differentiable=None,
+    convention=None,
+    promote=False,
+    saves=None,
+    float_out=False,
+    floating=False,
+    xp_callable=None,
+    batched=False,
+):
     """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``).
 
     ``saves`` declares which recorded values the rule reads (``("inputs",)``, ``("outputs",)``,
@@ -93,10 +138,25 @@ def defop(name, forward=None, *, domain=None, grad=None, differentiable=True, no
     (rules may then call it as ``xp.<name>``; default: a forward named in the namespace)."""
     if complex and domain is not None:
         domain = _with_complex(domain)
-    op = OpDef(name, forward, grad=grad, differentiable=differentiable, domain=domain, nout=nout,
-               chapter=chapter, scalars=scalars, doc=doc, output_differentiable=output_differentiable,
-               convention=convention, promote=promote, saves=saves, float_out=float_out,
-               floating=floating, xp_callable=xp_callable, batched=batched)
+    op = OpDef(
+        name,
+        forward,
+        grad=grad,
+        differentiable=differentiable,
+        domain=domain,
+        nout=nout,
+        chapter=chapter,
+        scalars=scalars,
+        doc=doc,
+        output_differentiable=output_differentiable,
+        convention=convention,
+        promote=promote,
+        saves=saves,
+        float_out=float_out,
+        floating=floating,
+        xp_callable=xp_callable,
+        batched=batched,
+    )
     return register(op)
 
 
@@ -106,6 +166,7 @@ def _with_complex(domain):
 
 def public(opdef):
     """Decorator linking a hand-written public function to its op (``fn.op``, ``fn.gradient``)."""
+
     def deco(fn):
         opdef.public = fn
         fn.op = opdef
@@ -113,6 +174,7 @@ def public(opdef):
         if opdef.doc is None:
             opdef.doc = (fn.__doc__ or "").strip().split("\n")[0]
         return fn
+
     return deco
 
 
@@ -126,14 +188,39 @@ def _finish(fn, op, doc):
     return fn
 
 
-def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-          chapter="elementwise", convention=None, saves=None, floating=None):
+def unary(
+    name,
+    domain=None,
+    *,
+    forward=None,
+    grad=None,
+    differentiable=True,
+    complex=False,
+    doc=None,
+    chapter="elementwise",
+    convention=None,
+    saves=None,
+    floating=None,
+):
     """Declare an element-wise op of one argument; returns the public function ``f(x, /)``
     (``floating``: see the module docstring; default: ``name in FLOATING_FUNCTIONS``)."""
     floating = name in FLOATING_FUNCTIONS if floating is None else bool(floating)
-    op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
-               complex=complex, doc=doc, convention=convention, saves=saves, float_out=True,
-               floating=floating, xp_callable=True, batched=True)
+    op = defop(
+        name,
+        forward,
+        domain=domain,
+        grad=grad,
+        differentiable=differentiable,
+        chapter=chapter,
+        complex=complex,
+        doc=doc,
+        convention=convention,
+        saves=saves,
+        float_out=True,
+        floating=floating,
+        xp_callable=True,
+        batched=True,
+    )
     impls = op.impls
 
     def f(x, /):
@@ -148,13 +235,17 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
                     v = impl(xv)
                 except Exception as e:
                     if floating and xv.dtype not in (_FLOATS.get(b) or _floats(b)):
-                        return apply1(op, x)        # a library refusing bool / int: cast to float32
+                        return apply1(op, x)  # a library refusing bool / int: cast to float32
                     _reraise(op, b, (x,), (xv,), e)
                 # a floating function keeps a floating dtype; a bool / int input is computed again
                 # in float32 (cheaper here, where the dtype is compared by identity, than a check
                 # before the call)
-                if floating and not b.floating_ints_to_float32 and v.dtype is not xv.dtype and \
-                        xv.dtype not in (_FLOATS.get(b) or _floats(b)):
+                if (
+                    floating
+                    and not b.floating_ints_to_float32
+                    and v.dtype is not xv.dtype
+                    and xv.dtype not in (_FLOATS.get(b) or _floats(b))
+                ):
                     return apply1(op, x)
                 if v.__class__ is not b.array_type:
                     v = b.fix_output(v)
@@ -172,26 +263,67 @@ def unary(name, domain=None, *, forward=None, grad=None, differentiable=True, co
                             xid = x._id
                             if xid in w:
                                 s = op._saves
-                                rec.nodes.append(_tuple_new(Node, (
-                                    op, (xid,), (xv,), _NO_ATTRS, (yid,), (v,), b) if s is None else (
-                                    op, (xid,), (xv if s.inputs else None if xv.dtype is v.dtype else _Meta(xv),),
-                                    _NO_ATTRS, (yid,), (v if s.outputs else None,), b)))
+                                rec.nodes.append(
+                                    _tuple_new(
+                                        Node,
+                                        (op, (xid,), (xv,), _NO_ATTRS, (yid,), (v,), b)
+                                        if s is None
+                                        else (
+                                            op,
+                                            (xid,),
+                                            (xv if s.inputs else None if xv.dtype is v.dtype else _Meta(xv),),
+                                            _NO_ATTRS,
+                                            (yid,),
+                                            (v if s.outputs else None,),
+                                            b,
+                                        ),
+                                    )
+                                )
                                 w.add(yid)
                         else:
                             record1(op, x._id, xv, v, yid, b, tapes)
                 return y
         return apply1(op, x)
+
     return _finish(f, op, doc)
 
 
-def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, complex=False, doc=None,
-           chapter="elementwise", scalars=True, convention=None, saves=None, floating=None):
+def binary(
+    name,
+    domain=None,
+    *,
+    forward=None,
+    grad=None,
+    differentiable=True,
+    complex=False,
+    doc=None,
+    chapter="elementwise",
+    scalars=True,
+    convention=None,
+    saves=None,
+    floating=None,
+):
     """Declare an element-wise op of two arguments; returns the public function ``f(x1, x2, /)``
     (``floating``: see the module docstring; default: ``name in FLOATING_FUNCTIONS``)."""
     floating = name in FLOATING_FUNCTIONS if floating is None else bool(floating)
-    op = defop(name, forward, domain=domain, grad=grad, differentiable=differentiable, chapter=chapter,
-               complex=complex, doc=doc, scalars=scalars, convention=convention, promote=True,
-               saves=saves, float_out=True, floating=floating, xp_callable=True, batched=True)
+    op = defop(
+        name,
+        forward,
+        domain=domain,
+        grad=grad,
+        differentiable=differentiable,
+        chapter=chapter,
+        complex=complex,
+        doc=doc,
+        scalars=scalars,
+        convention=convention,
+        promote=True,
+        saves=saves,
+        float_out=True,
+        floating=floating,
+        xp_callable=True,
+        batched=True,
+    )
     impls = op.impls
 
     def f(x1, x2, /):
@@ -230,8 +362,13 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                         return apply(op, (x1, x2))  # a library refusing bool / int: cast to float32
                     _reraise(op, b, (x1, x2), (v1, v2), e)
                 # (two tensors of one dtype; with a Python scalar the tensor is floating already)
-                if floating and c1 is c2 and not b.floating_ints_to_float32 and v.dtype is not v1.dtype \
-                        and v1.dtype not in (_FLOATS.get(b) or _floats(b)):
+                if (
+                    floating
+                    and c1 is c2
+                    and not b.floating_ints_to_float32
+                    and v.dtype is not v1.dtype
+                    and v1.dtype not in (_FLOATS.get(b) or _floats(b))
+                ):
                     return apply(op, (x1, x2))
                 if v.__class__ is not b.array_type:
                     v = b.fix_output(v)
@@ -251,25 +388,39 @@ def binary(name, domain=None, *, forward=None, grad=None, differentiable=True, c
                             if id1 in w or id2 in w:
                                 s = op._saves
                                 if s is None:
-                                    rec.nodes.append(_tuple_new(Node, (op, (id1, id2), (v1, v2), _NO_ATTRS,
-                                                                       (yid,), (v,), b)))
+                                    rec.nodes.append(
+                                        _tuple_new(Node, (op, (id1, id2), (v1, v2), _NO_ATTRS, (yid,), (v,), b))
+                                    )
                                 else:
                                     ins = s.inputs
                                     if ins is False:
                                         # keep neither: None where shaped like the output (add, subtract)
-                                        sv = (v1 if c1 is not Tensor else None if v1.shape == v.shape and
-                                              v1.dtype == v.dtype else _Meta(v1),
-                                              v2 if c2 is not Tensor else None if v2.shape == v.shape and
-                                              v2.dtype == v.dtype else _Meta(v2))
+                                        sv = (
+                                            v1
+                                            if c1 is not Tensor
+                                            else None
+                                            if v1.shape == v.shape and v1.dtype == v.dtype
+                                            else _Meta(v1),
+                                            v2
+                                            if c2 is not Tensor
+                                            else None
+                                            if v2.shape == v.shape and v2.dtype == v.dtype
+                                            else _Meta(v2),
+                                        )
                                     else:
                                         sv = (v1, v2) if ins is True else saved_inputs(s, (v1, v2), v)
-                                    rec.nodes.append(_tuple_new(Node, (op, (id1, id2), sv, _NO_ATTRS, (yid,),
-                                                                       (v if s.outputs else None,), b)))
+                                    rec.nodes.append(
+                                        _tuple_new(
+                                            Node,
+                                            (op, (id1, id2), sv, _NO_ATTRS, (yid,), (v if s.outputs else None,), b),
+                                        )
+                                    )
                                 w.add(yid)
                         else:
                             record2(op, id1, id2, v1, v2, v, yid, b, tapes)
                 return y
         return apply(op, (x1, x2))
+
     return _finish(f, op, doc)
 
 
@@ -281,7 +432,15 @@ def composite(name, fn, *, domain, chapter, complex=False, doc=None):
     """Declare a public function composed of other ops (no node of its own is ever recorded): it
     is registered with its domain, so the conformance suite and the generated tests check its
     gradient like any op's, and the docs list it; returns ``fn``."""
-    op = defop(name, name, domain=domain, chapter=chapter, complex=complex, doc=doc,
-               grad=_through_its_parts, convention="a composite: differentiated through the ops it calls")
+    op = defop(
+        name,
+        name,
+        domain=domain,
+        chapter=chapter,
+        complex=complex,
+        doc=doc,
+        grad=_through_its_parts,
+        convention="a composite: differentiated through the ops it calls",
+    )
     public(op)(fn)
     return fn

@@ -4,6 +4,7 @@ Creation from shapes and scalars records nothing (no tensor input).  ``tril``/``
 and differentiable; ``*_like`` outputs do not depend on the input's values (not differentiable);
 ``to_device`` and ``asarray`` of a tensor pass the gradient through.
 """
+
 from __future__ import annotations
 
 from gradtape import _config
@@ -40,7 +41,7 @@ __all__ = [
 def _backend_and_device(device, backend=None):
     if backend is not None:
         b = _bk.get(backend)
-    elif getattr(device, "backend", None) is not None:       # a tensor's Device: its backend
+    elif getattr(device, "backend", None) is not None:  # a tensor's Device: its backend
         b = device.backend
     else:
         b = _config.get_backend()
@@ -101,11 +102,22 @@ def _scalar_dtype(value):
 def full(shape, fill_value, *, dtype=None, device=None):
     """A tensor filled with ``fill_value`` (dtype from the value: float32, int64, bool, complex64)."""
     if isinstance(fill_value, Tensor):
-        fill_value = fill_value._scalar(complex if fill_value.dtype.is_complex else
-                                        bool if fill_value.dtype.is_bool else
-                                        int if fill_value.dtype.is_integer else float)
-    return _make("full", _shape(shape), fill_value,
-                 dtype=dtype if dtype is not None else _scalar_dtype(fill_value), device=device)
+        fill_value = fill_value._scalar(
+            complex
+            if fill_value.dtype.is_complex
+            else bool
+            if fill_value.dtype.is_bool
+            else int
+            if fill_value.dtype.is_integer
+            else float
+        )
+    return _make(
+        "full",
+        _shape(shape),
+        fill_value,
+        dtype=dtype if dtype is not None else _scalar_dtype(fill_value),
+        device=device,
+    )
 
 
 def _like(fname, x, *args, dtype=None, device=None):
@@ -113,8 +125,7 @@ def _like(fname, x, *args, dtype=None, device=None):
         x = convert_to_tensor(x)
     b = x._b
     nd = x._v.dtype if dtype is None else b.dtype_to_native(dtype)
-    dev = b.device_of(x._v) if device is None else (b.parse_device(device) if isinstance(device, str)
-                                                    else device)
+    dev = b.device_of(x._v) if device is None else (b.parse_device(device) if isinstance(device, str) else device)
     v = getattr(b.xp, fname)(tuple(x._v.shape), *args, dtype=nd, device=dev)
     return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
@@ -140,15 +151,13 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A 2-D tensor with ones on the ``k``-th diagonal."""
-    return _make("eye", int(n_rows), None if n_cols is None else int(n_cols), k=int(k), dtype=dtype,
-                 device=device)
+    return _make("eye", int(n_rows), None if n_cols is None else int(n_cols), k=int(k), dtype=dtype, device=device)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)`` (int64 for integer arguments, else float32)."""
     ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step) if v is not None)
-    return _make("arange", start, stop, step, dtype=dtype, device=device,
-                 default=_dt.int64 if ints else _dt.float32)
+    return _make("arange", start, stop, step, dtype=dtype, device=device, default=_dt.int64 if ints else _dt.float32)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
@@ -158,8 +167,7 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     if isinstance(stop, Tensor):
         stop = float(stop)
     default = _dt.complex64 if isinstance(start, complex) or isinstance(stop, complex) else _dt.float32
-    return _make("linspace", start, stop, int(num), dtype=dtype, device=device, default=default,
-                 endpoint=endpoint)
+    return _make("linspace", start, stop, int(num), dtype=dtype, device=device, default=default, endpoint=endpoint)
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None):
@@ -174,10 +182,12 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None):
                 return convert_to_tensor(obj.numpy(), dtype=dtype, device=device, backend=target)
         t = convert_to_tensor(obj, dtype=dtype, device=device)
         if copy is False and t._v is not obj._v:
-            raise ValueError(f"asarray(copy=False): converting a {obj.dtype} tensor on {obj.device} to dtype "
-                             f"{t.dtype} on {t.device} needs a copy; pass copy=None to allow one")
+            raise ValueError(
+                f"asarray(copy=False): converting a {obj.dtype} tensor on {obj.device} to dtype "
+                f"{t.dtype} on {t.device} needs a copy; pass copy=None to allow one"
+            )
         if copy and t._v is obj._v:
-            t = astype(t, t.dtype, copy=True)        # a recorded copy: the gradient flows through
+            t = astype(t, t.dtype, copy=True)  # a recorded copy: the gradient flows through
         return t
     return convert_to_tensor(obj, dtype=dtype, device=device, backend=backend)
 
@@ -200,11 +210,23 @@ def from_dlpack(x, /, *, device=None, copy=None):
 
 # --------------------------------------------------------------------------- differentiable
 # (linear and acting on the last two axes: the rules read nothing and take leading batch axes)
-_tril = defop("tril", lambda xp, x, *, k=0: xp.tril(x, k=k), chapter="creation", saves=(), batched=True,
-              domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], k=1), Case(REAL[4, 3], k=-1)]))
+_tril = defop(
+    "tril",
+    lambda xp, x, *, k=0: xp.tril(x, k=k),
+    chapter="creation",
+    saves=(),
+    batched=True,
+    domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], k=1), Case(REAL[4, 3], k=-1)]),
+)
 _tril.gradient(lambda xp, op, grad: xp.tril(grad, k=op.attrs["k"]))
-_triu = defop("triu", lambda xp, x, *, k=0: xp.triu(x, k=k), chapter="creation", saves=(), batched=True,
-              domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], k=1), Case(REAL[4, 3], k=-1)]))
+_triu = defop(
+    "triu",
+    lambda xp, x, *, k=0: xp.triu(x, k=k),
+    chapter="creation",
+    saves=(),
+    batched=True,
+    domain=with_complex([Case(REAL[3, 3]), Case(REAL[2, 3, 4], k=1), Case(REAL[4, 3], k=-1)]),
+)
 _triu.gradient(lambda xp, op, grad: xp.triu(grad, k=op.attrs["k"]))
 
 
@@ -226,8 +248,14 @@ def _to_device_forward(backend, x, device, *, stream=None):
 
 # xp_callable: rules call ``xp.to_device(x, device)`` (a native device on native arrays, a
 # backend-neutral name on Tensors)
-_to_device = defop("to_device", _to_device_forward, chapter="creation", xp_callable=True, batched=True,
-                   domain=with_complex([Case(REAL[3], "cpu")]))
+_to_device = defop(
+    "to_device",
+    _to_device_forward,
+    chapter="creation",
+    xp_callable=True,
+    batched=True,
+    domain=with_complex([Case(REAL[3], "cpu")]),
+)
 
 
 @_to_device.gradient
@@ -269,5 +297,10 @@ def meshgrid(*arrays, indexing="xy"):
     return tuple(out)
 
 
-composite("meshgrid", meshgrid, chapter="creation", complex=True,
-          domain=[Case(REAL[3], REAL[2]), Case(REAL[3], REAL[2], REAL[2], indexing="ij")])
+composite(
+    "meshgrid",
+    meshgrid,
+    chapter="creation",
+    complex=True,
+    domain=[Case(REAL[3], REAL[2]), Case(REAL[3], REAL[2], REAL[2], indexing="ij")],
+)

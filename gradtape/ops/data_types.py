@@ -13,6 +13,7 @@
 * ``finfo`` / ``iinfo`` take a dtype (or anything ``gt.as_dtype`` reads: a name, a native dtype) or a
   tensor; for complex dtypes ``finfo`` describes the real component type.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,11 +32,18 @@ _SCALAR_TYPES = (bool, int, float, complex)
 
 # the standard's promotion lattice: each dtype and the dtypes it promotes to in one step
 _LATTICE = {
-    _dt.int8: (_dt.int16,), _dt.int16: (_dt.int32,), _dt.int32: (_dt.int64,), _dt.int64: (),
-    _dt.uint8: (_dt.uint16, _dt.int16), _dt.uint16: (_dt.uint32, _dt.int32), _dt.uint32: (_dt.uint64, _dt.int64),
+    _dt.int8: (_dt.int16,),
+    _dt.int16: (_dt.int32,),
+    _dt.int32: (_dt.int64,),
+    _dt.int64: (),
+    _dt.uint8: (_dt.uint16, _dt.int16),
+    _dt.uint16: (_dt.uint32, _dt.int32),
+    _dt.uint32: (_dt.uint64, _dt.int64),
     _dt.uint64: (),
-    _dt.float32: (_dt.float64, _dt.complex64), _dt.float64: (_dt.complex128,),
-    _dt.complex64: (_dt.complex128,), _dt.complex128: (),
+    _dt.float32: (_dt.float64, _dt.complex64),
+    _dt.float64: (_dt.complex128,),
+    _dt.complex64: (_dt.complex128,),
+    _dt.complex128: (),
     _dt.bool: (),
 }
 
@@ -59,7 +67,7 @@ def _dtype_of(value, fn):
     if isinstance(value, Tensor):
         return value.dtype
     if not isinstance(value, (_dt.DType, str, type)) and hasattr(value, "shape") and hasattr(value, "dtype"):
-        value = value.dtype          # a native or NumPy array
+        value = value.dtype  # a native or NumPy array
     try:
         return _dt.as_dtype(value)
     except TypeError:
@@ -82,8 +90,10 @@ def result_type(*arrays_and_dtypes):
         else:
             dtypes.append(_dtype_of(a, "result_type"))
     if not dtypes:
-        raise ValueError("result_type needs at least one tensor or dtype (Python scalars alone have "
-                         "no array dtype); pass e.g. gt.float32 beside them")
+        raise ValueError(
+            "result_type needs at least one tensor or dtype (Python scalars alone have "
+            "no array dtype); pass e.g. gt.float32 beside them"
+        )
     out = _dt.result_type(*dtypes)
     for s in scalars:
         if out.kind not in _SCALAR_FITS[type(s)]:
@@ -94,6 +104,7 @@ def result_type(*arrays_and_dtypes):
 @dataclasses.dataclass(frozen=True)
 class finfo_object:
     """Machine limits of a real floating dtype (the standard's finfo object)."""
+
     bits: int
     eps: float
     max: float
@@ -105,6 +116,7 @@ class finfo_object:
 @dataclasses.dataclass(frozen=True)
 class iinfo_object:
     """Machine limits of an integer dtype (the standard's iinfo object)."""
+
     bits: int
     max: int
     min: int
@@ -119,8 +131,14 @@ def finfo(type, /):
         raise TypeError(f"finfo: {d} is not a floating-point dtype; use gt.iinfo for integer dtypes")
     d = _dt.real_dtype(d)
     f = np.finfo(d.name)
-    return finfo_object(bits=int(f.bits), eps=float(f.eps), max=float(f.max), min=float(f.min),
-                        smallest_normal=float(f.smallest_normal), dtype=d)
+    return finfo_object(
+        bits=int(f.bits),
+        eps=float(f.eps),
+        max=float(f.max),
+        min=float(f.min),
+        smallest_normal=float(f.smallest_normal),
+        dtype=d,
+    )
 
 
 def iinfo(type, /):

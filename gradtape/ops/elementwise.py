@@ -5,6 +5,7 @@ convention (``grad * conj(f'(x))``) and leave broadcasting to the engine.  Funct
 (``sqrt``, ``log*``, ``pow``, the inverse trigonometric and hyperbolic functions) take their complex
 samples ``OFF_AXES``, away from the axes where the principal branches are cut.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,7 @@ def _complex_kind(d):
     """Whether native or gradtape dtype ``d`` is complex, cached in ``_COMPLEX[type][dtype]`` (one
     table per class of dtype: no comparison across libraries)."""
     kind = getattr(d, "kind", None)
-    r = (kind == "c" if isinstance(kind, str) else
-         bool(getattr(d, "is_complex", False)) or "complex" in str(d))
+    r = kind == "c" if isinstance(kind, str) else bool(getattr(d, "is_complex", False)) or "complex" in str(d)
     _COMPLEX.setdefault(d.__class__, {})[d] = r
     return r
 
@@ -90,7 +90,7 @@ _KIND_IS = {}
 def _kind_is(xp, native_dtype, kind):
     """``xp.isdtype(native_dtype, kind)``, cached: forwards that fix special cases of one kind of
     input stay cheap on the others."""
-    key = (native_dtype.__class__, native_dtype, kind)     # the class first: no cross-library ==
+    key = (native_dtype.__class__, native_dtype, kind)  # the class first: no cross-library ==
     r = _KIND_IS.get(key)
     if r is None:
         r = _KIND_IS[key] = bool(xp.isdtype(native_dtype, kind))
@@ -154,8 +154,10 @@ def _multiply_grad(xp, op, grad):
     """d(x1 x2) = x2 dx1 + x1 dx2, so (grad * conj(x2), grad * conj(x1))."""
     x1, x2 = op.inputs
     # (a Python float operand, the common scale, is real: no conj_ call)
-    return (grad * (x2 if x2.__class__ is float else conj_(xp, x2)) if op.needs_grad(0) else None,
-            grad * (x1 if x1.__class__ is float else conj_(xp, x1)) if op.needs_grad(1) else None)
+    return (
+        grad * (x2 if x2.__class__ is float else conj_(xp, x2)) if op.needs_grad(0) else None,
+        grad * (x1 if x1.__class__ is float else conj_(xp, x1)) if op.needs_grad(1) else None,
+    )
 
 
 divide = binary("divide", (REAL, NONZERO), complex=True)
@@ -190,9 +192,14 @@ def _multiply_no_nan_forward(xp, x1, x2):
     return xp.where(x2 == 0, 0, x1) * x2
 
 
-multiply_no_nan = binary("multiply_no_nan", (REAL, REAL), forward=_multiply_no_nan_forward, complex=True,
-                         chapter="math", doc="``x1 * x2``, and 0 where ``x2 == 0`` even if ``x1`` is infinite "
-                         "or NaN (TensorFlow's ``multiply_no_nan``).")
+multiply_no_nan = binary(
+    "multiply_no_nan",
+    (REAL, REAL),
+    forward=_multiply_no_nan_forward,
+    complex=True,
+    chapter="math",
+    doc="``x1 * x2``, and 0 where ``x2 == 0`` even if ``x1`` is infinite or NaN (TensorFlow's ``multiply_no_nan``).",
+)
 
 
 @multiply_no_nan.gradient
@@ -200,8 +207,10 @@ def _multiply_no_nan_grad(xp, op, grad):
     """TF's _MulNoNanGrad: (mul_no_nan(grad, conj(x2)), mul_no_nan(conj(x1), grad)); exact away from
     infinite inputs (the product is x1 x2 wherever x1 is finite)."""
     x1, x2 = op.inputs
-    return (xp.multiply_no_nan(grad, conj_(xp, x2)) if op.needs_grad(0) else None,
-            xp.multiply_no_nan(conj_(xp, x1), grad) if op.needs_grad(1) else None)
+    return (
+        xp.multiply_no_nan(grad, conj_(xp, x2)) if op.needs_grad(0) else None,
+        xp.multiply_no_nan(conj_(xp, x1), grad) if op.needs_grad(1) else None,
+    )
 
 
 def _strong_zero_multiply_forward(xp, x1, x2):
@@ -213,8 +222,13 @@ def _strong_zero_multiply_forward(xp, x1, x2):
 
 
 strong_zero_multiply = binary(
-    "strong_zero_multiply", (REAL, REAL), forward=_strong_zero_multiply_forward, complex=True, chapter="math",
-    doc="``x1 * x2``, and 0 where either is 0 even if the other is infinite or NaN (a strong zero).")
+    "strong_zero_multiply",
+    (REAL, REAL),
+    forward=_strong_zero_multiply_forward,
+    complex=True,
+    chapter="math",
+    doc="``x1 * x2``, and 0 where either is 0 even if the other is infinite or NaN (a strong zero).",
+)
 
 
 @strong_zero_multiply.gradient
@@ -222,8 +236,10 @@ def _strong_zero_multiply_grad(xp, op, grad):
     """(grad * conj(x2), conj(x1) * grad), each a strong-zero product: exact wherever both factors
     are finite, and 0 for a zero grad."""
     x1, x2 = op.inputs
-    return (xp.strong_zero_multiply(grad, conj_(xp, x2)) if op.needs_grad(0) else None,
-            xp.strong_zero_multiply(conj_(xp, x1), grad) if op.needs_grad(1) else None)
+    return (
+        xp.strong_zero_multiply(grad, conj_(xp, x2)) if op.needs_grad(0) else None,
+        xp.strong_zero_multiply(conj_(xp, x1), grad) if op.needs_grad(1) else None,
+    )
 
 
 def _xdivy_forward(xp, x1, x2):
@@ -233,9 +249,15 @@ def _xdivy_forward(xp, x1, x2):
     return x1 / xp.where(x1 == 0, 1, _full(xp, x1, x2))
 
 
-xdivy = binary("xdivy", (REAL, NONZERO), forward=_xdivy_forward, complex=True, chapter="math",
-               doc="``x1 / x2``, and 0 where ``x1 == 0`` even if ``x2`` is 0 (TensorFlow's ``xdivy``).",
-               convention="d/dx1 = 1 / x2 also at x1 = 0 (TF's XdivyGrad gives 0 there)")
+xdivy = binary(
+    "xdivy",
+    (REAL, NONZERO),
+    forward=_xdivy_forward,
+    complex=True,
+    chapter="math",
+    doc="``x1 / x2``, and 0 where ``x1 == 0`` even if ``x2`` is 0 (TensorFlow's ``xdivy``).",
+    convention="d/dx1 = 1 / x2 also at x1 = 0 (TF's XdivyGrad gives 0 there)",
+)
 
 
 @xdivy.gradient
@@ -255,9 +277,15 @@ def _divide_no_nan_forward(xp, x1, x2):
     return xp.where(zero, 0, x1 / xp.where(zero, 1, x2))
 
 
-divide_no_nan = binary("divide_no_nan", (REAL, NONZERO), forward=_divide_no_nan_forward, complex=True,
-                       chapter="math", doc="``x1 / x2``, and 0 where ``x2 == 0`` (TensorFlow's "
-                       "``divide_no_nan``).", convention="0 where x2 == 0, gradients too, as TF")
+divide_no_nan = binary(
+    "divide_no_nan",
+    (REAL, NONZERO),
+    forward=_divide_no_nan_forward,
+    complex=True,
+    chapter="math",
+    doc="``x1 / x2``, and 0 where ``x2 == 0`` (TensorFlow's ``divide_no_nan``).",
+    convention="0 where x2 == 0, gradients too, as TF",
+)
 
 
 @divide_no_nan.gradient
@@ -272,8 +300,7 @@ negative.gradient(lambda xp, op, grad: -grad)
 positive = unary("positive", REAL, complex=True, saves=())
 positive.gradient(lambda xp, op, grad: grad)
 
-remainder = binary("remainder", (REAL, NONZERO), convention="as TF's FloorMod: d/dx1 = 1, "
-                   "d/dx2 = -floor(x1 / x2)")
+remainder = binary("remainder", (REAL, NONZERO), convention="as TF's FloorMod: d/dx1 = 1, d/dx2 = -floor(x1 / x2)")
 
 
 @remainder.gradient
@@ -283,8 +310,9 @@ def _remainder_grad(xp, op, grad):
     return grad, (xp.multiply_no_nan(-xp.floor_divide(x1, x2), grad) if op.needs_grad(1) else None)
 
 
-pow = binary("pow", [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)],
-             convention="d/dx2 of x1**x2 is 0 where x1 <= 0 (real), as TF")
+pow = binary(
+    "pow", [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)], convention="d/dx2 of x1**x2 is 0 where x1 <= 0 (real), as TF"
+)
 
 
 @pow.gradient
@@ -315,13 +343,15 @@ sqrt.gradient(lambda xp, op, grad: xp.xdivy(grad, 2 * conj_(xp, op.outputs[0])))
 reciprocal = unary("reciprocal", NONZERO, complex=True, saves="outputs")
 # -y * (y * grad), each product masked on its second factor: 0 for a zero grad, also at second order
 # (square(y) would be recorded with y = inf at x = 0, and square's rule gives 0 * inf there)
-reciprocal.gradient(lambda xp, op, grad: -xp.multiply_no_nan(
-    conj_(xp, op.outputs[0]), xp.multiply_no_nan(conj_(xp, op.outputs[0]), grad)))
+reciprocal.gradient(
+    lambda xp, op, grad: (
+        -xp.multiply_no_nan(conj_(xp, op.outputs[0]), xp.multiply_no_nan(conj_(xp, op.outputs[0]), grad))
+    )
+)
 
 # --------------------------------------------------------------------------- exponentials and logs
 exp = unary("exp", REAL, complex=True, saves="outputs")
 exp.gradient(lambda xp, op, grad: xp.multiply_no_nan(conj_(xp, op.outputs[0]), grad))
-
 
 
 def _expm1_forward(xp, x):
@@ -353,8 +383,7 @@ def _logaddexp_grad(xp, op, grad):
     """d log(e^x1 + e^x2) = e^(x1 - y) dx1 + e^(x2 - y) dx2."""
     x1, x2 = op.inputs
     y = op.outputs[0]
-    return (grad * xp.exp(x1 - y) if op.needs_grad(0) else None,
-            grad * xp.exp(x2 - y) if op.needs_grad(1) else None)
+    return (grad * xp.exp(x1 - y) if op.needs_grad(0) else None, grad * xp.exp(x2 - y) if op.needs_grad(1) else None)
 
 
 # --------------------------------------------------------------------------- trigonometric
@@ -392,7 +421,6 @@ sinh.gradient(lambda xp, op, grad: xp.multiply_no_nan(conj_(xp, xp.cosh(op.input
 
 cosh = unary("cosh", REAL, complex=True, saves="inputs")
 cosh.gradient(lambda xp, op, grad: xp.multiply_no_nan(conj_(xp, xp.sinh(op.inputs[0])), grad))
-
 
 
 def _tanh_forward(xp, x):
@@ -439,8 +467,7 @@ def _hypot_grad(xp, op, grad):
 
 
 # --------------------------------------------------------------------------- sign, magnitude, kinks
-abs = unary("abs", NONZERO, complex=True,
-            convention="abs'(0) = 0; complex: grad * z / |z| (0 at z = 0), as TF")
+abs = unary("abs", NONZERO, complex=True, convention="abs'(0) = 0; complex: grad * z / |z| (0 at z = 0), as TF")
 
 
 @abs.gradient
@@ -454,12 +481,17 @@ def _abs_grad(xp, op, grad):
     return grad * xp.sign(x)
 
 
-sign = unary("sign", NONZERO, convention="zero gradient everywhere, as TF and JAX (complex inputs too, "
-             "though z / |z| is not locally constant there)")
+sign = unary(
+    "sign",
+    NONZERO,
+    convention="zero gradient everywhere, as TF and JAX (complex inputs too, "
+    "though z / |z| is not locally constant there)",
+)
 sign.gradient(lambda xp, op, grad: xp.zeros_like(grad))
 
-copysign = binary("copysign", (NONZERO, NONZERO),
-                  convention="d/dx1 = sign(x1) * sign(x2) (signed zeros count); d/dx2 = 0, as JAX")
+copysign = binary(
+    "copysign", (NONZERO, NONZERO), convention="d/dx1 = sign(x1) * sign(x2) (signed zeros count); d/dx2 = 0, as JAX"
+)
 
 
 @copysign.gradient
@@ -467,8 +499,10 @@ def _copysign_grad(xp, op, grad):
     """copysign(x1, x2) = |x1| sgn(x2): d/dx1 = +-1 (-1 where the sign bits differ), d/dx2 = 0."""
     x1, x2 = op.inputs
     flip = xp.logical_xor(xp.signbit(x1), xp.signbit(x2))
-    return (xp.where(flip, -grad, grad) if op.needs_grad(0) else None,
-            xp.zeros_like(grad) if op.needs_grad(1) else None)
+    return (
+        xp.where(flip, -grad, grad) if op.needs_grad(0) else None,
+        xp.zeros_like(grad) if op.needs_grad(1) else None,
+    )
 
 
 maximum = binary("maximum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
@@ -479,8 +513,7 @@ def _maximum_grad(xp, op, grad):
     """The gradient goes to the larger input; on ties to x1 (TF's _MaximumGrad)."""
     x1, x2 = op.inputs
     m = x1 >= x2
-    return (xp.where(m, grad, 0) if op.needs_grad(0) else None,
-            xp.where(m, 0, grad) if op.needs_grad(1) else None)
+    return (xp.where(m, grad, 0) if op.needs_grad(0) else None, xp.where(m, 0, grad) if op.needs_grad(1) else None)
 
 
 minimum = binary("minimum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
@@ -491,16 +524,25 @@ def _minimum_grad(xp, op, grad):
     """The gradient goes to the smaller input; on ties to x1 (TF's _MinimumGrad)."""
     x1, x2 = op.inputs
     m = x1 <= x2
-    return (xp.where(m, grad, 0) if op.needs_grad(0) else None,
-            xp.where(m, 0, grad) if op.needs_grad(1) else None)
+    return (xp.where(m, grad, 0) if op.needs_grad(0) else None, xp.where(m, 0, grad) if op.needs_grad(1) else None)
 
 
 _CLIP_LO, _CLIP_HI = Sampler("CLIP_LO", -1.5, -0.5), Sampler("CLIP_HI", 0.5, 1.5)
-_clip = defop("clip", lambda xp, x, *bounds, has_min, has_max: xp.clip(
-    x, bounds[0] if has_min else None, bounds[-1] if has_max else None), chapter="elementwise",
-    domain=[Case(REAL[3], min=-1.0, max=1.0), Case(REAL[2, 3], min=-0.5), Case(REAL[2, 3], max=0.5),
-            Case(REAL[2, 3], _CLIP_LO[3], _CLIP_HI[2, 1]), Case(REAL[4], None, _CLIP_HI[()])],
-    convention="the gradient passes at the bounds (min <= x <= max), as TF's clip_by_value")
+_clip = defop(
+    "clip",
+    lambda xp, x, *bounds, has_min, has_max: xp.clip(
+        x, bounds[0] if has_min else None, bounds[-1] if has_max else None
+    ),
+    chapter="elementwise",
+    domain=[
+        Case(REAL[3], min=-1.0, max=1.0),
+        Case(REAL[2, 3], min=-0.5),
+        Case(REAL[2, 3], max=0.5),
+        Case(REAL[2, 3], _CLIP_LO[3], _CLIP_HI[2, 1]),
+        Case(REAL[4], None, _CLIP_HI[()]),
+    ],
+    convention="the gradient passes at the bounds (min <= x <= max), as TF's clip_by_value",
+)
 
 
 @public(_clip)
@@ -536,17 +578,16 @@ conj = unary("conj", REAL, complex=True, saves=())
 conj.gradient(lambda xp, op, grad: conj_(xp, grad))
 
 real = unary("real", REAL, complex=True, saves=())
-real.gradient(lambda xp, op, grad: grad)        # the engine casts the real gradient to the complex input
+real.gradient(lambda xp, op, grad: grad)  # the engine casts the real gradient to the complex input
 
 
 def _imag_forward(xp, x):
     if xp.isdtype(x.dtype, "complex floating"):
         return xp.imag(x)
-    return xp.zeros_like(x)       # the standard's imag takes complex input only; TF's gives 0
+    return xp.zeros_like(x)  # the standard's imag takes complex input only; TF's gives 0
 
 
-imag = unary("imag", REAL, forward=_imag_forward, complex=True,
-             convention="real inputs: imag(x) = 0, zero gradient")
+imag = unary("imag", REAL, forward=_imag_forward, complex=True, convention="real inputs: imag(x) = 0, zero gradient")
 
 
 @imag.gradient
@@ -563,11 +604,21 @@ def _astype_forward(xp, x, *, dtype, copy=True):
     return xp.astype(x, dtype, copy=copy)
 
 
-_astype = defop("astype", _astype_forward, chapter="data_types",
-                domain=[Case(REAL[3], "float32"), Case(REAL[2, 3], "complex128"), Case(REAL[2], "int64"),
-                        Case(COMPLEX[2, 2], "complex64"), Case(COMPLEX[3], "float64")],
-                convention="casts to integer or bool carry no gradient; complex to real keeps the real "
-                           "part of the gradient", saves=(), batched=True)
+_astype = defop(
+    "astype",
+    _astype_forward,
+    chapter="data_types",
+    domain=[
+        Case(REAL[3], "float32"),
+        Case(REAL[2, 3], "complex128"),
+        Case(REAL[2], "int64"),
+        Case(COMPLEX[2, 2], "complex64"),
+        Case(COMPLEX[3], "float64"),
+    ],
+    convention="casts to integer or bool carry no gradient; complex to real keeps the real part of the gradient",
+    saves=(),
+    batched=True,
+)
 
 
 @public(_astype)
@@ -579,17 +630,24 @@ def astype(x, dtype, /, *, copy=True, device=None):
     if device is not None:
         x = x.to_device(device)
     if x.dtype.kind == "c" and d.kind != "c":
-        x = real(x)     # as tf.cast: complex to real keeps the real part (the standard leaves it open)
+        x = real(x)  # as tf.cast: complex to real keeps the real part (the standard leaves it open)
     if x.dtype is d and not copy:
         return x
     b = x._b
     return apply1(_astype, x, {"dtype": b.dtype_to_native(d), "copy": copy})
 
 
-_astype.gradient(lambda xp, op, grad: grad)     # the engine casts back to the input's dtype
+_astype.gradient(lambda xp, op, grad: grad)  # the engine casts back to the input's dtype
 
 cast = astype
 
-_identity = unary("identity", REAL, forward=lambda xp, x: x, complex=True, chapter="utility",
-                  doc="The value itself, recorded (reading a Variable).", saves=())
+_identity = unary(
+    "identity",
+    REAL,
+    forward=lambda xp, x: x,
+    complex=True,
+    chapter="utility",
+    doc="The value itself, recorded (reading a Variable).",
+    saves=(),
+)
 _identity.gradient(lambda xp, op, grad: grad)

@@ -24,6 +24,7 @@ floating input; anything else is a ``TypeError`` naming the op.  ``complex64`` p
 ``float32``, ``complex128`` with ``float64``.  ``fftfreq`` and ``rfftfreq`` are creation functions
 (the active backend and device, float32 unless ``dtype`` says otherwise), not ops.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,16 +67,25 @@ def _tensor(name, x, kind):
     if x.dtype.kind == kind:
         return x
     if kind == "c":
-        hint = (f"cast it with gt.astype(x, gt.{_dt.complex_dtype(x.dtype).name})" if x.dtype.kind == "f"
-                else "cast it with gt.astype(x, gt.complex128)")
+        hint = (
+            f"cast it with gt.astype(x, gt.{_dt.complex_dtype(x.dtype).name})"
+            if x.dtype.kind == "f"
+            else "cast it with gt.astype(x, gt.complex128)"
+        )
         if name in ("fft", "fftn"):
             hint += f", or use gt.fft.r{name} for real input"
-        raise TypeError(f"fft.{name} needs a complex floating-point input (the Array API standard's dtype "
-                        f"rule), got {x.dtype}; {hint}")
-    hint = (f"use gt.fft.{_COMPLEX_TWIN[name]} for complex input, or take gt.real(x)" if x.dtype.kind == "c"
-            else "cast it with gt.astype(x, gt.float64)")
-    raise TypeError(f"fft.{name} needs a real floating-point input (the Array API standard's dtype rule), "
-                    f"got {x.dtype}; {hint}")
+        raise TypeError(
+            f"fft.{name} needs a complex floating-point input (the Array API standard's dtype "
+            f"rule), got {x.dtype}; {hint}"
+        )
+    hint = (
+        f"use gt.fft.{_COMPLEX_TWIN[name]} for complex input, or take gt.real(x)"
+        if x.dtype.kind == "c"
+        else "cast it with gt.astype(x, gt.float64)"
+    )
+    raise TypeError(
+        f"fft.{name} needs a real floating-point input (the Array API standard's dtype rule), got {x.dtype}; {hint}"
+    )
 
 
 _COMPLEX_TWIN = {"rfft": "fft", "rfftn": "fftn", "ihfft": "ifft"}
@@ -92,8 +102,10 @@ def _axis(name, axis, ndim):
         raise TypeError(f"fft.{name}: axis must be an integer, not {axis!r}")
     axis = int(axis)
     if not -ndim <= axis < ndim:
-        raise IndexError(f"fft.{name}: axis {axis} is out of bounds for a tensor of {ndim} dimensions"
-                         + (" (a 0-d tensor has no axis to transform)" if ndim == 0 else ""))
+        raise IndexError(
+            f"fft.{name}: axis {axis} is out of bounds for a tensor of {ndim} dimensions"
+            + (" (a 0-d tensor has no axis to transform)" if ndim == 0 else "")
+        )
     return axis % ndim
 
 
@@ -110,15 +122,18 @@ def _axes(name, x, s, axes, *, half=False):
     """Non-negative ``axes`` (all by default) and the transform sizes ``s`` (``-1`` and ``None``
     meaning the input's size, or ``2 * (M - 1)`` on the last axis of a half spectrum)."""
     if s is not None and axes is None:
-        raise ValueError(f"fft.{name}: s= needs axes= (the Array API standard requires both, so the "
-                         "sizes cannot be matched to the wrong axes)")
+        raise ValueError(
+            f"fft.{name}: s= needs axes= (the Array API standard requires both, so the "
+            "sizes cannot be matched to the wrong axes)"
+        )
     ndim = x.ndim
     if axes is None:
         axes = tuple(range(ndim))
     else:
         if isinstance(axes, (int, np.integer)):
-            raise TypeError(f"fft.{name}: axes must be a sequence of integers, not {axes!r}; "
-                            f"use fft.{name[:-1]} for one axis")
+            raise TypeError(
+                f"fft.{name}: axes must be a sequence of integers, not {axes!r}; use fft.{name[:-1]} for one axis"
+            )
         axes = tuple(_axis(name, a, ndim) for a in axes)
         if len(set(axes)) != len(axes):
             raise ValueError(f"fft.{name}: repeated axis in axes={axes}; name each axis once")
@@ -133,8 +148,9 @@ def _axes(name, x, s, axes, *, half=False):
         if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and int(n) == -1:
             n = 2 * (x.shape[a] - 1) if half and i == len(axes) - 1 else x.shape[a]
             if n < 1:
-                raise ValueError(f"fft.{name}: axis {a} of size {x.shape[a]} gives an empty transform; "
-                                 "pass s= explicitly")
+                raise ValueError(
+                    f"fft.{name}: axis {a} of size {x.shape[a]} gives an empty transform; pass s= explicitly"
+                )
         out.append(_size(name, n, "s[i]"))
     return tuple(out), axes
 
@@ -184,15 +200,24 @@ _C = COMPLEX
 # small shapes, each norm, padding and trimming, odd and even lengths, negative axes (on JAX each
 # new shape is a compilation: few cases)
 _DOMAIN_1D = [Case(_C[5]), Case(_C[4], n=6, norm="ortho"), Case(_C[2, 3, 4], n=3, axis=-2, norm="forward")]
-_DOMAIN_ND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 3), axes=(0, -1), norm="ortho"),
-              Case(_C[2, 4], s=(1, 5), axes=(1, 0), norm="forward")]
+_DOMAIN_ND = [
+    Case(_C[2, 4]),
+    Case(_C[2, 3, 4], s=(3, 3), axes=(0, -1), norm="ortho"),
+    Case(_C[2, 4], s=(1, 5), axes=(1, 0), norm="forward"),
+]
 _DOMAIN_R1D = [Case(REAL[5]), Case(REAL[4], n=6, norm="ortho"), Case(REAL[2, 3, 4], n=3, axis=-2, norm="forward")]
 # half spectra: even and odd output lengths, padded (n//2+1 > M) and trimmed (n//2+1 < M)
 _DOMAIN_H1D = [Case(_C[4]), Case(_C[2, 4], n=4, axis=-2, norm="ortho"), Case(_C[2, 3, 4], n=3, norm="forward")]
-_DOMAIN_RND = [Case(REAL[2, 4]), Case(REAL[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
-               Case(REAL[2, 4], s=(3, 2), axes=(1, 0), norm="forward")]
-_DOMAIN_HND = [Case(_C[2, 4]), Case(_C[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
-               Case(_C[2, 4], s=(3, 3), axes=(1, 0), norm="forward")]
+_DOMAIN_RND = [
+    Case(REAL[2, 4]),
+    Case(REAL[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
+    Case(REAL[2, 4], s=(3, 2), axes=(1, 0), norm="forward"),
+]
+_DOMAIN_HND = [
+    Case(_C[2, 4]),
+    Case(_C[2, 3, 4], s=(3, 5), axes=(0, -1), norm="ortho"),
+    Case(_C[2, 4], s=(3, 3), axes=(1, 0), norm="forward"),
+]
 
 
 # --------------------------------------------------------------------------- fft, ifft
@@ -277,7 +302,7 @@ def _n_d(opdef, name, kind, x, s, axes, norm, half_in=False):
     if not axes:
         if half_in or kind == "f":
             raise ValueError(f"fft.{name} needs at least one axis to transform")
-        return x                            # nothing to transform
+        return x  # nothing to transform
     return apply1(opdef, x, {"s": s, "axes": axes, "norm": norm})
 
 
@@ -296,9 +321,15 @@ def ifftn(x, /, *, s=None, axes=None, norm="backward"):
 
 # --------------------------------------------------------------------------- rfft, irfft
 _rfft = defop("fft.rfft", chapter="fft", domain=_DOMAIN_R1D, saves="inputs", batched=True)
-_irfft = defop("fft.irfft", chapter="fft", domain=_DOMAIN_H1D, saves="inputs", batched=True,
-               convention="the imaginary parts of the DC bin and, for even n, the Nyquist bin do not "
-                          "change the output: their gradient is 0")
+_irfft = defop(
+    "fft.irfft",
+    chapter="fft",
+    domain=_DOMAIN_H1D,
+    saves="inputs",
+    batched=True,
+    convention="the imaginary parts of the DC bin and, for even n, the Nyquist bin do not "
+    "change the output: their gradient is 0",
+)
 
 
 def _rfft_adjoint(xp, grad, axis, n, norm, size):
@@ -353,9 +384,15 @@ def irfft(x, /, *, n=None, axis=-1, norm="backward"):
 
 # --------------------------------------------------------------------------- rfftn, irfftn
 _rfftn = defop("fft.rfftn", chapter="fft", domain=_DOMAIN_RND, saves="inputs", batched=True)
-_irfftn = defop("fft.irfftn", chapter="fft", domain=_DOMAIN_HND, saves="inputs", batched=True,
-                convention="the imaginary parts that the hermitian extension drops (DC and, for even "
-                           "sizes, Nyquist along the last axis) get a gradient of 0")
+_irfftn = defop(
+    "fft.irfftn",
+    chapter="fft",
+    domain=_DOMAIN_HND,
+    saves="inputs",
+    batched=True,
+    convention="the imaginary parts that the hermitian extension drops (DC and, for even "
+    "sizes, Nyquist along the last axis) get a gradient of 0",
+)
 
 
 @_rfftn.gradient
@@ -398,8 +435,14 @@ def irfftn(x, /, *, s=None, axes=None, norm="backward"):
 
 
 # --------------------------------------------------------------------------- hfft, ihfft
-_hfft = defop("fft.hfft", chapter="fft", domain=_DOMAIN_H1D, saves="inputs", batched=True,
-              convention="as irfft: the imaginary parts of DC and (even n) Nyquist get a gradient of 0")
+_hfft = defop(
+    "fft.hfft",
+    chapter="fft",
+    domain=_DOMAIN_H1D,
+    saves="inputs",
+    batched=True,
+    convention="as irfft: the imaginary parts of DC and (even n) Nyquist get a gradient of 0",
+)
 _ihfft = defop("fft.ihfft", chapter="fft", domain=_DOMAIN_R1D, saves="inputs", batched=True)
 
 

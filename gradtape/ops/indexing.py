@@ -5,6 +5,7 @@ basic keys, a scatter-add where integer arrays may repeat an index).  ``x[key] =
 ``setitem``: a recorded functional update whose gradient flows to the old value (outside ``key``)
 and to ``v`` (inside it).
 """
+
 from __future__ import annotations
 
 import builtins
@@ -32,8 +33,10 @@ def _native_key(key, b, ndim=None, device=None):
     for k in key:
         if isinstance(k, Tensor):
             if k._b is not b:
-                raise ValueError(f"an index tensor on backend {k._b.name!r} cannot index a tensor on "
-                                 f"{b.name!r}; convert the index first")
+                raise ValueError(
+                    f"an index tensor on backend {k._b.name!r} cannot index a tensor on "
+                    f"{b.name!r}; convert the index first"
+                )
             if not (k.dtype.is_integer or k.dtype.is_bool):
                 raise IndexError(f"tensors used as indices must be integer or bool, not {k.dtype}")
             out.append(k._v)
@@ -51,11 +54,17 @@ def _native_key(key, b, ndim=None, device=None):
         elif k is None or k is Ellipsis or b.is_native(k):
             out.append(k)
         else:
-            raise IndexError(f"only integers, slices, Ellipsis, None, and integer or boolean arrays are "
-                             f"valid indices, not {type(k).__name__}")
+            raise IndexError(
+                f"only integers, slices, Ellipsis, None, and integer or boolean arrays are "
+                f"valid indices, not {type(k).__name__}"
+            )
     # (not with integer arrays: there the standard wants every axis indexed, by no Ellipsis)
-    if (ndim is not None and not any(k is Ellipsis for k in out) and not _has_int_array(out, b)
-            and builtins.sum(_axes_used(k, b) for k in out) < ndim):
+    if (
+        ndim is not None
+        and not any(k is Ellipsis for k in out)
+        and not _has_int_array(out, b)
+        and builtins.sum(_axes_used(k, b) for k in out) < ndim
+    ):
         out.append(Ellipsis)
     return tuple(out)
 
@@ -82,18 +91,27 @@ def _getitem_forward(xp, x, *, key):
     return x[key]
 
 
-_getitem_op = defop("getitem", _getitem_forward, chapter="indexing",
-                    domain=with_complex([
-                        Case(REAL[4], key=(1,)), Case(REAL[3, 4], key=(slice(0, 2), slice(None, None, 2))),
-                        Case(REAL[3, 4], key=(Ellipsis, None, 1)),
-                        Case(REAL[5], key=(np.array([0, 2, 2, 4]),)),
-                        Case(REAL[3, 4], key=(np.array([[True, False, True, True]] * 3),)),
-                        Case(REAL[3, 4], key=(np.array([2, 0, 2]), np.array([1, 3, 1]))),
-                        Case(REAL[3, 4], key=(slice(1, None),)),
-                        Case(REAL[2, 3, 4], key=(0, None, slice(0, 3, 2))),
-                        Case(REAL[5], key=(slice(None, None, -2),)),
-                        Case(REAL[3, 4], key=(slice(2, 0, -1), -1))]),
-                    saves="inputs", xp_callable=True)
+_getitem_op = defop(
+    "getitem",
+    _getitem_forward,
+    chapter="indexing",
+    domain=with_complex(
+        [
+            Case(REAL[4], key=(1,)),
+            Case(REAL[3, 4], key=(slice(0, 2), slice(None, None, 2))),
+            Case(REAL[3, 4], key=(Ellipsis, None, 1)),
+            Case(REAL[5], key=(np.array([0, 2, 2, 4]),)),
+            Case(REAL[3, 4], key=(np.array([[True, False, True, True]] * 3),)),
+            Case(REAL[3, 4], key=(np.array([2, 0, 2]), np.array([1, 3, 1]))),
+            Case(REAL[3, 4], key=(slice(1, None),)),
+            Case(REAL[2, 3, 4], key=(0, None, slice(0, 3, 2))),
+            Case(REAL[5], key=(slice(None, None, -2),)),
+            Case(REAL[3, 4], key=(slice(2, 0, -1), -1)),
+        ]
+    ),
+    saves="inputs",
+    xp_callable=True,
+)
 
 
 # (``xp.getitem``, ``xp.setitem`` and ``xp.index_add`` take their key, value and shape by keyword:
@@ -143,13 +161,21 @@ def _index_add_forward(backend, values, *, key, shape):
     return backend.index_add(shape, backend.dtype_of(values), key, values)
 
 
-_index_add_op = defop("index_add", _index_add_forward, chapter="indexing",
-                      domain=with_complex([Case(REAL[4], (np.array([0, 2, 2, 4]),), (5,)),
-                                           Case(REAL[2, 2], (np.array([1, 1]),), (3, 2)),
-                                           Case(REAL[3], (np.array([0, 2, 0]), np.array([1, 1, 1])),
-                                                (3, 2))]),
-                      doc="zeros(shape) with values added at key (the adjoint of getitem)",
-                      saves=(), xp_callable=True)
+_index_add_op = defop(
+    "index_add",
+    _index_add_forward,
+    chapter="indexing",
+    domain=with_complex(
+        [
+            Case(REAL[4], (np.array([0, 2, 2, 4]),), (5,)),
+            Case(REAL[2, 2], (np.array([1, 1]),), (3, 2)),
+            Case(REAL[3], (np.array([0, 2, 0]), np.array([1, 1, 1])), (3, 2)),
+        ]
+    ),
+    doc="zeros(shape) with values added at key (the adjoint of getitem)",
+    saves=(),
+    xp_callable=True,
+)
 
 
 @_index_add_op.gradient
@@ -170,8 +196,9 @@ def _index_add(values, key, shape):
     accumulating: the adjoint of ``x[key]`` (differentiable)."""
     if not isinstance(values, Tensor):
         values = convert_to_tensor(values)
-    return apply1(_index_add_op, values, {"key": _native_key(key, values._b, len(shape)),
-                                          "shape": tuple(int(s) for s in shape)})
+    return apply1(
+        _index_add_op, values, {"key": _native_key(key, values._b, len(shape)), "shape": tuple(int(s) for s in shape)}
+    )
 
 
 _index_add_op.public = _index_add
@@ -181,11 +208,20 @@ def _setitem_forward(backend, x, value, *, key):
     return backend.setitem(x, key, value)
 
 
-_setitem_op = defop("setitem", _setitem_forward, chapter="indexing",
-                    domain=with_complex([Case(REAL[4], (1,), REAL[()]),
-                                         Case(REAL[3, 4], (slice(0, 2),), REAL[4]),
-                                         Case(REAL[5], (np.array([0, 3]),), REAL[2])]),
-                    saves=(), xp_callable=True)
+_setitem_op = defop(
+    "setitem",
+    _setitem_forward,
+    chapter="indexing",
+    domain=with_complex(
+        [
+            Case(REAL[4], (1,), REAL[()]),
+            Case(REAL[3, 4], (slice(0, 2),), REAL[4]),
+            Case(REAL[5], (np.array([0, 3]),), REAL[2]),
+        ]
+    ),
+    saves=(),
+    xp_callable=True,
+)
 
 
 @_setitem_op.gradient
@@ -211,11 +247,19 @@ def _setitem(x, key, value):
 _setitem_op.public = _setitem
 
 
-_take = defop("take", lambda xp, x, indices, *, axis: xp.take(x, indices, axis=axis), chapter="indexing",
-              domain=with_complex([Case(REAL[5], np.array([0, 2, 2, 4])),
-                                   Case(REAL[3, 4], np.array([3, 0, 3]), axis=1),
-                                   Case(REAL[3, 2, 2], np.array([2, 1]), axis=-3)]),
-              saves="inputs")
+_take = defop(
+    "take",
+    lambda xp, x, indices, *, axis: xp.take(x, indices, axis=axis),
+    chapter="indexing",
+    domain=with_complex(
+        [
+            Case(REAL[5], np.array([0, 2, 2, 4])),
+            Case(REAL[3, 4], np.array([3, 0, 3]), axis=1),
+            Case(REAL[3, 2, 2], np.array([2, 1]), axis=-3),
+        ]
+    ),
+    saves="inputs",
+)
 
 
 @_take.gradient
@@ -253,23 +297,27 @@ def take_along_axis(x, indices, /, *, axis=-1):
         x = convert_to_tensor(x)
     nd = x.ndim
     axis = axis % nd
-    ind = indices._v if isinstance(indices, Tensor) else x._b.asarray(np.asarray(indices),
-                                                                     device=x._b.device_of(x._v))
+    ind = indices._v if isinstance(indices, Tensor) else x._b.asarray(np.asarray(indices), device=x._b.device_of(x._v))
     xp = x._b.xp
     if len(ind.shape) != nd:
-        raise ValueError(f"take_along_axis: indices must have as many dimensions as x ({nd}), "
-                         f"got shape {tuple(ind.shape)}")
+        raise ValueError(
+            f"take_along_axis: indices must have as many dimensions as x ({nd}), got shape {tuple(ind.shape)}"
+        )
     key = []
     for d in range(nd):
         if d == axis:
             key.append(ind)
-        else:       # x's own positions: they broadcast against the indices' other axes
+        else:  # x's own positions: they broadcast against the indices' other axes
             shape = [1] * nd
             shape[d] = x.shape[d]
             key.append(xp.reshape(xp.arange(x.shape[d], device=x._b.device_of(x._v)), tuple(shape)))
     return _getitem(x, tuple(key))
 
 
-composite("take_along_axis", take_along_axis, chapter="indexing", complex=True,
-          domain=[Case(REAL[2, 3], np.array([[2, 0], [1, 1]]), axis=1),
-                  Case(REAL[3, 2], np.array([[0, 2, 2, 1]]).T, axis=0)])
+composite(
+    "take_along_axis",
+    take_along_axis,
+    chapter="indexing",
+    complex=True,
+    domain=[Case(REAL[2, 3], np.array([[2, 0], [1, 1]]), axis=1), Case(REAL[3, 2], np.array([[0, 2, 2, 1]]).T, axis=0)],
+)

@@ -7,6 +7,7 @@ dtype objects, and the defaults are gradtape's, the same on every backend (float
 int64; indices int64).  Boolean indexing and data-dependent shapes (``nonzero``, ``unique_*``) work
 on every backend, JAX included, since gradtape runs eagerly.
 """
+
 from __future__ import annotations
 
 from gradtape import _config
@@ -14,8 +15,12 @@ from gradtape import dtypes as _dt
 
 __all__ = ["__array_namespace_info__"]
 
-_DEFAULT_DTYPES = {"real floating": _dt.float32, "complex floating": _dt.complex64,
-                   "integral": _dt.int64, "indexing": _dt.int64}
+_DEFAULT_DTYPES = {
+    "real floating": _dt.float32,
+    "complex floating": _dt.complex64,
+    "integral": _dt.int64,
+    "indexing": _dt.int64,
+}
 
 
 def _backend():
@@ -26,7 +31,7 @@ def _native_info(b):
     f = getattr(b.xp, "__array_namespace_info__", None)
     try:
         return f() if f is not None else None
-    except Exception:       # a namespace whose info cannot be built: answer from gradtape alone
+    except Exception:  # a namespace whose info cannot be built: answer from gradtape alone
         return None
 
 
@@ -37,8 +42,7 @@ def _check_device(b, device):
     try:
         return b.parse_device(device)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"backend {b.name!r} has no device {device!r}; its devices are {b.devices()} "
-                         f"({e})") from None
+        raise ValueError(f"backend {b.name!r} has no device {device!r}; its devices are {b.devices()} ({e})") from None
 
 
 class Info:

@@ -40,6 +40,7 @@ Conventions (docs/conventions.md):
 * Singular or non-positive-definite inputs raise ``ValueError`` naming the op where the library
   detects them (NumPy, PyTorch, array_api_strict); JAX returns ``inf``/``nan`` instead, as it does.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -61,9 +62,31 @@ from gradtape.ops.statistical import _axes
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
-    "cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "matmul", "matrix_norm",
-    "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
-    "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
+    "cholesky",
+    "cross",
+    "det",
+    "diagonal",
+    "eig",
+    "eigh",
+    "eigvals",
+    "eigvalsh",
+    "inv",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "matrix_transpose",
+    "outer",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+    "tensordot",
+    "trace",
+    "vecdot",
+    "vector_norm",
 ]
 
 EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
@@ -120,14 +143,14 @@ def _native_like(x, value):
 
 def _check_float(name, x):
     if x.dtype.kind not in "fc":
-        raise TypeError(f"{name} expects a floating-point tensor, got {x.dtype}; cast it first, e.g. "
-                        f"gt.astype(x, gt.float64)")
+        raise TypeError(
+            f"{name} expects a floating-point tensor, got {x.dtype}; cast it first, e.g. gt.astype(x, gt.float64)"
+        )
 
 
 def _check_matrix(name, x, square=False):
     if x.ndim < 2:
-        raise ValueError(f"{name} expects a matrix or a stack of matrices (at least 2 dimensions), got "
-                         f"shape {x.shape}")
+        raise ValueError(f"{name} expects a matrix or a stack of matrices (at least 2 dimensions), got shape {x.shape}")
     if square and x.shape[-1] != x.shape[-2]:
         raise ValueError(f"{name} expects square matrices in the last two axes, got shape {x.shape}")
 
@@ -247,10 +270,16 @@ def _cholesky_forward(xp, x, *, upper=False):
     return _lower(xp.linalg.cholesky, x, upper=upper)
 
 
-_cholesky = defop("linalg.cholesky", _cholesky_forward, chapter="linalg", saves="outputs", batched=True,
-                  xp_callable=True,
-                  domain=with_complex([Case(REAL[3, 3].via(_spd))]) + [Case(REAL[2, 3, 3].via(_spd), upper=True)],
-                  convention="reads the lower triangle; Hermitian gradient (Murray 2016), as TF")
+_cholesky = defop(
+    "linalg.cholesky",
+    _cholesky_forward,
+    chapter="linalg",
+    saves="outputs",
+    batched=True,
+    xp_callable=True,
+    domain=with_complex([Case(REAL[3, 3].via(_spd))]) + [Case(REAL[2, 3, 3].via(_spd), upper=True)],
+    convention="reads the lower triangle; Hermitian gradient (Murray 2016), as TF",
+)
 
 
 @_cholesky.gradient
@@ -263,8 +292,8 @@ def _cholesky_grad(xp, op, grad):
         lo, g = _mH(xp, lo), _mH(xp, g)
     lh = _mH(xp, lo)
     p = _half_diag(xp, xp.tril(lh @ g))
-    x = xp.linalg.solve(lh, p)                      # L^-H P
-    ga = _mH(xp, xp.linalg.solve(lh, _mH(xp, x)))   # L^-H P L^-1
+    x = xp.linalg.solve(lh, p)  # L^-H P
+    ga = _mH(xp, xp.linalg.solve(lh, _mH(xp, x)))  # L^-H P L^-1
     return (ga + _mH(xp, ga)) * 0.5
 
 
@@ -276,8 +305,9 @@ def cholesky(x, /, *, upper=False):
 
 
 # ---------------------------------------------------------------------------------------- det, slogdet
-_det = defop("linalg.det", chapter="linalg", batched=True,
-             domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))])
+_det = defop(
+    "linalg.det", chapter="linalg", batched=True, domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))]
+)
 
 
 @_det.gradient
@@ -298,10 +328,16 @@ def _slogdet_forward(xp, x):
     return r[0], r[1]
 
 
-_slogdet = defop("linalg.slogdet", _slogdet_forward, chapter="linalg", nout=2, batched=True,
-                 domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))],
-                 convention="sign: zero gradient for real inputs; for complex ones sign = det/|det| is "
-                            "differentiated, as PyTorch and JAX")
+_slogdet = defop(
+    "linalg.slogdet",
+    _slogdet_forward,
+    chapter="linalg",
+    nout=2,
+    batched=True,
+    domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))],
+    convention="sign: zero gradient for real inputs; for complex ones sign = det/|det| is "
+    "differentiated, as PyTorch and JAX",
+)
 
 
 @_slogdet.gradient
@@ -310,8 +346,7 @@ def _slogdet_grad(xp, op, gsign, glog):
     gA = (glog - i Im(conj(gsign) sign)) A^-H (PyTorch's slogdet_backward)."""
     a = op.inputs[0]
     if is_complex(a):
-        c = (xp.astype(glog, a.dtype)
-             - xp.astype(xp.imag(conj_(xp, gsign) * op.outputs[0]), a.dtype) * 1j)
+        c = xp.astype(glog, a.dtype) - xp.astype(xp.imag(conj_(xp, gsign) * op.outputs[0]), a.dtype) * 1j
     else:
         c = glog
     return xp.expand_dims(xp.expand_dims(c, axis=-1), axis=-1) * _mH(xp, xp.linalg.inv(a))
@@ -325,8 +360,13 @@ def slogdet(x, /):
 
 
 # ---------------------------------------------------------------------------------------- inv, solve
-_inv = defop("linalg.inv", chapter="linalg", saves="outputs", batched=True,
-             domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))])
+_inv = defop(
+    "linalg.inv",
+    chapter="linalg",
+    saves="outputs",
+    batched=True,
+    domain=[Case(SMALL[2, 3, 3].via(_shift)), _C(SMALL[3, 3].via(_shift))],
+)
 
 
 @_inv.gradient
@@ -342,9 +382,13 @@ def inv(x, /):
     return apply1(_inv, _prep("linalg.inv", x, square=True))
 
 
-_solve = defop("linalg.solve", chapter="linalg", promote=True, batched=True,
-               domain=with_complex([Case(SMALL[3, 3].via(_shift), REAL[3, 3])])
-               + [Case(SMALL[2, 3, 3].via(_shift), REAL[3])])
+_solve = defop(
+    "linalg.solve",
+    chapter="linalg",
+    promote=True,
+    batched=True,
+    domain=with_complex([Case(SMALL[3, 3].via(_shift), REAL[3, 3])]) + [Case(SMALL[2, 3, 3].via(_shift), REAL[3])],
+)
 
 
 @_solve.gradient
@@ -372,8 +416,10 @@ def solve(x1, x2, /):
     _check_float("linalg.solve", x2)
     m = x1.shape[-1]
     if x2.ndim == 0 or (x2.ndim == 1 and x2.shape[0] != m) or (x2.ndim > 1 and x2.shape[-2] != m):
-        raise ValueError(f"linalg.solve: x2 of shape {x2.shape} does not fit x1 of shape {x1.shape}; it must "
-                         f"be ({m},) or (..., {m}, K)")
+        raise ValueError(
+            f"linalg.solve: x2 of shape {x2.shape} does not fit x1 of shape {x1.shape}; it must "
+            f"be ({m},) or (..., {m}, K)"
+        )
     return apply(_solve, (x1, x2))
 
 
@@ -383,12 +429,18 @@ def _eigh_forward(xp, x):
     return r[0], r[1]
 
 
-_eigh = defop("linalg.eigh", _eigh_forward, chapter="linalg", nout=2, saves="outputs", batched=True,
-              xp_callable=True,
-              domain=[Case(REAL[2, 3, 3].via(_sym)).map_outputs(_fix_eigh),
-                      _C(REAL[3, 3].via(_sym)).map_outputs(_fix_eigh)],
-              convention="reads the lower triangle; Hermitian gradient; not defined at repeated "
-                         "eigenvalues; the loss must not depend on the eigenvectors' signs/phases")
+_eigh = defop(
+    "linalg.eigh",
+    _eigh_forward,
+    chapter="linalg",
+    nout=2,
+    saves="outputs",
+    batched=True,
+    xp_callable=True,
+    domain=[Case(REAL[2, 3, 3].via(_sym)).map_outputs(_fix_eigh), _C(REAL[3, 3].via(_sym)).map_outputs(_fix_eigh)],
+    convention="reads the lower triangle; Hermitian gradient; not defined at repeated "
+    "eigenvalues; the loss must not depend on the eigenvectors' signs/phases",
+)
 
 
 def _eig_gap_inverse(xp, w):
@@ -416,10 +468,15 @@ def eigh(x, /):
     return EighResult(*apply(_eigh, (_prep("linalg.eigh", x, square=True),)))
 
 
-_eigvalsh = defop("linalg.eigvalsh", lambda xp, x: _lower(xp.linalg.eigvalsh, x), chapter="linalg",
-                  saves="inputs", batched=True,
-                  domain=[Case(REAL[2, 3, 3].via(_sym)), _C(REAL[3, 3].via(_sym))],
-                  convention="reads the lower triangle; Hermitian gradient V diag(g) V^H")
+_eigvalsh = defop(
+    "linalg.eigvalsh",
+    lambda xp, x: _lower(xp.linalg.eigvalsh, x),
+    chapter="linalg",
+    saves="inputs",
+    batched=True,
+    domain=[Case(REAL[2, 3, 3].via(_sym)), _C(REAL[3, 3].via(_sym))],
+    convention="reads the lower triangle; Hermitian gradient V diag(g) V^H",
+)
 
 
 @_eigvalsh.gradient
@@ -447,14 +504,14 @@ def _eig_native(backend, x, name):
             out = fn(x)
         except NotImplementedError as e:
             missing = e
-        except RuntimeError as e:    # array_api_strict refuses 2025.12 functions below 2025.12
+        except RuntimeError as e:  # array_api_strict refuses 2025.12 functions below 2025.12
             if getattr(xp, "__array_api_version__", "2025.12") >= "2025.12":
                 raise
             missing = e
     if out is None:
         try:
             host = backend.to_numpy(x)
-        except Exception:            # a tracer (jax.grad of eigenvectors): the library's own error
+        except Exception:  # a tracer (jax.grad of eigenvectors): the library's own error
             if missing is not None:
                 raise missing from None
             raise
@@ -476,10 +533,16 @@ def _eigvals_forward(backend, x):
 
 _EIG_DOMAIN = [Case(SMALL[3, 3].via(_rotate)), Case(SMALL[2, 3, 3].via(_spread)), _C(SMALL[3, 3].via(_spread))]
 
-_eig = defop("linalg.eig", _eig_forward, chapter="linalg", nout=2, xp_callable=True,
-             domain=[c.map_outputs(_fix_eig) for c in _EIG_DOMAIN],
-             convention="complex outputs for real inputs (the gradient's real part); not defined at repeated "
-                        "eigenvalues; the loss must not depend on the eigenvectors' phases (their norm is 1)")
+_eig = defop(
+    "linalg.eig",
+    _eig_forward,
+    chapter="linalg",
+    nout=2,
+    xp_callable=True,
+    domain=[c.map_outputs(_fix_eig) for c in _EIG_DOMAIN],
+    convention="complex outputs for real inputs (the gradient's real part); not defined at repeated "
+    "eigenvalues; the loss must not depend on the eigenvectors' phases (their norm is 1)",
+)
 
 
 @_eig.gradient
@@ -503,9 +566,14 @@ def eig(x, /):
     return EigResult(*apply(_eig, (_prep("linalg.eig", x, square=True),)))
 
 
-_eigvals = defop("linalg.eigvals", _eigvals_forward, chapter="linalg", saves="inputs",
-                 domain=[c.map_outputs(_fix_eigvals) for c in _EIG_DOMAIN],
-                 convention="complex outputs for real inputs (the gradient's real part); V^-H diag(g) V^H")
+_eigvals = defop(
+    "linalg.eigvals",
+    _eigvals_forward,
+    chapter="linalg",
+    saves="inputs",
+    domain=[c.map_outputs(_fix_eigvals) for c in _EIG_DOMAIN],
+    convention="complex outputs for real inputs (the gradient's real part); V^-H diag(g) V^H",
+)
 
 
 @_eigvals.gradient
@@ -530,14 +598,23 @@ def _svd_forward(xp, x, *, full_matrices=True):
     return r[0], r[1], r[2]
 
 
-_svd = defop("linalg.svd", _svd_forward, chapter="linalg", nout=3, saves="outputs", batched=True,
-             xp_callable=True,
-             domain=[Case(SMALL[3, 3].via(_spread)).map_outputs(_fix_svd),
-                     _C(SMALL[4, 3].via(_spread), full_matrices=False).map_outputs(_fix_svd),
-                     Case(SMALL[2, 3, 4].via(_spread), full_matrices=False).map_outputs(_fix_svd)],
-             convention="not defined at repeated or (non-square) zero singular values; the loss must not "
-                        "depend on the singular vectors' signs/phases; full_matrices=True on a non-square "
-                        "input: through the determined vectors only, as PyTorch")
+_svd = defop(
+    "linalg.svd",
+    _svd_forward,
+    chapter="linalg",
+    nout=3,
+    saves="outputs",
+    batched=True,
+    xp_callable=True,
+    domain=[
+        Case(SMALL[3, 3].via(_spread)).map_outputs(_fix_svd),
+        _C(SMALL[4, 3].via(_spread), full_matrices=False).map_outputs(_fix_svd),
+        Case(SMALL[2, 3, 4].via(_spread), full_matrices=False).map_outputs(_fix_svd),
+    ],
+    convention="not defined at repeated or (non-square) zero singular values; the loss must not "
+    "depend on the singular vectors' signs/phases; full_matrices=True on a non-square "
+    "input: through the determined vectors only, as PyTorch",
+)
 
 
 @_svd.gradient
@@ -561,8 +638,7 @@ def _svd_grad(xp, op, gu, gs, gvh):
     s2 = s * s
     eye = _eye(xp, s, k)
     e = xp.expand_dims(s2, axis=-2) - xp.expand_dims(s2, axis=-1) + eye
-    inner = (xp.xdivy(uhgu * xp.expand_dims(s, axis=-2) + xp.expand_dims(s, axis=-1) * vhgv, e)
-             + _diag_embed(xp, gs))
+    inner = xp.xdivy(uhgu * xp.expand_dims(s, axis=-2) + xp.expand_dims(s, axis=-1) * vhgv, e) + _diag_embed(xp, gs)
     if is_complex(u):
         inner = inner + _diag_embed(xp, xp.xdivy(xp.linalg.diagonal(uhgu), 2.0 * s))
     if m > n:
@@ -584,9 +660,14 @@ def svd(x, /, *, full_matrices=True):
     return SVDResult(*apply(_svd, (x,), {"full_matrices": bool(full_matrices)}))
 
 
-_svdvals = defop("linalg.svdvals", chapter="linalg", saves="inputs", batched=True,
-                 domain=[Case(SMALL[3, 4].via(_spread)), _C(SMALL[2, 3, 3].via(_spread))],
-                 convention="U diag(g) V^H; not defined at repeated singular values")
+_svdvals = defop(
+    "linalg.svdvals",
+    chapter="linalg",
+    saves="inputs",
+    batched=True,
+    domain=[Case(SMALL[3, 4].via(_spread)), _C(SMALL[2, 3, 3].via(_spread))],
+    convention="U diag(g) V^H; not defined at repeated singular values",
+)
 
 
 @_svdvals.gradient
@@ -608,12 +689,21 @@ def _qr_forward(xp, x, *, mode="reduced"):
     return r[0], r[1]
 
 
-_qr = defop("linalg.qr", _qr_forward, chapter="linalg", nout=2, saves="outputs", batched=True,
-            domain=[Case(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
-                    _C(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
-                    _C(SMALL[2, 3, 4].via(_spread), mode="complete").map_outputs(_fix_qr)],
-            convention="the loss must not depend on the signs/phases of R's diagonal; mode='complete' on "
-                       "a tall input: NotImplementedError, as TF")
+_qr = defop(
+    "linalg.qr",
+    _qr_forward,
+    chapter="linalg",
+    nout=2,
+    saves="outputs",
+    batched=True,
+    domain=[
+        Case(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
+        _C(SMALL[4, 3].via(_spread)).map_outputs(_fix_qr),
+        _C(SMALL[2, 3, 4].via(_spread), mode="complete").map_outputs(_fix_qr),
+    ],
+    convention="the loss must not depend on the signs/phases of R's diagonal; mode='complete' on "
+    "a tall input: NotImplementedError, as TF",
+)
 
 
 @_qr.gradient
@@ -626,15 +716,16 @@ def _qr_grad(xp, op, gq, gr):
     if op.attrs.get("mode", "reduced") == "complete" and m > n:
         raise NotImplementedError(
             f"the gradient of linalg.qr with mode='complete' is not defined for a tall input (shape "
-            f"{tuple(q.shape[:-1]) + (n,)}): the extra columns of Q are arbitrary; use mode='reduced'")
+            f"{tuple(q.shape[:-1]) + (n,)}): the extra columns of Q are arbitrary; use mode='reduced'"
+        )
     mm = gr @ _mH(xp, r) - _mH(xp, q) @ gq
     if m >= n:
         t = xp.triu(mm)
         ga = q @ _half_diag(xp, t + _mH(xp, t)) + gq
-        return _mH(xp, xp.linalg.solve(r, _mH(xp, ga)))            # ga R^-H
+        return _mH(xp, xp.linalg.solve(r, _mH(xp, ga)))  # ga R^-H
     t = -mm
     ga = q @ _half_diag(xp, xp.tril(t - _mH(xp, t)))
-    ga = _mH(xp, xp.linalg.solve(r[..., :, :m], _mH(xp, ga)))     # ga R1^-H
+    ga = _mH(xp, xp.linalg.solve(r[..., :, :m], _mH(xp, ga)))  # ga R1^-H
     zeros = xp.zeros(tuple(ga.shape[:-1]) + (n - m,), dtype=ga.dtype, device=ga.device)
     return xp.concat([ga, zeros], axis=-1) + q @ gr
 
@@ -659,9 +750,13 @@ def _rtol_attr(name, rtol, x):
     return _tensor(rtol, x)._v
 
 
-_pinv = defop("linalg.pinv", chapter="linalg", batched=True,
-              domain=[Case(SMALL[4, 3].via(_spread)), _C(SMALL[2, 3, 4].via(_spread), rtol=1e-3)],
-              convention="Golub-Pereyra: defined where the rank is locally constant")
+_pinv = defop(
+    "linalg.pinv",
+    chapter="linalg",
+    batched=True,
+    domain=[Case(SMALL[4, 3].via(_spread)), _C(SMALL[2, 3, 4].via(_spread), rtol=1e-3)],
+    convention="Golub-Pereyra: defined where the rank is locally constant",
+)
 
 
 @_pinv.gradient
@@ -705,8 +800,13 @@ def _matrix_rank_forward(xp, x, *, rtol=None):
     return xp.sum(xp.astype(big, xp.int64), axis=-1)
 
 
-_matrix_rank = defop("linalg.matrix_rank", _matrix_rank_forward, chapter="linalg", differentiable=False,
-                     domain=[Case(REAL[2, 3, 3], rtol=0.5), Case(REAL[3, 3].via(_low_rank))])
+_matrix_rank = defop(
+    "linalg.matrix_rank",
+    _matrix_rank_forward,
+    chapter="linalg",
+    differentiable=False,
+    domain=[Case(REAL[2, 3, 3], rtol=0.5), Case(REAL[3, 3].via(_low_rank))],
+)
 
 
 @public(_matrix_rank)
@@ -725,13 +825,22 @@ def _matrix_norm_forward(xp, x, *, ord="fro", keepdims=False):
 
 
 _matrix_norm = defop(
-    "linalg.matrix_norm", _matrix_norm_forward, chapter="linalg", batched=True,
-    domain=[Case(REAL[3, 4]), _C(SMALL[3, 4].via(_spread), ord="nuc", keepdims=True), _C(REAL[3, 4], ord=1),
-            Case(SMALL[3, 3].via(_spread), ord=2),
-            Case(SMALL[2, 4, 3].via(_spread), ord=-2), Case(REAL[2, 3, 4], ord=1, keepdims=True),
-            Case(REAL[3, 4], ord=-math.inf)],
+    "linalg.matrix_norm",
+    _matrix_norm_forward,
+    chapter="linalg",
+    batched=True,
+    domain=[
+        Case(REAL[3, 4]),
+        _C(SMALL[3, 4].via(_spread), ord="nuc", keepdims=True),
+        _C(REAL[3, 4], ord=1),
+        Case(SMALL[3, 3].via(_spread), ord=2),
+        Case(SMALL[2, 4, 3].via(_spread), ord=-2),
+        Case(REAL[2, 3, 4], ord=1, keepdims=True),
+        Case(REAL[3, 4], ord=-math.inf),
+    ],
     convention="fro: x / |x| (nan at 0); 1, inf: ties of the max split the gradient evenly; 2, -2, nuc: "
-               "through the SVD (not defined at repeated singular values)")
+    "through the SVD (not defined at repeated singular values)",
+)
 
 
 def _extreme_mask(xp, v, axis, largest):
@@ -760,8 +869,8 @@ def _matrix_norm_grad(xp, op, grad):
         if ordv == "nuc":
             return g * (u @ vh)
         i = 0 if ordv == 2 else u.shape[-1] - 1
-        return g * (u[..., :, i:i + 1] @ vh[..., i:i + 1, :])
-    axis = -2 if ordv in (1, -1) else -1          # 1: column sums (over rows); inf: row sums
+        return g * (u[..., :, i : i + 1] @ vh[..., i : i + 1, :])
+    axis = -2 if ordv in (1, -1) else -1  # 1: column sums (over rows); inf: row sums
     sums = xp.sum(xp.abs(x), axis=axis, keepdims=True)
     mask = _extreme_mask(xp, sums, -1 if axis == -2 else -2, ordv > 0)
     return (g * mask) * _sgn(xp, x)
@@ -773,8 +882,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     ``inf``, ``-inf``."""
     x = _prep("linalg.matrix_norm", x)
     if isinstance(ord, str) and ord not in ("fro", "nuc") or not isinstance(ord, str) and ord not in _MATRIX_ORDS:
-        raise ValueError(f"linalg.matrix_norm: ord must be one of 'fro', 'nuc', 1, -1, 2, -2, inf, -inf; got "
-                         f"{ord!r}")
+        raise ValueError(f"linalg.matrix_norm: ord must be one of 'fro', 'nuc', 1, -1, 2, -2, inf, -inf; got {ord!r}")
     if not isinstance(ord, str):
         ord = float(ord) if math.isinf(ord) else int(ord)
     return apply1(_matrix_norm, x, {"ord": ord, "keepdims": bool(keepdims)})
@@ -785,12 +893,21 @@ def _vector_norm_forward(xp, x, *, axis=None, axes=None, keepdims=False, ord=2):
 
 
 _vector_norm = defop(
-    "linalg.vector_norm", _vector_norm_forward, chapter="linalg", batched=True,
-    domain=[Case(NONZERO[3]), _C(NONZERO[3, 4], axis=-1, ord=math.inf), Case(NONZERO[3, 4], axis=1, ord=1),
-            Case(NONZERO[2, 3, 3], axis=(0, 2), ord=-0.5, keepdims=True),
-            Case(NONZERO[3, 4], ord=-math.inf, keepdims=True), Case(NONZERO[3, 4], axis=0, ord=0)],
+    "linalg.vector_norm",
+    _vector_norm_forward,
+    chapter="linalg",
+    batched=True,
+    domain=[
+        Case(NONZERO[3]),
+        _C(NONZERO[3, 4], axis=-1, ord=math.inf),
+        Case(NONZERO[3, 4], axis=1, ord=1),
+        Case(NONZERO[2, 3, 3], axis=(0, 2), ord=-0.5, keepdims=True),
+        Case(NONZERO[3, 4], ord=-math.inf, keepdims=True),
+        Case(NONZERO[3, 4], axis=0, ord=0),
+    ],
     convention="2: x / |x| (nan at 0); 1: sgn(x) (0 at 0); inf / -inf: ties split evenly; 0: zero gradient; "
-               "p < 1: not defined at 0")
+    "p < 1: not defined at 0",
+)
 
 
 @_vector_norm.gradient
@@ -802,7 +919,7 @@ def _vector_norm_grad(xp, op, grad):
     axes = op.attrs["axes"]
     g = grad
     y = op.outputs[0]
-    nb = g.ndim - y.ndim                        # leading batch axes of the cotangent
+    nb = g.ndim - y.ndim  # leading batch axes of the cotangent
     if not op.attrs.get("keepdims", False):
         keep = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
         g = xp.reshape(g, tuple(g.shape[:nb]) + keep)
@@ -833,10 +950,19 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 
 # ---------------------------------------------------------------------------------------- matrix_power
-_matrix_power = defop("linalg.matrix_power", lambda xp, x, *, n: xp.linalg.matrix_power(x, n), chapter="linalg",
-                      saves="inputs", batched=True,
-                      domain=[Case(SMALL[2, 3, 3], 3), _C(SMALL[3, 3].via(_shift), -1), Case(REAL[3, 3], 0),
-                              Case(SMALL[2, 3, 3].via(_shift), -2)])
+_matrix_power = defop(
+    "linalg.matrix_power",
+    lambda xp, x, *, n: xp.linalg.matrix_power(x, n),
+    chapter="linalg",
+    saves="inputs",
+    batched=True,
+    domain=[
+        Case(SMALL[2, 3, 3], 3),
+        _C(SMALL[3, 3].via(_shift), -1),
+        Case(REAL[3, 3], 0),
+        Case(SMALL[2, 3, 3].via(_shift), -2),
+    ],
+)
 
 
 @_matrix_power.gradient
@@ -850,7 +976,7 @@ def _matrix_power_grad(xp, op, grad):
     b = a if n > 0 else xp.linalg.inv(a)
     m = builtins.abs(n)
     bh = _mH(xp, b)
-    powers = [None, bh]                       # powers[k] = (B^H)^k, None standing for I
+    powers = [None, bh]  # powers[k] = (B^H)^k, None standing for I
     for _ in range(2, m):
         powers.append(powers[-1] @ bh)
 
@@ -881,9 +1007,14 @@ def matrix_power(x, n, /):
 
 
 # ---------------------------------------------------------------------------------------- cross, outer
-_cross = defop("linalg.cross", chapter="linalg", saves="inputs", batched=True,
-               promote=True, domain=with_complex([Case(REAL[4, 3], REAL[3])])
-               + [Case(REAL[3, 3], REAL[3, 3], axis=-2)])
+_cross = defop(
+    "linalg.cross",
+    chapter="linalg",
+    saves="inputs",
+    batched=True,
+    promote=True,
+    domain=with_complex([Case(REAL[4, 3], REAL[3])]) + [Case(REAL[3, 3], REAL[3, 3], axis=-2)],
+)
 
 
 @_cross.gradient
@@ -904,24 +1035,31 @@ def cross(x1, x2, /, *, axis=-1):
     axis = operator.index(axis)
     nd = builtins.min(x1.ndim, x2.ndim)
     if not -nd <= axis <= -1:
-        raise ValueError(f"linalg.cross: axis must be in [-{nd}, -1] for inputs of {x1.ndim} and {x2.ndim} "
-                         f"dimensions, got {axis}")
+        raise ValueError(
+            f"linalg.cross: axis must be in [-{nd}, -1] for inputs of {x1.ndim} and {x2.ndim} dimensions, got {axis}"
+        )
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
-        raise ValueError(f"linalg.cross: the vectors along axis {axis} must have 3 elements, got shapes "
-                         f"{x1.shape} and {x2.shape}")
+        raise ValueError(
+            f"linalg.cross: the vectors along axis {axis} must have 3 elements, got shapes {x1.shape} and {x2.shape}"
+        )
     return apply(_cross, (x1, x2), {"axis": axis})
 
 
-_outer = defop("linalg.outer", chapter="linalg", promote=True, saves="inputs", batched=True,
-               domain=with_complex([Case(REAL[3], REAL[4])]))
+_outer = defop(
+    "linalg.outer",
+    chapter="linalg",
+    promote=True,
+    saves="inputs",
+    batched=True,
+    domain=with_complex([Case(REAL[3], REAL[4])]),
+)
 
 
 @_outer.gradient
 def _outer_grad(xp, op, grad):
     """y = a b^T: ga = grad conj(b), gb = grad^T conj(a)."""
     a, b = op.inputs
-    return (grad @ conj_(xp, b) if op.needs_grad(0) else None,
-            conj_(xp, a) @ grad if op.needs_grad(1) else None)
+    return (grad @ conj_(xp, b) if op.needs_grad(0) else None, conj_(xp, a) @ grad if op.needs_grad(1) else None)
 
 
 @public(_outer)
@@ -935,8 +1073,13 @@ def outer(x1, x2, /):
 
 
 # ---------------------------------------------------------------------------------------- trace, diagonal
-_trace = defop("linalg.trace", chapter="linalg", saves="inputs", batched=True,
-               domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[3, 4], offset=-1)])
+_trace = defop(
+    "linalg.trace",
+    chapter="linalg",
+    saves="inputs",
+    batched=True,
+    domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[3, 4], offset=-1)],
+)
 
 
 @_trace.gradient
@@ -959,8 +1102,13 @@ def trace(x, /, *, offset=0, dtype=None):
     return apply1(_trace, x, {"offset": operator.index(offset)})
 
 
-_diagonal = defop("linalg.diagonal", chapter="linalg", saves="inputs", batched=True,
-                  domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[4, 3], offset=-2)])
+_diagonal = defop(
+    "linalg.diagonal",
+    chapter="linalg",
+    saves="inputs",
+    batched=True,
+    domain=[Case(REAL[2, 3, 4], offset=1), _C(REAL[3, 3]), Case(REAL[4, 3], offset=-2)],
+)
 
 
 @_diagonal.gradient

@@ -3,6 +3,7 @@
 ``matmul`` is bilinear: each input's gradient is the other input (conjugated) applied to the
 gradient; broadcast batch axes are summed back by the engine.
 """
+
 from __future__ import annotations
 
 from gradtape.domains import REAL, Case, with_complex
@@ -14,9 +15,15 @@ from gradtape.tensor import Tensor, convert_to_tensor
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
 
-_matrix_transpose = defop("matrix_transpose", lambda xp, x: xp.matrix_transpose(x), chapter="linear_algebra",
-                          domain=with_complex([Case(REAL[2, 3]), Case(REAL[4, 2, 3])]), saves=(), batched=True)
-_matrix_transpose.gradient(lambda xp, op, grad: grad.mT)    # linear: the transposed cotangent
+_matrix_transpose = defop(
+    "matrix_transpose",
+    lambda xp, x: xp.matrix_transpose(x),
+    chapter="linear_algebra",
+    domain=with_complex([Case(REAL[2, 3]), Case(REAL[4, 2, 3])]),
+    saves=(),
+    batched=True,
+)
+_matrix_transpose.gradient(lambda xp, op, grad: grad.mT)  # linear: the transposed cotangent
 
 
 @public(_matrix_transpose)
@@ -29,11 +36,24 @@ def matrix_transpose(x, /):
     return apply1(_matrix_transpose, x)
 
 
-_matmul = defop("matmul", chapter="linear_algebra", scalars=False, saves="inputs", batched=True,
-                domain=with_complex([Case(REAL[2, 3], REAL[3, 4]), Case(REAL[3], REAL[3, 2]),
-                                     Case(REAL[2, 3], REAL[3]), Case(REAL[4], REAL[4]),
-                                     Case(REAL[2, 2, 3], REAL[3, 2]), Case(REAL[1, 2, 3], REAL[4, 3, 2]),
-                                     Case(REAL[3], REAL[2, 3, 2])]))
+_matmul = defop(
+    "matmul",
+    chapter="linear_algebra",
+    scalars=False,
+    saves="inputs",
+    batched=True,
+    domain=with_complex(
+        [
+            Case(REAL[2, 3], REAL[3, 4]),
+            Case(REAL[3], REAL[3, 2]),
+            Case(REAL[2, 3], REAL[3]),
+            Case(REAL[4], REAL[4]),
+            Case(REAL[2, 2, 3], REAL[3, 2]),
+            Case(REAL[1, 2, 3], REAL[4, 3, 2]),
+            Case(REAL[3], REAL[2, 3, 2]),
+        ]
+    ),
+)
 
 
 @_matmul.gradient
@@ -44,22 +64,22 @@ def _matmul_grad(xp, op, grad):
     a, b = op.inputs
     ga = gb = None
     if op.needs_grad(0):
-        if b.ndim == 1:                        # (..., m) = A (..., m, k) @ v (k,), or () = u . v
+        if b.ndim == 1:  # (..., m) = A (..., m, k) @ v (k,), or () = u . v
             ga = xp.expand_dims(grad, axis=-1) * conj_(xp, b)
-        elif a.ndim == 1 and b.ndim > 2:       # (..., n) = u (k,) @ B (..., k, n)
+        elif a.ndim == 1 and b.ndim > 2:  # (..., n) = u (k,) @ B (..., k, n)
             ga = (conj_(xp, b) @ xp.expand_dims(grad, axis=-1))[..., 0]
-        else:                                  # (..., m, n) = A @ B, or (n,) = u (k,) @ B (k, n)
+        else:  # (..., m, n) = A @ B, or (n,) = u (k,) @ B (k, n)
             ga = grad @ conj_(xp, b.mT)
     if op.needs_grad(1):
         if a.ndim == 1:
-            if b.ndim == 1:                    # () = u . v
+            if b.ndim == 1:  # () = u . v
                 gb = xp.expand_dims(grad, axis=-1) * conj_(xp, a)
-            else:                              # (..., n) = u (k,) @ B (..., k, n): conj(u) g^T
+            else:  # (..., n) = u (k,) @ B (..., k, n): conj(u) g^T
                 gb = xp.expand_dims(conj_(xp, a), axis=-1) * xp.expand_dims(grad, axis=-2)
         elif b.ndim == 1:
-            if a.ndim == 2:                    # (m,) = A (m, k) @ v (k,): A^H g
+            if a.ndim == 2:  # (m,) = A (m, k) @ v (k,): A^H g
                 gb = grad @ conj_(xp, a)
-            else:                              # (..., m) = A (..., m, k) @ v (k,)
+            else:  # (..., m) = A (..., m, k) @ v (k,)
                 gb = (xp.expand_dims(grad, axis=-2) @ conj_(xp, a))[..., 0, :]
         else:
             gb = conj_(xp, a.mT) @ grad
@@ -76,13 +96,23 @@ def _tensordot_forward(xp, x1, x2, *, axes):
     return xp.tensordot(x1, x2, axes=axes)
 
 
-_tensordot = defop("tensordot", _tensordot_forward, chapter="linear_algebra", scalars=False, saves="inputs",
-                   batched=True,
-                   domain=with_complex([Case(REAL[2, 3], REAL[3, 4], axes=1),
-                                        Case(REAL[2, 3, 4], REAL[3, 4, 2], axes=2),
-                                        Case(REAL[2, 3], REAL[2, 3], axes=((0, 1), (0, 1))),
-                                        Case(REAL[2, 3, 4], REAL[4, 2], axes=((2, 0), (0, 1))),
-                                        Case(REAL[2], REAL[3], axes=0)]))
+_tensordot = defop(
+    "tensordot",
+    _tensordot_forward,
+    chapter="linear_algebra",
+    scalars=False,
+    saves="inputs",
+    batched=True,
+    domain=with_complex(
+        [
+            Case(REAL[2, 3], REAL[3, 4], axes=1),
+            Case(REAL[2, 3, 4], REAL[3, 4, 2], axes=2),
+            Case(REAL[2, 3], REAL[2, 3], axes=((0, 1), (0, 1))),
+            Case(REAL[2, 3, 4], REAL[4, 2], axes=((2, 0), (0, 1))),
+            Case(REAL[2], REAL[3], axes=0),
+        ]
+    ),
+)
 
 
 def _normalize_tensordot_axes(axes, nd1, nd2):
@@ -104,7 +134,7 @@ def _tensordot_grad(xp, op, grad):
     free1 = [i for i in range(nd1) if i not in a1]
     free2 = [i for i in range(nd2) if i not in a2]
     nf1, nf2 = len(free1), len(free2)
-    nb = grad.ndim - nf1 - nf2                  # leading batch axes of the cotangent
+    nb = grad.ndim - nf1 - nf2  # leading batch axes of the cotangent
     g1 = g2 = None
     if op.needs_grad(0):
         # grad axes: [batch..., free1..., free2...]; contract with conj(x2) over free2; the result's
@@ -141,17 +171,22 @@ def _vecdot_forward(xp, x1, x2, *, axis=-1):
     return xp.vecdot(x1, x2, axis=axis)
 
 
-_vecdot = defop("vecdot", _vecdot_forward, chapter="linear_algebra", scalars=False, saves="inputs",
-                batched=True,
-                domain=with_complex([Case(REAL[3], REAL[3]), Case(REAL[2, 3], REAL[3]),
-                                     Case(REAL[3, 2], REAL[3, 2], axis=0)]))
+_vecdot = defop(
+    "vecdot",
+    _vecdot_forward,
+    chapter="linear_algebra",
+    scalars=False,
+    saves="inputs",
+    batched=True,
+    domain=with_complex([Case(REAL[3], REAL[3]), Case(REAL[2, 3], REAL[3]), Case(REAL[3, 2], REAL[3, 2], axis=0)]),
+)
 
 
 @_vecdot.gradient
 def _vecdot_grad(xp, op, grad):
     """y = sum(conj(x1) * x2): dx1 = conj(grad) x2, dx2 = grad x1 (the engine undoes broadcasting)."""
     x1, x2 = op.inputs
-    g = xp.expand_dims(grad, axis=op.attrs["axis"])     # axis is negative (see vecdot)
+    g = xp.expand_dims(grad, axis=op.attrs["axis"])  # axis is negative (see vecdot)
     return (conj_(xp, g) * x2 if op.needs_grad(0) else None, g * x1 if op.needs_grad(1) else None)
 
 
@@ -165,5 +200,5 @@ def vecdot(x1, x2, /, *, axis=-1):
     nd = max(x1.ndim, x2.ndim)
     axis = int(axis)
     if axis >= 0:
-        axis -= nd           # negative axes index the broadcast result the same way for every input
+        axis -= nd  # negative axes index the broadcast result the same way for every input
     return apply(_vecdot, (x1, x2), {"axis": axis})

@@ -2,6 +2,7 @@
 
 All of them are linear, so each rule is the adjoint manipulation of the gradient.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -43,7 +44,7 @@ def _norm_axis(axis, ndim):
 def _lead(g, ndim):
     """The leading (batch) axes of cotangent ``g`` of an output of ``ndim`` dimensions: ``()``
     outside a batched walk."""
-    return tuple(g.shape[:g.ndim - ndim])
+    return tuple(g.shape[: g.ndim - ndim])
 
 
 def _ndim(a):
@@ -54,17 +55,21 @@ def _ndim(a):
 
 
 # --------------------------------------------------------------------------- reshape family
-_reshape = defop("reshape", lambda xp, x, *, shape: xp.reshape(x, shape), chapter="manipulation",
-                 domain=with_complex([Case(REAL[2, 3], shape=(3, 2)), Case(REAL[6], shape=(2, -1)),
-                                      Case(REAL[1], shape=())]),
-                 saves="inputs", batched=True)
+_reshape = defop(
+    "reshape",
+    lambda xp, x, *, shape: xp.reshape(x, shape),
+    chapter="manipulation",
+    domain=with_complex([Case(REAL[2, 3], shape=(3, 2)), Case(REAL[6], shape=(2, -1)), Case(REAL[1], shape=())]),
+    saves="inputs",
+    batched=True,
+)
 
 
 @_reshape.gradient
 def _reshape_grad(xp, op, grad):
     """The gradient reshaped back to the input's shape (leading batch axes kept); the rule reads
     only the input's shape."""
-    return xp.reshape(grad, tuple(grad.shape[:grad.ndim - len(op.attrs["shape"])]) + tuple(op.inputs[0].shape))
+    return xp.reshape(grad, tuple(grad.shape[: grad.ndim - len(op.attrs["shape"])]) + tuple(op.inputs[0].shape))
 
 
 @public(_reshape)
@@ -91,22 +96,26 @@ def _check_reshape(old, shape):
         if n != -1:
             known *= n
     unknown = shape.count(-1)
-    if unknown > 1 or any(n < -1 for n in shape) or (
-            known != size if not unknown else (known == 0 or size % known)):
-        raise ValueError(f"cannot reshape a tensor of shape {old} (size {size}) into shape {shape} "
-                         "(in op 'reshape')")
+    if unknown > 1 or any(n < -1 for n in shape) or (known != size if not unknown else (known == 0 or size % known)):
+        raise ValueError(f"cannot reshape a tensor of shape {old} (size {size}) into shape {shape} (in op 'reshape')")
 
 
 def _expand_dims_forward(xp, x, *, axis):
-    for a in axis:                  # ascending positions of the output: each lands where it must
+    for a in axis:  # ascending positions of the output: each lands where it must
         x = xp.expand_dims(x, axis=a)
     return x
 
 
-_expand_dims = defop("expand_dims", _expand_dims_forward, chapter="manipulation",
-                     domain=with_complex([Case(REAL[3], axis=0), Case(REAL[2, 3], axis=-1),
-                                          Case(REAL[()], axis=0), Case(REAL[2, 3], axis=(0, -1, 2))]),
-                     saves="inputs", batched=True)
+_expand_dims = defop(
+    "expand_dims",
+    _expand_dims_forward,
+    chapter="manipulation",
+    domain=with_complex(
+        [Case(REAL[3], axis=0), Case(REAL[2, 3], axis=-1), Case(REAL[()], axis=0), Case(REAL[2, 3], axis=(0, -1, 2))]
+    ),
+    saves="inputs",
+    batched=True,
+)
 
 
 @_expand_dims.gradient
@@ -128,17 +137,24 @@ def expand_dims(x, /, axis):
     for a in axes:
         a = operator.index(a)
         if not -m <= a < m:
-            raise IndexError(f"expand_dims: axis {a} is out of bounds for an output of {m} dimensions "
-                             f"(input of {x.ndim}, {len(axes)} new)")
+            raise IndexError(
+                f"expand_dims: axis {a} is out of bounds for an output of {m} dimensions "
+                f"(input of {x.ndim}, {len(axes)} new)"
+            )
         norm.append(a % m)
     if len(set(norm)) != len(norm):
         raise ValueError(f"expand_dims: axis {axis!r} names an output position twice")
     return apply1(_expand_dims, x, {"axis": tuple(sorted(norm))})
 
 
-_squeeze = defop("squeeze", lambda xp, x, *, axis: xp.squeeze(x, axis=axis), chapter="manipulation",
-                 domain=with_complex([Case(REAL[1, 3], axis=0), Case(REAL[2, 1, 1], axis=(1, 2))]),
-                 saves="inputs", batched=True)
+_squeeze = defop(
+    "squeeze",
+    lambda xp, x, *, axis: xp.squeeze(x, axis=axis),
+    chapter="manipulation",
+    domain=with_complex([Case(REAL[1, 3], axis=0), Case(REAL[2, 1, 1], axis=(1, 2))]),
+    saves="inputs",
+    batched=True,
+)
 
 
 @_squeeze.gradient
@@ -146,8 +162,7 @@ def _squeeze_grad(xp, op, grad):
     """The gradient reshaped back to the input's shape (the squeezed axes had size one)."""
     x = op.inputs[0]
     axis = op.attrs["axis"]
-    return xp.reshape(grad, _lead(grad, x.ndim - (len(axis) if isinstance(axis, tuple) else 1))
-                      + tuple(x.shape))
+    return xp.reshape(grad, _lead(grad, x.ndim - (len(axis) if isinstance(axis, tuple) else 1)) + tuple(x.shape))
 
 
 @public(_squeeze)
@@ -157,11 +172,14 @@ def squeeze(x, /, axis):
     return apply1(_squeeze, x, {"axis": axis})
 
 
-_permute_dims = defop("permute_dims", lambda xp, x, *, axes: xp.permute_dims(x, axes),
-                      chapter="manipulation",
-                      domain=with_complex([Case(REAL[2, 3], axes=(1, 0)),
-                                           Case(REAL[2, 3, 4], axes=(2, 0, 1))]),
-                      saves=(), batched=True)
+_permute_dims = defop(
+    "permute_dims",
+    lambda xp, x, *, axes: xp.permute_dims(x, axes),
+    chapter="manipulation",
+    domain=with_complex([Case(REAL[2, 3], axes=(1, 0)), Case(REAL[2, 3, 4], axes=(2, 0, 1))]),
+    saves=(),
+    batched=True,
+)
 
 
 @_permute_dims.gradient
@@ -183,8 +201,9 @@ def permute_dims(x, /, axes):
     nd = x.ndim
     axes = tuple(_norm_axis(operator.index(a), nd) for a in axes)
     if sorted(axes) != list(range(nd)):
-        raise ValueError(f"permute_dims: axes {tuple(axes)} are not a permutation of the {nd} axes of a "
-                         f"tensor of shape {x.shape}")
+        raise ValueError(
+            f"permute_dims: axes {tuple(axes)} are not a permutation of the {nd} axes of a tensor of shape {x.shape}"
+        )
     return apply1(_permute_dims, x, {"axes": axes})
 
 
@@ -201,16 +220,24 @@ def moveaxis(x, source, destination, /):
     return permute_dims(x, tuple(order))
 
 
-composite("moveaxis", moveaxis, chapter="manipulation", complex=True,
-          domain=[Case(REAL[2, 3, 4], 0, -1), Case(REAL[2, 3, 4], (0, 1), (2, 0))])
+composite(
+    "moveaxis",
+    moveaxis,
+    chapter="manipulation",
+    complex=True,
+    domain=[Case(REAL[2, 3, 4], 0, -1), Case(REAL[2, 3, 4], (0, 1), (2, 0))],
+)
 
 
-_broadcast_to = defop("broadcast_to", lambda xp, x, *, shape: xp.broadcast_to(x, shape),
-                      chapter="manipulation",
-                      domain=with_complex([Case(REAL[3], shape=(2, 3)), Case(REAL[2, 1], shape=(2, 4)),
-                                           Case(REAL[()], shape=(3,))]),
-                      saves=(), batched=True)
-_broadcast_to.gradient(lambda xp, op, grad: grad)   # the engine sums the gradient back to the input's shape
+_broadcast_to = defop(
+    "broadcast_to",
+    lambda xp, x, *, shape: xp.broadcast_to(x, shape),
+    chapter="manipulation",
+    domain=with_complex([Case(REAL[3], shape=(2, 3)), Case(REAL[2, 1], shape=(2, 4)), Case(REAL[()], shape=(3,))]),
+    saves=(),
+    batched=True,
+)
+_broadcast_to.gradient(lambda xp, op, grad: grad)  # the engine sums the gradient back to the input's shape
 
 
 @public(_broadcast_to)
@@ -236,8 +263,10 @@ def broadcast_shapes(*shapes):
             if out[k] == 1:
                 out[k] = n
             elif n != 1 and n != out[k]:
-                raise ValueError(f"broadcast_shapes: shapes {', '.join(map(str, shapes))} do not broadcast "
-                                 f"(size {n} against {out[k]})")
+                raise ValueError(
+                    f"broadcast_shapes: shapes {', '.join(map(str, shapes))} do not broadcast "
+                    f"(size {n} against {out[k]})"
+                )
     return tuple(out)
 
 
@@ -248,14 +277,23 @@ def broadcast_arrays(*arrays):
     return tuple(broadcast_to(a, shape) for a in arrays)
 
 
-composite("broadcast_arrays", broadcast_arrays, chapter="manipulation", complex=True,
-          domain=[Case(REAL[2, 1], REAL[3]), Case(REAL[2, 3], REAL[()], REAL[1, 3])])
+composite(
+    "broadcast_arrays",
+    broadcast_arrays,
+    chapter="manipulation",
+    complex=True,
+    domain=[Case(REAL[2, 1], REAL[3]), Case(REAL[2, 3], REAL[()], REAL[1, 3])],
+)
 
 
-_flip = defop("flip", lambda xp, x, *, axis=None: xp.flip(x, axis=axis), chapter="manipulation",
-              domain=with_complex([Case(REAL[3]), Case(REAL[2, 3], axis=1),
-                                   Case(REAL[2, 3, 2], axis=(0, 2))]),
-              saves=(), batched=True)
+_flip = defop(
+    "flip",
+    lambda xp, x, *, axis=None: xp.flip(x, axis=axis),
+    chapter="manipulation",
+    domain=with_complex([Case(REAL[3]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3, 2], axis=(0, 2))]),
+    saves=(),
+    batched=True,
+)
 
 
 @_flip.gradient
@@ -289,12 +327,22 @@ def _concat_forward(xp, *arrays, axis=0):
     return xp.concat(arrays, axis=axis)
 
 
-_concat = defop("concat", _concat_forward, chapter="manipulation", scalars=False,
-                domain=with_complex([Case(Pack(REAL[2, 3], REAL[1, 3]), axis=0),
-                                     Case(Pack(REAL[2, 3], REAL[2, 2]), axis=1),
-                                     Case(Pack(REAL[2], REAL[3, 2]), axis=None),
-                                     Case(Pack(REAL[2, 2], REAL[2, 2], REAL[2, 2]), axis=-1)]),
-                saves="inputs", batched=True)
+_concat = defop(
+    "concat",
+    _concat_forward,
+    chapter="manipulation",
+    scalars=False,
+    domain=with_complex(
+        [
+            Case(Pack(REAL[2, 3], REAL[1, 3]), axis=0),
+            Case(Pack(REAL[2, 3], REAL[2, 2]), axis=1),
+            Case(Pack(REAL[2], REAL[3, 2]), axis=None),
+            Case(Pack(REAL[2, 2], REAL[2, 2], REAL[2, 2]), axis=-1),
+        ]
+    ),
+    saves="inputs",
+    batched=True,
+)
 
 
 @_concat.gradient
@@ -310,12 +358,11 @@ def _concat_grad(xp, op, grad):
         lead = _lead(grad, 1)
         for k, x in enumerate(ins):
             n = math.prod(x.shape)
-            out.append(xp.reshape(grad[..., start:start + n], lead + tuple(x.shape)) if op.needs_grad(k)
-                       else None)
+            out.append(xp.reshape(grad[..., start : start + n], lead + tuple(x.shape)) if op.needs_grad(k) else None)
             start += n
         return tuple(out)
     nd = ins[0].ndim
-    after = (slice(None),) * (nd - 1 - axis % nd)      # the axes after ``axis``
+    after = (slice(None),) * (nd - 1 - axis % nd)  # the axes after ``axis``
     for k, x in enumerate(ins):
         n = x.shape[axis]
         out.append(grad[(Ellipsis, slice(start, start + n)) + after] if op.needs_grad(k) else None)
@@ -336,17 +383,28 @@ def _stack_forward(xp, *arrays, axis=0):
     return xp.stack(arrays, axis=axis)
 
 
-_stack = defop("stack", _stack_forward, chapter="manipulation", scalars=False,
-               domain=with_complex([Case(Pack(REAL[3], REAL[3])), Case(Pack(REAL[2, 3], REAL[2, 3]), axis=1),
-                                    Case(Pack(REAL[2], REAL[2], REAL[2]), axis=-1)]),
-               saves=(), batched=True)
+_stack = defop(
+    "stack",
+    _stack_forward,
+    chapter="manipulation",
+    scalars=False,
+    domain=with_complex(
+        [
+            Case(Pack(REAL[3], REAL[3])),
+            Case(Pack(REAL[2, 3], REAL[2, 3]), axis=1),
+            Case(Pack(REAL[2], REAL[2], REAL[2]), axis=-1),
+        ]
+    ),
+    saves=(),
+    batched=True,
+)
 
 
 @_stack.gradient
 def _stack_grad(xp, op, grad):
     """Each input gets its slice of the gradient along the new axis (recorded negative, so that
     leading batch axes stay)."""
-    after = (slice(None),) * (-op.attrs["axis"] - 1)    # the axes after the new one
+    after = (slice(None),) * (-op.attrs["axis"] - 1)  # the axes after the new one
     return tuple(grad[(Ellipsis, k) + after] if op.needs_grad(k) else None for k in range(len(op.in_ids)))
 
 
@@ -358,7 +416,7 @@ def stack(arrays, /, *, axis=0):
         raise ValueError("stack needs at least one tensor")
     axis = int(axis)
     nd = _ndim(arrays[0]) + 1
-    if -nd <= axis < nd:            # (else the library reports it)
+    if -nd <= axis < nd:  # (else the library reports it)
         axis = axis % nd - nd
     return apply(_stack, arrays, {"axis": axis})
 
@@ -369,8 +427,9 @@ def unstack(x, /, *, axis=0):
     return tuple(_getitem(x, (slice(None),) * axis + (k,)) for k in range(x.shape[axis]))
 
 
-composite("unstack", unstack, chapter="manipulation", complex=True,
-          domain=[Case(REAL[3, 2]), Case(REAL[2, 3, 2], axis=1)])
+composite(
+    "unstack", unstack, chapter="manipulation", complex=True, domain=[Case(REAL[3, 2]), Case(REAL[2, 3, 2], axis=1)]
+)
 
 
 # --------------------------------------------------------------------------- repeat, roll, tile
@@ -378,11 +437,22 @@ def _repeat_forward(xp, x, *repeats, axis, count=None):
     return xp.repeat(x, repeats[0] if repeats else count, axis=axis)
 
 
-_repeat = defop("repeat", _repeat_forward, chapter="manipulation",
-                domain=with_complex([Case(REAL[3], 2), Case(REAL[2, 3], 2, axis=1), Case(REAL[2, 2], 3),
-                                     Case(REAL[2, 3], np.array([1, 0, 2]), axis=1),
-                                     Case(REAL[3, 2], np.array([2, 1, 1]), axis=-2)]),
-                saves="inputs", batched=True)
+_repeat = defop(
+    "repeat",
+    _repeat_forward,
+    chapter="manipulation",
+    domain=with_complex(
+        [
+            Case(REAL[3], 2),
+            Case(REAL[2, 3], 2, axis=1),
+            Case(REAL[2, 2], 3),
+            Case(REAL[2, 3], np.array([1, 0, 2]), axis=1),
+            Case(REAL[3, 2], np.array([2, 1, 1]), axis=-2),
+        ]
+    ),
+    saves="inputs",
+    batched=True,
+)
 
 
 @_repeat.gradient
@@ -391,11 +461,11 @@ def _repeat_grad(xp, op, grad):
     count; for per-element counts, differences of the gradient's cumulative sum at the segment ends.
     (The input is read for its shape only; leading batch axes of the gradient stay.)"""
     x = op.inputs[0]
-    a = grad.ndim - x.ndim + op.attrs["axis"]         # the repeated axis in the gradient
+    a = grad.ndim - x.ndim + op.attrs["axis"]  # the repeated axis in the gradient
     if len(op.in_ids) == 1:
         count = op.attrs["count"]
         shape = tuple(grad.shape)
-        g = xp.reshape(grad, shape[:a] + (x.shape[op.attrs["axis"]], count) + shape[a + 1:])
+        g = xp.reshape(grad, shape[:a] + (x.shape[op.attrs["axis"]], count) + shape[a + 1 :])
         return xp.sum(g, axis=a + 1)
     repeats = op.inputs[1]
     ends = xp.cumulative_sum(repeats)
@@ -426,10 +496,15 @@ def _roll_forward(xp, x, *, shift, axis):
     return xp.roll(x, shift, axis=axis)
 
 
-_roll = defop("roll", _roll_forward, chapter="manipulation",
-              domain=with_complex([Case(REAL[5], 2), Case(REAL[2, 3], -1, axis=1), Case(REAL[2, 3], 4),
-                                   Case(REAL[2, 3], (1, 2), axis=(0, 1))]),
-              saves=())
+_roll = defop(
+    "roll",
+    _roll_forward,
+    chapter="manipulation",
+    domain=with_complex(
+        [Case(REAL[5], 2), Case(REAL[2, 3], -1, axis=1), Case(REAL[2, 3], 4), Case(REAL[2, 3], (1, 2), axis=(0, 1))]
+    ),
+    saves=(),
+)
 
 
 @_roll.gradient
@@ -456,10 +531,16 @@ def _tile_forward(xp, x, *, repetitions):
     return xp.tile(x, repetitions)
 
 
-_tile = defop("tile", _tile_forward, chapter="manipulation",
-              domain=with_complex([Case(REAL[3], (2,)), Case(REAL[2, 3], (2, 1)), Case(REAL[2, 3], (3,)),
-                                   Case(REAL[3], (2, 1, 2))]),
-              saves="inputs", batched=True)
+_tile = defop(
+    "tile",
+    _tile_forward,
+    chapter="manipulation",
+    domain=with_complex(
+        [Case(REAL[3], (2,)), Case(REAL[2, 3], (2, 1)), Case(REAL[2, 3], (3,)), Case(REAL[3], (2, 1, 2))]
+    ),
+    saves="inputs",
+    batched=True,
+)
 
 
 @_tile.gradient

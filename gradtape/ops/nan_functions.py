@@ -17,6 +17,7 @@ axis=axis, dtype=dtype)`` on any namespace that has them (``axis`` an int, a tup
   and ``nancumprod`` reuse the rules of ``prod``, ``max``/``min`` and ``cumulative_prod``
   (:mod:`gradtape.ops.statistical`) on ``x`` with its NaN entries filled.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,19 @@ from gradtape.ops.statistical import (
 )
 from gradtape.tensor import Tensor, convert_to_tensor
 
-__all__ = ["nanargmax", "nanargmin", "nancumprod", "nancumsum", "nanmax", "nanmean", "nanmin", "nanprod",
-           "nanstd", "nansum", "nanvar"]
+__all__ = [
+    "nanargmax",
+    "nanargmin",
+    "nancumprod",
+    "nancumsum",
+    "nanmax",
+    "nanmean",
+    "nanmin",
+    "nanprod",
+    "nanstd",
+    "nansum",
+    "nanvar",
+]
 
 
 class NanSampler(Sampler):
@@ -60,8 +72,13 @@ class NanSampler(Sampler):
 WITH_NAN = NanSampler("WITH_NAN", -2.0, 2.0)
 NONZERO_WITH_NAN = NanSampler("NONZERO_WITH_NAN", -2.0, 2.0, avoid=(0.0,), gap=0.2)
 
-_RED_CASES = [Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1), Case(WITH_NAN[2, 3], axis=0, keepdims=True),
-              Case(WITH_NAN[2, 3, 2], axis=(0, 2)), Case(WITH_NAN[()])]
+_RED_CASES = [
+    Case(WITH_NAN[4]),
+    Case(WITH_NAN[2, 3], axis=1),
+    Case(WITH_NAN[2, 3], axis=0, keepdims=True),
+    Case(WITH_NAN[2, 3, 2], axis=(0, 2)),
+    Case(WITH_NAN[()]),
+]
 
 
 def _prep(a, axis, dtype=None, out=None):
@@ -98,8 +115,15 @@ def _nansum_forward(backend, x, *, axis, keepdims):
     return xp.sum(_filled(xp, x, 0), axis=axis, keepdims=keepdims)
 
 
-_nansum = defop("nansum", _nansum_forward, chapter="nan_functions", domain=_RED_CASES,
-                convention="NaN entries get a zero gradient", saves="inputs", batched=True)
+_nansum = defop(
+    "nansum",
+    _nansum_forward,
+    chapter="nan_functions",
+    domain=_RED_CASES,
+    convention="NaN entries get a zero gradient",
+    saves="inputs",
+    batched=True,
+)
 
 
 @public(_nansum)
@@ -129,9 +153,15 @@ def _nanprod_forward(backend, x, *, axis, keepdims):
     return xp.prod(_filled(xp, x, 1), axis=axis, keepdims=keepdims)
 
 
-_nanprod = defop("nanprod", _nanprod_forward, chapter="nan_functions", domain=_RED_CASES,
-                 convention="NaN entries get a zero gradient; exact with zeros, as prod",
-                 saves="inputs", batched=True)
+_nanprod = defop(
+    "nanprod",
+    _nanprod_forward,
+    chapter="nan_functions",
+    domain=_RED_CASES,
+    convention="NaN entries get a zero gradient; exact with zeros, as prod",
+    saves="inputs",
+    batched=True,
+)
 
 
 @public(_nanprod)
@@ -144,9 +174,13 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False):
 def _as_op(op, x, y=None, **attrs):
     """The recorded call ``op`` with its input replaced by ``x`` (its output by ``y``; its attributes
     updated by ``attrs``), to reuse a rule of statistical on either namespace."""
-    return types.SimpleNamespace(inputs=(x,), outputs=() if y is None else (y,),
-                                 attrs=dict(op.attrs, **attrs) if attrs else op.attrs,
-                                 needs_grad=op.needs_grad, backend=op.backend)
+    return types.SimpleNamespace(
+        inputs=(x,),
+        outputs=() if y is None else (y,),
+        attrs=dict(op.attrs, **attrs) if attrs else op.attrs,
+        needs_grad=op.needs_grad,
+        backend=op.backend,
+    )
 
 
 @_nanprod.gradient
@@ -165,9 +199,16 @@ def _nanmean_forward(backend, x, *, axis, keepdims):
     return xp.sum(_filled(xp, x, 0), axis=axis, keepdims=keepdims) / _valid(xp, x, axis, keepdims)
 
 
-_nanmean = defop("nanmean", _nanmean_forward, chapter="nan_functions", floating=True, domain=_RED_CASES,
-                 convention="NaN entries get a zero gradient; all-NaN slices: NaN value, zero gradient",
-                 saves="inputs", batched=True)
+_nanmean = defop(
+    "nanmean",
+    _nanmean_forward,
+    chapter="nan_functions",
+    floating=True,
+    domain=_RED_CASES,
+    convention="NaN entries get a zero gradient; all-NaN slices: NaN value, zero gradient",
+    saves="inputs",
+    batched=True,
+)
 
 
 @public(_nanmean)
@@ -212,18 +253,31 @@ def _nanstd_forward(backend, x, *, axis, ddof, keepdims):
         return np.asarray(np.nanstd(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype=x.dtype)
     xp = backend.xp
     v = _nanvar_forward(backend, x, axis=axis, ddof=ddof, keepdims=keepdims)
-    pos = v > 0           # sqrt through a where: a library's own autodiff gives 0, not NaN, at v = 0
+    pos = v > 0  # sqrt through a where: a library's own autodiff gives 0, not NaN, at v = 0
     return xp.where(pos, xp.sqrt(xp.where(pos, v, xp.ones_like(v))), v)
 
 
 _VAR_CASES = _RED_CASES[:-1] + [Case(WITH_NAN[4, 3], axis=0, ddof=1)]
-_nanvar = defop("nanvar", _nanvar_forward, chapter="nan_functions", domain=_VAR_CASES,
-                convention="NaN entries get a zero gradient; a zero cotangent gives 0 where the "
-                           "degrees of freedom are <= 0", saves="inputs", batched=True)
-_nanstd = defop("nanstd", _nanstd_forward, chapter="nan_functions", domain=_VAR_CASES,
-                convention="NaN entries get a zero gradient; 0 at an entry equal to the mean (a "
-                           "slice of equal values); a zero cotangent gives 0 where the degrees of "
-                           "freedom are <= 0", saves=("inputs", "outputs"), batched=True)
+_nanvar = defop(
+    "nanvar",
+    _nanvar_forward,
+    chapter="nan_functions",
+    domain=_VAR_CASES,
+    convention="NaN entries get a zero gradient; a zero cotangent gives 0 where the degrees of freedom are <= 0",
+    saves="inputs",
+    batched=True,
+)
+_nanstd = defop(
+    "nanstd",
+    _nanstd_forward,
+    chapter="nan_functions",
+    domain=_VAR_CASES,
+    convention="NaN entries get a zero gradient; 0 at an entry equal to the mean (a "
+    "slice of equal values); a zero cotangent gives 0 where the degrees of "
+    "freedom are <= 0",
+    saves=("inputs", "outputs"),
+    batched=True,
+)
 
 
 @public(_nanvar)
@@ -266,7 +320,7 @@ def _nanstd_grad(xp, op, grad):
     y = op.outputs[0]
     if not op.attrs["keepdims"]:
         y = xp.reshape(y, _keep_shape(x.shape, axes))
-    flat = c == 0.0                       # a slice of equal values (or one value): subgradient 0
+    flat = c == 0.0  # a slice of equal values (or one value): subgradient 0
     d = xp.where(flat, 0.0, c / xp.where(flat, 1.0, (n - op.attrs["ddof"]) * y))
     return xp.multiply_no_nan(d, _unreduce(xp, grad, op))
 
@@ -282,15 +336,28 @@ def _nanext_forward(name, fill):
             return r
         allnan = xp.all(xp.isnan(x), axis=axis, keepdims=keepdims)
         return xp.where(allnan, xp.full_like(r, math.nan), r)
+
     return forward
 
 
-_nanmax = defop("nanmax", _nanext_forward("max", -math.inf), chapter="nan_functions", domain=_RED_CASES,
-                convention="NaN entries get a zero gradient; ties split the gradient evenly, as max",
-                saves=("inputs", "outputs"), batched=True)
-_nanmin = defop("nanmin", _nanext_forward("min", math.inf), chapter="nan_functions", domain=_RED_CASES,
-                convention="NaN entries get a zero gradient; ties split the gradient evenly, as min",
-                saves=("inputs", "outputs"), batched=True)
+_nanmax = defop(
+    "nanmax",
+    _nanext_forward("max", -math.inf),
+    chapter="nan_functions",
+    domain=_RED_CASES,
+    convention="NaN entries get a zero gradient; ties split the gradient evenly, as max",
+    saves=("inputs", "outputs"),
+    batched=True,
+)
+_nanmin = defop(
+    "nanmin",
+    _nanext_forward("min", math.inf),
+    chapter="nan_functions",
+    domain=_RED_CASES,
+    convention="NaN entries get a zero gradient; ties split the gradient evenly, as min",
+    saves=("inputs", "outputs"),
+    batched=True,
+)
 
 
 @public(_nanmax)
@@ -335,12 +402,23 @@ def _nancumprod_forward(backend, x, *, axis):
     return _cumprod_forward(xp, _filled(xp, x, 1), axis=axis)
 
 
-_nancumsum = defop("nancumsum", _nancumsum_forward, chapter="nan_functions", domain=_CUM_CASES,
-                   convention="NaN entries get a zero gradient", saves="inputs", batched=True)
-_nancumprod = defop("nancumprod", _nancumprod_forward, chapter="nan_functions",
-                    domain=[Case(NONZERO_WITH_NAN[4]), Case(NONZERO_WITH_NAN[2, 3], axis=1)],
-                    convention="NaN entries get a zero gradient; exact with zeros, as cumulative_prod",
-                    saves=("inputs", "outputs"))
+_nancumsum = defop(
+    "nancumsum",
+    _nancumsum_forward,
+    chapter="nan_functions",
+    domain=_CUM_CASES,
+    convention="NaN entries get a zero gradient",
+    saves="inputs",
+    batched=True,
+)
+_nancumprod = defop(
+    "nancumprod",
+    _nancumprod_forward,
+    chapter="nan_functions",
+    domain=[Case(NONZERO_WITH_NAN[4]), Case(NONZERO_WITH_NAN[2, 3], axis=1)],
+    convention="NaN entries get a zero gradient; exact with zeros, as cumulative_prod",
+    saves=("inputs", "outputs"),
+)
 
 
 def _cum_prep(a, axis, dtype, out):
@@ -397,15 +475,24 @@ def _nanarg_forward(name, fill):
             r = getattr(xp, name)(xp.reshape(x, (-1,)))
             return xp.reshape(r, (1,) * x.ndim) if keepdims else r
         return getattr(xp, name)(x, axis=axis, keepdims=keepdims)
+
     return forward
 
 
-_nanargmax = defop("nanargmax", _nanarg_forward("argmax", -math.inf), chapter="nan_functions",
-                   differentiable=False, domain=[Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1),
-                                                 Case(WITH_NAN[2, 3], axis=0, keepdims=True)])
-_nanargmin = defop("nanargmin", _nanarg_forward("argmin", math.inf), chapter="nan_functions",
-                   differentiable=False, domain=[Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1),
-                                                 Case(WITH_NAN[2, 3], axis=0, keepdims=True)])
+_nanargmax = defop(
+    "nanargmax",
+    _nanarg_forward("argmax", -math.inf),
+    chapter="nan_functions",
+    differentiable=False,
+    domain=[Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1), Case(WITH_NAN[2, 3], axis=0, keepdims=True)],
+)
+_nanargmin = defop(
+    "nanargmin",
+    _nanarg_forward("argmin", math.inf),
+    chapter="nan_functions",
+    differentiable=False,
+    domain=[Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1), Case(WITH_NAN[2, 3], axis=0, keepdims=True)],
+)
 
 
 def _arg_axis(a, axis, out):

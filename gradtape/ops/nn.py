@@ -14,6 +14,7 @@ The composites at the end (``silu``, ``relu6``, ``log_sigmoid``, ``l2_normalize`
 ``sigmoid_cross_entropy_with_logits``, ``dropout``, ``bias_add``) are plain compositions of ops:
 they need no rule of their own.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,10 +42,29 @@ from gradtape.ops.statistical import sum as _sum
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = [
-    "bias_add", "elu", "erf", "gelu", "l2_loss", "l2_normalize", "leaky_relu",
-    "log_sigmoid", "log_softmax", "logsumexp", "moments", "one_hot", "relu", "relu6", "sigmoid",
-    "sigmoid_cross_entropy_with_logits", "silu", "softmax", "softmax_cross_entropy_with_logits",
-    "softplus", "sparse_softmax_cross_entropy_with_logits", "swish", "tanh",
+    "bias_add",
+    "elu",
+    "erf",
+    "gelu",
+    "l2_loss",
+    "l2_normalize",
+    "leaky_relu",
+    "log_sigmoid",
+    "log_softmax",
+    "logsumexp",
+    "moments",
+    "one_hot",
+    "relu",
+    "relu6",
+    "sigmoid",
+    "sigmoid_cross_entropy_with_logits",
+    "silu",
+    "softmax",
+    "softmax_cross_entropy_with_logits",
+    "softplus",
+    "sparse_softmax_cross_entropy_with_logits",
+    "swish",
+    "tanh",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -62,8 +82,9 @@ def _axis(axis, ndim, op):
         axis = -1
     axis = int(axis)
     if not -ndim <= axis < max(ndim, 1) or ndim == 0:
-        raise ValueError(f"{op}: axis {axis} is out of bounds for a tensor of {ndim} dimensions "
-                         "(it needs at least one dimension)")
+        raise ValueError(
+            f"{op}: axis {axis} is out of bounds for a tensor of {ndim} dimensions (it needs at least one dimension)"
+        )
     return axis % ndim
 
 
@@ -72,8 +93,9 @@ def _relu_forward(xp, x):
     return xp.maximum(x, xp.zeros_like(x))
 
 
-_relu = defop("relu", _relu_forward, chapter="nn", domain=NONZERO, saves="inputs", batched=True,
-              convention="relu'(0) = 0, as TF")
+_relu = defop(
+    "relu", _relu_forward, chapter="nn", domain=NONZERO, saves="inputs", batched=True, convention="relu'(0) = 0, as TF"
+)
 
 
 @public(_relu)
@@ -89,12 +111,20 @@ def _relu_grad(xp, op, grad):
 
 
 def _sigmoid_forward(xp, x):
-    e = xp.exp(-xp.abs(x))              # never overflows
+    e = xp.exp(-xp.abs(x))  # never overflows
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-_sigmoid = defop("sigmoid", _sigmoid_forward, chapter="nn", floating=True, domain=REAL, saves="outputs",
-                 xp_callable=True, batched=True)
+_sigmoid = defop(
+    "sigmoid",
+    _sigmoid_forward,
+    chapter="nn",
+    floating=True,
+    domain=REAL,
+    saves="outputs",
+    xp_callable=True,
+    batched=True,
+)
 
 
 @public(_sigmoid)
@@ -114,8 +144,7 @@ def _softplus_forward(xp, x):
     return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, xp.zeros_like(x))
 
 
-_softplus = defop("softplus", _softplus_forward, chapter="nn", floating=True, domain=REAL, saves="inputs",
-                  batched=True)
+_softplus = defop("softplus", _softplus_forward, chapter="nn", floating=True, domain=REAL, saves="inputs", batched=True)
 
 
 @public(_softplus)
@@ -134,8 +163,17 @@ def _erf_forward(backend, x):
     return backend.erf(x)
 
 
-_erf = defop("erf", _erf_forward, chapter="nn", floating=True, domain=REAL, saves="inputs",
-             xp_callable=True, batched=True, doc="The error function (the backend's erf).")
+_erf = defop(
+    "erf",
+    _erf_forward,
+    chapter="nn",
+    floating=True,
+    domain=REAL,
+    saves="inputs",
+    xp_callable=True,
+    batched=True,
+    doc="The error function (the backend's erf).",
+)
 
 
 @public(_erf)
@@ -158,9 +196,15 @@ def _gelu_forward(backend, x, *, approximate=False):
     return 0.5 * x * (1 + backend.erf(x / _SQRT2))
 
 
-_gelu = defop("gelu", _gelu_forward, chapter="nn", floating=True,
-              domain=[Case(REAL[3]), Case(REAL[2, 3]), Case(REAL[2, 3], approximate=True)],
-              saves="inputs", batched=True)
+_gelu = defop(
+    "gelu",
+    _gelu_forward,
+    chapter="nn",
+    floating=True,
+    domain=[Case(REAL[3]), Case(REAL[2, 3]), Case(REAL[2, 3], approximate=True)],
+    saves="inputs",
+    batched=True,
+)
 
 
 @public(_gelu)
@@ -184,13 +228,19 @@ def _gelu_grad(xp, op, grad):
 
 
 def _elu_forward(xp, x, *, alpha=1.0):
-    neg = xp.minimum(x, xp.zeros_like(x))          # expm1 of the positive part is never used
+    neg = xp.minimum(x, xp.zeros_like(x))  # expm1 of the positive part is never used
     return xp.where(x > 0, x, alpha * xp.expm1(neg))
 
 
-_elu = defop("elu", _elu_forward, chapter="nn", floating=True,
-             domain=[Case(NONZERO[3]), Case(NONZERO[2, 3]), Case(NONZERO[2, 3], alpha=0.5)],
-             batched=True, convention="elu'(0) = 1, as TF's EluGrad")
+_elu = defop(
+    "elu",
+    _elu_forward,
+    chapter="nn",
+    floating=True,
+    domain=[Case(NONZERO[3]), Case(NONZERO[2, 3]), Case(NONZERO[2, 3], alpha=0.5)],
+    batched=True,
+    convention="elu'(0) = 1, as TF's EluGrad",
+)
 
 
 @public(_elu)
@@ -211,9 +261,15 @@ def _leaky_relu_forward(xp, x, *, alpha=0.2):
     return xp.where(x > 0, x, alpha * x)
 
 
-_leaky_relu = defop("leaky_relu", _leaky_relu_forward, chapter="nn",
-                    domain=[Case(NONZERO[3]), Case(NONZERO[2, 3]), Case(NONZERO[2, 3], alpha=0.01)],
-                    saves="inputs", batched=True, convention="leaky_relu'(0) = alpha, as TF")
+_leaky_relu = defop(
+    "leaky_relu",
+    _leaky_relu_forward,
+    chapter="nn",
+    domain=[Case(NONZERO[3]), Case(NONZERO[2, 3]), Case(NONZERO[2, 3], alpha=0.01)],
+    saves="inputs",
+    batched=True,
+    convention="leaky_relu'(0) = alpha, as TF",
+)
 
 
 @public(_leaky_relu)
@@ -235,8 +291,16 @@ def _softmax_forward(xp, x, *, axis=-1):
 
 
 _AXIS_CASES = [Case(REAL[4]), Case(REAL[2, 3]), Case(REAL[2, 3], axis=0), Case(REAL[2, 3, 2], axis=1)]
-_softmax = defop("softmax", _softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES,
-                 saves="outputs", xp_callable=True, batched=True)
+_softmax = defop(
+    "softmax",
+    _softmax_forward,
+    chapter="nn",
+    floating=True,
+    domain=_AXIS_CASES,
+    saves="outputs",
+    xp_callable=True,
+    batched=True,
+)
 
 
 @public(_softmax)
@@ -259,8 +323,16 @@ def _log_softmax_forward(xp, x, *, axis=-1):
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
-_log_softmax = defop("log_softmax", _log_softmax_forward, chapter="nn", floating=True, domain=_AXIS_CASES,
-                     saves="outputs", xp_callable=True, batched=True)
+_log_softmax = defop(
+    "log_softmax",
+    _log_softmax_forward,
+    chapter="nn",
+    floating=True,
+    domain=_AXIS_CASES,
+    saves="outputs",
+    xp_callable=True,
+    batched=True,
+)
 
 
 @public(_log_softmax)
@@ -280,14 +352,24 @@ def _log_softmax_grad(xp, op, grad):
 
 def _logsumexp_forward(xp, x, *, axis, keepdims=False):
     m = xp.max(x, axis=axis, keepdims=True)
-    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))      # all -inf (or inf): no shift, as TF
+    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))  # all -inf (or inf): no shift, as TF
     out = xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else xp.reshape(out, tuple(n for i, n in enumerate(x.shape) if i not in axis))
 
 
-_logsumexp = defop("logsumexp", _logsumexp_forward, chapter="nn", floating=True,
-                   domain=[Case(REAL[4]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True),
-                           Case(REAL[2, 3, 2], axis=(0, 2))], batched=True)
+_logsumexp = defop(
+    "logsumexp",
+    _logsumexp_forward,
+    chapter="nn",
+    floating=True,
+    domain=[
+        Case(REAL[4]),
+        Case(REAL[2, 3], axis=1),
+        Case(REAL[2, 3], axis=0, keepdims=True),
+        Case(REAL[2, 3, 2], axis=(0, 2)),
+    ],
+    batched=True,
+)
 
 
 @public(_logsumexp)
@@ -307,7 +389,7 @@ def _logsumexp_grad(xp, op, grad):
     y = op.outputs[0]
     if not op.attrs["keepdims"]:
         keep = _keep_shape(x.shape, op.attrs["axis"])
-        grad = xp.reshape(grad, tuple(grad.shape)[:grad.ndim - y.ndim] + keep)
+        grad = xp.reshape(grad, tuple(grad.shape)[: grad.ndim - y.ndim] + keep)
         y = xp.reshape(y, keep)
     return grad * xp.exp(x - y)
 
@@ -329,15 +411,24 @@ def _one_hot_forward(backend, indices, *, depth, axis, on_value, off_value, dtyp
     return xp.where(hit, on, off)
 
 
-_one_hot = defop("one_hot", _one_hot_forward, chapter="nn", differentiable=False,
-                 domain=[Case(np.array([0, 2, 1, 3]), 4), Case(np.array([[0, 1], [2, -1]]), 3, axis=0),
-                         Case(np.array([1, 0]), 2, on_value=5.0, off_value=-1.0)])
+_one_hot = defop(
+    "one_hot",
+    _one_hot_forward,
+    chapter="nn",
+    differentiable=False,
+    domain=[
+        Case(np.array([0, 2, 1, 3]), 4),
+        Case(np.array([[0, 1], [2, -1]]), 3, axis=0),
+        Case(np.array([1, 0]), 2, on_value=5.0, off_value=-1.0),
+    ],
+)
 
 
 def _scalar_of(v):
     if isinstance(v, Tensor):
-        return v._scalar(complex if v.dtype.is_complex else bool if v.dtype.is_bool else
-                         int if v.dtype.is_integer else float)
+        return v._scalar(
+            complex if v.dtype.is_complex else bool if v.dtype.is_bool else int if v.dtype.is_integer else float
+        )
     return v
 
 
@@ -367,8 +458,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     if not -1 <= ax < nd:
         raise ValueError(f"one_hot: axis must be -1 or in [0, {nd}), got {axis}")
     b = indices._b
-    attrs = {"depth": int(depth), "axis": ax % nd, "on_value": on, "off_value": off,
-             "dtype": b.dtype_to_native(dtype)}
+    attrs = {"depth": int(depth), "axis": ax % nd, "on_value": on, "off_value": off, "dtype": b.dtype_to_native(dtype)}
     return apply1(_one_hot, indices, attrs)
 
 
@@ -379,11 +469,16 @@ def _xent_forward(xp, labels, logits, *, axis):
     return -xp.sum(labels * (shifted - lse), axis=axis)
 
 
-_xent = defop("softmax_cross_entropy_with_logits", _xent_forward, chapter="nn",
-              domain=[Case(POSITIVE[4], REAL[4]), Case(POSITIVE[2, 3], REAL[2, 3]),
-                      Case(POSITIVE[3, 2], REAL[3, 2], axis=0)], saves="inputs", batched=True,
-              convention="d/dlogits = softmax(logits) * sum(labels) - labels (TF's kernel drops the "
-                         "sum, assuming labels that sum to 1); d/dlabels = -log_softmax(logits), as TF")
+_xent = defop(
+    "softmax_cross_entropy_with_logits",
+    _xent_forward,
+    chapter="nn",
+    domain=[Case(POSITIVE[4], REAL[4]), Case(POSITIVE[2, 3], REAL[2, 3]), Case(POSITIVE[3, 2], REAL[3, 2], axis=0)],
+    saves="inputs",
+    batched=True,
+    convention="d/dlogits = softmax(logits) * sum(labels) - labels (TF's kernel drops the "
+    "sum, assuming labels that sum to 1); d/dlabels = -log_softmax(logits), as TF",
+)
 
 
 @public(_xent)
@@ -397,10 +492,11 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     if labels.dtype != logits.dtype:
         labels = astype(labels, logits.dtype)
     if tuple(labels.shape) != tuple(logits.shape):
-        raise ValueError(f"softmax_cross_entropy_with_logits: labels and logits must have the same "
-                         f"shape, got {labels.shape} and {logits.shape}")
-    return apply(_xent, (labels, logits),
-                 {"axis": _axis(axis, logits.ndim, "softmax_cross_entropy_with_logits")})
+        raise ValueError(
+            f"softmax_cross_entropy_with_logits: labels and logits must have the same "
+            f"shape, got {labels.shape} and {logits.shape}"
+        )
+    return apply(_xent, (labels, logits), {"axis": _axis(axis, logits.ndim, "softmax_cross_entropy_with_logits")})
 
 
 @_xent.gradient
@@ -409,7 +505,7 @@ def _xent_grad(xp, op, grad):
     d/dlabels = -grad * log_softmax(logits)."""
     labels, logits = op.inputs
     axis = op.attrs["axis"]
-    g = xp.expand_dims(grad, axis=axis - logits.ndim)     # from the end: grad may carry batch axes
+    g = xp.expand_dims(grad, axis=axis - logits.ndim)  # from the end: grad may carry batch axes
     g_labels = g_logits = None
     if op.needs_grad(0):
         g_labels = -g * xp.log_softmax(logits, axis=axis)
@@ -434,10 +530,14 @@ def _sparse_xent_forward(backend, labels, logits):
     return lse - picked
 
 
-_sparse_xent = defop("sparse_softmax_cross_entropy_with_logits", _sparse_xent_forward, chapter="nn",
-                     domain=[Case(np.array([0, 2, 1]), REAL[3, 4]),
-                             Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4])],
-                     saves="inputs", batched=True)
+_sparse_xent = defop(
+    "sparse_softmax_cross_entropy_with_logits",
+    _sparse_xent_forward,
+    chapter="nn",
+    domain=[Case(np.array([0, 2, 1]), REAL[3, 4]), Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4])],
+    saves="inputs",
+    batched=True,
+)
 
 
 @public(_sparse_xent)
@@ -447,24 +547,28 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     CPU).  Differentiable in ``logits``."""
     logits = _tensor(logits)
     if not logits.dtype.is_floating:
-        raise TypeError(f"sparse_softmax_cross_entropy_with_logits: logits must be floating, got "
-                        f"{logits.dtype}")
+        raise TypeError(f"sparse_softmax_cross_entropy_with_logits: logits must be floating, got {logits.dtype}")
     labels = _tensor(labels, like=logits)
     if not labels.dtype.is_integer:
-        raise TypeError(f"sparse_softmax_cross_entropy_with_logits: labels must be integers (class "
-                        f"indices), got {labels.dtype}")
+        raise TypeError(
+            f"sparse_softmax_cross_entropy_with_logits: labels must be integers (class indices), got {labels.dtype}"
+        )
     if logits.ndim == 0 or tuple(labels.shape) != tuple(logits.shape[:-1]):
-        raise ValueError(f"sparse_softmax_cross_entropy_with_logits: labels.shape must equal "
-                         f"logits.shape except for the last dimension; got labels.shape={labels.shape} "
-                         f"and logits.shape={logits.shape}")
+        raise ValueError(
+            f"sparse_softmax_cross_entropy_with_logits: labels.shape must equal "
+            f"logits.shape except for the last dimension; got labels.shape={labels.shape} "
+            f"and logits.shape={logits.shape}"
+        )
     depth = logits.shape[-1]
     xp = labels._b.xp
     lv = labels._v
     if labels.size and bool(xp.any((lv < 0) | (lv >= depth))):
         bad = labels.numpy()
         bad = bad[(bad < 0) | (bad >= depth)].reshape(-1)[0]
-        raise ValueError(f"sparse_softmax_cross_entropy_with_logits: received a label value of {bad} "
-                         f"which is outside the valid range of [0, {depth})")
+        raise ValueError(
+            f"sparse_softmax_cross_entropy_with_logits: received a label value of {bad} "
+            f"which is outside the valid range of [0, {depth})"
+        )
     return apply(_sparse_xent, (labels, logits))
 
 
@@ -474,8 +578,7 @@ def _sparse_xent_grad(xp, op, grad):
     rows are a comparison with ``arange(depth)`` (integers, on the logits' device)."""
     labels, logits = op.inputs
     p = xp.softmax(logits, axis=-1)
-    hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype,
-                                                       device=logits.device)
+    hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype, device=logits.device)
     return None, xp.expand_dims(grad, axis=-1) * (p - xp.astype(hit, p.dtype))
 
 
@@ -483,8 +586,7 @@ def _l2_loss_forward(xp, t):
     return xp.sum(t * t) / 2
 
 
-_l2_loss = defop("l2_loss", _l2_loss_forward, chapter="nn", floating=True, domain=REAL, saves="inputs",
-                 batched=True)
+_l2_loss = defop("l2_loss", _l2_loss_forward, chapter="nn", floating=True, domain=REAL, saves="inputs", batched=True)
 
 
 @public(_l2_loss)
@@ -554,8 +656,10 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     if labels.dtype != logits.dtype:
         labels = astype(labels, logits.dtype)
     if tuple(labels.shape) != tuple(logits.shape):
-        raise ValueError(f"sigmoid_cross_entropy_with_logits: logits and labels must have the same "
-                         f"shape, got {logits.shape} and {labels.shape}")
+        raise ValueError(
+            f"sigmoid_cross_entropy_with_logits: logits and labels must have the same "
+            f"shape, got {logits.shape} and {labels.shape}"
+        )
     # written with where (not relu/abs) so that the gradient at logits == 0 is sigmoid(0) - z, as TF
     pos = greater_equal(logits, 0)
     relu_logits = where(pos, logits, 0)

@@ -7,6 +7,7 @@ tensor inputs).
 ``gt.random`` module (``gradtape/random.py``) builds seeds, the global generator and
 ``tf.random.Generator`` on top of it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +17,7 @@ from gradtape.ops.creation import _backend_and_device, _shape
 from gradtape.tensor import Tensor, _wrap
 
 __all__ = ["Stream", "emit", "float_dtype", "int_or_float_dtype"]
+
 
 def float_dtype(dtype, what):
     """The gradtape dtype ``dtype`` (default float32), which must be floating."""

@@ -2,6 +2,7 @@
 
 ``where`` routes the gradient by the condition; the rest return indices and are not differentiable.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,9 +15,20 @@ from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
-_where = defop("where", chapter="searching", saves="inputs", batched=True,
-               domain=with_complex([Case(BOOL[3], REAL[3], REAL[3]), Case(BOOL[2, 3], REAL[3], REAL[2, 1]),
-                                    Case(BOOL[2, 3], REAL[2, 3], 0.0), Case(BOOL[3], 1.5, REAL[2, 1])]))
+_where = defop(
+    "where",
+    chapter="searching",
+    saves="inputs",
+    batched=True,
+    domain=with_complex(
+        [
+            Case(BOOL[3], REAL[3], REAL[3]),
+            Case(BOOL[2, 3], REAL[3], REAL[2, 1]),
+            Case(BOOL[2, 3], REAL[2, 3], 0.0),
+            Case(BOOL[3], 1.5, REAL[2, 1]),
+        ]
+    ),
+)
 
 
 @_where.gradient
@@ -24,9 +36,11 @@ def _where_grad(xp, op, grad):
     """The gradient goes to x1 where the condition holds and to x2 elsewhere (0 in the other
     places; the engine sums each back to its input's shape)."""
     c = op.inputs[0]
-    return (None,
-            xp.where(c, grad, 0) if op.needs_grad(1) else None,
-            xp.where(c, 0, grad) if op.needs_grad(2) else None)
+    return (
+        None,
+        xp.where(c, grad, 0) if op.needs_grad(1) else None,
+        xp.where(c, 0, grad) if op.needs_grad(2) else None,
+    )
 
 
 @public(_where)
@@ -44,12 +58,20 @@ def where(condition, x1, x2, /):
 
 _REDUCE_IDX = [Case(REAL[4]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True)]
 
-_argmax = defop("argmax", lambda xp, x, *, axis=None, keepdims=False:
-                xp.argmax(x, axis=axis, keepdims=keepdims), chapter="searching", differentiable=False,
-                domain=_REDUCE_IDX)
-_argmin = defop("argmin", lambda xp, x, *, axis=None, keepdims=False:
-                xp.argmin(x, axis=axis, keepdims=keepdims), chapter="searching", differentiable=False,
-                domain=_REDUCE_IDX)
+_argmax = defop(
+    "argmax",
+    lambda xp, x, *, axis=None, keepdims=False: xp.argmax(x, axis=axis, keepdims=keepdims),
+    chapter="searching",
+    differentiable=False,
+    domain=_REDUCE_IDX,
+)
+_argmin = defop(
+    "argmin",
+    lambda xp, x, *, axis=None, keepdims=False: xp.argmin(x, axis=axis, keepdims=keepdims),
+    chapter="searching",
+    differentiable=False,
+    domain=_REDUCE_IDX,
+)
 
 
 @public(_argmax)
@@ -68,8 +90,14 @@ def _nonzero_forward(xp, x):
     return tuple(xp.nonzero(x))
 
 
-_nonzero = defop("nonzero", _nonzero_forward, chapter="searching", differentiable=False, nout=-1,
-                 domain=[Case(REAL[4]), Case(REAL[2, 3])])
+_nonzero = defop(
+    "nonzero",
+    _nonzero_forward,
+    chapter="searching",
+    differentiable=False,
+    nout=-1,
+    domain=[Case(REAL[4]), Case(REAL[2, 3])],
+)
 
 
 @public(_nonzero)
@@ -78,9 +106,13 @@ def nonzero(x, /):
     return apply(_nonzero, (x,))
 
 
-_count_nonzero = defop("count_nonzero", lambda xp, x, *, axis=None, keepdims=False:
-                       xp.count_nonzero(x, axis=axis, keepdims=keepdims),
-                       chapter="searching", differentiable=False, domain=_REDUCE_IDX[:2])
+_count_nonzero = defop(
+    "count_nonzero",
+    lambda xp, x, *, axis=None, keepdims=False: xp.count_nonzero(x, axis=axis, keepdims=keepdims),
+    chapter="searching",
+    differentiable=False,
+    domain=_REDUCE_IDX[:2],
+)
 
 
 @public(_count_nonzero)
@@ -97,14 +129,21 @@ def _searchsorted_forward(xp, x1, x2, *, side="left", sorter=None):
             raise
         # torch has no searchsorted for its wider unsigned types: int64 holds their values in order
         out = xp.searchsorted(xp.astype(x1, xp.int64), xp.astype(x2, xp.int64), side=side, sorter=sorter)
-    return out if out.dtype == xp.int64 else xp.astype(out, xp.int64)   # JAX gives int32
+    return out if out.dtype == xp.int64 else xp.astype(out, xp.int64)  # JAX gives int32
 
 
-_searchsorted = defop("searchsorted", _searchsorted_forward,
-                      chapter="searching", differentiable=False,
-                      domain=[Case(np.array([0.0, 1.0, 2.0]), REAL[4]),
-                              Case(np.array([-1.0, 0.0, 0.0, 2.5]), REAL[2, 3], side="right"),
-                              Case(np.array([0.0, 1.0, 2.0]), 0.5), Case(np.array([-1, 0, 0, 2]), 0, side="right")])
+_searchsorted = defop(
+    "searchsorted",
+    _searchsorted_forward,
+    chapter="searching",
+    differentiable=False,
+    domain=[
+        Case(np.array([0.0, 1.0, 2.0]), REAL[4]),
+        Case(np.array([-1.0, 0.0, 0.0, 2.5]), REAL[2, 3], side="right"),
+        Case(np.array([0.0, 1.0, 2.0]), 0.5),
+        Case(np.array([-1, 0, 0, 2]), 0, side="right"),
+    ],
+)
 
 
 @public(_searchsorted)
@@ -122,7 +161,7 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
         else:
             x1 = astype(x1, float64)
             x2 = convert_to_tensor(x2, dtype=float64, like=x1)
-    if sorter is not None:      # an attribute: the native array, on x1's backend and device
+    if sorter is not None:  # an attribute: the native array, on x1's backend and device
         like = x1 if isinstance(x1, Tensor) else x2 if isinstance(x2, Tensor) else None
         sorter = convert_to_tensor(sorter, like=like)._v
     return apply(_searchsorted, (x1, x2), {"side": side, "sorter": sorter})

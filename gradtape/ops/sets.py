@@ -7,6 +7,7 @@ Unique values come sorted; each NaN is distinct (NaN != NaN), signed zeros are o
 They are not differentiable (TensorFlow's ``Unique`` has no gradient either), and neither is
 ``isin`` (2025.12), membership by value equality (NaN is in nothing; -0.0 is 0.0).
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -47,7 +48,7 @@ def _sort_order(xp, flat):
     if flat.dtype in (xp.complex64, xp.complex128):
         perm = _index(xp, xp.argsort(xp.imag(flat), stable=True))
         perm = xp.take(perm, _index(xp, xp.argsort(xp.take(xp.real(flat), perm), stable=True)))
-        nan = xp.astype(xp.isnan(xp.take(flat, perm)), xp.int8)        # values with a NaN part last
+        nan = xp.astype(xp.isnan(xp.take(flat, perm)), xp.int8)  # values with a NaN part last
         return xp.take(perm, _index(xp, xp.argsort(nan, stable=True)))
     return _index(xp, xp.argsort(flat, stable=True))
 
@@ -57,7 +58,7 @@ def _unique_all_sorted(xp, x):
     (array_api_compat's torch, or torch on complex numbers): a stable sort, then a new group wherever
     an element differs from the one before it (NaN != NaN, so each NaN is its own group; -0.0 == 0.0)."""
     unsigned = x.dtype in (xp.uint8, xp.uint16, xp.uint32, xp.uint64)
-    if unsigned:      # (torch cannot index its wider unsigned types) int64 is a bijective stand-in
+    if unsigned:  # (torch cannot index its wider unsigned types) int64 is a bijective stand-in
         values, indices, inverse, counts = _unique_all_sorted(xp, xp.astype(x, xp.int64))
         return xp.astype(values, x.dtype), indices, inverse, counts
     flat = xp.reshape(x, (-1,))
@@ -117,12 +118,13 @@ def _unique_values_forward(xp, x):
 # shapes only: JAX compiles its unique for each new shape, which takes seconds
 _DOMAIN = [Case(INT[2, 5]), Case(REAL[4])]
 
-_unique_all = defop("unique_all", _unique_all_forward, chapter="sets", differentiable=False, nout=4,
-                    domain=_DOMAIN)
-_unique_counts = defop("unique_counts", _unique_counts_forward, chapter="sets", differentiable=False,
-                       nout=2, domain=_DOMAIN)
-_unique_inverse = defop("unique_inverse", _unique_inverse_forward, chapter="sets", differentiable=False,
-                        nout=2, domain=_DOMAIN)
+_unique_all = defop("unique_all", _unique_all_forward, chapter="sets", differentiable=False, nout=4, domain=_DOMAIN)
+_unique_counts = defop(
+    "unique_counts", _unique_counts_forward, chapter="sets", differentiable=False, nout=2, domain=_DOMAIN
+)
+_unique_inverse = defop(
+    "unique_inverse", _unique_inverse_forward, chapter="sets", differentiable=False, nout=2, domain=_DOMAIN
+)
 _unique_values = defop("unique_values", _unique_values_forward, chapter="sets", differentiable=False, domain=_DOMAIN)
 
 
@@ -188,9 +190,20 @@ def _isin_forward(xp, x1, x2, *, invert=False):
     return xp.logical_not(hit) if invert else hit
 
 
-_isin = defop("isin", _isin_forward, chapter="sets", differentiable=False, promote=True,
-              domain=[Case(INT[2, 5], INT[4]), Case(INT[3], INT[2, 2], invert=True), Case(INT[4], 1),
-                      Case(np.array([0.5, 1.0, -2.0, 0.0]), np.array([1.0, -0.0, 3.0])), Case(2, INT[3])])
+_isin = defop(
+    "isin",
+    _isin_forward,
+    chapter="sets",
+    differentiable=False,
+    promote=True,
+    domain=[
+        Case(INT[2, 5], INT[4]),
+        Case(INT[3], INT[2, 2], invert=True),
+        Case(INT[4], 1),
+        Case(np.array([0.5, 1.0, -2.0, 0.0]), np.array([1.0, -0.0, 3.0])),
+        Case(2, INT[3]),
+    ],
+)
 
 
 @public(_isin)

@@ -5,6 +5,7 @@ gradient goes back through the permutation (the inverse of ``argsort``, a ``take
 Between equal elements the permutation is the one a stable sort picks.  ``argsort`` returns
 indices and is not differentiable.
 """
+
 from __future__ import annotations
 
 from gradtape.domains import REAL, Case
@@ -19,16 +20,19 @@ def _prep(name, x, axis):
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
     if x.ndim == 0:
-        raise ValueError(f"{name} needs a tensor of at least one dimension, got a 0-d tensor; "
-                         "reshape it first (gt.reshape(x, (1,)))")
+        raise ValueError(
+            f"{name} needs a tensor of at least one dimension, got a 0-d tensor; reshape it first (gt.reshape(x, (1,)))"
+        )
     if isinstance(axis, bool) or not isinstance(axis, int):
         try:
             axis = axis.__index__()
         except AttributeError:
             raise TypeError(f"{name}: axis must be an int, not {type(axis).__name__}") from None
     if not -x.ndim <= axis < x.ndim:
-        raise IndexError(f"{name}: axis {axis} is out of bounds for a tensor of {x.ndim} dimensions; "
-                         f"use an axis in [-{x.ndim}, {x.ndim})")
+        raise IndexError(
+            f"{name}: axis {axis} is out of bounds for a tensor of {x.ndim} dimensions; "
+            f"use an axis in [-{x.ndim}, {x.ndim})"
+        )
     return x, axis % x.ndim
 
 
@@ -37,17 +41,23 @@ def _attrs(axis, descending, stable):
 
 
 # Samples without ties (continuous draws): there the permutation, hence the gradient, is unique.
-_SORT_DOMAIN = [Case(REAL[5]), Case(REAL[2, 3], axis=0, descending=True),
-                Case(REAL[2, 3, 2], axis=1, stable=False)]
+_SORT_DOMAIN = [Case(REAL[5]), Case(REAL[2, 3], axis=0, descending=True), Case(REAL[2, 3, 2], axis=1, stable=False)]
 
 
 def _sort_forward(xp, x, *, axis, descending, stable):
     return xp.sort(x, axis=axis, descending=descending, stable=stable)
 
 
-_sort = defop("sort", _sort_forward, chapter="sorting", domain=_SORT_DOMAIN, saves="inputs", batched=True,
-              convention="ties: the gradient follows the stable permutation (each tied element gets "
-                         "the gradient of the output slot it was sorted to)")
+_sort = defop(
+    "sort",
+    _sort_forward,
+    chapter="sorting",
+    domain=_SORT_DOMAIN,
+    saves="inputs",
+    batched=True,
+    convention="ties: the gradient follows the stable permutation (each tied element gets "
+    "the gradient of the output slot it was sorted to)",
+)
 
 
 @_sort.gradient
@@ -77,9 +87,13 @@ def _argsort_forward(xp, x, *, axis, descending, stable):
     return out if out.dtype == xp.int64 else xp.astype(out, xp.int64)
 
 
-_argsort = defop("argsort", _argsort_forward, chapter="sorting", differentiable=False,
-                 domain=[Case(REAL[5]), Case(REAL[2, 3], axis=0, descending=True),
-                         Case(REAL[2, 3], stable=False)])
+_argsort = defop(
+    "argsort",
+    _argsort_forward,
+    chapter="sorting",
+    differentiable=False,
+    domain=[Case(REAL[5]), Case(REAL[2, 3], axis=0, descending=True), Case(REAL[2, 3], stable=False)],
+)
 
 
 @public(_argsort)

@@ -30,6 +30,7 @@ at 0 and 1, ``erfinv`` at +-1, ``xlogy``'s ``d/dy`` at ``y = 0``, poles of ``gam
 cotangent gives a zero gradient, never NaN (``multiply_no_nan(derivative, grad)``, whose own rule
 keeps higher-order and forward-mode derivatives right).
 """
+
 from __future__ import annotations
 
 import math
@@ -55,9 +56,36 @@ from gradtape.ops.statistical import _axes, max, sum
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
-    "betaln", "cosm1", "digamma", "entr", "erf", "erfc", "erfcinv", "erfinv", "exp10", "exp2", "expit",
-    "gamma", "gammaln", "i0", "i0e", "i1", "i1e", "log_ndtr", "log_softmax", "logit", "logsumexp",
-    "ndtr", "ndtri", "polygamma", "psi", "rel_entr", "sinc", "softmax", "xlog1py", "xlogy",
+    "betaln",
+    "cosm1",
+    "digamma",
+    "entr",
+    "erf",
+    "erfc",
+    "erfcinv",
+    "erfinv",
+    "exp10",
+    "exp2",
+    "expit",
+    "gamma",
+    "gammaln",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
+    "log_ndtr",
+    "log_softmax",
+    "logit",
+    "logsumexp",
+    "ndtr",
+    "ndtri",
+    "polygamma",
+    "psi",
+    "rel_entr",
+    "sinc",
+    "softmax",
+    "xlog1py",
+    "xlogy",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -70,8 +98,7 @@ OPEN02 = Sampler("OPEN02", 0.1, 1.9, edges=(0.0, 2.0))
 NONNEG_EDGE = Sampler("NONNEG_EDGE", 0.05, 3.0, edges=(0.0,))
 GT_MINUS1 = Sampler("GT_MINUS1", -0.8, 2.0, edges=(-1.0,))
 # the real line around the poles of gamma at 0, -1, -2
-OFF_POLES = Sampler("OFF_POLES", -2.8, 3.0, avoid=(0.0, -1.0, -2.0, -3.0), gap=0.15,
-                    edges=(0.0, -1.0, -2.0))
+OFF_POLES = Sampler("OFF_POLES", -2.8, 3.0, avoid=(0.0, -1.0, -2.0, -3.0), gap=0.15, edges=(0.0, -1.0, -2.0))
 FAR_LEFT = Sampler("FAR_LEFT", -150.0, -20.0, edges=(-math.inf,))
 MODERATE = Sampler("MODERATE", -3.0, 3.0, edges=(0.0,))
 
@@ -90,12 +117,14 @@ def _forward(name, *, torch=None, jax=None):
     """``forward(backend, *xs)``: ``scipy.special.<name>`` on NumPy; on PyTorch ``torch.special.<torch>``
     (a name, default ``name``) or ``torch(torch_module, *xs)``; on JAX ``jax.scipy.special.<jax>`` or
     ``jax(jax_scipy_special, jax_numpy, *xs)``; through the host elsewhere (and where a library lacks it)."""
+
     def forward(backend, *xs):
         b = backend.name
         if b == "numpy":
             return getattr(_scipy_special(name), name)(*xs)
         if b == "torch":
             import torch as _t
+
             if callable(torch):
                 return torch(_t, *xs)
             f = getattr(_t.special, torch or name, None)
@@ -104,12 +133,14 @@ def _forward(name, *, torch=None, jax=None):
         elif b == "jax":
             import jax.numpy as jnp
             import jax.scipy.special as jsp
+
             if callable(jax):
                 return jax(jsp, jnp, *xs)
             f = getattr(jsp, jax or name, None)
             if f is not None:
                 return f(*xs)
         return _host(backend, getattr(_scipy_special(name), name), *xs)
+
     forward.__name__ = f"_{name}_forward"
     return forward
 
@@ -119,8 +150,9 @@ def _scipy_special(name):
     try:
         import scipy.special
     except ImportError:
-        raise ImportError(f"gt.special.{name} on this backend computes with SciPy, which is not installed: "
-                          "pip install scipy") from None
+        raise ImportError(
+            f"gt.special.{name} on this backend computes with SciPy, which is not installed: pip install scipy"
+        ) from None
     return scipy.special
 
 
@@ -133,13 +165,38 @@ def _named(fn, name, doc):
 
 
 def _unary(name, domain, doc, convention=None, saves=None, **kw):
-    return _named(unary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
-                        convention=convention, doc=doc, floating=True, saves=saves), name, doc)
+    return _named(
+        unary(
+            "special." + name,
+            domain,
+            forward=_forward(name, **kw),
+            chapter="special",
+            convention=convention,
+            doc=doc,
+            floating=True,
+            saves=saves,
+        ),
+        name,
+        doc,
+    )
 
 
 def _binary(name, domain, doc, convention=None, saves=None, **kw):
-    return _named(binary("special." + name, domain, forward=_forward(name, **kw), chapter="special",
-                         convention=convention, doc=doc, floating=True, scalars=False, saves=saves), name, doc)
+    return _named(
+        binary(
+            "special." + name,
+            domain,
+            forward=_forward(name, **kw),
+            chapter="special",
+            convention=convention,
+            doc=doc,
+            floating=True,
+            scalars=False,
+            saves=saves,
+        ),
+        name,
+        doc,
+    )
 
 
 # --------------------------------------------------------------------------- error functions
@@ -147,12 +204,10 @@ def _erf_fn(x, /):
     return _nn.erf(x)
 
 
-erf = composite("special.erf", _erf_fn, domain=REAL, chapter="special",
-                doc="The error function (``gt.nn.erf``).")
+erf = composite("special.erf", _erf_fn, domain=REAL, chapter="special", doc="The error function (``gt.nn.erf``).")
 _named(erf, "erf", "The error function, ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.")
 
-erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, accurate for large x.",
-              saves="inputs")
+erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, accurate for large x.", saves="inputs")
 erfc.gradient(lambda xp, op, grad: grad * ((-2.0 / _SQRT_PI) * xp.exp(-xp.square(op.inputs[0]))))
 
 
@@ -164,26 +219,45 @@ def _erfcinv_jax(jsp, jnp, x):
     return -jsp.ndtri(x / 2) / _SQRT2
 
 
-erfinv = _unary("erfinv", UNIT,
-                "The inverse of ``erf`` on (-1, 1).", convention="infinite slope at +-1: a zero "
-                "cotangent gives 0", saves="outputs")
+erfinv = _unary(
+    "erfinv",
+    UNIT,
+    "The inverse of ``erf`` on (-1, 1).",
+    convention="infinite slope at +-1: a zero cotangent gives 0",
+    saves="outputs",
+)
 erfinv.gradient(lambda xp, op, grad: xp.multiply_no_nan((_SQRT_PI / 2) * xp.exp(xp.square(op.outputs[0])), grad))
 
-erfcinv = _unary("erfcinv", OPEN02, "The inverse of ``erfc`` on (0, 2).", torch=_erfcinv_torch,
-                 jax=_erfcinv_jax, convention="infinite slope at 0 and 2: a zero cotangent gives 0",
-                 saves="outputs")
+erfcinv = _unary(
+    "erfcinv",
+    OPEN02,
+    "The inverse of ``erfc`` on (0, 2).",
+    torch=_erfcinv_torch,
+    jax=_erfcinv_jax,
+    convention="infinite slope at 0 and 2: a zero cotangent gives 0",
+    saves="outputs",
+)
 erfcinv.gradient(lambda xp, op, grad: xp.multiply_no_nan((-_SQRT_PI / 2) * xp.exp(xp.square(op.outputs[0])), grad))
 
 ndtr = _unary("ndtr", REAL, "The standard normal CDF.", saves="inputs")
 ndtr.gradient(lambda xp, op, grad: grad * (xp.exp(-0.5 * xp.square(op.inputs[0])) / _SQRT_2PI))
 
-ndtri = _unary("ndtri", OPEN01, "The inverse of ``ndtr`` on (0, 1).",
-               convention="infinite slope at 0 and 1: a zero cotangent gives 0", saves="outputs")
+ndtri = _unary(
+    "ndtri",
+    OPEN01,
+    "The inverse of ``ndtr`` on (0, 1).",
+    convention="infinite slope at 0 and 1: a zero cotangent gives 0",
+    saves="outputs",
+)
 ndtri.gradient(lambda xp, op, grad: xp.multiply_no_nan(_SQRT_2PI * xp.exp(0.5 * xp.square(op.outputs[0])), grad))
 
-log_ndtr = _unary("log_ndtr", [REAL, FAR_LEFT], "``log(ndtr(x))``, accurate far in the left tail.",
-                  convention="the slope -> |x| as x -> -inf: a zero cotangent gives 0 at -inf",
-                  saves=("inputs", "outputs"))
+log_ndtr = _unary(
+    "log_ndtr",
+    [REAL, FAR_LEFT],
+    "``log(ndtr(x))``, accurate far in the left tail.",
+    convention="the slope -> |x| as x -> -inf: a zero cotangent gives 0 at -inf",
+    saves=("inputs", "outputs"),
+)
 
 
 @log_ndtr.gradient
@@ -206,12 +280,22 @@ def _expit_fn(x, /):
     return _nn.sigmoid(x)
 
 
-expit = composite("special.expit", _expit_fn, domain=REAL, chapter="special",
-                  doc="The logistic sigmoid ``1 / (1 + exp(-x))`` (``gt.nn.sigmoid``).")
+expit = composite(
+    "special.expit",
+    _expit_fn,
+    domain=REAL,
+    chapter="special",
+    doc="The logistic sigmoid ``1 / (1 + exp(-x))`` (``gt.nn.sigmoid``).",
+)
 _named(expit, "expit", "The logistic sigmoid ``1 / (1 + exp(-x))``.")
 
-logit = _unary("logit", OPEN01, "``log(p / (1 - p))``, the inverse of ``expit``.",
-               convention="infinite slope at 0 and 1: a zero cotangent gives 0", saves="inputs")
+logit = _unary(
+    "logit",
+    OPEN01,
+    "``log(p / (1 - p))``, the inverse of ``expit``.",
+    convention="infinite slope at 0 and 1: a zero cotangent gives 0",
+    saves="inputs",
+)
 
 
 @logit.gradient
@@ -226,9 +310,14 @@ def _xlogy_torch(t, x, y):
     return t.special.xlogy(x, y)
 
 
-xlogy = _binary("xlogy", [(REAL, NONNEG_EDGE)], "``x * log(y)``, 0 where ``x == 0``.",
-                convention="d/dx = log(y) (also at x = 0); d/dy = x / y, 0 where x == 0; a zero "
-                           "cotangent gives 0 at y = 0", torch=_xlogy_torch, saves="inputs")
+xlogy = _binary(
+    "xlogy",
+    [(REAL, NONNEG_EDGE)],
+    "``x * log(y)``, 0 where ``x == 0``.",
+    convention="d/dx = log(y) (also at x = 0); d/dy = x / y, 0 where x == 0; a zero cotangent gives 0 at y = 0",
+    torch=_xlogy_torch,
+    saves="inputs",
+)
 
 
 @xlogy.gradient
@@ -239,13 +328,17 @@ def _xlogy_grad(xp, op, grad):
     if op.needs_grad(0):
         gx = xp.multiply_no_nan(xp.log(y), grad)
     if op.needs_grad(1):
-        gy = xp.multiply_no_nan(xp.xdivy(x, y), grad)           # x / y, 0 where x == 0
+        gy = xp.multiply_no_nan(xp.xdivy(x, y), grad)  # x / y, 0 where x == 0
     return gx, gy
 
 
-xlog1py = _binary("xlog1py", [(REAL, GT_MINUS1)], "``x * log1p(y)``, 0 where ``x == 0``.",
-                  convention="d/dx = log1p(y); d/dy = x / (1 + y), 0 where x == 0; a zero cotangent "
-                             "gives 0 at y = -1", saves="inputs")
+xlog1py = _binary(
+    "xlog1py",
+    [(REAL, GT_MINUS1)],
+    "``x * log1p(y)``, 0 where ``x == 0``.",
+    convention="d/dx = log1p(y); d/dy = x / (1 + y), 0 where x == 0; a zero cotangent gives 0 at y = -1",
+    saves="inputs",
+)
 
 
 @xlog1py.gradient
@@ -256,12 +349,17 @@ def _xlog1py_grad(xp, op, grad):
     if op.needs_grad(0):
         gx = xp.multiply_no_nan(xp.log1p(y), grad)
     if op.needs_grad(1):
-        gy = xp.multiply_no_nan(xp.xdivy(x, 1.0 + y), grad)   # x / (1 + y), 0 where x == 0
+        gy = xp.multiply_no_nan(xp.xdivy(x, 1.0 + y), grad)  # x / (1 + y), 0 where x == 0
     return gx, gy
 
 
-entr = _unary("entr", NONNEG_EDGE, "``-x log(x)`` for x > 0, 0 at 0, -inf below.",
-              convention="infinite slope at 0: a zero cotangent gives 0", saves="inputs")
+entr = _unary(
+    "entr",
+    NONNEG_EDGE,
+    "``-x log(x)`` for x > 0, 0 at 0, -inf below.",
+    convention="infinite slope at 0: a zero cotangent gives 0",
+    saves="inputs",
+)
 entr.gradient(lambda xp, op, grad: xp.multiply_no_nan(-(xp.log(op.inputs[0]) + 1.0), grad))
 
 
@@ -273,18 +371,24 @@ def _rel_entr_torch(t, x, y):
     return t.where(t.isnan(x) | t.isnan(y), t.full_like(v, math.nan), v)
 
 
-rel_entr = _binary("rel_entr", [(NONNEG_EDGE, NONNEG_EDGE)],
-                   "``x log(x / y)`` for x, y > 0; 0 at x = 0, y >= 0; inf otherwise.",
-                   convention="infinite slopes at x = 0 and y = 0: a zero cotangent gives 0",
-                   torch=_rel_entr_torch, saves="inputs")
+rel_entr = _binary(
+    "rel_entr",
+    [(NONNEG_EDGE, NONNEG_EDGE)],
+    "``x log(x / y)`` for x, y > 0; 0 at x = 0, y >= 0; inf otherwise.",
+    convention="infinite slopes at x = 0 and y = 0: a zero cotangent gives 0",
+    torch=_rel_entr_torch,
+    saves="inputs",
+)
 
 
 @rel_entr.gradient
 def _rel_entr_grad(xp, op, grad):
     """d/dx = log(x / y) + 1, d/dy = -x / y."""
     x, y = op.inputs
-    return (xp.multiply_no_nan(xp.log(x) - xp.log(y) + 1.0, grad) if op.needs_grad(0) else None,
-            xp.multiply_no_nan(-x / y, grad) if op.needs_grad(1) else None)
+    return (
+        xp.multiply_no_nan(xp.log(x) - xp.log(y) + 1.0, grad) if op.needs_grad(0) else None,
+        xp.multiply_no_nan(-x / y, grad) if op.needs_grad(1) else None,
+    )
 
 
 # --------------------------------------------------------------------------- gamma family
@@ -293,8 +397,15 @@ _POLES = "poles at 0, -1, -2, ...: a zero cotangent gives 0 there"
 gammaln = _unary("gammaln", OFF_POLES, "``log|gamma(x)|``.", convention=_POLES, saves="inputs")
 gammaln.gradient(lambda xp, op, grad: xp.multiply_no_nan(xp.special.psi(op.inputs[0]), grad))
 
-psi = _unary("psi", OFF_POLES, "The digamma function ``gammaln'(x)`` (SciPy's ``psi``).",
-             convention=_POLES, torch="digamma", jax="digamma", saves="inputs")
+psi = _unary(
+    "psi",
+    OFF_POLES,
+    "The digamma function ``gammaln'(x)`` (SciPy's ``psi``).",
+    convention=_POLES,
+    torch="digamma",
+    jax="digamma",
+    saves="inputs",
+)
 digamma = psi
 psi.gradient(lambda xp, op, grad: xp.multiply_no_nan(xp.special.polygamma(1, op.inputs[0]), grad))
 
@@ -309,9 +420,11 @@ def _polygamma_forward(backend, *args, n=None):
     b = backend.name
     if b == "torch":
         import torch
+
         return torch.special.polygamma(n, x)
     if b == "jax":
         import jax.scipy.special as jsp
+
         return jsp.polygamma(n, x)
     sc = _scipy_special("polygamma")
     if b == "numpy":
@@ -319,9 +432,16 @@ def _polygamma_forward(backend, *args, n=None):
     return _host(backend, lambda h: sc.polygamma(n, h), x)
 
 
-_polygamma = defop("special.polygamma", _polygamma_forward, chapter="special",
-                   domain=[Case(1, POSITIVE[2, 3]), Case(0, OFF_POLES[4]), Case(2, POSITIVE[3])],
-                   convention=_POLES, saves="inputs", xp_callable=True, batched=True)
+_polygamma = defop(
+    "special.polygamma",
+    _polygamma_forward,
+    chapter="special",
+    domain=[Case(1, POSITIVE[2, 3]), Case(0, OFF_POLES[4]), Case(2, POSITIVE[3])],
+    convention=_POLES,
+    saves="inputs",
+    xp_callable=True,
+    batched=True,
+)
 
 
 @public(_polygamma)
@@ -346,8 +466,9 @@ def polygamma(n, x, /):
     return out
 
 
-_polygamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(
-    xp.special.polygamma(op.attrs["n"] + 1, op.inputs[0]), grad))
+_polygamma.gradient(
+    lambda xp, op, grad: xp.multiply_no_nan(xp.special.polygamma(op.attrs["n"] + 1, op.inputs[0]), grad)
+)
 
 
 def _gamma_torch(t, x):
@@ -356,8 +477,9 @@ def _gamma_torch(t, x):
     return t.where((x <= 0) & (x == t.floor(x)), t.full_like(x, math.nan), v)
 
 
-gamma = _unary("gamma", OFF_POLES, "The gamma function.", convention=_POLES, torch=_gamma_torch,
-               saves=("inputs", "outputs"))
+gamma = _unary(
+    "gamma", OFF_POLES, "The gamma function.", convention=_POLES, torch=_gamma_torch, saves=("inputs", "outputs")
+)
 gamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(op.outputs[0] * xp.special.psi(op.inputs[0]), grad))
 
 
@@ -366,8 +488,9 @@ def _betaln_torch(t, a, b):
     return g(a) + g(b) - g(a + b)
 
 
-betaln = _binary("betaln", [(POSITIVE, POSITIVE)], "``log|beta(a, b)|``.", convention=_POLES,
-                 torch=_betaln_torch, saves="inputs")
+betaln = _binary(
+    "betaln", [(POSITIVE, POSITIVE)], "``log|beta(a, b)|``.", convention=_POLES, torch=_betaln_torch, saves="inputs"
+)
 
 
 @betaln.gradient
@@ -375,8 +498,10 @@ def _betaln_grad(xp, op, grad):
     """d/da = psi(a) - psi(a + b), d/db = psi(b) - psi(a + b)."""
     a, b = op.inputs
     s = xp.special.psi(a + b)
-    return (xp.multiply_no_nan(xp.special.psi(a) - s, grad) if op.needs_grad(0) else None,
-            xp.multiply_no_nan(xp.special.psi(b) - s, grad) if op.needs_grad(1) else None)
+    return (
+        xp.multiply_no_nan(xp.special.psi(a) - s, grad) if op.needs_grad(0) else None,
+        xp.multiply_no_nan(xp.special.psi(b) - s, grad) if op.needs_grad(1) else None,
+    )
 
 
 # --------------------------------------------------------------------------- Bessel
@@ -416,9 +541,11 @@ def _sinc_forward(backend, x):
         return np.sinc(x)
     if b == "torch":
         import torch
+
         return torch.special.sinc(x)
     if b == "jax":
         import jax.numpy as jnp
+
         return jnp.sinc(x)
     xp = backend.xp
     z = x == 0
@@ -426,8 +553,11 @@ def _sinc_forward(backend, x):
     return xp.where(z, xp.ones_like(x), xp.sin(px) / px)
 
 
-sinc = _named(unary("special.sinc", REAL, forward=_sinc_forward, chapter="special", doc="s", saves="inputs"),
-              "sinc", "The normalised sinc ``sin(pi x) / (pi x)`` (1 at 0), as ``scipy.special.sinc``.")
+sinc = _named(
+    unary("special.sinc", REAL, forward=_sinc_forward, chapter="special", doc="s", saves="inputs"),
+    "sinc",
+    "The normalised sinc ``sin(pi x) / (pi x)`` (1 at 0), as ``scipy.special.sinc``.",
+)
 
 
 @sinc.gradient
@@ -451,12 +581,15 @@ def _cosm1_fn(x, /):
     return -2.0 * square(sin(0.5 * x))
 
 
-exp2 = _named(composite("special.exp2", _exp2_fn, domain=MODERATE, chapter="special", doc="2**x"),
-              "exp2", "``2**x``.")
-exp10 = _named(composite("special.exp10", _exp10_fn, domain=MODERATE, chapter="special", doc="10**x"),
-               "exp10", "``10**x``.")
-cosm1 = _named(composite("special.cosm1", _cosm1_fn, domain=REAL, chapter="special", doc="cos(x) - 1"),
-               "cosm1", "``cos(x) - 1``, accurate near 0.")
+exp2 = _named(composite("special.exp2", _exp2_fn, domain=MODERATE, chapter="special", doc="2**x"), "exp2", "``2**x``.")
+exp10 = _named(
+    composite("special.exp10", _exp10_fn, domain=MODERATE, chapter="special", doc="10**x"), "exp10", "``10**x``."
+)
+cosm1 = _named(
+    composite("special.cosm1", _cosm1_fn, domain=REAL, chapter="special", doc="cos(x) - 1"),
+    "cosm1",
+    "``cos(x) - 1``, accurate near 0.",
+)
 
 
 # --------------------------------------------------------------------------- softmax family
@@ -475,6 +608,7 @@ def _last(x, axis):
     def back(y):
         y = reshape(y, kept + tuple(x.shape[a] for a in axes))
         return permute_dims(y, inv) if inv != tuple(range(x.ndim)) else y
+
     return flat, back
 
 
@@ -489,11 +623,16 @@ def _log_softmax_fn(x, /, axis=None):
 
 
 _SOFTMAX_CASES = [Case(REAL[4]), Case(REAL[2, 3]), Case(REAL[2, 3], axis=0), Case(REAL[2, 3, 2], axis=(0, 2))]
-softmax = _named(composite("special.softmax", _softmax_fn, domain=_SOFTMAX_CASES, chapter="special", doc="s"),
-                 "softmax", "``exp(x) / sum(exp(x), axis)`` (``axis=None``: over all axes), as SciPy.")
-log_softmax = _named(composite("special.log_softmax", _log_softmax_fn, domain=_SOFTMAX_CASES,
-                               chapter="special", doc="l"),
-                     "log_softmax", "``x - logsumexp(x, axis)`` (``axis=None``: over all axes), as SciPy.")
+softmax = _named(
+    composite("special.softmax", _softmax_fn, domain=_SOFTMAX_CASES, chapter="special", doc="s"),
+    "softmax",
+    "``exp(x) / sum(exp(x), axis)`` (``axis=None``: over all axes), as SciPy.",
+)
+log_softmax = _named(
+    composite("special.log_softmax", _log_softmax_fn, domain=_SOFTMAX_CASES, chapter="special", doc="l"),
+    "log_softmax",
+    "``x - logsumexp(x, axis)`` (``axis=None``: over all axes), as SciPy.",
+)
 
 
 def _logsumexp_fn(a, /, axis=None, b=None, keepdims=False, return_sign=False):
@@ -502,11 +641,11 @@ def _logsumexp_fn(a, /, axis=None, b=None, keepdims=False, return_sign=False):
         return _nn.logsumexp(a, axis=axis, keepdims=keepdims)
     if b is not None:
         b = b if isinstance(b, Tensor) else convert_to_tensor(b, like=a)
-        a, b = a + 0.0 * b, b + 0.0 * a          # broadcast both
-        a = where(equal(b, 0), -math.inf, a)      # terms with b == 0 do not count
+        a, b = a + 0.0 * b, b + 0.0 * a  # broadcast both
+        a = where(equal(b, 0), -math.inf, a)  # terms with b == 0 do not count
     axes = _axes(axis, a.ndim)
     m = max(a, axis=axes, keepdims=True)
-    m = _wrap(m._v, m._b)           # a constant: stop_gradient (custom_gradient is a layer above)
+    m = _wrap(m._v, m._b)  # a constant: stop_gradient (custom_gradient is a layer above)
     m = where(abs(m) < math.inf, m, 0.0)
     e = exp(a - m)
     s = sum(e if b is None else b * e, axis=axes, keepdims=True)
@@ -519,8 +658,20 @@ def _logsumexp_fn(a, /, axis=None, b=None, keepdims=False, return_sign=False):
     return where(less(s, 0), math.nan, out)
 
 
-logsumexp = _named(composite("special.logsumexp", _logsumexp_fn, chapter="special", doc="l", domain=[
-    Case(REAL[4]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True),
-    Case(REAL[2, 3], axis=1, b=np.array([0.5, 2.0, 1.5])),
-    Case(REAL[3], return_sign=True, b=np.array([1.0, -0.2, 0.5]))]),
-    "logsumexp", "``log(sum(b * exp(a), axis))``, computed stably, with SciPy's signature.")
+logsumexp = _named(
+    composite(
+        "special.logsumexp",
+        _logsumexp_fn,
+        chapter="special",
+        doc="l",
+        domain=[
+            Case(REAL[4]),
+            Case(REAL[2, 3], axis=1),
+            Case(REAL[2, 3], axis=0, keepdims=True),
+            Case(REAL[2, 3], axis=1, b=np.array([0.5, 2.0, 1.5])),
+            Case(REAL[3], return_sign=True, b=np.array([1.0, -0.2, 0.5])),
+        ],
+    ),
+    "logsumexp",
+    "``log(sum(b * exp(a), axis))``, computed stably, with SciPy's signature.",
+)

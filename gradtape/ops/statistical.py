@@ -3,6 +3,7 @@
 Reductions share one helper, ``_unreduce``, that brings a reduced gradient back to the input's
 shape (re-inserting the reduced axes, then broadcasting; leading batch axes of the gradient stay).
 """
+
 from __future__ import annotations
 
 import builtins
@@ -45,7 +46,7 @@ def _unreduce(xp, grad, op):
     shape = tuple(op.inputs[0].shape)
     axes = op.attrs["axis"]
     keepdims = op.attrs.get("keepdims", False)
-    lead = tuple(grad.shape[:grad.ndim - (len(shape) if keepdims else len(shape) - len(axes))])
+    lead = tuple(grad.shape[: grad.ndim - (len(shape) if keepdims else len(shape) - len(axes))])
     if not keepdims:
         grad = xp.reshape(grad, lead + _keep_shape(shape, axes))
     return xp.broadcast_to(grad, lead + shape)
@@ -81,16 +82,20 @@ def _same_dtype(xp, out, x):
     return out if out.dtype == x.dtype else xp.astype(out, x.dtype)
 
 
-_RED_DOMAIN = [Case(REAL[3]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True),
-               Case(REAL[2, 3, 2], axis=(0, 2)), Case(REAL[()])]
+_RED_DOMAIN = [
+    Case(REAL[3]),
+    Case(REAL[2, 3], axis=1),
+    Case(REAL[2, 3], axis=0, keepdims=True),
+    Case(REAL[2, 3, 2], axis=(0, 2)),
+    Case(REAL[()]),
+]
 
 
 def _sum_forward(xp, x, *, axis, keepdims=False):
     return _same_dtype(xp, xp.sum(x, axis=axis, keepdims=keepdims), x)
 
 
-_sum = defop("sum", _sum_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN),
-             saves="inputs", batched=True)
+_sum = defop("sum", _sum_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN), saves="inputs", batched=True)
 
 
 @_sum.gradient
@@ -111,9 +116,15 @@ def _prod_forward(xp, x, *, axis, keepdims=False):
     return _same_dtype(xp, xp.prod(x, axis=axis, keepdims=keepdims), x)
 
 
-_prod = defop("prod", _prod_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN),
-              convention="exact with zeros in the input (products of the other elements)",
-              saves="inputs", batched=True)
+_prod = defop(
+    "prod",
+    _prod_forward,
+    chapter="statistical",
+    domain=with_complex(_RED_DOMAIN),
+    convention="exact with zeros in the input (products of the other elements)",
+    saves="inputs",
+    batched=True,
+)
 
 
 @_prod.gradient
@@ -127,9 +138,9 @@ def _prod_grad(xp, op, grad):
         return g
     nd = x.ndim
     moved = tuple(range(nd - len(axes), nd))
-    xt = xp.moveaxis(x, axes, moved)            # the reduced axes last, flattened into one
+    xt = xp.moveaxis(x, axes, moved)  # the reduced axes last, flattened into one
     moved_shape = tuple(xt.shape)
-    flat = xp.reshape(xt, moved_shape[:nd - len(axes)] + (_count(x.shape, axes),))
+    flat = xp.reshape(xt, moved_shape[: nd - len(axes)] + (_count(x.shape, axes),))
     left = _exclusive_cumprod(xp, flat)
     right = xp.flip(_exclusive_cumprod(xp, xp.flip(flat, axis=-1)), axis=-1)
     others = xp.moveaxis(xp.reshape(left * right, moved_shape), moved, axes)
@@ -153,8 +164,15 @@ def _mean_forward(xp, x, *, axis, keepdims=False):
     return xp.mean(x, axis=axis, keepdims=keepdims)
 
 
-_mean = defop("mean", _mean_forward, chapter="statistical", floating=True, domain=with_complex(_RED_DOMAIN),
-              saves="inputs", batched=True)
+_mean = defop(
+    "mean",
+    _mean_forward,
+    chapter="statistical",
+    floating=True,
+    domain=with_complex(_RED_DOMAIN),
+    saves="inputs",
+    batched=True,
+)
 
 
 @_mean.gradient
@@ -177,8 +195,9 @@ def _var_forward(xp, x, *, axis, correction=0.0, keepdims=False):
 
 
 _VAR_DOMAIN = _RED_DOMAIN[:-1] + [Case(REAL[4, 3], axis=0, correction=1)]
-_var = defop("var", _var_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN,
-             saves="inputs", batched=True)
+_var = defop(
+    "var", _var_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN, saves="inputs", batched=True
+)
 
 
 @_var.gradient
@@ -202,9 +221,16 @@ def _std_forward(xp, x, *, axis, correction=0.0, keepdims=False):
     return xp.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
-_std = defop("std", _std_forward, chapter="statistical", floating=True, domain=_VAR_DOMAIN,
-             convention="0 where the values are constant (std = 0): the subgradient of least norm; TF, "
-                        "PyTorch and JAX give NaN there", batched=True)
+_std = defop(
+    "std",
+    _std_forward,
+    chapter="statistical",
+    floating=True,
+    domain=_VAR_DOMAIN,
+    convention="0 where the values are constant (std = 0): the subgradient of least norm; TF, "
+    "PyTorch and JAX give NaN there",
+    batched=True,
+)
 
 
 @_std.gradient
@@ -220,7 +246,8 @@ def _std_grad(xp, op, grad):
     # 0 for a zero grad; where std = 0 (constant values) the centred values are 0 and so is the
     # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's
     return xp.multiply_no_nan(
-        xp.xdivy(_unreduce(xp, grad, op), y * builtins.max(n - op.attrs["correction"], 1e-300)), centred)
+        xp.xdivy(_unreduce(xp, grad, op), y * builtins.max(n - op.attrs["correction"], 1e-300)), centred
+    )
 
 
 @public(_std)
@@ -254,11 +281,23 @@ def _min_forward(xp, x, *, axis, keepdims=False):
     return xp.min(x, axis=axis, keepdims=keepdims)
 
 
-_max = defop("max", _max_forward, chapter="statistical", domain=_RED_DOMAIN,
-             convention="ties split the gradient evenly, as TF", batched=True)
+_max = defop(
+    "max",
+    _max_forward,
+    chapter="statistical",
+    domain=_RED_DOMAIN,
+    convention="ties split the gradient evenly, as TF",
+    batched=True,
+)
 _max.gradient(_minmax_grad)
-_min = defop("min", _min_forward, chapter="statistical", domain=_RED_DOMAIN,
-             convention="ties split the gradient evenly, as TF", batched=True)
+_min = defop(
+    "min",
+    _min_forward,
+    chapter="statistical",
+    domain=_RED_DOMAIN,
+    convention="ties split the gradient evenly, as TF",
+    batched=True,
+)
 _min.gradient(_minmax_grad)
 
 
@@ -280,10 +319,15 @@ def _cumsum_forward(xp, x, *, axis, include_initial=False):
     return _same_dtype(xp, xp.cumulative_sum(x, axis=axis, include_initial=include_initial), x)
 
 
-_cumsum = defop("cumulative_sum", _cumsum_forward, chapter="statistical",
-                domain=with_complex([Case(REAL[4], axis=0), Case(REAL[2, 3], axis=1),
-                                     Case(REAL[3, 2], axis=0, include_initial=True)]),
-                saves=())
+_cumsum = defop(
+    "cumulative_sum",
+    _cumsum_forward,
+    chapter="statistical",
+    domain=with_complex(
+        [Case(REAL[4], axis=0), Case(REAL[2, 3], axis=1), Case(REAL[3, 2], axis=0, include_initial=True)]
+    ),
+    saves=(),
+)
 
 
 @_cumsum.gradient
@@ -322,10 +366,15 @@ def _cumprod_forward(xp, x, *, axis, include_initial=False):
     return xp.concat(parts, axis=axis) if parts else x
 
 
-_cumprod = defop("cumulative_prod", _cumprod_forward, chapter="statistical",
-                 domain=with_complex([Case(NONZERO[4], axis=0), Case(POSITIVE[2, 3], axis=1),
-                         Case(NONZERO[3, 2], axis=0, include_initial=True)]),
-                 convention="exact with zeros in the input (no division by a zero element)")
+_cumprod = defop(
+    "cumulative_prod",
+    _cumprod_forward,
+    chapter="statistical",
+    domain=with_complex(
+        [Case(NONZERO[4], axis=0), Case(POSITIVE[2, 3], axis=1), Case(NONZERO[3, 2], axis=0, include_initial=True)]
+    ),
+    convention="exact with zeros in the input (no division by a zero element)",
+)
 
 
 def _rev_cumsum(xp, t, axis):
@@ -351,8 +400,8 @@ def _cumprod_grad(xp, op, grad):
     x = op.inputs[0]
     zero = xp.equal(x, 0)
     zeros_so_far = xp.cumulative_sum(xp.astype(zero, xp.int32), axis=axis)
-    before = xp.equal(zeros_so_far, 0)                    # no zero at or before i
-    first = zero & xp.equal(zeros_so_far, 1)              # the first zero of the slice
+    before = xp.equal(zeros_so_far, 0)  # no zero at or before i
+    first = zero & xp.equal(zeros_so_far, 1)  # the first zero of the slice
     g_before = _rev_cumsum(xp, grad * conj_(xp, y), axis) / conj_(xp, xp.where(before, x, 1.0))
     y_first = xp.cumulative_prod(xp.where(first, 1.0, x), axis=axis)
     g_first = _rev_cumsum(xp, grad * conj_(xp, y_first), axis)

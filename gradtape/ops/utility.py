@@ -5,6 +5,7 @@ one forward difference ``y_i = z_{i+1} - z_i`` is ``-diff`` of the gradient padd
 each side, so the rule of ``diff(n)`` is ``(-1)^n diff(grad, n)`` with ``n`` zeros prepended and
 appended, split back into the ``prepend``, ``x`` and ``append`` parts.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -34,8 +35,12 @@ def _any_forward(xp, x, *, axis, keepdims):
     return xp.any(_truth(xp, x), axis=axis, keepdims=keepdims)
 
 
-_LOGICAL_DOMAIN = [Case(BOOL[2, 3]), Case(BOOL[3, 4], axis=1), Case(INT[2, 3], axis=(0, 1), keepdims=True),
-                   Case(REAL[3], axis=-1)]
+_LOGICAL_DOMAIN = [
+    Case(BOOL[2, 3]),
+    Case(BOOL[3, 4], axis=1),
+    Case(INT[2, 3], axis=(0, 1), keepdims=True),
+    Case(REAL[3], axis=-1),
+]
 
 _all = defop("all", _all_forward, chapter="utility", differentiable=False, domain=_LOGICAL_DOMAIN)
 _any = defop("any", _any_forward, chapter="utility", differentiable=False, domain=_LOGICAL_DOMAIN)
@@ -84,16 +89,25 @@ def _diff_forward(xp, x, *extra, axis, n, parts):
 def _differences(z, axis, n):
     head = (slice(None),) * axis
     for _ in range(n):
-        if z.shape[axis] == 0:     # more differences than elements: empty along axis
+        if z.shape[axis] == 0:  # more differences than elements: empty along axis
             break
         z = z[head + (slice(1, None), ...)] - z[head + (slice(None, -1), ...)]
     return z
 
 
-_diff = defop("diff", _diff_forward, chapter="utility", promote=True, batched=True,
-              domain=[Case(REAL[5]), Case(REAL[3, 4], axis=0, n=2), Case(COMPLEX[2, 4], n=3),
-                      Case(REAL[2, 3], n=2, prepend=np.array([[0.5], [-1.0]]),
-                           append=np.array([[1.0, 2.0], [0.0, 3.0]]))])
+_diff = defop(
+    "diff",
+    _diff_forward,
+    chapter="utility",
+    promote=True,
+    batched=True,
+    domain=[
+        Case(REAL[5]),
+        Case(REAL[3, 4], axis=0, n=2),
+        Case(COMPLEX[2, 4], n=3),
+        Case(REAL[2, 3], n=2, prepend=np.array([[0.5], [-1.0]]), append=np.array([[1.0, 2.0], [0.0, 3.0]])),
+    ],
+)
 
 
 @_diff.gradient
@@ -105,7 +119,7 @@ def _diff_grad(xp, op, grad):
     n, parts = a["n"], a["parts"]
     x = op.inputs[0]
     axis = a["axis"] - x.ndim
-    tail = (slice(None),) * (-axis - 1)         # the axes after ``axis``
+    tail = (slice(None),) * (-axis - 1)  # the axes after ``axis``
     if n:
         shape = list(grad.shape)
         shape[axis] = n
@@ -136,14 +150,13 @@ def _side(name, v, x, axis):
     """``prepend`` / ``append`` as a tensor beside ``x`` with ``x``'s shape off ``axis`` (a 0-d one
     is broadcast to one slice)."""
     if not isinstance(v, Tensor):
-        v = convert_to_tensor(v, dtype=x.dtype, like=x)     # values beside x take its dtype
+        v = convert_to_tensor(v, dtype=x.dtype, like=x)  # values beside x take its dtype
     if v.ndim == 0:
         shape = list(x.shape)
         shape[axis] = 1
         v = broadcast_to(v, tuple(shape))
     if v.ndim != x.ndim or builtins.any(s != t for i, (s, t) in enumerate(zip(v.shape, x.shape)) if i != axis):
-        raise ValueError(f"diff: {name} must have the shape of x {x.shape} except along axis {axis}, "
-                         f"got {v.shape}")
+        raise ValueError(f"diff: {name} must have the shape of x {x.shape} except along axis {axis}, got {v.shape}")
     return v
 
 
@@ -160,8 +173,10 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise TypeError(f"diff: axis must be an int, not {type(axis).__name__}")
     if not -x.ndim <= axis < x.ndim:
-        raise IndexError(f"diff: axis {axis} is out of bounds for a tensor of {x.ndim} dimensions; "
-                         f"use an axis in [-{x.ndim}, {x.ndim})")
+        raise IndexError(
+            f"diff: axis {axis} is out of bounds for a tensor of {x.ndim} dimensions; "
+            f"use an axis in [-{x.ndim}, {x.ndim})"
+        )
     axis = int(axis) % x.ndim
     args, parts = [x], "x"
     if prepend is not None:
