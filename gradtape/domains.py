@@ -23,6 +23,7 @@ Two maps keep structured inputs and gauge-dependent outputs comparable (linalg):
   it is compared or differentiated, e.g. to fix the signs or phases of eigenvectors, which each
   library chooses in its own way: the checks then see a function with one well-defined value.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -33,6 +34,7 @@ __all__ = [
     "ANY",
     "BINARY_SHAPES",
     "BOOL",
+    "BROADCAST_SHAPES",
     "COMPLEX",
     "GT_MINUS_ONE",
     "GT_ONE",
@@ -106,8 +108,9 @@ class Sampler:
 
     def complex(self):
         """This interval in both the real and the imaginary part."""
-        return Sampler(self.name + "_complex", self.lo, self.hi, avoid=self.avoid, gap=self.gap, kind="c",
-                       edges=self.edges)
+        return Sampler(
+            self.name + "_complex", self.lo, self.hi, avoid=self.avoid, gap=self.gap, kind="c", edges=self.edges
+        )
 
 
 class Arg:
@@ -129,11 +132,6 @@ class Arg:
         differentiate, so the function checked is ``x -> op(fn(x))``."""
         return Arg(self.sampler, self.shape, fn)
 
-    def apply(self, value):
-        """``value`` (a gradtape Tensor, or a NumPy array: mapped on the numpy backend and returned
-        as NumPy) passed through the map; unchanged without one."""
-        return _apply_map(self.map, value)
-
     @property
     def differentiable(self):
         return self.sampler.kind in "fc" or self.sampler.kind == "spd"
@@ -153,16 +151,6 @@ class Pack:
 
 def _fn_name(fn):
     return getattr(fn, "__name__", None) or repr(fn)
-
-
-def _apply_map(fn, value):
-    if fn is None:
-        return value
-    from gradtape.tensor import Tensor
-    if isinstance(value, Tensor):
-        return fn(value)
-    from gradtape.ops.creation import asarray
-    return fn(asarray(np.asarray(value), backend="numpy")).numpy()
 
 
 def _complex_arg(a):
@@ -202,32 +190,17 @@ class Case:
         c.out_map = fn
         return c
 
-    def outputs(self, result):
-        """The op's ``result`` (Tensors, or NumPy arrays: mapped on the numpy backend and returned
-        as NumPy) through :meth:`map_outputs`' function; unchanged without one."""
-        fn = self.out_map
-        if fn is None:
-            return result
-        from gradtape.tensor import Tensor
-        flat = list(result) if isinstance(result, (tuple, list)) else [result]
-        if all(isinstance(r, Tensor) for r in flat):
-            return fn(result)
-        from gradtape.ops.creation import asarray
-        ts = [asarray(np.asarray(r), backend="numpy") for r in flat]
-        out = fn(tuple(ts) if isinstance(result, (tuple, list)) else ts[0])
-        if isinstance(out, (tuple, list)):
-            return tuple(o.numpy() for o in out)
-        return out.numpy()
-
     def draw(self, rng, dtype="float64"):
         """NumPy arrays for the Args (a list of them for a Pack; literals unchanged), and the
         keyword arguments."""
+
         def one(a):
             if isinstance(a, Arg):
                 return a.sampler.sample(rng, a.shape, dtype)
             if isinstance(a, Pack):
                 return [one(e) for e in a.args]
             return a
+
         return [one(a) for a in self.args], dict(self.kwargs)
 
     def complex(self):
@@ -242,13 +215,18 @@ class Case:
 # a scalar and a matrix; for two arguments, broadcasting in each direction (few shapes: on JAX each
 # new shape is an XLA compilation)
 UNARY_SHAPES = [(), (2, 3)]
-BINARY_SHAPES = [((), ()), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2, 2))]
+# broadcasting that both adds leading axes and stretches size-1 axes, each argument in turn the
+# shorter one: (2, 1, 3) with (4, 1) is (2, 4, 3), so undoing it sums the shorter argument's gradient
+# over an added axis and over a stretched one that is not its first (the axis arithmetic of
+# gradtape._unbroadcast), and the longer argument's over a stretched middle axis
+BROADCAST_SHAPES = [((2, 1, 3), (4, 1)), ((4, 1), (2, 1, 3))]
+BINARY_SHAPES = [((), ()), ((2, 3), (3,)), ((2, 1), (1, 3)), ((), (2, 2))] + BROADCAST_SHAPES
 
 REAL = Sampler("REAL", edges=(0.0,))
 ANY = REAL
 POSITIVE = Sampler("POSITIVE", 0.2, 3.0, edges=(0.0,))
 NONNEG = POSITIVE
-UNIT = Sampler("UNIT", -0.9, 0.9, edges=(-1.0, 1.0))            # open (-1, 1)
+UNIT = Sampler("UNIT", -0.9, 0.9, edges=(-1.0, 1.0))  # open (-1, 1)
 GT_ONE = Sampler("GT_ONE", 1.2, 3.0, edges=(1.0,))
 NONZERO = Sampler("NONZERO", -2.0, 2.0, avoid=(0.0,), gap=0.2)
 SMALL = Sampler("SMALL", -1.0, 1.0)
@@ -257,7 +235,7 @@ COMPLEX = Sampler("COMPLEX", -2.0, 2.0, kind="c")
 # and hyperbolic functions have their branch cuts; their branch points (0, +-1, +-i: real and imaginary
 # parts in 0, +-1) are the edges
 OFF_AXES = Sampler("OFF_AXES", -2.0, 2.0, avoid=(0.0,), gap=0.3, kind="c", edges=(0.0, -1.0, 1.0))
-GT_MINUS_ONE = Sampler("GT_MINUS_ONE", -0.8, 3.0, edges=(-1.0,))     # log1p: singular at -1
+GT_MINUS_ONE = Sampler("GT_MINUS_ONE", -0.8, 3.0, edges=(-1.0,))  # log1p: singular at -1
 INT = Sampler("INT", -3, 3, kind="i")
 BOOL = Sampler("BOOL", kind="b")
 SPD = Sampler("SPD", kind="spd")
@@ -277,7 +255,7 @@ def with_complex(spec):
     if isinstance(spec, list):
         out = list(spec)
         seen = {repr(c) for c in out}
-        for c in spec:                  # idempotent: complex cases already there are not repeated
+        for c in spec:  # idempotent: complex cases already there are not repeated
             if isinstance(c, Case):
                 extra = [c.complex()]
             elif isinstance(c, (Sampler, tuple)):
@@ -298,8 +276,7 @@ def nargs_of(fn):
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return 1
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               and p.default is p.empty)
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
 
 
 def op_cases(opdef):

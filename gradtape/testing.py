@@ -113,6 +113,33 @@ def numeric_gradient(f, args, *, wrt=None, eps=DEFAULT_EPS):
 
 
 # ---------------------------------------------------------------------------------------- cases
+def apply_map(fn, value):
+    """``value`` (a gradtape Tensor, or a NumPy array: mapped on the numpy backend and returned as
+    NumPy) passed through an :meth:`~gradtape.domains.Arg.via` map ``fn``; unchanged without one."""
+    if fn is None:
+        return value
+    if isinstance(value, Tensor):
+        return fn(value)
+    return fn(asarray(np.asarray(value), backend="numpy")).numpy()
+
+
+def case_outputs(case, result):
+    """The op's ``result`` (Tensors, or NumPy arrays: mapped on the numpy backend and returned as
+    NumPy) through the case's :meth:`~gradtape.domains.Case.map_outputs` function; unchanged
+    without one."""
+    fn = case.out_map
+    if fn is None:
+        return result
+    flat = list(result) if isinstance(result, (tuple, list)) else [result]
+    if all(isinstance(r, Tensor) for r in flat):
+        return fn(result)
+    ts = [asarray(np.asarray(r), backend="numpy") for r in flat]
+    out = fn(tuple(ts) if isinstance(result, (tuple, list)) else ts[0])
+    if isinstance(out, (tuple, list)):
+        return tuple(o.numpy() for o in out)
+    return out.numpy()
+
+
 def case_leaves(case, values):
     """The drawn arrays of ``case`` (``values, kwargs = case.draw(rng)``) as a flat list, in order,
     with a flag per array (drawn from a differentiable sampler?) and a function that rebuilds the
@@ -140,9 +167,9 @@ def case_leaves(case, values):
         out = []
         for kind, arg, v in spec:
             if kind == "pack":
-                out.append([e.apply(next(it)) if e is not None else ev for e, ev in zip(arg, v)])
+                out.append([apply_map(e.map, next(it)) if e is not None else ev for e, ev in zip(arg, v)])
             elif kind == "leaf":
-                out.append(arg.apply(next(it)))
+                out.append(apply_map(arg.map, next(it)))
             else:
                 out.append(v)
         return out
@@ -266,7 +293,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
 
     def call(arrays):
         ts = [_to_tensor(a, b) for a in arrays]
-        return ts, flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
+        return ts, flat_outputs(case_outputs(case, opdef.public(*rebuild(ts), **kwargs)))
 
     _, outs = call(leaves)
     fouts = [k for k, o in enumerate(outs) if o.dtype.differentiable]
@@ -285,7 +312,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
         xs = [ts[k] for k in diff]
         with GradientTape() as tape:
             tape.watch(xs)
-            ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
+            ys = flat_outputs(case_outputs(case, opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
         wts = [
             asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
@@ -343,7 +370,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
         outer.watch(xs)
         with GradientTape() as inner:
             inner.watch(xs)
-            ys = flat_outputs(case.outputs(opdef.public(*rebuild(ts), **kwargs)))
+            ys = flat_outputs(case_outputs(case, opdef.public(*rebuild(ts), **kwargs)))
         targets = [ys[k] for k in fouts]
         wts = [
             asarray(w.astype(np.complex128 if ys[k].dtype.kind == "c" else np.float64), backend=b)
