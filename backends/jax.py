@@ -111,10 +111,16 @@ class JaxBackend(Backend):
         return self._default_device
 
     def _platform_devices(self, platform):
-        try:
-            return self._jax.devices(platform)
-        except RuntimeError:
-            return []
+        """The devices of ``platform`` ("cpu", "gpu", "tpu"); a GPU is "cuda" or "rocm" to newer
+        JAX, which no longer answers to "gpu"."""
+        for name in ("cuda", "rocm", "gpu") if platform == "gpu" else (platform,):
+            try:
+                found = self._jax.devices(name)
+            except RuntimeError:
+                continue
+            if found:
+                return found
+        return []
 
     def parse_device(self, device):
         jax = self._jax
