@@ -127,10 +127,13 @@ def test_gradient_keeps_float32_dtypes(backend, name, i):
                 if g is not None:
                     assert g.dtype == x.dtype and g.shape == x.shape, (g.dtype, x.dtype, g.shape, x.shape)
         grads[dt] = [None if g is None else g.numpy() for g in gs]
+    # JAX on a GPU multiplies float32 matrices in TF32 by default (its documented precision): 10
+    # bits of mantissa, so its float32 gradients through matmul-like ops are that much further off
+    tol = 3e-3 if backend.startswith("jax:gpu") else 2e-4
     for g32, g64 in zip(grads["float32"], grads["float64"]):
         assert (g32 is None) == (g64 is None)
         if g32 is not None:
-            np.testing.assert_allclose(g32, g64, rtol=2e-4, atol=2e-4)
+            np.testing.assert_allclose(g32, g64, rtol=tol, atol=tol)
 
 
 # ---------------------------------------------------------------------------------------- forward

@@ -64,7 +64,7 @@ def test_unary_values_match_scipy(backend, name):
     x = UNARY[name]
     want = np.sinc(x) if name == "sinc" else getattr(sc, name)(x)
     got = getattr(S, name)(_t(x))
-    assert got.dtype == gt.float64 and got.backend == backend
+    assert got.dtype == gt.float64 and got.backend == backend.split(":")[0]
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-14)
     got32 = getattr(S, name)(gt.asarray(x.astype(np.float32)))
     assert got32.dtype == gt.float32
@@ -285,7 +285,7 @@ def test_xarray_skipna_reductions_are_differentiable(backend):
         s = da.std("b", skipna=True, ddof=1)
         hi = da.max(skipna=True)
         loss = gt.nansum(m.data) + gt.nansum(s.data) + hi.data
-    assert isinstance(m.data, gt.Tensor) and m.data.backend == backend
+    assert isinstance(m.data, gt.Tensor) and m.data.backend == backend.split(":")[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         np.testing.assert_allclose(m.data.numpy(), np.nanmean(_M, axis=1), equal_nan=True)
