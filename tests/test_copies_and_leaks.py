@@ -109,7 +109,11 @@ def test_converting_a_recorded_tensor_warns_naming_the_call_site(backend, how):
         y = x * 2
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            CONVERSIONS[how](y)
+            try:
+                CONVERSIONS[how](y)
+            except BufferError:  # NumPy imports CPU buffers only: the leak was named all the same
+                if how != "np.from_dlpack" or y.device == "cpu":
+                    raise
     leaks = _leaks(seen)
     assert len(leaks) == 1, [str(w.message) for w in seen]
     assert leaks[0].filename == __file__
