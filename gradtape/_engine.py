@@ -132,20 +132,9 @@ def _scalar_tensor(v, like):
     """A 0-d tensor of Python scalar ``v`` on ``like``'s backend and device, in ``like``'s dtype
     where the scalar fits it (as the forward computed)."""
     b = like._b
-    if _scalar_fits(v, b.dtype_of(like._v)):
+    if _dt.scalar_fits(v, b.dtype_of(like._v)):
         return _wrap(b.xp.asarray(v, dtype=like._v.dtype, device=b.device_of(like._v)), b)
     return convert_to_tensor(v, like=like)
-
-
-def _scalar_fits(a, d):
-    """Whether Python scalar ``a`` joins an array of gradtape dtype ``d`` without changing it."""
-    if isinstance(a, bool):
-        return True
-    if isinstance(a, int):
-        return d.kind != "b"
-    if isinstance(a, float):
-        return d.kind in "fc"
-    return d.kind == "c"
 
 
 class TensorOp:

@@ -137,9 +137,9 @@ def _convert(a, b, op, like, passthrough=True):
     if isinstance(a, _SCALARS):
         if like is not None:
             d = like.dtype
-            if passthrough and op.scalars and b.python_scalars and _scalar_fits(a, d):
+            if passthrough and op.scalars and b.python_scalars and _dt.scalar_fits(a, d):
                 return a
-            if _scalar_fits(a, d):
+            if _dt.scalar_fits(a, d):
                 return b.asarray(a, dtype=d, device=b.device_of(like._v))
             return convert_to_tensor(a, like=like)._v
         return convert_to_tensor(a, backend=b)._v
@@ -165,16 +165,6 @@ def _promote(op, b, args, natives):
         a if d is None or d is rt else apply1(cast, a if isinstance(a, Tensor) else _wrap(v, b), attrs)
         for a, v, d in zip(args, natives, dts)
     )
-
-
-def _scalar_fits(a, d):
-    if isinstance(a, bool):
-        return True
-    if isinstance(a, int):
-        return d.kind != "b"
-    if isinstance(a, float):
-        return d.kind in "fc"
-    return d.kind == "c"
 
 
 def _mixed_backends(op, a, b):

@@ -201,3 +201,15 @@ def _promote2(a: DType, b: DType) -> DType:
     if ka == "c" and kb == "f":
         return complex128 if (b.itemsize == 8 or a.itemsize == 16) else complex64
     return a
+
+
+def scalar_fits(value, dtype) -> _builtin_bool:
+    """Whether Python scalar ``value`` joins an array of gradtape dtype ``dtype`` without changing
+    its dtype (the standard's rule for Python scalars in binary operations)."""
+    if isinstance(value, _builtin_bool):
+        return True
+    if isinstance(value, int):
+        return dtype.kind != "b"
+    if isinstance(value, float):
+        return dtype.kind in "fc"
+    return dtype.kind == "c"
