@@ -271,7 +271,13 @@ def unary(
                                         else (
                                             op,
                                             (xid,),
-                                            (xv if s.inputs else None if xv.dtype is v.dtype else _Meta(xv),),
+                                            (
+                                                xv
+                                                if s.inputs
+                                                else None
+                                                if xv.dtype is v.dtype or xv.dtype == v.dtype
+                                                else _Meta(xv),
+                                            ),
                                             _NO_ATTRS,
                                             (yid,),
                                             (v if s.outputs else None,),
