@@ -45,15 +45,31 @@ def _complex_kind(d):
     return r
 
 
+#: (the dtype last asked about, whether it is complex): one identity test for a run of one dtype
+#: (rebound as a whole, so threads never see a dtype paired with another's answer)
+_LAST = (None, False)
+
+
+def _dtype_is_complex(d):
+    global _LAST
+    last = _LAST
+    if d is last[0]:
+        return last[1]
+    r = _COMPLEX.get(d.__class__)
+    r = None if r is None else r.get(d)
+    if r is None:
+        r = _complex_kind(d)
+    _LAST = (d, r)
+    return r
+
+
 def is_complex(x):
     """Whether ``x`` (a Tensor, a native array or a Python scalar) is complex; cached per dtype, so
     rules on either namespace stay cheap on real values."""
     d = getattr(x, "dtype", None)
     if d is None:
         return x.__class__ is complex
-    r = _COMPLEX.get(d.__class__)
-    r = None if r is None else r.get(d)
-    return _complex_kind(d) if r is None else r
+    return _dtype_is_complex(d)
 
 
 def conj_(xp, x):
@@ -61,11 +77,10 @@ def conj_(xp, x):
     d = getattr(x, "dtype", None)
     if d is None:
         return x.conjugate() if x.__class__ is complex else x
-    r = _COMPLEX.get(d.__class__)
-    r = None if r is None else r.get(d)
-    if r is None:
-        r = _complex_kind(d)
-    return xp.conj(x) if r else x
+    last = _LAST
+    if d is last[0]:
+        return xp.conj(x) if last[1] else x
+    return xp.conj(x) if _dtype_is_complex(d) else x
 
 
 # --------------------------------------------------------------------------- non-differentiable
@@ -153,10 +168,10 @@ multiply = binary("multiply", (REAL, REAL), complex=True, saves="inputs")
 def _multiply_grad(xp, op, grad):
     """d(x1 x2) = x2 dx1 + x1 dx2, so (grad * conj(x2), grad * conj(x1))."""
     x1, x2 = op.inputs
-    # (a Python float operand, the common scale, is real: no conj_ call)
+    i1, i2 = op.in_ids  # (0: a Python scalar operand, the common scale: no gradient, no conj_)
     return (
-        grad * (x2 if x2.__class__ is float else conj_(xp, x2)) if op.needs_grad(0) else None,
-        grad * (x1 if x1.__class__ is float else conj_(xp, x1)) if op.needs_grad(1) else None,
+        grad * (x2 if x2.__class__ is float else conj_(xp, x2)) if i1 and op.needs_grad(0) else None,
+        grad * (x1 if x1.__class__ is float else conj_(xp, x1)) if i2 and op.needs_grad(1) else None,
     )
 
 
