@@ -26,7 +26,7 @@ from gradtape import dtypes as _dt
 from gradtape._recording_state import _state
 from gradtape._rule_namespace import native_namespace, tensor_namespace
 from gradtape._unbroadcast import bad_gradient, broadcasts_to, fit
-from gradtape.registry import OpDef
+from gradtape.registry import OpDef, rule_location
 from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
 
 __all__ = ["Node", "TensorOp", "UnconnectedGradients", "record", "record1", "record2", "backward"]
@@ -96,8 +96,10 @@ _tuple_new = tuple.__new__
 
 def _not_saved(opdef, what):
     raise RuntimeError(
-        f"the gradient rule of {opdef.name!r} reads op.{what}, but the op declares "
-        f"saves={opdef.saves!r} (the values it keeps for its rule); add it to its saves"
+        f"the gradient rule of {opdef.name!r} reads op.{what}, which this call did not keep when it was "
+        f"recorded (the op declares saves={opdef.saves!r}, the values it keeps for its rule; a rule "
+        "replaced after the call sees what the rule of the time declared): add it to the op's saves "
+        "(saves= where the op is declared, or op.saves = ...)"
     )
 
 
@@ -533,14 +535,17 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
         if nb and not (on_native and op.batched):
             raise NotBatchable(op.name)
         if on_native:
-            if single:
-                in_grads = rule(xp_native, n, g)
-            else:
-                if any(h is None for h in gs):
-                    if nb:
-                        raise NotBatchable(op.name)  # (zeros without the batch axis)
-                    gs = [xp_native.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-                in_grads = rule(xp_native, n, *gs)
+            try:
+                if single:
+                    in_grads = rule(xp_native, n, g)
+                else:
+                    if any(h is None for h in gs):
+                        if nb:
+                            raise NotBatchable(op.name)  # (zeros without the batch axis)
+                        gs = [xp_native.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+                    in_grads = rule(xp_native, n, *gs)
+            except (TypeError, AttributeError) as e:
+                _native_rule_failed(n, e)
             if in_grads.__class__ is not tuple:
                 in_grads = tuple(in_grads) if in_grads.__class__ is list else (in_grads,)
             k = 0
@@ -584,6 +589,22 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                 prev = get(i)
                 grads[i] = gi if prev is None else prev + gi
             k += 1
+
+
+def _native_rule_failed(n, e):
+    """A rule failed on native arrays with a TypeError or AttributeError: where its node keeps
+    ``None`` for a value its op does not save, that is the likely cause; say so (else re-raise)."""
+    unsaved = [f"inputs[{k}]" for k, v in enumerate(n.inputs) if v is None or v.__class__ is _Meta]
+    unsaved += [f"outputs[{k}]" for k, v in enumerate(n.outputs) if v is None]
+    if not unsaved:
+        raise e
+    op = n.opdef
+    raise RuntimeError(
+        f"the gradient rule of {op.name!r} ({rule_location(op)}) failed on backend {n.backend.name!r}: "
+        f"{type(e).__name__}: {e}. This call kept no value for op.{', op.'.join(unsaved)} (the op "
+        f"declares saves={op.saves!r}): if the rule reads one of them, add it to the op's saves "
+        "(saves= where the op is declared, or op.saves = ...)"
+    ) from e
 
 
 def _wrong_count(op, in_grads, in_ids):

@@ -137,12 +137,14 @@ def _check_output(name, backend, out, k=None):
     )
 
 
-def register_op(name, forward, gradient=None, *, nout=None, domain=None, differentiable=True):
+def register_op(name, forward, gradient=None, *, nout=None, domain=None, differentiable=True, saves=None):
     """Add an op: ``forward(xp, *native_arrays, **attrs)`` computes it on the backend's namespace
     ``xp``; ``gradient(xp, op, *grads)`` is its rule, on the namespace the backward walk passes
     (native arrays in a first-order walk, gradtape Tensors when an outer tape records), or
     TensorFlow's ``gradient(op, *grads)``, always on Tensors (or register one later with
-    ``gt.RegisterGradient(name)``).  Returns the function users call: ``f(*arrays, **attrs)``.
+    ``gt.RegisterGradient(name)``).  ``saves``: what the rule reads (``("inputs",)``,
+    ``("outputs",)``, ``()`` or input indices; default everything), the rest is freed with the
+    forward.  Returns the function users call: ``f(*arrays, **attrs)``.
 
     The arguments are checked before anything is registered; what ``forward`` returns is checked
     on every call (one array, or a tuple of ``nout`` arrays), a ``TypeError`` naming the op."""
@@ -185,6 +187,7 @@ def register_op(name, forward, gradient=None, *, nout=None, domain=None, differe
         nout=nout,
         domain=domain,
         differentiable=differentiable,
+        saves=saves,
         doc=(forward.__doc__ or "").strip() or None,
     )
 

@@ -145,6 +145,22 @@ def test_a_rule_reading_what_its_op_does_not_save_is_a_clear_error(backend):
         tape.gradient(y, x)
 
 
+_COS_OF_INPUT = gt.register_op(
+    "hot_path_sin", lambda xp, x: xp.sin(x), lambda xp, op, g: g * xp.cos(op.inputs[0]), saves=("outputs",)
+)
+
+
+def test_a_native_rule_reading_what_its_op_does_not_save_is_a_clear_error(backend):
+    """On native arrays the rule gets None for what was not kept; its failure names the op, its rule
+    and the saves to fix."""
+    x = gt.constant(np.ones(2))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = _COS_OF_INPUT(x)
+    with pytest.raises(RuntimeError, match=r"hot_path_sin.*test_hot_path\.py.*op\.inputs\[0\].*saves"):
+        tape.gradient(y, x)
+
+
 def test_intermediates_are_freed_during_the_forward(backend):
     if backend != "numpy":
         pytest.skip("weak references to NumPy arrays")
