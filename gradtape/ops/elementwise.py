@@ -557,6 +557,7 @@ _clip = defop(
         Case(REAL[4], None, _CLIP_HI[()]),
     ],
     convention="the gradient passes at the bounds (min <= x <= max), as TF's clip_by_value",
+    batched=True,  # (its rule is element-wise: masks of the inputs' shapes broadcast over batch axes)
 )
 
 
