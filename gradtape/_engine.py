@@ -500,7 +500,9 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
 
 def _walk(nodes, grads, reach, keep, consume, nb, native):
     """Call each node's rule in reverse order, fit its gradients to their inputs, sum those that
-    meet.  ``native``: ``grads`` holds native arrays (else Tensors)."""
+    meet.  ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output
+    and a real cotangent in a native walk, takes the first branch; everything else the general
+    one (several outputs, complex cotangents, rules on Tensors)."""
     pop = grads.pop
     get = grads.get
     last_b = None
@@ -510,85 +512,115 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
         if consume:
             nodes[idx] = None  # the node's saved values go with the last reference
         op, in_ids, inputs, _, oids, _, b = n
-        single = len(oids) == 1
-        if single:
-            o = oids[0]
+        try:
+            (o,) = oids
+        except ValueError:  # several outputs
+            o = 0
+        if o:
             g = get(o) if o in keep else pop(o, None)
             if g is None:
                 continue
+            if native and op.xp_rule:
+                if b is not last_b:
+                    last_b = b
+                    reals = _real_natives(b)
+                    xp_native = native_namespace(b)
+                if g.dtype in reals:
+                    if nb and not op.batched:
+                        raise NotBatchable(op.name)
+                    try:
+                        in_grads = op._grad(xp_native, n, g)
+                    except (TypeError, AttributeError) as e:
+                        _native_rule_failed(n, e)
+                    c = in_grads.__class__
+                    if c is not tuple and c is not list:
+                        if len(in_ids) != 1:
+                            _wrong_count(op, (in_grads,), in_ids)
+                        i = in_ids[0]
+                        if in_grads is not None and i and i in reach:
+                            v = inputs[0]
+                            if v is not None and (in_grads.shape != v.shape or in_grads.dtype != v.dtype):
+                                in_grads = fit(xp_native, in_grads, v.shape, v.dtype, nb, n, 0)
+                            prev = get(i)
+                            grads[i] = in_grads if prev is None else prev + in_grads
+                        continue
+                    if len(in_grads) != len(in_ids):
+                        _wrong_count(op, in_grads, in_ids)
+                    k = 0
+                    for i in in_ids:
+                        gi = in_grads[k]
+                        if gi is not None and i and i in reach:
+                            v = inputs[k]
+                            if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
+                                gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
+                            prev = get(i)
+                            grads[i] = gi if prev is None else prev + gi
+                        k += 1
+                    continue
+            gs = (g,)
         else:
             gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in oids]
             if all(h is None for h in gs):
                 continue
-            g = next(h for h in gs if h is not None)
-        rule = op._grad
-        if rule is None:
-            raise LookupError(f"gradient registry has no entry for: {op.name}")
-        if native and op.xp_rule:
-            if b is not last_b:
-                last_b = b
-                reals = _real_natives(b)
-                xp_native = native_namespace(b)
-            on_native = g.dtype in reals if single else all(h is None or h.dtype in reals for h in gs)
-        else:
-            on_native = False
-        if nb and not (on_native and op.batched):
-            raise NotBatchable(op.name)
-        if on_native:
-            try:
-                if single:
-                    in_grads = rule(xp_native, n, g)
-                else:
-                    if any(h is None for h in gs):
-                        if nb:
-                            raise NotBatchable(op.name)  # (zeros without the batch axis)
-                        gs = [xp_native.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-                    in_grads = rule(xp_native, n, *gs)
-            except (TypeError, AttributeError) as e:
-                _native_rule_failed(n, e)
-            if in_grads.__class__ is not tuple:
-                in_grads = tuple(in_grads) if in_grads.__class__ is list else (in_grads,)
-            k = 0
-            try:
-                for i in in_ids:
-                    gi = in_grads[k]
-                    if gi is not None and i and i in reach:
-                        v = inputs[k]
-                        if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
-                            gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
-                        prev = get(i)
-                        grads[i] = gi if prev is None else prev + gi
-                    k += 1
-            except IndexError:
-                _wrong_count(op, in_grads, in_ids)
-            if len(in_grads) != k:
-                _wrong_count(op, in_grads, in_ids)
-            continue
-        if single:
-            gs = (g,)
-        xp = tensor_namespace()
-        view = TensorOp(n)
-        if native:
-            at = b.array_type
-            gs = [None if h is None else _wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
-        if len(gs) > 1 and any(h is None for h in gs):
-            gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-        in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+        _general_node(n, gs, grads, reach, nb, native)
+
+
+def _general_node(n, gs, grads, reach, nb, native):
+    """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
+    outer tape records, or a TensorFlow-style rule)."""
+    op, in_ids, inputs, _, _, _, b = n
+    rule = op._grad
+    if rule is None:
+        raise LookupError(f"gradient registry has no entry for: {op.name}")
+    get = grads.get
+    on_native = False
+    if native and op.xp_rule:
+        reals = _real_natives(b)
+        on_native = all(h is None or h.dtype in reals for h in gs)
+    if nb and not (on_native and op.batched):
+        raise NotBatchable(op.name)
+    if on_native:
+        xp = native_namespace(b)
+        if any(h is None for h in gs):
+            if nb:
+                raise NotBatchable(op.name)  # (zeros without the batch axis)
+            gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+        try:
+            in_grads = rule(xp, n, *gs)
+        except (TypeError, AttributeError) as e:
+            _native_rule_failed(n, e)
         if in_grads.__class__ is not tuple:
-            in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
+            in_grads = tuple(in_grads) if in_grads.__class__ is list else (in_grads,)
         if len(in_grads) != len(in_ids):
             _wrong_count(op, in_grads, in_ids)
-        g_out = next(h for h in gs if h is not None)
-        k = 0
-        for i in in_ids:
-            gi = in_grads[k]
+        for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
             if gi is not None and i and i in reach:
-                gi = _fit_tensor(gi, n, k, g_out, xp)
-                if native:
-                    gi = gi._v
+                v = inputs[k]
+                if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
+                    gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
                 prev = get(i)
                 grads[i] = gi if prev is None else prev + gi
-            k += 1
+        return
+    xp = tensor_namespace()
+    view = TensorOp(n)
+    if native:
+        at = b.array_type
+        gs = [None if h is None else _wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
+    if len(gs) > 1 and any(h is None for h in gs):
+        gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+    in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+    if in_grads.__class__ is not tuple:
+        in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
+    if len(in_grads) != len(in_ids):
+        _wrong_count(op, in_grads, in_ids)
+    g_out = next(h for h in gs if h is not None)
+    for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
+        if gi is not None and i and i in reach:
+            gi = _fit_tensor(gi, n, k, g_out, xp)
+            if native:
+                gi = gi._v
+            prev = get(i)
+            grads[i] = gi if prev is None else prev + gi
 
 
 def _native_rule_failed(n, e):
