@@ -27,21 +27,7 @@ INSTALLED = gt.available_backends()
 needs_torch = pytest.mark.skipif("torch" not in INSTALLED, reason="torch not installed")
 needs_jax = pytest.mark.skipif("jax" not in INSTALLED, reason="jax not installed")
 
-DTYPES = [
-    gt.bool,
-    gt.int8,
-    gt.int16,
-    gt.int32,
-    gt.int64,
-    gt.uint8,
-    gt.uint16,
-    gt.uint32,
-    gt.uint64,
-    gt.float32,
-    gt.float64,
-    gt.complex64,
-    gt.complex128,
-]
+DTYPES = list(gt.dtypes.ALL_DTYPES)  # every dtype gradtape has
 PY_SCALARS = [True, 3, -1.5, 1 + 2j]
 #: TensorFlow's dtypes for Python scalars, which the shared ``asarray`` gives on every backend
 TF_DEFAULTS = {bool: gt.bool, int: gt.int64, float: gt.float32, complex: gt.complex64}

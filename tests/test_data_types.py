@@ -12,21 +12,7 @@ import pytest
 
 import gradtape as gt
 
-_ALL = [
-    gt.bool,
-    gt.int8,
-    gt.int16,
-    gt.int32,
-    gt.int64,
-    gt.uint8,
-    gt.uint16,
-    gt.uint32,
-    gt.uint64,
-    gt.float32,
-    gt.float64,
-    gt.complex64,
-    gt.complex128,
-]
+_ALL = list(gt.dtypes.ALL_DTYPES)  # every dtype gradtape has
 _INTS = [gt.int8, gt.int16, gt.int32, gt.int64, gt.uint8, gt.uint16, gt.uint32, gt.uint64]
 _FLOATS = [gt.float32, gt.float64, gt.complex64, gt.complex128]
 
