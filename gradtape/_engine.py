@@ -123,7 +123,7 @@ class _Unsaved:
     __array__ = __array_namespace__ = __bool__ = __len__ = __iter__ = __getitem__ = __float__ = _fail
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
     __neg__ = __pos__ = __abs__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _fail
-    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __index__ = __int__ = __complex__ = _fail
     __hash__ = object.__hash__
 
     def __repr__(self):
@@ -355,29 +355,33 @@ class NotBatchable(Exception):
     axis on its cotangent (or must run on Tensors)."""
 
 
-_REAL_NATIVE = {}
+_NATIVE_DTYPES = {}
+
+
+def native_dtypes(b, kinds):
+    """The native dtypes of backend ``b`` whose gradtape kind is in ``kinds`` ("f": real floating,
+    "fc": floating and complex), both as the library names them and as its arrays carry them
+    (NumPy's ``np.dtype``, not the scalar type); cached."""
+    s = _NATIVE_DTYPES.get((b, kinds))
+    if s is None:
+        s = set()
+        for d in _dt.ALL_DTYPES:
+            if d.kind not in kinds:
+                continue
+            try:
+                nd = b.dtype_to_native(d)
+                s.add(nd)
+                s.add(b.xp.zeros((0,), dtype=nd).dtype)
+            except Exception:  # a dtype the library lacks
+                continue
+        s = _NATIVE_DTYPES[(b, kinds)] = frozenset(s)
+    return s
 
 
 def _real_natives(b):
     """The native dtypes of ``b`` that are real floating (rules run on the native namespace for
     these gradients)."""
-    s = _REAL_NATIVE.get(b)
-    if s is None:
-        s = set()
-        for d in (getattr(_dt, "float16", None), _dt.float32, _dt.float64, getattr(_dt, "bfloat16", None)):
-            if d is None:
-                continue
-            try:
-                nd = b.dtype_to_native(d)
-            except (TypeError, KeyError):
-                continue
-            s.add(nd)
-            try:  # the dtype objects arrays carry (NumPy's np.dtype, not the scalar type)
-                s.add(b.xp.zeros((0,), dtype=nd).dtype)
-            except Exception:  # pragma: no cover - a library that cannot make this array
-                pass
-        s = _REAL_NATIVE[b] = frozenset(s)
-    return s
+    return native_dtypes(b, "f")
 
 
 def _path(rec, source_ids):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape._engine import record, record1
+from gradtape._engine import native_dtypes, record, record1
 from gradtape._recording_state import _ACTIVE, _state
 from gradtape.registry import get_op
 from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
@@ -23,16 +23,7 @@ _FLOATS = {}
 
 
 def _floats(b):
-    s = set()
-    for d in _dt.ALL_DTYPES:
-        if d.kind in "fc":
-            try:
-                nd = b.dtype_to_native(d)
-                s.add(nd)
-                s.add(b.xp.zeros((0,), dtype=nd).dtype)
-            except Exception:
-                continue
-    s = _FLOATS[b] = frozenset(s)
+    s = _FLOATS[b] = native_dtypes(b, "fc")
     return s
 
 
