@@ -76,6 +76,11 @@ class Backend:
     #: the library's floating functions (``sin``, ``divide``...) compute bool and integer inputs in
     #: float32 or refuse them, as gradtape's rule wants: the dispatcher need not check the dtype
     floating_ints_to_float32: bool = False
+    #: the stand-in backend of a ``gt.function`` trace (``gradtape._trace.TracingBackend``)
+    traced: bool = False
+    #: when ``gt.function`` compiles its programs with :meth:`compile_program`: "default" (unless
+    #: ``jit_compile=False``), "opt-in" (only with ``jit_compile=True``), None (never: replayed)
+    compiles: str | None = None
     #: op name -> native callable that replaces the op's forward on this backend (checked first by
     #: ``OpDef.resolve``; it is called as the op's forward would be, without the ``xp`` argument)
     overrides: ClassVar[dict] = {}
@@ -267,6 +272,11 @@ class Backend:
     def vmap(self, fn, in_axes=0, out_axes=0):
         """``fn`` mapped over the ``in_axes`` of its native arguments (the library's vmap)."""
         raise NotImplementedError(f"backend {self.name!r} has no vmap")
+
+    def compile_program(self, fn):
+        """``fn`` -- a ``gt.function`` program, a Python function of native arrays returning tuples
+        of them -- compiled by the library's compiler (see :attr:`compiles`)."""
+        raise NotImplementedError(f"backend {self.name!r} has no compiler")
 
     def native_grad(self, fn, *args):
         """Gradients of ``sum(fn(*args))`` with respect to each native array in ``args``, computed by

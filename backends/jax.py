@@ -197,6 +197,11 @@ class JaxBackend(Backend):
     def vmap(self, fn, in_axes=0, out_axes=0):
         return self._jax.vmap(fn, in_axes=in_axes, out_axes=out_axes)
 
+    compiles = "default"
+
+    def compile_program(self, fn):
+        return self._jax.jit(fn)
+
     def native_grad(self, fn, *args):
         jax = self._jax
         diff = [i for i, a in enumerate(args) if self.dtype_of(a).differentiable]

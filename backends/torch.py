@@ -393,6 +393,12 @@ class TorchBackend(Backend):
     def vmap(self, fn, in_axes=0, out_axes=0):
         return self._torch.func.vmap(fn, in_dims=in_axes, out_dims=out_axes)
 
+    compiles = "opt-in"
+
+    def compile_program(self, fn):
+        # shapes are fixed per trace (a new signature traces again): no dynamic shapes
+        return self._torch.compile(fn, dynamic=False)
+
     def native_grad(self, fn, *args):
         torch = self._torch
         leaves = [a.detach().clone().requires_grad_(a.dtype.is_floating_point or a.dtype.is_complex) for a in args]

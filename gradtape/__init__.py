@@ -216,6 +216,14 @@ from gradtape.math import (  # noqa: E402,F401
 from gradtape.module import *  # noqa: E402, F403
 from gradtape.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.crosscheck import check_gradients  # noqa: E402,F401
+from gradtape.function import (  # noqa: E402,F401
+    Function,
+    OperatorNotAllowedInGraphError,
+    TensorSpec,
+    cond,
+    function,
+    while_loop,
+)
 from gradtape import _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)
 
 from gradtape._rule_namespace import set_tensor_module as _set_tensor_module  # noqa: E402

@@ -18,6 +18,9 @@ class _State(threading.local):
 
 
 _state = _State()
+#: the running ``gt.function`` trace (``gradtape._trace.Trace``), or None: one at a time per process
+#: (a trace swaps every live Variable's value for a stand-in while it runs)
+tracing = [None]
 #: number of recording tapes over all threads: ``_ACTIVE[0] == 0`` lets every op skip the
 #: thread-local lookup (the not-recording fast path)
 _ACTIVE = [0]

@@ -12,7 +12,7 @@ from gradtape import dtypes as _dt
 from gradtape._engine import native_dtypes, record, record1
 from gradtape._recording_state import _ACTIVE, _state
 from gradtape.registry import get_op
-from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
+from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor, lift
 
 __all__ = ["apply", "apply1", "apply2"]
 
@@ -95,7 +95,7 @@ def apply(op, args, attrs=None):
             if b is None:
                 b, like = a._b, a
             elif a._b is not b:
-                _mixed_backends(op, like, a)
+                return apply(op, _lifted(op, args, like, a), attrs)
     if b is None:
         b = _config.get_backend()
     natives = [a._v if isinstance(a, Tensor) else _convert(a, b, op, like) for a in args]
@@ -156,6 +156,15 @@ def _promote(op, b, args, natives):
         a if d is None or d is rt else apply1(cast, a if isinstance(a, Tensor) else _wrap(v, b), attrs)
         for a, v, d in zip(args, natives, dts)
     )
+
+
+def _lifted(op, args, a, c):
+    """``args`` with the Tensors of a real backend made constants of the running ``gt.function``
+    trace, where the others are that trace's (a value captured from outside); else the error."""
+    tb = a._b if a._b.traced else c._b if c._b.traced else None
+    if tb is None or not all(not isinstance(x, Tensor) or x._b is tb or x._b is tb.real for x in args):
+        _mixed_backends(op, a, c)
+    return tuple(lift(x, tb) if isinstance(x, Tensor) and x._b is not tb else x for x in args)
 
 
 def _mixed_backends(op, a, b):

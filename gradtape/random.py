@@ -32,6 +32,7 @@ import threading
 import numpy as np
 
 from gradtape import dtypes as _dt
+from gradtape._trace import host_draw
 from gradtape.ops.random import Stream, emit, float_dtype, int_or_float_dtype
 from gradtape.tensor import Tensor, convert_to_tensor
 from gradtape.ops.indexing import _getitem
@@ -87,15 +88,13 @@ class Generator:
     def normal(self, shape, mean=0.0, stddev=1.0, dtype=_dt.float32, name=None, *, device=None):
         """Normal samples of ``shape``."""
         d = float_dtype(dtype, "Generator.normal")
-        with self._lock:
-            arr = self._stream.normal(shape, mean, stddev)
+        arr = host_draw(self._draw, "normal", shape, mean, stddev)
         return emit(arr, d, device)
 
     def truncated_normal(self, shape, mean=0.0, stddev=1.0, dtype=_dt.float32, name=None, *, device=None):
         """Normal samples of ``shape`` redrawn until within two standard deviations of ``mean``."""
         d = float_dtype(dtype, "Generator.truncated_normal")
-        with self._lock:
-            arr = self._stream.truncated_normal(shape, mean, stddev)
+        arr = host_draw(self._draw, "truncated_normal", shape, mean, stddev)
         return emit(arr, d, device)
 
     def uniform(self, shape, minval=0, maxval=None, dtype=_dt.float32, name=None, *, device=None):
@@ -103,9 +102,14 @@ class Generator:
         and must be given for integer ones, as TF)."""
         d = int_or_float_dtype(dtype, "Generator.uniform")
         maxval = _check_maxval(maxval, d)
-        with self._lock:
-            arr = self._stream.uniform(shape, minval, maxval, d)
+        arr = host_draw(self._draw, "uniform", shape, minval, maxval, d)
         return emit(arr, d, device)
+
+    def _draw(self, method, *args):
+        """``method`` of this generator's current stream (read at each draw: ``reset_from_seed``
+        replaces it), under its lock."""
+        with self._lock:
+            return getattr(self._stream, method)(*args)
 
     def __repr__(self):
         return f"<gt.random.Generator seed={self._seed}>"
@@ -182,14 +186,14 @@ def _draw(seed, method, *args):
 def normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None, *, device=None):
     """Samples of a normal distribution (as ``tf.random.normal``); float32 by default."""
     d = float_dtype(dtype, "normal")
-    return emit(_draw(seed, "normal", shape, mean, stddev), d, device)
+    return emit(host_draw(_draw, seed, "normal", shape, mean, stddev), d, device)
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None, *, device=None):
     """Normal samples, redrawn until within two standard deviations of the mean (as
     ``tf.random.truncated_normal``)."""
     d = float_dtype(dtype, "truncated_normal")
-    return emit(_draw(seed, "truncated_normal", shape, mean, stddev), d, device)
+    return emit(host_draw(_draw, seed, "truncated_normal", shape, mean, stddev), d, device)
 
 
 def uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=None, *, device=None):
@@ -197,7 +201,7 @@ def uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=Non
     ``maxval`` defaulting to 1; integer dtypes need ``maxval``."""
     d = int_or_float_dtype(dtype, "uniform")
     maxval = _check_maxval(maxval, d)
-    return emit(_draw(seed, "uniform", shape, minval, maxval, d), d, device)
+    return emit(host_draw(_draw, seed, "uniform", shape, minval, maxval, d), d, device)
 
 
 def shuffle(value, seed=None, name=None):
@@ -207,7 +211,7 @@ def shuffle(value, seed=None, name=None):
         value = convert_to_tensor(value)
     if value.ndim == 0:
         raise ValueError("shuffle needs a tensor of at least one dimension")
-    perm = _draw(seed, "permutation", value.shape[0])
+    perm = host_draw(_draw, seed, "permutation", value.shape[0])
     idx = emit(perm, _dt.int64, device=value._b.device_of(value._v), backend=value._b)
     return _getitem(value, (idx,))
 
@@ -222,7 +226,7 @@ def categorical(logits, num_samples, dtype=None, seed=None, name=None):
     # sampling has no gradient (as tf.random.categorical): read the values without a leak warning
     lg = np.asarray(logits._b.to_numpy(logits._v), dtype=np.float64)
     batch, n = lg.shape
-    g = _draw(seed, "gumbel", (batch, int(num_samples), n))
+    g = host_draw(_draw, seed, "gumbel", (batch, int(num_samples), n))
     out = np.argmax(lg[:, None, :] + g, axis=-1)
     d = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
     return emit(out, d, device=logits._b.device_of(logits._v), backend=logits._b)

@@ -141,6 +141,11 @@ class OpDef:
     def resolve(self, backend):
         """The native callable for ``backend``: an adapter's override, the namespace function, or
         ``forward`` bound to the namespace.  Cached per backend."""
+        real = getattr(backend, "traces", None)
+        if real is not None:  # a gt.function trace: the real adapter's forward, recorded as one step
+            impl = backend.wrap_impl(self.impls.get(real) or self.resolve(real), self.name)
+            self.impls[backend] = impl
+            return impl
         impl = getattr(backend, "overrides", {}).get(self.name)
         if impl is None:
             fwd = self.forward

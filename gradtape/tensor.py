@@ -16,6 +16,7 @@ import numbers
 import os
 import sys
 import warnings
+import weakref
 from sys import getrefcount as _getrefcount
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 from gradtape import _config
 from gradtape import backends as _backends
 from gradtape import dtypes as _dt
-from gradtape._recording_state import _ACTIVE, _state
+from gradtape._recording_state import _ACTIVE, _state, tracing
 
 __all__ = [
     "GradientLeakError",
@@ -288,7 +289,7 @@ class Tensor:
     # ------------------------------------------------------------------ display
     def __repr__(self):
         b = self._b
-        val = _format_value(b.to_numpy(self._v))
+        val = "<traced>" if b.traced else _format_value(b.to_numpy(self._v))
         return f"gt.Tensor({val}, shape={self.shape}, dtype={self.dtype}, backend={b.name}, device={self.device})"
 
     __str__ = __repr__
@@ -329,6 +330,16 @@ class _Ref:
 
     def __eq__(self, other):
         return isinstance(other, _Ref) and other._t is self._t
+
+
+def lift(t, b):
+    """``t``, a Tensor of a real backend, as a constant of the running ``gt.function`` trace whose
+    tensors live on ``b`` (the tracing backend of that real one): a value computed outside the
+    function and captured by it; None when that is not the case."""
+    tr = tracing[0]
+    if tr is not None and b.traced and b.real is t._b:
+        return _wrap(tr.const(t._v), b)
+    return None
 
 
 def _rebuild(arr, backend_name):
@@ -375,6 +386,9 @@ _SOLE = _calibrate()
 
 _VAR_NAMES: dict[str, int] = {}
 
+#: every Variable alive: a ``gt.function`` trace reads them through stand-ins (they are its state)
+LIVE_VARIABLES = weakref.WeakSet()
+
 
 class Variable(Tensor):
     """A mutable, trainable value, as ``tf.Variable``.  Reading it inside a tape watches it (if
@@ -399,6 +413,10 @@ class Variable(Tensor):
         self._trainable = bool(trainable)
         base = "Variable" if name is None else str(name)
         self._name = base if base.endswith(tuple(f":{i}" for i in range(10))) else base + ":0"
+        LIVE_VARIABLES.add(self)
+        tr = tracing[0]
+        if tr is not None:  # created inside a gt.function trace: the program's state from now on
+            tr.on_variable(self)
 
     @property
     def name(self):
@@ -416,6 +434,8 @@ class Variable(Tensor):
                 f"{self._name!r} is {self.dtype}; cast it first (gt.cast(value, {self.dtype}))"
             )
         t = convert_to_tensor(value, dtype=self.dtype, like=self)
+        if t._b is not self._b:
+            t = lift(t, self._b) or t
         if t._b is not self._b:
             raise ValueError(
                 f"Variable.{what}: the value lives on backend {t._b.name!r} but the "
@@ -469,7 +489,7 @@ class Variable(Tensor):
     # in gradtape/_operators.py with the other operators.
 
     def __repr__(self):
-        val = _format_value(self._b.to_numpy(self._v), prefix="")
+        val = "<traced>" if self._b.traced else _format_value(self._b.to_numpy(self._v), prefix="")
         if "\n" in val:
             val = "\n" + val
         return (

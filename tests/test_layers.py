@@ -42,7 +42,7 @@ from pathlib import Path
 LAYERS = [
     ("0", "pure data", ["gradtape.dtypes", "gradtape.registry", "gradtape.domains"]),
     ("1", "backends and configuration", ["gradtape.backends", "gradtape.backends.*", "gradtape._config"]),
-    ("2", "tensor", ["gradtape._recording_state", "gradtape.tensor"]),
+    ("2", "tensor", ["gradtape._recording_state", "gradtape._trace", "gradtape.tensor"]),
     ("3", "engine", ["gradtape._engine", "gradtape._unbroadcast", "gradtape._rule_namespace"]),
     ("4", "dispatch", ["gradtape.dispatch"]),
     ("5a", "op vocabulary", ["gradtape.ops"]),
@@ -62,6 +62,7 @@ LAYERS = [
             "gradtape.module",
             "gradtape.special",
             "gradtape.crosscheck",
+            "gradtape.function",
             "gradtape.testing",
             "gradtape._einops",
             "gradtape",

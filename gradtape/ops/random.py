@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradtape import dtypes as _dt
+from gradtape._trace import host_then
 from gradtape.ops.creation import _backend_and_device, _shape
 from gradtape.tensor import Tensor, _wrap
 
@@ -46,7 +47,7 @@ def emit(arr, dtype, device=None, backend=None):
     holding the NumPy array ``arr`` cast to ``dtype``."""
     b, dev = _backend_and_device(device, backend)
     d = _dt.as_dtype(dtype)
-    arr = np.ascontiguousarray(arr.astype(np.dtype(d.name), copy=False))
+    arr = host_then(arr, lambda a: np.ascontiguousarray(a.astype(np.dtype(d.name), copy=False)))
     v = b.random_from_numpy(arr, d, dev)
     if v.__class__ is not b.array_type:
         v = b.fix_output(v)

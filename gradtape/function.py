@@ -1,0 +1,550 @@
+"""``gt.function``: a step traced once into a flat native program, then replayed or compiled (as
+``tf.function`` is to TensorFlow's tape), and ``gt.cond``/``gt.while_loop``.
+
+The first call with a new signature -- the shapes, dtypes, backend and device of the tensor
+arguments, the values of the other arguments -- *traces* the function: it runs once, eagerly, on
+stand-in arrays (:mod:`gradtape._trace`) that record every native call of the forward, the backward
+walk and the variable updates.  Later calls run the recorded program on the new values:
+
+* JAX: ``jax.jit`` of the program (unless ``jit_compile=False``);
+* PyTorch: the program replayed call by call, or compiled by ``torch.compile`` with
+  ``jit_compile=True``;
+* NumPy, array_api_strict and other libraries: the program replayed call by call.
+
+Every live ``gt.Variable`` is read through a stand-in while tracing: the variables the function
+reads are the program's inputs, those it assigns its outputs, written back after each call exactly
+as eager code leaves them.  Variables created while tracing (optimizer slots, lazily built layers)
+become state too; as with ``tf.function``, only the first trace may create variables.
+Random numbers (``gt.random`` and its Generators) are drawn on the host before each call, in the
+order eager code draws them.  Python side effects (``print``) run while tracing only.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+import weakref
+
+import numpy as np
+import optree
+
+from gradtape import dtypes as _dt
+from gradtape._recording_state import _ACTIVE, _state, tracing
+from gradtape._trace import (
+    GuardFailed,
+    OperatorNotAllowedInGraphError,
+    Trace,
+    TraceArray,
+    tracing_backend,
+)
+from gradtape.tensor import LIVE_VARIABLES, Tensor, Variable, _wrap, convert_to_tensor
+
+__all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "OperatorNotAllowedInGraphError"]
+
+#: programs kept per signature (one per path through gt.cond / gt.while_loop predicates)
+MAX_PATHS = 8
+_TRACE_LOCK = threading.RLock()
+_SIMPLE = (int, float, bool, str, complex, type(None))
+
+
+class TensorSpec:
+    """The shape and dtype a ``gt.function`` argument must have (``input_signature``), as
+    ``tf.TensorSpec``; ``None`` in ``shape`` matches any size of that axis."""
+
+    def __init__(self, shape=None, dtype=_dt.float32, name=None):
+        self.shape = None if shape is None else tuple(None if s is None else int(s) for s in shape)
+        self.dtype = _dt.as_dtype(dtype)
+        self.name = name
+
+    def is_compatible_with(self, t):
+        if not isinstance(t, Tensor) or t.dtype != self.dtype:
+            return False
+        if self.shape is None:
+            return True
+        return len(t.shape) == len(self.shape) and all(s is None or s == n for s, n in zip(self.shape, t.shape))
+
+    def __repr__(self):
+        return f"gt.TensorSpec(shape={self.shape}, dtype={self.dtype}, name={self.name!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, TensorSpec) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    __hash__ = object.__hash__
+
+
+class _Concrete:
+    """One traced program and how to feed it: ``feed`` (per input: ("arg", leaf index), ("var",
+    Variable) or ("draw", k)), the variables it writes, its outputs' structure, its guards."""
+
+    __slots__ = (
+        "run",
+        "source",
+        "feed",
+        "state_out",
+        "out_tree",
+        "out_leaves",
+        "guards",
+        "draws",
+        "backend",
+        "guards_out",
+        "compiled_by",
+    )
+
+
+class Function:
+    """A function traced into native programs (see the module docstring).  Made by
+    :func:`function`."""
+
+    def __init__(self, fn, *, jit_compile=None, reduce_retracing=False, input_signature=None, name=None):
+        if not callable(fn):
+            raise TypeError(f"gt.function: expected a callable, got {type(fn).__name__}")
+        self._python_function = fn
+        self._jit_compile = jit_compile
+        self._reduce_retracing = bool(reduce_retracing)
+        self._input_signature = None if input_signature is None else _check_specs(input_signature)
+        self._name = name or getattr(fn, "__name__", "function")
+        self._cache = {}
+        self._tracing_count = 0
+        self._created_variables = False
+        self._lock = threading.RLock()
+        self._bound = {}
+        functools.update_wrapper(self, fn)
+
+    # ------------------------------------------------------------------ TF's API
+    @property
+    def python_function(self):
+        """The wrapped Python function."""
+        return self._python_function
+
+    @property
+    def input_signature(self):
+        return self._input_signature
+
+    def experimental_get_tracing_count(self):
+        """How many times the function has been traced (one per new signature, or predicate path)."""
+        return self._tracing_count
+
+    def __get__(self, obj, objtype=None):
+        # a method: one Function per instance, traced with the instance bound
+        if obj is None:
+            return self
+        entry = self._bound.get(id(obj))
+        if entry is not None and entry[0]() is obj:
+            return entry[1]
+        bound = Function(
+            self._python_function.__get__(obj, objtype),
+            jit_compile=self._jit_compile,
+            reduce_retracing=self._reduce_retracing,
+            input_signature=self._input_signature,
+            name=self._name,
+        )
+        try:
+            self._bound[id(obj)] = (weakref.ref(obj), bound)
+        except TypeError:  # an object without weak references: not cached
+            pass
+        return bound
+
+    def __repr__(self):
+        return f"<gt.function {self._name} (traced {self._tracing_count} times)>"
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, *args, **kwargs):
+        if tracing[0] is not None:
+            return self._python_function(*args, **kwargs)  # inside another trace: inlined
+        if _ACTIVE[0] and _state.tapes:
+            # an outer tape records: run eagerly, so that it records the function's ops
+            return self._python_function(*args, **kwargs)
+        if self._input_signature is not None:
+            self._check_input_signature(args, kwargs)
+        leaves, treedef = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+        key = [treedef]
+        for x in leaves:
+            c = x.__class__
+            if c is Tensor:
+                v = x._v
+                key.append((x._b, v.shape, v.dtype, x._b.device_of(v)))
+            elif isinstance(x, Variable):
+                key.append(("variable", id(x)))
+            elif isinstance(x, Tensor):
+                v = x._v
+                key.append((x._b, v.shape, v.dtype, x._b.device_of(v)))
+            elif c in _SIMPLE:
+                key.append((c, x))
+            elif isinstance(x, np.ndarray):
+                key.append(("ndarray", x.shape, x.dtype))
+            else:
+                try:
+                    hash(x)
+                    key.append((c, x))
+                except TypeError:
+                    key.append((c, id(x)))
+        key = tuple(key)
+        paths = self._cache.get(key)
+        if paths is None:
+            return self._trace(key, leaves, treedef, None)
+        return self._run(key, paths, leaves, treedef)
+
+    def _run(self, key, paths, leaves, treedef):
+        p = paths[-1]
+        drawn = [fn(*a) for fn, a in p.draws] if p.draws else ()
+        tried = set()
+        while True:
+            tried.add(id(p))
+            ins = []
+            for kind, what in p.feed:
+                if kind == "arg":
+                    x = leaves[what]
+                    ins.append(x._v if isinstance(x, Tensor) else _as_native(x, p.backend))
+                elif kind == "var":
+                    ins.append(what._v)
+                else:
+                    ins.append(drawn[what])
+            try:
+                if p.guards_out:
+                    outs, state, seen = p.run(*ins)
+                    seen = tuple(bool(s) for s in seen)
+                    if seen != p.guards:
+                        k = next(i for i, (a, b) in enumerate(zip(seen, p.guards)) if a != b)
+                        raise GuardFailed(k)
+                else:
+                    outs, state = p.run(*ins)
+            except GuardFailed as e:
+                k = e.args[0]
+                path = p.guards[:k] + (not p.guards[k],)
+                other = next(
+                    (
+                        q
+                        for q in reversed(paths)
+                        if q.guards[: k + 1] == path and id(q) not in tried and q.draws == p.draws
+                    ),
+                    None,
+                )
+                if other is None:
+                    return self._trace(key, leaves, treedef, list(drawn))
+                p = other
+                continue
+            break
+        if p is not paths[-1]:
+            paths.remove(p)
+            paths.append(p)
+        for var, v in zip(p.state_out, state):
+            var._v = v
+        b = p.backend
+        at = b.array_type
+        out = []
+        for kind, what in p.out_leaves:
+            if kind == "out":
+                v = outs[what]
+                out.append(_wrap(v if v.__class__ is at else b.fix_output(v), b))
+            else:
+                out.append(what)
+        return optree.tree_unflatten(p.out_tree, out)
+
+    # ------------------------------------------------------------------ tracing
+    def _trace(self, key, leaves, treedef, predrawn):
+        with _TRACE_LOCK, self._lock:
+            paths = self._cache.get(key)
+            if paths is not None and len(paths) >= MAX_PATHS:
+                warnings.warn(
+                    f"gt.function {self._name!r} has been traced {len(paths)} times for one signature (one per "
+                    "path through gt.cond / gt.while_loop predicates); this call runs eagerly. A loop whose trip "
+                    "count changes from call to call retraces: pass the count as a Python argument, or run "
+                    "the function without gt.function",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                args, kwargs = optree.tree_unflatten(treedef, leaves)
+                return self._python_function(*args, **kwargs)
+            result, concrete = _trace_once(self, leaves, treedef, predrawn)
+            self._tracing_count += 1
+            if concrete is not None:
+                self._cache.setdefault(key, []).append(concrete)
+            return result
+
+    def _check_input_signature(self, args, kwargs):
+        if kwargs:
+            raise TypeError(
+                f"gt.function {self._name!r} has an input_signature: pass its arguments by position, got "
+                f"keywords {sorted(kwargs)}"
+            )
+        specs = self._input_signature
+        if len(args) != len(specs):
+            raise TypeError(
+                f"gt.function {self._name!r}: its input_signature has {len(specs)} arguments, "
+                f"the call passes {len(args)}"
+            )
+        for k, (a, s) in enumerate(zip(args, specs)):
+            t = a if isinstance(a, Tensor) else convert_to_tensor(a, dtype=s.dtype)
+            if not s.is_compatible_with(t):
+                raise TypeError(
+                    f"gt.function {self._name!r}: argument {k} ({t.dtype}, shape {t.shape}) does not match its "
+                    f"input_signature entry {s}"
+                )
+
+
+def _check_specs(sig):
+    sig = list(sig)
+    for s in sig:
+        if not isinstance(s, TensorSpec):
+            raise TypeError(f"input_signature: expected gt.TensorSpec entries, got {type(s).__name__}")
+    return tuple(sig)
+
+
+def _as_native(x, b):
+    """An argument that is not a Tensor (a NumPy array) as a native array of ``b``."""
+    return convert_to_tensor(x, backend=b)._v
+
+
+def _backend_of(fn_name, leaves):
+    b = None
+    for x in leaves:
+        if isinstance(x, Tensor):
+            if b is None:
+                b = x._b
+            elif x._b is not b:
+                raise ValueError(
+                    f"gt.function {fn_name!r} was called with tensors of two backends, {b.name!r} and {x._b.name!r}: "
+                    "one function runs on one backend; move them with gt.asarray(x, backend=...) first"
+                )
+    return b
+
+
+def _trace_once(f, leaves, treedef, predrawn):
+    """Run ``f``'s Python function once on stand-ins; returns (its result, the :class:`_Concrete`)."""
+    real = _backend_of(f._name, leaves)
+    trace = Trace(f._name, tracing_backend(real) if real is not None else None)
+    if predrawn:
+        trace.predrawn = predrawn
+    swapped = []  # (variable, its value before, its backend before, its stand-in)
+    created = []
+
+    def on_variable(v):
+        if f._tracing_count > 0 and not f._created_variables:
+            raise ValueError(
+                f"gt.function {f._name!r} created a gt.Variable ({v.name!r}) on a call that traced it again (a new "
+                "signature or path): as tf.function, only the first trace may create variables. Create them once, "
+                "outside the function or on the first call only (if self.v is None: ...)"
+            )
+        if v._b.traced:
+            c = v._v.c if v._v.__class__ is TraceArray else v._v
+            real_b = v._b.real
+        else:
+            c, real_b = v._v, v._b
+        ph = trace.input(c, "var", v)
+        created.append((v, None, real_b, ph))
+        v._v, v._b = ph, tracing_backend(real_b)
+
+    trace.on_variable = on_variable
+    saved_tapes = _state.tapes
+    result = None
+    ok = False
+    tracing[0] = trace
+    _state.tapes = []
+    try:
+        for v in list(LIVE_VARIABLES):
+            if v._b.traced:
+                continue
+            ph = trace.input(v._v, "var", v)
+            swapped.append((v, v._v, v._b, ph))
+            v._v, v._b = ph, tracing_backend(v._b)
+        new_leaves = []
+        for k, x in enumerate(leaves):
+            if isinstance(x, Tensor) and not isinstance(x, Variable):
+                t = _wrap(trace.input(x._v, "arg", k), tracing_backend(x._b))
+                new_leaves.append(t)
+            elif isinstance(x, np.ndarray):
+                nb = real if real is not None else None
+                nat = convert_to_tensor(x, backend=nb)
+                t = _wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b))
+                new_leaves.append(t)
+            else:
+                new_leaves.append(x)
+        args, kwargs = optree.tree_unflatten(treedef, new_leaves)
+        result = f._python_function(*args, **kwargs)
+        out_leaves, out_tree = optree.tree_flatten(result, none_is_leaf=True)
+        ok = True
+    finally:
+        tracing[0] = None
+        trace.closed = True
+        _state.tapes = saved_tapes
+        swapped += created
+        finals = []
+        for v, before, b_before, ph in swapped:
+            final = v._v
+            finals.append(final)
+            v._b = b_before
+            if (not ok or final is ph) and before is not None:
+                v._v = before
+            else:  # assigned (or created) while tracing: the value eager code leaves
+                v._v = final.c if final.__class__ is TraceArray else final
+        if created and ok:
+            f._created_variables = f._tracing_count == 0
+    # the first call's results: the concrete values computed while tracing
+    outputs = []
+    out_spec = []
+    first = []
+    for x in out_leaves:
+        if isinstance(x, Variable):
+            out_spec.append(("value", x))
+            first.append(x)
+        elif isinstance(x, Tensor) and x._v.__class__ is TraceArray:
+            a = x._v
+            out_spec.append(("out", len(outputs)))
+            outputs.append(a)
+            rb = x._b.real
+            first.append(_wrap(a.c, rb))
+        elif isinstance(x, Tensor) and x._b.traced:
+            raise ValueError(f"gt.function {f._name!r} returned a traced tensor of no trace")
+        else:
+            out_spec.append(("value", x))
+            first.append(x)
+    result = optree.tree_unflatten(out_tree, first)
+    if trace.backend is None:  # nothing computed: the function is its Python result
+        real_b = real
+    else:
+        real_b = trace.backend.real
+    if real_b is None and not outputs:
+        real_b = None
+    state_vars = []
+    state_vals = []
+    for (v, _, _, ph), final in zip(swapped, finals):
+        if final is not ph and final.__class__ is TraceArray:
+            state_vars.append(v)
+            state_vals.append(final)
+    concrete = _compile(f, trace, outputs, state_vars, state_vals, out_spec, out_tree, real_b)
+    return result, concrete
+
+
+def _compile(f, trace, outputs, state_vars, state_vals, out_spec, out_tree, real_b):
+    """The :class:`_Concrete` program of a finished trace, with the executor its backend gets."""
+    how = getattr(real_b, "compiles", None)
+    compiled = f._jit_compile is not False and (how == "default" or (how == "opt-in" and f._jit_compile))
+    run, source, used = trace.program(outputs, state_vals, guards_as_outputs=compiled)
+    c = _Concrete()
+    c.source = source
+    c.feed = [(kind, what) for _, kind, what in used]
+    c.state_out = state_vars
+    c.out_tree = out_tree
+    c.out_leaves = out_spec
+    c.guards = tuple(v for _, v, _ in trace.guards)
+    c.draws = list(trace.draws)
+    c.backend = real_b
+    c.guards_out = compiled
+    c.compiled_by = "replay"
+    if compiled:
+        run = real_b.compile_program(run)
+        c.compiled_by = f"{real_b.name} compiler"
+    c.run = run
+    return c
+
+
+def function(
+    func=None,
+    *,
+    input_signature=None,
+    autograph=True,
+    jit_compile=None,
+    reduce_retracing=False,
+    experimental_implements=None,
+    experimental_autograph_options=None,
+    experimental_attributes=None,
+    experimental_relax_shapes=None,
+    experimental_compile=None,
+    experimental_follow_type_hints=None,
+    name=None,
+):
+    """Trace ``func`` into a native program run on later calls (as ``tf.function``); usable as
+    ``@gt.function`` or ``@gt.function(jit_compile=True)``.  See the module docstring.
+
+    ``jit_compile``: None compiles with ``jax.jit`` on JAX and replays elsewhere; True also compiles
+    with ``torch.compile`` on PyTorch; False never compiles (replays).  ``input_signature``: a list of
+    :class:`TensorSpec` the arguments must match.  ``reduce_retracing`` is accepted for TF
+    compatibility: programs are specialised to shapes, so it does not change how often a function
+    traces."""
+    if jit_compile is None and experimental_compile is not None:
+        jit_compile = experimental_compile
+
+    def deco(fn):
+        return Function(
+            fn, jit_compile=jit_compile, reduce_retracing=reduce_retracing, input_signature=input_signature, name=name
+        )
+
+    return deco if func is None else deco(func)
+
+
+# ---------------------------------------------------------------------------------------- control flow
+def _predicate(pred, what):
+    """``pred`` as a Python bool; a traced predicate is recorded as a guard of the program."""
+    if isinstance(pred, Tensor):
+        if pred.size != 1:
+            raise ValueError(f"{what}: the predicate must be a scalar, got shape {pred.shape}")
+        if pred.dtype != _dt.bool:
+            raise TypeError(f"{what}: the predicate must be a bool tensor, got {pred.dtype}")
+        v = pred._v
+        if v.__class__ is TraceArray:
+            return v.trace.guard(v)
+        return bool(pred)
+    return bool(pred)
+
+
+def cond(pred, true_fn=None, false_fn=None, name=None):
+    """``true_fn()`` if ``pred`` else ``false_fn()``, as ``tf.cond``.  The tape records the branch
+    taken, so gradients flow through it.  Inside ``gt.function`` the program is specialised to the
+    branch taken when traced and checks the predicate on every call (another branch traces again)."""
+    if not callable(true_fn):
+        raise TypeError("gt.cond: true_fn must be callable")
+    if not callable(false_fn):
+        raise TypeError("gt.cond: false_fn must be callable")
+    return true_fn() if _predicate(pred, "gt.cond") else false_fn()
+
+
+def while_loop(
+    cond,
+    body,
+    loop_vars,
+    shape_invariants=None,
+    parallel_iterations=10,
+    back_prop=True,
+    swap_memory=False,
+    maximum_iterations=None,
+    name=None,
+):
+    """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)`` (and fewer than
+    ``maximum_iterations`` times), as ``tf.while_loop``; returns the final ``loop_vars`` in their
+    structure.  Differentiable through the tape (each iteration is recorded).  Inside
+    ``gt.function`` the program is specialised to the trip count when traced and checks it on every
+    call (another count traces again)."""
+    if not callable(cond):
+        raise TypeError("gt.while_loop: cond must be callable")
+    if not callable(body):
+        raise TypeError("gt.while_loop: body must be callable")
+    packed = isinstance(loop_vars, (list, tuple))
+    current = list(loop_vars) if packed else [loop_vars]
+    if packed and not current:
+        raise ValueError("gt.while_loop: loop_vars must not be empty")
+    structure = optree.tree_structure(current, none_is_leaf=True)
+    i = 0
+    while True:
+        if maximum_iterations is not None:
+            if isinstance(maximum_iterations, Tensor):
+                if not _predicate(maximum_iterations > i, "gt.while_loop (maximum_iterations)"):
+                    break
+            elif i >= int(maximum_iterations):
+                break
+        if not _predicate(cond(*current), "gt.while_loop"):
+            break
+        out = body(*current)
+        if not isinstance(out, (list, tuple)) or (len(current) == 1 and not isinstance(out, (list, tuple))):
+            out = [out]
+        out = list(out)
+        if optree.tree_structure(out, none_is_leaf=True) != structure:
+            raise ValueError(
+                f"gt.while_loop: body returned {len(out)} values in another structure than loop_vars "
+                f"({len(current)} values); it must return the loop variables' structure"
+            )
+        current = out
+        i += 1
+    if not packed:
+        return current[0]
+    return type(loop_vars)(current) if not hasattr(loop_vars, "_fields") else type(loop_vars)(*current)
