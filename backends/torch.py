@@ -13,6 +13,8 @@ accepted as synonyms.  A ``torch.device`` passes through.  ``Tensor.device`` rea
 
 from __future__ import annotations
 
+import importlib
+
 import types
 
 import numpy as np
@@ -396,8 +398,20 @@ class TorchBackend(Backend):
     compiles = "opt-in"
 
     def compile_program(self, fn):
-        # shapes are fixed per trace (a new signature traces again): no dynamic shapes
-        return self._torch.compile(fn, dynamic=False)
+        """``fn`` traced to an FX graph of ATen ops by ``make_fx`` on its first call (the program's
+        Python -- gradtape's forwards and their caches -- runs once there), then compiled by
+        ``torch.compile`` (inductor).  Shapes are fixed per trace: no dynamic shapes."""
+        torch = self._torch
+        proxy_tensor = importlib.import_module("torch.fx.experimental.proxy_tensor")
+        compiled = []
+
+        def run(*args):
+            if not compiled:
+                graph = proxy_tensor.make_fx(fn)(*args)
+                compiled.append(torch.compile(graph, dynamic=False))
+            return compiled[0](*args)
+
+        return run
 
     def native_grad(self, fn, *args):
         torch = self._torch

@@ -314,6 +314,7 @@ class Trace:
         self.nslots = 0
         self.inputs = []  # (slot, kind, what)
         self.consts = {}
+        self.values = {}  # input slot -> the concrete value it had while tracing
         self.host = {}  # id(host array) -> (TraceArray, array): random draws, fed as inputs
         self.draws = []  # (fn, args) of each host draw, in order
         self.predrawn = []  # draws of a failed replay, used again by its retrace
@@ -331,6 +332,7 @@ class Trace:
         """A stand-in fed by the executor (an argument, a variable's value, a draw)."""
         a = self._new(c)
         self.inputs.append((a.slot, kind, what))
+        self.values[a.slot] = c
         return a
 
     def const(self, c):

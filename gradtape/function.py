@@ -107,6 +107,7 @@ class Function:
         self._cache = {}
         self._tracing_count = 0
         self._created_variables = False
+        self._eager = False  # a traced program disagreed with eager code: run eagerly
         self._lock = threading.RLock()
         self._bound = {}
         functools.update_wrapper(self, fn)
@@ -152,7 +153,7 @@ class Function:
     def __call__(self, *args, **kwargs):
         if tracing[0] is not None:
             return self._python_function(*args, **kwargs)  # inside another trace: inlined
-        if _ACTIVE[0] and _state.tapes:
+        if self._eager or _ACTIVE[0] and _state.tapes:
             # an outer tape records: run eagerly, so that it records the function's ops
             return self._python_function(*args, **kwargs)
         if self._input_signature is not None:
@@ -412,17 +413,11 @@ def _trace_once(f, leaves, treedef, predrawn):
         if final is not ph and final.__class__ is TraceArray:
             state_vars.append(v)
             state_vals.append(final)
-    concrete = _compile(f, trace, outputs, state_vars, state_vals, out_spec, out_tree, real_b)
-    return result, concrete
-
-
-def _compile(f, trace, outputs, state_vars, state_vals, out_spec, out_tree, real_b):
-    """The :class:`_Concrete` program of a finished trace, with the executor its backend gets."""
-    how = getattr(real_b, "compiles", None)
-    compiled = f._jit_compile is not False and (how == "default" or (how == "opt-in" and f._jit_compile))
-    run, source, used = trace.program(outputs, state_vals, guards_as_outputs=compiled)
+    run, used, how, source = _compile(f, trace, outputs, state_vals, real_b)
+    if run is None:
+        return result, None
     c = _Concrete()
-    c.source = source
+    c.run = run
     c.feed = [(kind, what) for _, kind, what in used]
     c.state_out = state_vars
     c.out_tree = out_tree
@@ -430,13 +425,75 @@ def _compile(f, trace, outputs, state_vars, state_vals, out_spec, out_tree, real
     c.guards = tuple(v for _, v, _ in trace.guards)
     c.draws = list(trace.draws)
     c.backend = real_b
-    c.guards_out = compiled
-    c.compiled_by = "replay"
-    if compiled:
-        run = real_b.compile_program(run)
-        c.compiled_by = f"{real_b.name} compiler"
-    c.run = run
-    return c
+    c.guards_out = how != "replay"
+    c.compiled_by = how
+    c.source = source
+    return result, c
+
+
+def _compile(f, trace, outputs, state_vals, real_b):
+    """The program of a finished trace, run by the executor its backend gets, and checked: run once
+    on the traced call's inputs, it must give what the trace computed eagerly (else a warning, and
+    the function runs eagerly from then on).  Returns ``(run, used inputs, how, source)``."""
+    how = getattr(real_b, "compiles", None)
+    if f._jit_compile is not False and (how == "default" or (how == "opt-in" and f._jit_compile)):
+        try:
+            run, source, used = trace.program(outputs, state_vals, guards_as_outputs=True)
+            run = real_b.compile_program(run)
+            if _agrees(f, trace, run, used, outputs, state_vals, True, real_b):
+                return run, used, f"{real_b.name} compiler", source
+            return None, used, "eager", source
+        except Exception as e:
+            warnings.warn(
+                f"gt.function {f._name!r}: {real_b.name}'s compiler failed on the traced program "
+                f"({type(e).__name__}: {str(e)[:300]}); the program is replayed call by call instead",
+                UserWarning,
+                stacklevel=4,
+            )
+    run, source, used = trace.program(outputs, state_vals, guards_as_outputs=False)
+    if not _agrees(f, trace, run, used, outputs, state_vals, False, real_b):
+        return None, used, "eager", source
+    return run, used, "replay", source
+
+
+def _agrees(f, trace, run, used, outputs, state_vals, guards_out, b):
+    """Whether ``run`` on the traced call's inputs reproduces the values the trace computed (to
+    round-off for a compiler, which may fuse and reorder); warns when not."""
+    try:
+        res = run(*[trace.values[s] for s, _, _ in used])
+        if guards_out and tuple(bool(g) for g in res[2]) != tuple(v for _, v, _ in trace.guards):
+            raise GuardFailed(-1)
+    except GuardFailed:
+        return _disagree(f, "a predicate (gt.cond / gt.while_loop) has another value")
+    expected = [a.c for a in outputs] + [a.c for a in state_vals]
+    got = list(res[0]) + list(res[1])
+    for k, (e, g) in enumerate(zip(expected, got)):
+        e = np.asarray(b.to_numpy(e))
+        g = np.asarray(b.to_numpy(g))
+        if e.shape != g.shape or e.dtype != g.dtype:
+            return _disagree(f, f"value {k} has shape {g.shape} and dtype {g.dtype}, eager {e.shape} {e.dtype}")
+        if e.dtype.kind in "fc":
+            eps = np.finfo(e.dtype).eps
+            rtol = np.sqrt(eps) if guards_out else 64 * eps
+            scale = float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0))
+            if not np.allclose(g, e, rtol=rtol, atol=rtol * scale, equal_nan=True):
+                diff = float(np.nanmax(np.abs(g - e), initial=0.0))
+                return _disagree(f, f"value {k} differs from eager by up to {diff:.3g}")
+        elif not np.array_equal(g, e):
+            return _disagree(f, f"value {k} differs from eager")
+    return True
+
+
+def _disagree(f, why):
+    warnings.warn(
+        f"gt.function {f._name!r}: the traced program does not reproduce the eager call it was traced from "
+        f"({why}); the function runs eagerly from now on. This is a gradtape bug: please report it with the "
+        "function",
+        UserWarning,
+        stacklevel=5,
+    )
+    f._eager = True
+    return False
 
 
 def function(
