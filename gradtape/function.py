@@ -89,6 +89,7 @@ class _Concrete:
         "backend",
         "guards_out",
         "compiled_by",
+        "call",
     )
 
 
@@ -104,7 +105,8 @@ class Function:
         self._reduce_retracing = bool(reduce_retracing)
         self._input_signature = None if input_signature is None else _check_specs(input_signature)
         self._name = name or getattr(fn, "__name__", "function")
-        self._cache = {}
+        self._cache = {}  # signature -> the programs traced for it, one per predicate path
+        self._fast = {}  # the same lists, keyed by the specs of tensor-only positional arguments
         self._tracing_count = 0
         self._created_variables = False
         self._eager = False  # a traced program disagreed with eager code: run eagerly
@@ -158,8 +160,25 @@ class Function:
             return self._python_function(*args, **kwargs)
         if self._input_signature is not None:
             self._check_input_signature(args, kwargs)
+        fast = None
+        if not kwargs:
+            # the common call: tensors only, by position (the leaves are the arguments)
+            fast = []
+            for a in args:
+                if a.__class__ is not Tensor:
+                    fast = None
+                    break
+                v = a._v
+                b = a._b
+                fast.append((b, v.shape, v.dtype, b.device_of(v)))
+            if fast is not None:
+                fast = tuple(fast)
+                paths = self._fast.get(fast)
+                if paths is not None:
+                    return self._run(fast, paths, args, None)
         leaves, treedef = optree.tree_flatten((args, kwargs), none_is_leaf=True)
         key = [treedef]
+        arrays = False
         for x in leaves:
             c = x.__class__
             if c is Tensor:
@@ -174,6 +193,7 @@ class Function:
                 key.append((c, x))
             elif isinstance(x, np.ndarray):
                 key.append(("ndarray", x.shape, x.dtype))
+                arrays = True
             else:
                 try:
                     hash(x)
@@ -183,64 +203,48 @@ class Function:
         key = tuple(key)
         paths = self._cache.get(key)
         if paths is None:
-            return self._trace(key, leaves, treedef, None)
+            out = self._trace(key, leaves, treedef, None)
+            if fast is not None and key in self._cache:
+                self._fast[fast] = self._cache[key]
+            return out
+        if arrays:
+            b = paths[-1].backend
+            leaves = [convert_to_tensor(x, backend=b) if isinstance(x, np.ndarray) else x for x in leaves]
         return self._run(key, paths, leaves, treedef)
 
     def _run(self, key, paths, leaves, treedef):
+        """Run the program of the latest path; another path's (or a new trace) when a guard fails."""
         p = paths[-1]
-        drawn = [fn(*a) for fn, a in p.draws] if p.draws else ()
-        tried = set()
+        drawn = [fn(*a) for fn, a in p.draws] if p.draws else None
+        try:
+            return p.call(leaves, drawn)
+        except GuardFailed as e:
+            k = e.args[0]
+        tried = {id(p)}
         while True:
+            path = p.guards[:k] + (not p.guards[k],)
+            other = next(
+                (q for q in reversed(paths) if q.guards[: k + 1] == path and id(q) not in tried and q.draws == p.draws),
+                None,
+            )
+            if other is None:
+                if treedef is None:  # (the fast path's leaves are the positional arguments)
+                    treedef = optree.tree_structure((tuple(leaves), {}), none_is_leaf=True)
+                    key = self._key_of(leaves, treedef)
+                return self._trace(key, list(leaves), treedef, list(drawn or ()))
+            p = other
             tried.add(id(p))
-            ins = []
-            for kind, what in p.feed:
-                if kind == "arg":
-                    x = leaves[what]
-                    ins.append(x._v if isinstance(x, Tensor) else _as_native(x, p.backend))
-                elif kind == "var":
-                    ins.append(what._v)
-                else:
-                    ins.append(drawn[what])
             try:
-                if p.guards_out:
-                    outs, state, seen = p.run(*ins)
-                    seen = tuple(bool(s) for s in seen)
-                    if seen != p.guards:
-                        k = next(i for i, (a, b) in enumerate(zip(seen, p.guards)) if a != b)
-                        raise GuardFailed(k)
-                else:
-                    outs, state = p.run(*ins)
+                out = p.call(leaves, drawn)
             except GuardFailed as e:
                 k = e.args[0]
-                path = p.guards[:k] + (not p.guards[k],)
-                other = next(
-                    (
-                        q
-                        for q in reversed(paths)
-                        if q.guards[: k + 1] == path and id(q) not in tried and q.draws == p.draws
-                    ),
-                    None,
-                )
-                if other is None:
-                    return self._trace(key, leaves, treedef, list(drawn))
-                p = other
                 continue
-            break
-        if p is not paths[-1]:
             paths.remove(p)
             paths.append(p)
-        for var, v in zip(p.state_out, state):
-            var._v = v
-        b = p.backend
-        at = b.array_type
-        out = []
-        for kind, what in p.out_leaves:
-            if kind == "out":
-                v = outs[what]
-                out.append(_wrap(v if v.__class__ is at else b.fix_output(v), b))
-            else:
-                out.append(what)
-        return optree.tree_unflatten(p.out_tree, out)
+            return out
+
+    def _key_of(self, leaves, treedef):
+        return tuple([treedef] + [(x._b, x._v.shape, x._v.dtype, x._b.device_of(x._v)) for x in leaves])
 
     # ------------------------------------------------------------------ tracing
     def _trace(self, key, leaves, treedef, predrawn):
@@ -428,7 +432,64 @@ def _trace_once(f, leaves, treedef, predrawn):
     c.guards_out = how != "replay"
     c.compiled_by = how
     c.source = source
+    c.call = _caller(c)
     return result, c
+
+
+def _caller(c):
+    """``call(leaves, drawn)``: the generated function that feeds ``c.run`` the call's arguments,
+    variables and draws, checks its guards, writes the variables back and wraps the outputs."""
+    b = c.backend
+    g = {
+        "run": c.run,
+        "_wrap": _wrap,
+        "B": b,
+        "AT": b.array_type if b is not None else None,
+        "fix": b.fix_output if b is not None else None,
+        "unflatten": optree.tree_unflatten,
+        "TREE": c.out_tree,
+        "GUARDS": c.guards,
+        "GuardFailed": GuardFailed,
+        "first_change": _first_change,
+    }
+    ins = []
+    for k, (kind, what) in enumerate(c.feed):
+        if kind == "arg":
+            ins.append(f"leaves[{what}]._v")
+        elif kind == "var":
+            g[f"V{k}"] = what
+            ins.append(f"V{k}._v")
+        else:
+            ins.append(f"drawn[{what}]")
+    lines = ["def call(leaves, drawn):"]
+    if c.guards_out:
+        lines.append(f"    outs, state, seen = run({', '.join(ins)})")
+        lines.append("    seen = tuple(map(bool, seen))")
+        lines.append("    if seen != GUARDS:")
+        lines.append("        raise GuardFailed(first_change(seen, GUARDS))")
+    else:
+        lines.append(f"    outs, state = run({', '.join(ins)})")
+    for k, var in enumerate(c.state_out):
+        g[f"S{k}"] = var
+        lines.append(f"    S{k}._v = state[{k}]")
+    parts = []
+    for k, (kind, what) in enumerate(c.out_leaves):
+        if kind == "out":
+            lines.append(f"    o{k} = outs[{what}]")
+            parts.append(f"_wrap(o{k} if o{k}.__class__ is AT else fix(o{k}), B)")
+        else:
+            g[f"K{k}"] = what
+            parts.append(f"K{k}")
+    if c.out_tree.num_leaves == 1 and c.out_tree.is_leaf():
+        lines.append(f"    return {parts[0]}")
+    else:
+        lines.append(f"    return unflatten(TREE, [{', '.join(parts)}])")
+    exec(compile("\n".join(lines) + "\n", "<gt.function call>", "exec"), g)
+    return g["call"]
+
+
+def _first_change(seen, expected):
+    return next(i for i, (a, b) in enumerate(zip(seen, expected)) if a != b)
 
 
 def _compile(f, trace, outputs, state_vals, real_b):

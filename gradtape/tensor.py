@@ -240,6 +240,8 @@ class Tensor:
         return self._v.__dlpack_device__()
 
     def _scalar(self, kind):
+        if self._b.traced:  # inside gt.function: the stand-in raises, naming the conversion
+            kind(self._v)
         if self.size != 1:
             raise TypeError(
                 f"only a tensor of one element converts to a Python {kind.__name__} (this one has shape {self.shape})"
