@@ -43,6 +43,7 @@ __all__ = [
     "tracing_backend",
     "host_draw",
     "host_then",
+    "value_check",
     "GuardFailed",
 ]
 
@@ -319,6 +320,7 @@ class Trace:
         self.draws = []  # (fn, args) of each host draw, in order
         self.predrawn = []  # draws of a failed replay, used again by its retrace
         self.guards = []  # (slot, expected bool, site)
+        self.checks = []  # (slot, exception class, message): a call raises where the value is true
         self.backends = {}  # real backends the program calls -> a use's description
         self.closed = False
 
@@ -451,11 +453,14 @@ class Trace:
 
     # -------------------------------------------------------------- the program
     def program(self, outputs, extra=(), guards_as_outputs=False):
-        """Python source of the live steps, compiled: ``fn(*inputs) -> (outputs, extra[, guards])``
-        (``outputs``/``extra``: lists of stand-ins; guards checked inline, raising
-        :class:`GuardFailed`, or returned as a third tuple).  Returns ``(fn, source, used)``:
-        ``used`` the entries of ``inputs`` the program reads, in the order of its parameters."""
+        """Python source of the live steps, compiled: ``fn(*inputs) -> (outputs, extra[, checks]
+        [, guards])`` (``outputs``/``extra``: lists of stand-ins).  Guards and value checks are
+        checked inline, raising, or (``guards_as_outputs``, for a compiler) returned: ``checks``
+        where the trace has value checks, ``guards`` last.
+        Returns ``(fn, source, used)``: ``used`` the entries of ``inputs`` the program reads, in the
+        order of its parameters."""
         live = {a.slot for a in outputs} | {a.slot for a in extra} | {s for s, _, _ in self.guards}
+        live |= {s for s, _, _ in self.checks}
         keep = []
         for st in reversed(self.steps):
             if st.effect or any(s in live for _, s in st.outs):
@@ -504,7 +509,12 @@ class Trace:
         lines = [f"def program({', '.join(params)}):"]
         checked = set()
 
+        check_at = {}
+        for s, exc, message in self.checks:
+            check_at.setdefault(s, []).append((exc, message))
+
         def emit_guards(slots):
+            # replayed: each guard and value check right after the step that makes its value
             if guards_as_outputs:
                 return
             for s in slots:
@@ -513,6 +523,11 @@ class Trace:
                         continue
                     checked.add((k, s))
                     lines.append(f"    if {'not ' if value else ''}{ref_slot(s)}: raise GuardFailed({k})")
+                for exc, message in check_at.get(s, ()):
+                    if (exc, message, s) in checked:
+                        continue
+                    checked.add((exc, message, s))
+                    lines.append(f"    if {ref_slot(s)}: raise {glob(exc)}({glob(message)})")
 
         def ref_slot(s):
             return glob(self.consts[s]) if s in self.consts else f"t{s}"
@@ -551,6 +566,9 @@ class Trace:
         outs = ", ".join(ref(a) for a in outputs)
         ext = ", ".join(ref(a) for a in extra)
         ret = f"    return ({outs}{',' if outputs else ''}), ({ext}{',' if extra else ''})"
+        if self.checks and guards_as_outputs:
+            cs = ", ".join(ref_slot(s) for s, _, _ in self.checks)
+            ret += f", ({cs},)"
         if guards_as_outputs:
             gs = ", ".join(ref_slot(s) for s, _, _ in self.guards)
             ret += f", ({gs}{',' if self.guards else ''})"
@@ -870,3 +888,18 @@ def host_then(arr, fn):
             a.c = new
             t.host[id(new)] = (a, new, k)
     return new
+
+
+def value_check(bad, exc_type, message, detail=None):
+    """Raise ``exc_type`` where the native bool scalar ``bad`` is true (a check of input values,
+    such as labels out of range).  Eagerly, at once (``detail()``, when given, makes the message).
+    Inside ``gt.function`` the check is also part of the program: every call raises
+    ``exc_type(message)`` where it fails, before any variable is written back."""
+    if bad.__class__ is not TraceArray:
+        if bool(bad):
+            raise exc_type(detail() if detail is not None else message)
+        return
+    t = bad.trace
+    if bool(np.asarray(t.backend.real.to_numpy(bad.c)).reshape(())):
+        raise exc_type(message)
+    t.checks.append((bad.slot, exc_type, message))

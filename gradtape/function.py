@@ -85,6 +85,7 @@ class _Concrete:
         "out_tree",
         "out_leaves",
         "guards",
+        "checks",
         "draws",
         "backend",
         "guards_out",
@@ -427,6 +428,7 @@ def _trace_once(f, leaves, treedef, predrawn):
     c.out_tree = out_tree
     c.out_leaves = out_spec
     c.guards = tuple(v for _, v, _ in trace.guards)
+    c.checks = list(trace.checks)
     c.draws = list(trace.draws)
     c.backend = real_b
     c.guards_out = how != "replay"
@@ -462,13 +464,18 @@ def _caller(c):
         else:
             ins.append(f"drawn[{what}]")
     lines = ["def call(leaves, drawn):"]
+    checks = c.checks if c.guards_out else ()  # (a replayed program checks them inline)
+    results = "outs, state" + (", checks" if checks else "") + (", seen" if c.guards_out else "")
+    lines.append(f"    {results} = run({', '.join(ins)})")
     if c.guards_out:
-        lines.append(f"    outs, state, seen = run({', '.join(ins)})")
         lines.append("    seen = tuple(map(bool, seen))")
         lines.append("    if seen != GUARDS:")
         lines.append("        raise GuardFailed(first_change(seen, GUARDS))")
-    else:
-        lines.append(f"    outs, state = run({', '.join(ins)})")
+    for k, (_, exc, message) in enumerate(checks):
+        g[f"E{k}"] = exc
+        g[f"M{k}"] = message
+        lines.append(f"    if checks[{k}]:")
+        lines.append(f"        raise E{k}(M{k})")
     for k, var in enumerate(c.state_out):
         g[f"S{k}"] = var
         lines.append(f"    S{k}._v = state[{k}]")
@@ -522,7 +529,7 @@ def _agrees(f, trace, run, used, outputs, state_vals, guards_out, b):
     round-off for a compiler, which may fuse and reorder); warns when not."""
     try:
         res = run(*[trace.values[s] for s, _, _ in used])
-        if guards_out and tuple(bool(g) for g in res[2]) != tuple(v for _, v, _ in trace.guards):
+        if guards_out and tuple(bool(g) for g in res[-1]) != tuple(v for _, v, _ in trace.guards):
             raise GuardFailed(-1)
     except GuardFailed:
         return _disagree(f, "a predicate (gt.cond / gt.while_loop) has another value")

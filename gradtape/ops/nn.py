@@ -23,6 +23,7 @@ import numpy as np
 
 from gradtape import _config
 from gradtape import dtypes as _dt
+from gradtape._trace import value_check
 from gradtape.domains import NONZERO, POSITIVE, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import (
@@ -562,12 +563,21 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     depth = logits.shape[-1]
     xp = labels._b.xp
     lv = labels._v
-    if labels.size and bool(xp.any((lv < 0) | (lv >= depth))):
-        bad = labels.numpy()
-        bad = bad[(bad < 0) | (bad >= depth)].reshape(-1)[0]
-        raise ValueError(
-            f"sparse_softmax_cross_entropy_with_logits: received a label value of {bad} "
-            f"which is outside the valid range of [0, {depth})"
+    if labels.size:
+
+        def detail():
+            bad = labels.numpy()
+            bad = bad[(bad < 0) | (bad >= depth)].reshape(-1)[0]
+            return (
+                f"sparse_softmax_cross_entropy_with_logits: received a label value of {bad} "
+                f"which is outside the valid range of [0, {depth})"
+            )
+
+        value_check(
+            xp.any((lv < 0) | (lv >= depth)),
+            ValueError,
+            f"sparse_softmax_cross_entropy_with_logits: received a label value outside the valid range of [0, {depth})",
+            detail,
         )
     return apply(_sparse_xent, (labels, logits))
 
