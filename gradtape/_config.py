@@ -111,6 +111,17 @@ def use_backend(name, device=None):
         _scoped.reset(token)
 
 
+@contextlib.contextmanager
+def active(backend, device=None):
+    """Make the adapter instance ``backend`` (used as it is: a ``gt.function`` trace's stand-in
+    backend) the active one in this context, on ``device`` (native; None: its default)."""
+    token = _scoped.set(_Setting(backend, device))
+    try:
+        yield backend
+    finally:
+        _scoped.reset(token)
+
+
 def available_backends():
     """Names of the backends importable in this environment (nothing is imported to find out)."""
     return _backends.available_backends()

@@ -34,6 +34,7 @@ import numpy as np
 
 from gradtape import dtypes as _dt
 from gradtape._recording_state import tracing
+from gradtape.backends import Backend
 
 __all__ = [
     "OperatorNotAllowedInGraphError",
@@ -44,6 +45,7 @@ __all__ = [
     "host_draw",
     "host_then",
     "value_check",
+    "mixed_backends",
     "GuardFailed",
 ]
 
@@ -647,18 +649,23 @@ def _recorder(fn, tb, label):
         if t is None or t.backend is not tb:
             if t is None and _has_stand_in(args, kwargs):
                 _finished(_stand_in(args, kwargs).trace)
-            if t is not None and _has_stand_in(args, kwargs):
-                raise ValueError(
-                    f"gt.function {t.name!r} mixes backends: it computes on {tb.name!r} tensors while tracing on "
-                    f"{t.backend.name!r} (at {_user_site()}); one function runs on one backend: move the tensors "
-                    "with gt.asarray(x, backend=...) before the call"
-                )
+            if t is not None:
+                mixed_backends(t, tb, t.backend)
             return fn(*args, **kwargs)
         return t.call(fn, args, kwargs, label=label, real=tb.real)
 
     recorded.__name__ = getattr(fn, "__name__", label)
     recorded.__wrapped__ = fn
     return recorded
+
+
+def mixed_backends(trace, b1, b2):
+    """The error of a traced function that computes on two backends."""
+    raise ValueError(
+        f"gt.function {trace.name!r} mixes backends: it computes on {b1.name!r} and {b2.name!r} tensors (at "
+        f"{_user_site()}); one function runs on one backend: move the tensors with gt.asarray(x, backend=...) "
+        "(outside the function, or pass them in as arguments)"
+    )
 
 
 def _stand_in(args, kwargs):
@@ -706,7 +713,7 @@ def _is_dtype_name(name):
     return isinstance(getattr(_dt, name, None), _dt.DType)
 
 
-class TracingBackend:
+class TracingBackend(Backend):
     """A backend adapter whose native arrays are a trace's stand-ins: it answers dtypes, devices and
     flags as the real adapter (``real``) does and records everything that makes an array."""
 
@@ -739,8 +746,12 @@ class TracingBackend:
         t = tracing[0]
         if t is not None and t.backend is None:
             t.backend = self
-        if t is None or t.backend is not self:
+        if t is None:
+            if _has_stand_in(args, kwargs):
+                _finished(_stand_in(args, kwargs).trace)
             return fn(*args, **kwargs)
+        if t.backend is not self:
+            mixed_backends(t, self, t.backend)
         return t.call(fn, args, kwargs, label=label, real=self.real)
 
     # dtypes and devices: as the real adapter (read from the concrete values)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape._engine import native_dtypes, record, record1
-from gradtape._recording_state import _ACTIVE, _state
+from gradtape._recording_state import _ACTIVE, _state, tracing
+from gradtape._trace import mixed_backends
 from gradtape.registry import get_op
 from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor, lift
 
@@ -168,6 +169,9 @@ def _lifted(op, args, a, c):
 
 
 def _mixed_backends(op, a, b):
+    t = tracing[0]
+    if t is not None and (a._b.traced or b._b.traced):
+        mixed_backends(t, a._b, b._b)
     raise ValueError(
         f"op {op.name!r} got tensors of two backends: {a._b.name!r} (device {a.device}) and "
         f"{b._b.name!r} (device {b.device}); move one with gt.asarray(x, backend=...) / .to_device, "

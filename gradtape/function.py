@@ -29,6 +29,7 @@ import weakref
 import numpy as np
 import optree
 
+from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape._recording_state import _ACTIVE, _state, tracing
 from gradtape._trace import (
@@ -109,7 +110,6 @@ class Function:
         self._cache = {}  # signature -> the programs traced for it, one per predicate path
         self._fast = {}  # the same lists, keyed by the specs of tensor-only positional arguments
         self._tracing_count = 0
-        self._created_variables = False
         self._eager = False  # a traced program disagreed with eager code: run eagerly
         self._lock = threading.RLock()
         self._bound = {}
@@ -319,14 +319,17 @@ def _backend_of(fn_name, leaves):
 def _trace_once(f, leaves, treedef, predrawn):
     """Run ``f``'s Python function once on stand-ins; returns (its result, the :class:`_Concrete`)."""
     real = _backend_of(f._name, leaves)
-    trace = Trace(f._name, tracing_backend(real) if real is not None else None)
+    setting = _config.current()
+    if real is None:
+        real = setting.backend
+    trace = Trace(f._name, tracing_backend(real))
     if predrawn:
         trace.predrawn = predrawn
     swapped = []  # (variable, its value before, its backend before, its stand-in)
     created = []
 
     def on_variable(v):
-        if f._tracing_count > 0 and not f._created_variables:
+        if f._tracing_count > 0:
             raise ValueError(
                 f"gt.function {f._name!r} created a gt.Variable ({v.name!r}) on a call that traced it again (a new "
                 "signature or path): as tf.function, only the first trace may create variables. Create them once, "
@@ -347,6 +350,9 @@ def _trace_once(f, leaves, treedef, predrawn):
     ok = False
     tracing[0] = trace
     _state.tapes = []
+    # the active backend is the trace's: tensors made inside (gt.constant, random draws) are traced
+    active = _config.active(trace.backend, setting.device if setting.backend is real else None)
+    active.__enter__()
     try:
         for v in list(LIVE_VARIABLES):
             if v._b.traced:
@@ -371,6 +377,7 @@ def _trace_once(f, leaves, treedef, predrawn):
         out_leaves, out_tree = optree.tree_flatten(result, none_is_leaf=True)
         ok = True
     finally:
+        active.__exit__(None, None, None)
         tracing[0] = None
         trace.closed = True
         _state.tapes = saved_tapes
@@ -384,8 +391,6 @@ def _trace_once(f, leaves, treedef, predrawn):
                 v._v = before
             else:  # assigned (or created) while tracing: the value eager code leaves
                 v._v = final.c if final.__class__ is TraceArray else final
-        if created and ok:
-            f._created_variables = f._tracing_count == 0
     # the first call's results: the concrete values computed while tracing
     outputs = []
     out_spec = []
@@ -423,13 +428,21 @@ def _trace_once(f, leaves, treedef, predrawn):
         return result, None
     c = _Concrete()
     c.run = run
-    c.feed = [(kind, what) for _, kind, what in used]
+    # only the draws the program reads are drawn before each call (an initializer's draw for a
+    # variable created while tracing is not: eager code draws it once)
+    c.feed = []
+    c.draws = []
+    for _, kind, what in used:
+        if kind == "draw":
+            c.feed.append(("draw", len(c.draws)))
+            c.draws.append(trace.draws[what])
+        else:
+            c.feed.append((kind, what))
     c.state_out = state_vars
     c.out_tree = out_tree
     c.out_leaves = out_spec
     c.guards = tuple(v for _, v, _ in trace.guards)
     c.checks = list(trace.checks)
-    c.draws = list(trace.draws)
     c.backend = real_b
     c.guards_out = how != "replay"
     c.compiled_by = how

@@ -19,6 +19,12 @@ Keras 3's formulas (``lr`` the learning rate, ``g`` the gradient, ``t = iteratio
 * Adagrad: ``a += g^2``; ``v -= lr g / sqrt(a + epsilon)``.
 * ``weight_decay`` (decoupled, applied before the update): ``v -= v * weight_decay * lr``;
   ``clipnorm``, ``clipvalue``, ``global_clipnorm`` clip the gradients first.
+
+``apply`` never reads a tensor's value into Python, so a step can be traced (``gt.function``): the
+step count, a schedule's learning rate, Adam's bias correction and the clipping factors are native
+0-d arrays computed from ``iterations`` (as Keras 3: ``t = cast(iterations + 1, dtype)``,
+``beta ** t``; clipping with ``maximum``, not ``if``), once per apply for each backend, device and
+dtype of the variables.  A constant learning rate stays a Python float.
 """
 
 from __future__ import annotations
@@ -27,10 +33,10 @@ import math
 import warnings
 
 from gradtape import dtypes as _dt
-from gradtape.ops.creation import zeros_like
-from gradtape.tensor import Tensor, Variable, convert_to_tensor
+from gradtape.ops.creation import full_like, zeros_like
+from gradtape.ops.elementwise import astype, floor
 from gradtape.tape import GradientTape
-from gradtape.ops.creation import full_like
+from gradtape.tensor import Tensor, Variable, convert_to_tensor
 
 __all__ = [
     "SGD",
@@ -48,7 +54,9 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------- schedules
 class LearningRateSchedule:
-    """A learning rate that depends on the step: ``schedule(step) -> float``."""
+    """A learning rate that depends on the step: ``schedule(step)``.  ``apply`` passes ``iterations``
+    as a 0-d int64 Tensor and takes a Tensor (or a float) back; called with a Python int (as the
+    ``learning_rate`` property does), a schedule may return a float."""
 
     def __call__(self, step):
         raise NotImplementedError
@@ -67,9 +75,14 @@ class ExponentialDecay(LearningRateSchedule):
         self.decay_steps, self.decay_rate, self.staircase = decay_steps, float(decay_rate), staircase
 
     def __call__(self, step):
-        p = step / self.decay_steps
-        if self.staircase:
-            p = math.floor(p)
+        if isinstance(step, Tensor):  # in float64, as the Python floats below
+            p = astype(step, _dt.float64) / self.decay_steps
+            if self.staircase:
+                p = floor(p)
+        else:
+            p = step / self.decay_steps
+            if self.staircase:
+                p = math.floor(p)
         return self.initial_learning_rate * self.decay_rate**p
 
     def get_config(self):
@@ -95,13 +108,30 @@ def _tensor(native, like):
     return convert_to_tensor(native, like=like)
 
 
+def _log(beta):
+    """``log(beta)`` for a decay rate in [0, 1] (``-inf`` for 0)."""
+    return math.log(beta) if beta > 0 else -math.inf
+
+
+def _onto(x, src, b, device):
+    """Native ``x`` of backend ``src`` as an array of backend ``b`` on ``device`` (``x`` itself where
+    it is one already)."""
+    if src is not b:
+        return b.from_dlpack(x, device)
+    if b.device_of(x) != device:
+        return b.to_device(x, device)
+    return x
+
+
 class Optimizer:
     """Base of the optimizers: ``apply_gradients(zip(grads, vars))`` / ``apply(grads, vars)``,
     ``minimize(loss, var_list, tape=None)``, ``iterations``, ``learning_rate``, ``variables``.
 
     Subclasses name their slots in ``_slot_names`` and implement ``update_step(gradient, variable,
     learning_rate)`` on native arrays (``self._xp`` is the variable's namespace; read a slot with
-    ``self._slot(variable, name)``).
+    ``self._slot(variable, name)``); what the variables of one dtype share in an apply (Adam's bias
+    correction) comes from ``_per_apply`` as ``self._shared``.  Nothing there may read a tensor's
+    value into Python (``int``, ``float``, ``if``): steps are traced by ``gt.function``.
     """
 
     _slot_names: tuple = ()
@@ -165,18 +195,55 @@ class Optimizer:
 
     @property
     def learning_rate(self):
-        """The current learning rate (a schedule evaluated at ``iterations``)."""
-        return self._lr_at(int(self.iterations))
+        """The current learning rate, a float (a schedule evaluated at ``iterations``)."""
+        return float(self._lr_at(int(self.iterations)))
 
     @learning_rate.setter
     def learning_rate(self, value):
         self._learning_rate = self._check_lr(value)
 
     def _lr_at(self, step):
+        """The learning rate at ``step`` (a Python int or a Tensor): a constant's float, or what the
+        schedule returns."""
+        lr = self._learning_rate
+        return lr(step) if callable(lr) else lr
+
+    def _scheduled_lr(self, memo, b, device, dtype, like):
+        """The schedule's learning rate for this apply (evaluated once, kept in ``memo``) as a native
+        0-d array of backend ``b`` on ``device`` in ``dtype`` (a float where it returns one)."""
+        if not memo:
+            it = self.iterations
+            memo.append(self._lr_at(_tensor(_onto(it._v, it._b, b, device), like)))
+        lr = memo[0]
+        if isinstance(lr, Tensor):
+            lr, src = lr._v, lr._b
+        elif b.is_native(lr):
+            src = b
+        else:
+            return float(lr)  # a Python value the schedule computed
+        lr = _onto(lr, src, b, device)
+        return lr if lr.dtype == dtype else b.xp.astype(lr, dtype)
+
+    def _prepare(self, b, x, device, memo, like):
+        """What the variables of ``x``'s backend, ``device`` and dtype share in one apply: (namespace,
+        learning rate, ``_per_apply``'s values, weight decay times learning rate)."""
+        xp = b.xp
+        dtype = x.dtype
+        d = b.dtype_of(x)
+        if d.kind == "c":  # the step, learning rate and factors are real
+            dtype = b.dtype_to_native(_dt.real_dtype(d))
         lr = self._learning_rate
         if callable(lr):
-            lr = lr(step)
-        return float(lr)
+            lr = self._scheduled_lr(memo, b, device, dtype, like)
+        it = self.iterations
+        shared = self._per_apply(xp, _onto(it._v, it._b, b, device), dtype, lr)
+        wd_lr = self.weight_decay * lr if self.weight_decay else None
+        return xp, lr, shared, wd_lr
+
+    def _per_apply(self, xp, iterations, dtype, learning_rate):
+        """Values ``update_step`` shares across the variables of one dtype (``self._shared``), from
+        ``iterations`` (a native int64 array) and the learning rate: native arrays in ``dtype``."""
+        return None
 
     # ------------------------------------------------------------------ slots
     @property
@@ -267,18 +334,23 @@ class Optimizer:
             )
         natives = [self._native_gradient(g, v) for g, v in kept]
         natives = self._clip(natives, [v for _, v in kept])
-        step = int(self.iterations)
-        lr = self._lr_at(step)
-        self._step = step
+        groups, memo, of_var = {}, [], []
         for _, v in kept:
             self._ensure_slots(v)
+            b, x = v._b, v._v
+            key = (b, x.dtype, b.device_of(x))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = self._prepare(b, x, key[2], memo, v)
+            of_var.append(group)
         if self.weight_decay:
-            for _, v in kept:
+            for (_, v), group in zip(kept, of_var):
                 if self._use_weight_decay(v):
-                    v.assign_sub(_tensor(v.native * (self.weight_decay * lr), v))
-        for (_, v), g in zip(kept, natives):
-            self._xp = v._b.xp
+                    v.assign_sub(_tensor(v.native * group[3], v))
+        for (_, v), g, (xp, lr, values, _) in zip(kept, natives, of_var):
+            self._xp, self._shared = xp, values
             self.update_step(g, v, lr)
+        groups = memo = of_var = group = self._shared = None  # (iterations is updated in place)
         self.iterations.assign_add(1)
         return self.iterations
 
@@ -317,6 +389,8 @@ class Optimizer:
         return v
 
     def _clip(self, grads, variables):
+        """The native gradients clipped by value, then by norm: ``g * c / maximum(norm, c)`` (a
+        factor of exactly 1 where the norm is at most ``c``)."""
         if self.clipvalue is not None:
             c = float(self.clipvalue)
             grads = [v._b.xp.clip(g, -c, c) for g, v in zip(grads, variables)]
@@ -325,14 +399,23 @@ class Optimizer:
             out = []
             for g, v in zip(grads, variables):
                 xp = v._b.xp
-                n = math.sqrt(float(xp.sum(g * g)))
-                out.append(g * (c / max(n, c)) if n > c else g)
+                out.append(g * (c / xp.maximum(xp.sqrt(xp.sum(g * g)), c)))
             grads = out
         if self.global_clipnorm is not None:
             c = float(self.global_clipnorm)
-            n = math.sqrt(sum(float(v._b.xp.sum(g * g)) for g, v in zip(grads, variables)))
-            if n > c:
-                grads = [g * (c / n) for g in grads]
+            b0 = variables[0]._b
+            device0 = b0.device_of(grads[0])
+            total = None
+            for g, v in zip(grads, variables):
+                s = _onto(v._b.xp.sum(g * g), v._b, b0, device0)
+                total = s if total is None else total + s
+            scale = c / b0.xp.maximum(b0.xp.sqrt(total), c)
+            out = []
+            for g, v in zip(grads, variables):
+                b = v._b
+                f = _onto(scale, b0, b, b.device_of(g))
+                out.append(g * (f if f.dtype == g.dtype else b.xp.astype(f, g.dtype)))
+            grads = out
         return grads
 
     def update_step(self, gradient, variable, learning_rate):
@@ -457,10 +540,15 @@ class Adam(Optimizer):
     def _slot_names_for(self, var):
         return ("momentum", "velocity", "velocity_hat") if self.amsgrad else ("momentum", "velocity")
 
+    def _per_apply(self, xp, iterations, dtype, learning_rate):
+        """``alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)``, ``t = iterations + 1`` in ``dtype``; each
+        ``1 - beta^t`` as ``-expm1(t log(beta))``, which float32 computes without cancellation."""
+        t = xp.astype(iterations + 1, dtype)
+        return xp.sqrt(-xp.expm1(t * _log(self.beta_2))) * learning_rate / -xp.expm1(t * _log(self.beta_1))
+
     def update_step(self, gradient, variable, learning_rate):
         xp = self._xp
-        t = self._step + 1
-        alpha = learning_rate * math.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t)
+        alpha = self._shared
         m_var = self._slot(variable, "momentum")
         v_var = self._slot(variable, "velocity")
         self._assign_add(m_var, (gradient - m_var.native) * (1 - self.beta_1))
