@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 
 import types
+import warnings
 
 import numpy as np
 
@@ -407,7 +408,9 @@ class TorchBackend(Backend):
 
         def run(*args):
             if not compiled:
-                graph = proxy_tensor.make_fx(fn)(*args)
+                with warnings.catch_warnings():  # (torch's own deprecations, from inside make_fx)
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    graph = proxy_tensor.make_fx(fn)(*args)
                 compiled.append(torch.compile(graph, dynamic=False))
             return compiled[0](*args)
 

@@ -818,6 +818,19 @@ class TracingBackend(Backend):
         return self._rec(self.real.erf, "erf", x)
 
     def random_from_numpy(self, arr, dtype, device=None):
+        t = tracing[0]
+        if t is not None and t.backend is self:
+            h = t.host.get(id(arr))
+            if h is not None and h[1] is arr:
+                # a host draw: moved onto the backend before each call, so the program's input is a
+                # native array (a compiler sees an input, not a constant)
+                real = self.real
+
+                def move(a):
+                    v = real.random_from_numpy(a, dtype, device)
+                    return v if v.__class__ is real.array_type else real.fix_output(v)
+
+                return host_then(arr, move, ("random_from_numpy", dtype, device))
         return self._rec(self.real.random_from_numpy, "random_from_numpy", arr, dtype, device)
 
     def update_inplace(self, name, x, delta):
@@ -873,21 +886,30 @@ def host_draw(fn, *args):
 
 
 class _Then:
-    """A host draw followed by its host-side post-processing (a cast), as one draw."""
+    """A host draw followed by its post-processing (a cast on the host, the move onto the backend),
+    as one draw; ``key`` says what the post-processing is (two draws are the same draw when their
+    draws and keys are)."""
 
-    __slots__ = ("draw", "then")
+    __slots__ = ("draw", "then", "key")
 
-    def __init__(self, draw, then):
+    def __init__(self, draw, then, key):
         self.draw = draw
         self.then = then
+        self.key = key
 
     def __call__(self, *args):
         return self.then(self.draw(*args))
 
+    def __eq__(self, other):
+        return isinstance(other, _Then) and self.draw == other.draw and self.key == other.key
 
-def host_then(arr, fn):
-    """``fn(arr)`` for host random numbers ``arr`` (a cast before they go to the backend); while
-    tracing, ``fn`` joins the draw that made ``arr``."""
+    __hash__ = None
+
+
+def host_then(arr, fn, key):
+    """``fn(arr)`` for host random numbers ``arr`` (a cast, the move onto a backend; ``key``
+    describes it); while tracing, ``fn`` joins the draw that made ``arr`` and its result is the
+    draw's input of the program."""
     new = fn(arr)
     t = tracing[0]
     if t is not None:
@@ -895,9 +917,11 @@ def host_then(arr, fn):
         if h is not None and h[1] is arr:
             a, _, k = h
             draw, args = t.draws[k]
-            t.draws[k] = (_Then(draw, fn), args)
+            t.draws[k] = (_Then(draw, fn, key), args)
             a.c = new
             t.host[id(new)] = (a, new, k)
+            t.values[a.slot] = new
+            return a if new.__class__ is not np.ndarray else new
     return new
 
 

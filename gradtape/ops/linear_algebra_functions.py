@@ -40,6 +40,7 @@ _matmul = defop(
     "matmul",
     chapter="linear_algebra",
     scalars=False,
+    promote=True,  # (mixed dtypes are cast first: the rule's products then have one dtype on torch too)
     saves="inputs",
     batched=True,
     domain=with_complex(
@@ -101,6 +102,7 @@ _tensordot = defop(
     _tensordot_forward,
     chapter="linear_algebra",
     scalars=False,
+    promote=True,
     saves="inputs",
     batched=True,
     domain=with_complex(
@@ -176,6 +178,7 @@ _vecdot = defop(
     _vecdot_forward,
     chapter="linear_algebra",
     scalars=False,
+    promote=True,
     saves="inputs",
     batched=True,
     domain=with_complex([Case(REAL[3], REAL[3]), Case(REAL[2, 3], REAL[3]), Case(REAL[3, 2], REAL[3, 2], axis=0)]),

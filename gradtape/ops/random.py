@@ -47,7 +47,8 @@ def emit(arr, dtype, device=None, backend=None):
     holding the NumPy array ``arr`` cast to ``dtype``."""
     b, dev = _backend_and_device(device, backend)
     d = _dt.as_dtype(dtype)
-    arr = host_then(arr, lambda a: np.ascontiguousarray(a.astype(np.dtype(d.name), copy=False)))
+    nd = np.dtype(d.name)
+    arr = host_then(arr, lambda a: np.asarray(a, dtype=nd, order="C"), ("astype", nd))
     v = b.random_from_numpy(arr, d, dev)
     if v.__class__ is not b.array_type:
         v = b.fix_output(v)
