@@ -410,7 +410,14 @@ class TorchBackend(Backend):
             if not compiled:
                 with warnings.catch_warnings():  # (torch's own deprecations, from inside make_fx)
                     warnings.simplefilter("ignore", DeprecationWarning)
-                    graph = proxy_tensor.make_fx(fn)(*args)
+                    # distinct example arguments: one tensor passed twice must not make the graph
+                    # assume that those inputs always alias
+                    seen = set()
+                    example = []
+                    for a in args:
+                        example.append(a.clone() if id(a) in seen else a)
+                        seen.add(id(a))
+                    graph = proxy_tensor.make_fx(fn)(*example)
                 compiled.append(torch.compile(graph, dynamic=False))
             return compiled[0](*args)
 
