@@ -22,9 +22,10 @@ Keras 3's formulas (``lr`` the learning rate, ``g`` the gradient, ``t = iteratio
 
 ``apply`` never reads a tensor's value into Python, so a step can be traced (``gt.function``): the
 step count, a schedule's learning rate, Adam's bias correction and the clipping factors are native
-0-d arrays computed from ``iterations`` (as Keras 3: ``t = cast(iterations + 1, dtype)``,
-``beta ** t``; clipping with ``maximum``, not ``if``), once per apply for each backend, device and
-dtype of the variables.  A constant learning rate stays a Python float.
+0-d arrays computed from ``iterations`` (as Keras 3: ``t = cast(iterations + 1, dtype)``; clipping
+with ``maximum``, not ``if``), once per apply for each backend, device and dtype of the variables.
+Adam's ``1 - beta^t`` is ``-expm1(t log(beta))``, so float32 keeps its digits (``1 - beta_2^t``
+cancels).  A constant learning rate stays a Python float.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from gradtape import dtypes as _dt
 from gradtape.ops.creation import full_like, zeros_like
 from gradtape.ops.elementwise import astype, floor
 from gradtape.tape import GradientTape
-from gradtape.tensor import Tensor, Variable, convert_to_tensor
+from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
 
 __all__ = [
     "SGD",
@@ -104,8 +105,12 @@ schedules = _Schedules()
 
 # ---------------------------------------------------------------------------------------- base
 def _tensor(native, like):
-    """A Tensor around a native array of ``like``'s backend (no copy, nothing recorded)."""
-    return convert_to_tensor(native, like=like)
+    """A Tensor around a native array of ``like``'s backend, computed on its device (no copy, nothing
+    recorded)."""
+    b = like._b
+    if type(native) is not b.array_type:  # a NumPy scalar from 0-d arithmetic
+        native = b.fix_output(native)
+    return _wrap(native, b)
 
 
 def _log(beta):
@@ -351,8 +356,9 @@ class Optimizer:
             self._xp, self._shared = xp, values
             self.update_step(g, v, lr)
         groups = memo = of_var = group = self._shared = None  # (iterations is updated in place)
-        self.iterations.assign_add(1)
-        return self.iterations
+        it = self.iterations
+        it.assign_add(_tensor(it._b.xp.ones_like(it._v), it))
+        return it
 
     def minimize(self, loss, var_list, tape=None):
         """Compute the gradients of ``loss`` (a tensor recorded on ``tape``, or a callable taking no
@@ -383,9 +389,12 @@ class Optimizer:
         if tuple(g.shape) != tuple(var.shape):
             raise ValueError(f"the gradient of {var.name!r} has shape {g.shape}, the variable {var.shape}")
         v = g.native
+        b = var._b
         if g.dtype != var.dtype:
-            b = var._b
             v = b.xp.astype(v, b.dtype_to_native(var.dtype))
+        device = b.device_of(var._v)
+        if b.device_of(v) != device:
+            v = b.to_device(v, device)
         return v
 
     def _clip(self, grads, variables):
@@ -544,7 +553,7 @@ class Adam(Optimizer):
         """``alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)``, ``t = iterations + 1`` in ``dtype``; each
         ``1 - beta^t`` as ``-expm1(t log(beta))``, which float32 computes without cancellation."""
         t = xp.astype(iterations + 1, dtype)
-        return xp.sqrt(-xp.expm1(t * _log(self.beta_2))) * learning_rate / -xp.expm1(t * _log(self.beta_1))
+        return xp.sqrt(-xp.expm1(t * _log(self.beta_2))) * -learning_rate / xp.expm1(t * _log(self.beta_1))
 
     def update_step(self, gradient, variable, learning_rate):
         xp = self._xp
