@@ -160,7 +160,7 @@ class Function:
             # an outer tape records: run eagerly, so that it records the function's ops
             return self._python_function(*args, **kwargs)
         if self._input_signature is not None:
-            self._check_input_signature(args, kwargs)
+            args = self._check_input_signature(args, kwargs)
         fast = None
         if not kwargs:
             # the common call: tensors only, by position (the leaves are the arguments)
@@ -280,6 +280,7 @@ class Function:
                 f"gt.function {self._name!r}: its input_signature has {len(specs)} arguments, "
                 f"the call passes {len(args)}"
             )
+        converted = []
         for k, (a, s) in enumerate(zip(args, specs)):
             t = a if isinstance(a, Tensor) else convert_to_tensor(a, dtype=s.dtype)
             if not s.is_compatible_with(t):
@@ -287,6 +288,8 @@ class Function:
                     f"gt.function {self._name!r}: argument {k} ({t.dtype}, shape {t.shape}) does not match its "
                     f"input_signature entry {s}"
                 )
+            converted.append(t)
+        return tuple(converted)  # (Python values as tensors of their spec, as TensorFlow)
 
 
 def _check_specs(sig):
