@@ -31,6 +31,7 @@ def _conformance(args):
         order2=args.order == 2,
         progress=not args.no_progress,
         seed=args.seed,
+        compiled=args.compiled,
     )
     print(report.markdown())
     if args.report:
@@ -93,6 +94,12 @@ def main(argv=None):
     )
     c.add_argument("--samples", type=int, default=None, help="cases per op (default: all of its domain)")
     c.add_argument("--order", type=int, choices=[1, 2], default=2, help="2 also checks gradients of gradients")
+    c.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also compute each case's gradient inside gt.function (traced, then replayed or compiled) and "
+        "compare it with eager gradtape",
+    )
     c.add_argument("--report", help="write the report to FILE.json or FILE.md")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--no-progress", action="store_true")

@@ -559,7 +559,9 @@ def _agrees(f, trace, run, used, outputs, state_vals, guards_out, b):
         if e.dtype.kind in "fc":
             eps = np.finfo(e.dtype).eps
             rtol = np.sqrt(eps) if guards_out else 64 * eps
-            scale = float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0))
+            # (an absolute floor: a value that is round-off of zero, a second derivative of a
+            # piecewise linear function, may differ by round-off of its own)
+            scale = max(float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)), 1.0)
             if not np.allclose(g, e, rtol=rtol, atol=rtol * scale, equal_nan=True):
                 diff = float(np.nanmax(np.abs(g - e), initial=0.0))
                 return _disagree(f, f"value {k} differs from eager by up to {diff:.3g}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
@@ -11,8 +12,11 @@ import gradtape as gt
 from gradtape import registry
 from gradtape.cli import main
 from gradtape.conformance import cases, uncovered_ops
-from gradtape.conformance.checks import check_case_everywhere, known_failures
+from gradtape.conformance.checks import check_case_everywhere, check_compiled, known_failures
 from gradtape.conformance.report import run
+
+gt_function = importlib.import_module("gradtape.function")  # (gt.function is the decorator)
+COMPILED_OPS = ["sin", "matmul", "sum", "linalg.inv", "getitem", "where", "cumulative_sum"]
 
 
 def test_every_builtin_op_is_covered():
@@ -122,3 +126,85 @@ def test_quick_conformance_pass_over_every_op_and_backend():
     report = run(samples=1, progress=False, order2=False)
     assert report.failed == [], report.markdown()
     assert len(report.rows) == len({op.name for op, _ in cases()})
+
+
+def test_compiled_check_agrees_with_eager_on_every_backend():
+    """--compiled: each op's gradient (first and second order) through gt.function, called on three
+    draws of the case, equals eager gradtape's on every installed backend."""
+    report = run(ops=COMPILED_OPS, samples=1, progress=False, native=False, compiled=True)
+    assert report.failed == [], report.markdown()
+    for op, cells in report.rows.items():
+        for b, c in cells.items():
+            comp = c["compiled"]
+            assert comp["status"] == "pass" and comp["checks"] == ["grad", "order2"], (op, b, comp)
+            assert comp["how"] == ("jax compiler" if b == "jax" else "replay"), (op, b, comp)
+    assert report.compiled_counts()["pass"] == len(COMPILED_OPS) * len(report.backends)
+    assert "| compiled |" in report.markdown()
+
+
+def _wrong_programs(monkeypatch):
+    """Every traced program (checked at trace time first) returns its outputs times 1.001."""
+    compile_ = gt_function._compile
+
+    def sabotaged(*args):
+        run_, used, how, source = compile_(*args)
+        if run_ is None:
+            return run_, used, how, source
+
+        def wrong(*a):
+            res = run_(*a)
+            return (tuple(o * 1.001 for o in res[0]),) + tuple(res[1:])
+
+        return wrong, used, how, source
+
+    monkeypatch.setattr(gt_function, "_compile", sabotaged)
+
+
+def test_compiled_check_fails_on_a_wrong_program(monkeypatch, tmp_path):
+    _wrong_programs(monkeypatch)
+    report = run(ops=["sin", "floor"], samples=1, progress=False, native=False, order2=False, compiled=True)
+    backends = report.backends
+    want = [(op, f"{b} (compiled)") for op in ("sin", "floor") for b in backends]  # gradient and forward
+    assert sorted(report.failed) == sorted(want), report.markdown()
+    comp = report.rows["sin"]["numpy"]["compiled"]
+    assert comp["status"] == "FAIL"
+    assert "call 2 (its program, replay) differs from eager" in comp["reasons"][0]["reason"]
+    assert "| sin | pass" in report.markdown() and "**FAIL**" in report.markdown()
+    path = tmp_path / "r.json"
+    report.write(path)
+    assert '"compiled"' in path.read_text()
+
+
+def test_compiled_check_fails_when_the_trace_falls_back_to_eager(monkeypatch):
+    """A program that disagrees with eager at trace time makes the function run eagerly (so it would
+    agree with eager from then on): the check reports it as a failure, not a pass."""
+    monkeypatch.setattr(gt_function, "_agrees", lambda f, *a: gt_function._disagree(f, "sabotaged"))
+    op = registry.get_op("sin")
+    res = check_compiled(op, gt.domains.expand(op.domain, 1)[0], 0, "numpy")
+    assert res["status"] == "FAIL" and "does not reproduce the eager call" in res["reason"], res
+
+
+def test_an_untraceable_op_is_its_own_category(monkeypatch):
+    """A value read into Python while tracing is reported as not traceable (with where it happened),
+    neither a failure nor a pass."""
+    op = registry.get_op("sin")
+
+    def sin_if_positive(x):
+        return gt.sin(x) if bool(gt.sum(x) > -100.0) else x
+
+    monkeypatch.setattr(op, "public", sin_if_positive)
+    report = run(ops=["sin"], samples=1, progress=False, native=False, order2=False, compiled=True)
+    assert report.failed == [], report.markdown()
+    comp = report.rows["sin"]["numpy"]["compiled"]
+    assert comp["status"] == "not traceable", comp
+    reason = comp["reasons"][0]["reason"]
+    assert reason.startswith("a traced tensor read as a Python bool at tests/test_conformance.py:"), reason
+    assert report.compiled_counts()["not traceable"] == len(report.backends)
+    assert "| not traceable: a traced tensor read as a Python bool at" in report.markdown()
+
+
+def test_cli_compiled_flag(capsys):
+    args = ["conformance", "--compiled", "--ops", "exp", "--backends", "numpy", "--samples", "1", "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| compiled |" in out and "gt.function check: 1 pass" in out
