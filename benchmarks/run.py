@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """gradtape's benchmark harness (issue 6): one command, every workload, every installed framework.
 
-    python benchmarks/run.py                       # everything (~10 min on a 2-core machine)
-    python benchmarks/run.py --quick               # fewer repeats, one process per framework (~1-2 min)
+    python benchmarks/run.py                       # everything (~30 min on a 2-core machine)
+    python benchmarks/run.py --quick               # fewer repeats, one process per framework (~20 min:
+                                                   # the compiled rows' unrolled W1/W2 chains compile for minutes)
     python benchmarks/run.py --only W1,W3 --frameworks gradtape,torch.autograd
     python benchmarks/run.py --out docs/perf.md --json results.json
+    python benchmarks/run.py --quick --only W1,W2,W3,W4 --frameworks gradtape.function,jax.jit,torch.compile
 
-Each (framework, workload) runs in a fresh ``subprocess`` (``--quick``: one per framework, W7
-always alone) with one thread per framework (``OMP_NUM_THREADS=1`` and friends,
-``torch.set_num_threads(1)``, ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false ...``), warm-up calls
-first, then the median of repeats.  Prints a markdown table of times and ratios to
-``torch.autograd``, the memory of W7, and which of issue 6's targets are met.  Progress goes to
-stderr, the report to stdout (and ``--out``); ``--json`` keeps every raw figure.
+Each (framework, workload) runs in a fresh ``subprocess`` (``--quick``: one per framework, W7 and
+the cells of a compiled row always alone) with one thread per framework (``OMP_NUM_THREADS=1`` and
+friends, ``torch.set_num_threads(1)``, ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false ...``),
+warm-up calls first, then the median of repeats.  Prints a markdown table of times and ratios to
+``torch.autograd``, the memory of W7, the first calls of compiled steps (``gt.function``,
+``jax.jit``, ``torch.compile``: trace + compile, never in the medians), and which of the targets of
+issues 6 and 12 are met.  Progress goes to stderr, the report to stdout (and ``--out``); ``--json``
+keeps every raw figure.
 
 These are benchmark figures, not assertions: nothing here fails on a slow number.
 """
@@ -26,8 +30,10 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,11 +87,11 @@ def select_frameworks(spec):
         return list(FRAMEWORKS)
     out = []
     for tok in [t.strip() for t in spec.split(",") if t.strip()]:
-        hits = [
+        # a row's exact name is that row only (gradtape.function-torch, not -torch-compile too)
+        hits = [f for f in FRAMEWORKS if f.name == tok] or [
             f
             for f in FRAMEWORKS
-            if f.name == tok
-            or f.name.startswith(tok + "-")
+            if f.name.startswith(tok + "-")
             or f.name.startswith(tok + ".")
             or f.name.startswith(tok + "(")
             or fnmatch.fnmatchcase(f.name, tok)
@@ -173,7 +179,19 @@ def machine_info():
 
 # ---------------------------------------------------------------------------------------- running
 def run_group(fw, workloads, args, log):
-    """One fresh worker process for ``fw`` over ``workloads``; a record per workload."""
+    """One fresh worker process for ``fw`` over ``workloads``; a record per workload.  A row that
+    compiles (``fw.compiles``) gets ``--compile-timeout`` when that is longer; a torch row gets an
+    empty inductor cache, so that a first call compiles cold (not from an earlier run's cache)."""
+    timeout = max(args.timeout, args.compile_timeout) if fw.compiles else args.timeout
+    cache = tempfile.mkdtemp(prefix="gradtape-bench-inductor-") if "torch" in fw.needs else None
+    try:
+        return _run_group(fw, workloads, args, log, timeout, cache)
+    finally:
+        if cache:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
+def _run_group(fw, workloads, args, log, timeout, cache):
     env = dict(os.environ)
     env.pop("GRADTAPE_BACKEND", None)
     env.update(THREAD_ENV)
@@ -181,6 +199,8 @@ def run_group(fw, workloads, args, log):
         env["XLA_FLAGS"] = os.environ["XLA_FLAGS"] + " " + THREAD_ENV["XLA_FLAGS"]
     if "W7" in workloads:
         env.update(MEMORY_ENV)
+    if cache:
+        env["TORCHINDUCTOR_CACHE_DIR"] = cache
     cmd = [sys.executable, WORKER, "--framework", fw.name, "--workloads", ",".join(workloads)]
     if args.quick:
         cmd.append("--quick")
@@ -191,11 +211,11 @@ def run_group(fw, workloads, args, log):
     cmd += ["--clock", args.clock]
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
+        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         stdout, stderr, rc = p.stdout, p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
         stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        stderr, rc = f"timed out after {args.timeout} s", None
+        stderr, rc = f"timed out after {timeout:.0f} s", None
     recs, meta = {}, {}
     for line in stdout.splitlines():
         if line.startswith("@@BENCH "):
@@ -209,7 +229,7 @@ def run_group(fw, workloads, args, log):
         r = recs.get(w)
         if r is None:
             why = (
-                f"timeout (> {args.timeout} s)"
+                f"timeout (> {timeout:.0f} s" + (", first call included)" if fw.compiles else ")")
                 if rc is None
                 else f"worker exited with {rc}: " + (stderr.strip().splitlines() or ["(no output)"])[-1]
             )
@@ -274,8 +294,16 @@ def fmt_ratio(x):
 
 
 # ---------------------------------------------------------------------------------------- targets
+def first_call(r):
+    """The first call of record ``r`` in seconds (wall; trace + compile for a compiled step)."""
+    if r is None or r.get("status") != "ok":
+        return None
+    return r.get("first_call_s")
+
+
 def targets(R):
-    """Issue 6's targets, evaluated on the results ``R[(framework, workload)]``."""
+    """The targets of issues 6 and 12 (``gt.function``), evaluated on the results
+    ``R[(framework, workload)]``."""
 
     def v(fw, w):
         return value(R.get((fw, w)))
@@ -290,11 +318,12 @@ def targets(R):
 
     rows = []
 
-    def add(name, measured, target, unit, anchor=None):
+    def add(name, measured, target, unit, anchor=None, issue=6):
         met = None if measured is None else measured <= target
         k = scale(*anchor) if anchor else None
         rows.append(
             {
+                "issue": issue,
                 "target": name,
                 "measured": measured,
                 "target_value": target,
@@ -351,6 +380,44 @@ def targets(R):
             held = r.get("tm_held_alive_mib", r["held_alive_mib"])
             held = max(held, r.get("tm_held_mib", r["held_mib"]))
         add(f"W7 {fw}: nothing held after gradient() (tape alive or dropped; ≤ 1 MiB)", held, 1.0, "MiB")
+
+    # issue 12: gt.function against each backend's own compiled step and the hand-written NumPy one
+    for w in ("W1", "W2", "W3", "W4"):
+        add(
+            f"{w} gradtape.function-jax ≤ 1.2 × jax.jit(jax.grad)" + (" (fori_loop)" if w in ("W1", "W2") else ""),
+            ratio(v("gradtape.function-jax", w), v("jax.jit(jax.grad)", w)),
+            1.2,
+            "×",
+            issue=12,
+        )
+    for w, t in (("W1", 1.5), ("W2", 1.5), ("W3", 1.05)):
+        add(
+            f"{w} gradtape.function-numpy ≤ {t:g} × hand-written NumPy",
+            ratio(v("gradtape.function-numpy", w), v("numpy-hand", w)),
+            t,
+            "×",
+            issue=12,
+        )
+    for w in ("W3", "W4"):
+        add(
+            f"{w} gradtape.function-torch no slower than torch.autograd (≤ 1 ×)",
+            ratio(v("gradtape.function-torch", w), v("torch.autograd", w)),
+            1.0,
+            "×",
+            issue=12,
+        )
+    for w in ("W1", "W2", "W3", "W4"):
+        add(
+            f"{w} gradtape.function-torch-compile ≤ 1.1 × torch.compile",
+            ratio(v("gradtape.function-torch-compile", w), v("torch.compile", w)),
+            1.1,
+            "×",
+            issue=12,
+        )
+    for fw, owns in OWN_COMPILER.items():
+        own = owns[-1]
+        a, b = first_call(R.get((fw, "W3"))), first_call(R.get((own, "W3")))
+        add(f"W3 first call: {fw} ≤ 2 × {own}'s", ratio(a, b), 2.0, "×", issue=12)
     return rows
 
 
@@ -433,6 +500,9 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
                     txt = f"{fmt(val)} / {fmt(r['held_mib'])}"
                 if ref and fw.name != ref_name and val is not None:
                     txt += f" ({fmt_ratio(val / ref)})"
+                odd = run_notes(r)
+                if odd:
+                    txt += f" {note(f'`{fw.name}` {w}: ' + '; '.join(odd))}"
                 cells.append(txt)
             elif st == "n/a":
                 cells.append("—")
@@ -493,14 +563,18 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
         )
         lines.append("")
 
+    # ---- first calls of compiled steps
+    lines += first_call_table(R, frameworks, workloads)
+
     # ---- targets
     tg = targets(R)
-    lines.append("### Issue 6's targets")
+    lines.append("### Targets (issue 6; issue 12: `gt.function`)")
     lines.append("")
     lines.append(
-        "| target | measured | met? | measured / target | target scaled to this machine (by anchor) | met, scaled? |"
+        "| issue | target | measured | met? | measured / target | target scaled to this machine (by anchor) "
+        "| met, scaled? |"
     )
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|")
     partial = bool(args.only or args.frameworks)
     for t in tg:
         if partial and t["measured"] is None:
@@ -512,7 +586,7 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
         gap = "—" if t["gap"] is None else fmt_ratio(t["gap"])
         sc = "—" if t["scaled_target"] is None else f"{fmt(t['scaled_target'])}{sep}{unit} (by `{t['anchor']}`)"
         sm = "—" if t["scaled_met"] is None else ("**met**" if t["scaled_met"] else "missed")
-        lines.append(f"| {t['target']} | {m} | {met} | {gap} | {sc} | {sm} |")
+        lines.append(f"| {t['issue']} | {t['target']} | {m} | {met} | {gap} | {sc} | {sm} |")
     lines.append("")
     lines.append(
         "Scaled targets: an absolute target of the issue multiplied by (this machine's "
@@ -521,17 +595,7 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
     )
     lines.append("")
 
-    # ---- jit compile, skips, checksums
-    jit = [
-        r for r in results if r["framework"].startswith("jax.jit") and r.get("status") == "ok" and "first_call_s" in r
-    ]
-    if jit:
-        lines.append(
-            "First call of `jax.jit(jax.grad)` (compile + run, excluded above): "
-            + ", ".join(f"{r['workload']} {r['first_call_s']:.2f} s" for r in jit)
-            + "."
-        )
-        lines.append("")
+    # ---- skips, checksums
     busy = [
         f"`{r['framework']}` {r['workload']} ({r['cpu_over_wall']:.2f})"
         for r in results
@@ -577,6 +641,67 @@ def report(results, frameworks, workloads, info, args, argv, elapsed):
     return "\n".join(lines), tg
 
 
+def run_notes(r):
+    """What a table cell should footnote about how a compiled step ran: an executor other than the
+    one expected (a compiler that failed replays; a program that disagreed with eager runs eagerly),
+    retracing, gt.function's warnings on its first call."""
+    out = []
+    ex, want = r.get("executor"), r.get("executor_expected")
+    if ex is not None and want is not None and ex != want:
+        out.append(f"ran as {ex!r}, not {want!r}")
+    if r.get("tracing_count", 1) > 1:
+        out.append(f"traced {r['tracing_count']} times")
+    out += [n for n in r.get("notes") or [] if "gt.function" in n]  # gradtape's; the JSON has all
+    return out
+
+
+#: the compiled anchor each gt.function row's first call is compared with (the first measured)
+OWN_COMPILER = {
+    "gradtape.function-jax": ("jax.jit(jax.grad)-unrolled", "jax.jit(jax.grad)"),
+    "gradtape.function-torch-compile": ("torch.compile",),
+}
+
+
+def first_call_table(R, frameworks, workloads):
+    """Markdown lines: the first call (trace + compile + one run, wall seconds) of each compiled or
+    traced row, with the ratio to the backend's own compiler's first call where there is one."""
+    rows = [f for f in frameworks if (f.compiles or f.name.startswith("gradtape.function")) and not missing(f)]
+    cols = [w for w in workloads if w not in ("W6", "W7")]
+    rows = [f for f in rows if any(first_call(R.get((f.name, w))) is not None for w in cols)]
+    if not rows:
+        return []
+    lines = [
+        "### First calls (s, wall; not in the medians above)",
+        "",
+        "| framework | " + " | ".join(cols) + " | runs as |",
+        "|---|" + "---|" * (len(cols) + 1),
+    ]
+    for f in rows:
+        cells = [f"`{f.name}`"]
+        for w in cols:
+            a = first_call(R.get((f.name, w)))
+            b = next(filter(None, (first_call(R.get((o, w))) for o in OWN_COMPILER.get(f.name, ()))), None)
+            txt = fmt(a)
+            if a is not None and b:
+                txt += f" ({fmt_ratio(a / b)})"
+            cells.append(txt)
+        ex = sorted({R[(f.name, w)].get("executor") for w in cols if R.get((f.name, w), {}).get("executor")})
+        cells.append(", ".join(ex) if ex else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "First call: the step's first call, wall time — for `gt.function` the trace (one eager run "
+        "on stand-in arrays), the program's generation, its compilation and one checking run; for "
+        "`jax.jit` and `torch.compile` compile + one run.  Torch rows start with an empty inductor "
+        "cache, after a probe compile that starts inductor.  In parentheses: against the first call "
+        "of the backend's own compiler (`jax.jit(jax.grad)`, its unrolled chain where measured; "
+        "`torch.compile`) on the same workload.  Runs as: the executor `gt.function` ended with "
+        "(`replay`: the program called op by op).",
+        "",
+    ]
+    return lines
+
+
 def checksum_mismatches(results, rtol=1e-3):
     ref = {
         r["workload"]: r.get("checksum") for r in results if r["framework"] == "numpy-hand" and r.get("status") == "ok"
@@ -615,6 +740,13 @@ def main(argv=None):
         "[default with --quick]; W7 always gets its own",
     )
     ap.add_argument("--timeout", type=float, default=None, help="seconds per worker process (default 600, --quick 180)")
+    ap.add_argument(
+        "--compile-timeout",
+        type=float,
+        default=600.0,
+        help="seconds per worker process of a compiled row (gt.function on JAX or with jit_compile, jax.jit, "
+        "torch.compile), whose first call compiles: minutes for an unrolled 2,000-step chain (default 600)",
+    )
     ap.add_argument(
         "--clock",
         choices=("cpu", "wall"),
@@ -660,7 +792,9 @@ def main(argv=None):
     else:
         for f in runnable:
             ws = [w for w in workloads if w in f.workloads and w != "W7"]
-            if ws:
+            if ws and f.compiles:  # one long compile must not take the row's other cells with it
+                groups += [(f, [w]) for w in ws]
+            elif ws:
                 groups.append((f, ws))
         for f in runnable:
             if "W7" in workloads and "W7" in f.workloads:

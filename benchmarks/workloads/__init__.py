@@ -19,6 +19,11 @@ class Framework:
     numpy_memory: bool  # its arrays are NumPy's, so tracemalloc sees them (W7)
     about: str  # one line for the table's legend
     workloads: tuple = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")  # the others are "—"
+    compiles: bool = False  # a first call that compiles (minutes on a long chain): a process per workload
+
+
+#: the gt.function rows' workloads: no W6 (a 100,000-op chain unrolled) nor W7 (the tape's memory)
+TRACED_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
 
 
 FRAMEWORKS = [
@@ -33,6 +38,49 @@ FRAMEWORKS = [
         "gradtape, array_api_strict backend (NumPy underneath)",
     ),
     Framework(
+        "gradtape.function-numpy",
+        "gradtape_bench",
+        ("gradtape", "numpy"),
+        True,
+        "the `gradtape-numpy` step in `gt.function`: traced on its first call, then replayed",
+        TRACED_WORKLOADS,
+    ),
+    Framework(
+        "gradtape.function-torch",
+        "gradtape_bench",
+        ("gradtape", "torch"),
+        False,
+        "the `gradtape-torch` step in `gt.function`: traced, then replayed (no compiler)",
+        TRACED_WORKLOADS,
+    ),
+    Framework(
+        "gradtape.function-torch-compile",
+        "gradtape_bench",
+        ("gradtape", "torch"),
+        False,
+        "the `gradtape-torch` step in `gt.function(jit_compile=True)`: traced, then `torch.compile`d "
+        "(make_fx + inductor)",
+        TRACED_WORKLOADS,
+        compiles=True,
+    ),
+    Framework(
+        "gradtape.function-jax",
+        "gradtape_bench",
+        ("gradtape", "jax"),
+        False,
+        "the `gradtape-jax` step in `gt.function`: traced, then `jax.jit`-compiled",
+        TRACED_WORKLOADS,
+        compiles=True,
+    ),
+    Framework(
+        "gradtape.function-array_api_strict",
+        "gradtape_bench",
+        ("gradtape", "array_api_strict"),
+        True,
+        "the `gradtape-array_api_strict` step in `gt.function`: traced, then replayed",
+        TRACED_WORKLOADS,
+    ),
+    Framework(
         "torch.autograd",
         "torch_bench",
         ("torch",),
@@ -41,6 +89,17 @@ FRAMEWORKS = [
         "`torch.autograd.functional.jacobian`) — the ratio reference",
     ),
     Framework("torch.func", "torch_bench", ("torch",), False, "`torch.func.jacrev` (W5 only)", ("W5",)),
+    Framework(
+        "torch.compile",
+        "torch_bench",
+        ("torch",),
+        False,
+        "the `torch.autograd` step (forward, `torch.autograd.grad`, SGD update) in "
+        "`torch.compile(fullgraph=True)` with dynamo's `trace_autograd_ops`: one inductor graph; "
+        "compile time excluded",
+        ("W1", "W2", "W3", "W4"),
+        compiles=True,
+    ),
     Framework("jax.grad", "jax_bench", ("jax",), False, "`jax.grad` un-jitted (eager; W5: `jax.jacrev`)"),
     Framework(
         "jax.jit(jax.grad)",
@@ -48,6 +107,17 @@ FRAMEWORKS = [
         ("jax",),
         False,
         "`jax.jit(jax.grad(f))` (chains as `lax.fori_loop`; compile time excluded)",
+        compiles=True,
+    ),
+    Framework(
+        "jax.jit(jax.grad)-unrolled",
+        "jax_bench",
+        ("jax",),
+        False,
+        "`jax.jit(jax.grad(f))` of the chain as an unrolled Python loop, the program `gt.function` hands "
+        "to `jax.jit` (W1/W2; compile time excluded)",
+        ("W1", "W2"),
+        compiles=True,
     ),
     Framework(
         "autograd", "hips_autograd_bench", ("autograd",), True, "HIPS `autograd` (`autograd.grad`, `autograd.jacobian`)"

@@ -1,13 +1,14 @@
 """One fresh process: ``python benchmarks/workloads/_worker.py --framework F --workloads W1,W2``.
 
 Run by ``benchmarks/run.py`` with one-thread environment variables already set; prints one line
-``@@BENCH {json}`` per workload.  Timing: the first call (compile, caches) and the remaining
-warm-up calls are not counted; then ``reps`` timed calls, each after a ``gc.collect()``, their
-number chosen so the timed part lasts about the plan's budget (wall time), within [min, max]; the
-figure is their median, of the process's CPU time by default (``--clock cpu``: robust on a shared
-machine, and equal to the wall time of an idle one for one-threaded work) or of wall time
-(``--clock wall``); both are kept.  W6 is first projected and skipped when one run would exceed the
-plan's cap.  W7 measures memory (see ``measure_memory``).
+``@@BENCH {json}`` per workload.  Timing: the first call (trace, compile, caches: kept apart as
+``first_call_s``, the second as ``second_call_s``) and the remaining warm-up calls are not
+counted; then ``reps`` timed calls, each after a ``gc.collect()``, their number chosen so the timed
+part lasts about the plan's budget (wall time), within [min, max]; the figure is their median, of
+the process's CPU time by default (``--clock cpu``: robust on a shared machine, and equal to the
+wall time of an idle one for one-threaded work) or of wall time (``--clock wall``); both are kept.
+W6 is first projected and skipped when one run would exceed the plan's cap.  W7 measures memory
+(see ``measure_memory``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[0] = os.path.dirname(HERE)  # benchmarks/, so ``workloads`` is a package
 
 from workloads import BY_NAME, load  # noqa: E402
-from workloads.common import SIZES, NotApplicable  # noqa: E402
+from workloads.common import SIZES, NotApplicable, Unavailable  # noqa: E402
 
 #: per mode and workload: warm-up calls, seconds of timed calls to aim for, [min, max] repeats
 PLANS = {
@@ -74,6 +75,7 @@ def time_case(case, plan, clock="cpu"):
     del r
     walls, cpus = [], []
     warm = 1
+    second = None
     if plan["warmup"] == 0:  # W6: the probe warmed up; the first call counts
         walls.append(first)
         cpus.append(first_cpu)
@@ -86,6 +88,8 @@ def time_case(case, plan, clock="cpu"):
             prev = last
             last, r = _timed(case)
             del r
+            if warm == 1:
+                second = last
             warm += 1
     est = first if plan["warmup"] == 0 else last
     reps = max(plan["min"], min(plan["max"], math.ceil(plan["budget"] / max(est, 1e-9))))
@@ -108,6 +112,8 @@ def time_case(case, plan, clock="cpu"):
         "reps": reps,
         "warmup": warm,
         "first_call_s": first,
+        "first_call_cpu_s": first_cpu,
+        "second_call_s": second,
         "ops": case.ops,
         "checksum": checksum,
     }
@@ -359,12 +365,18 @@ def main(argv=None):
                     res = measure_memory(case, plans[w], fw.numpy_memory)
                 else:
                     res = time_case(case, plans[w], a.clock)
+                if case.info is not None:
+                    res.update(case.info())
+                if case.notes:
+                    res["notes"] = list(case.notes)
                 del case
             res.setdefault("status", "ok")
             res["wall_s"] = time.perf_counter() - t0
             rec.update(res)
         except NotApplicable as e:
             rec.update(status="n/a", reason=str(e))
+        except Unavailable as e:
+            rec.update(status="unavailable", reason=str(e)[:500])
         except Exception as e:
             rec.update(
                 status="error", reason=f"{type(e).__name__}: {e}"[:500], traceback=traceback.format_exc()[-3000:]

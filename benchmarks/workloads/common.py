@@ -12,6 +12,7 @@ first step of every framework computes the same numbers and ``case.checksum`` ca
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,12 +65,18 @@ class NotApplicable(Exception):
     """This framework has no meaningful version of this workload (the table shows a dash)."""
 
 
+class Unavailable(Exception):
+    """This framework cannot run here (a compiler missing or failing): the table says why."""
+
+
 @dataclass
 class Case:
     """One prepared workload: ``step()`` runs it once (forward + backward [+ update]) and returns
     what ``sync`` needs to wait for and ``checksum`` sums; ``ops`` divides the time (W1/W2/W6: per
     chain step).  ``keep`` (W7) returns, from the step's result, the object the caller would still
-    hold after ``gradient()`` returns (the tape, or the loss tensor that owns torch's graph)."""
+    hold after ``gradient()`` returns (the tape, or the loss tensor that owns torch's graph).
+    ``info`` (compiled steps): called after timing, extra fields for the record (how the step ran,
+    how often it was traced); ``notes``: lines for the record (warnings of the first call)."""
 
     step: Callable[[], Any]
     ops: int = 1
@@ -77,6 +84,44 @@ class Case:
     checksum: Callable[[Any], float] | None = None
     keep: Callable[[Any], Any] = lambda r: None
     notes: list = field(default_factory=list)
+    info: Callable[[], dict] | None = None
+
+
+def record_first_call_warnings(case):
+    """``case`` with its first ``step()`` call recording the warnings it raises in ``case.notes``
+    (a compiler that fails, a program that falls back to eager); later calls run ``step`` bare."""
+    raw = case.step
+
+    def first():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = raw()
+        case.step = raw
+        case.notes.extend(f"{w.category.__name__}: {str(w.message)[:400]}" for w in caught)
+        return r
+
+    case.step = first
+    return case
+
+
+_TORCH_COMPILE = []
+
+
+def torch_compile_problem():
+    """None when ``torch.compile`` (inductor) compiles and runs a tiny function here, else why not.
+    Probed once per process, before any first call is timed (so no first call pays inductor's
+    start-up)."""
+    if not _TORCH_COMPILE:
+        import torch
+
+        try:
+            f = torch.compile(lambda a: torch.sin(a) * 2.0 + 1.0, fullgraph=True, dynamic=False)
+            f(torch.ones(3))
+            _TORCH_COMPILE.append(None)
+        except Exception as e:  # no C++ compiler, a broken inductor: the row says why
+            first = (str(e).strip().splitlines() or [""])[0]
+            _TORCH_COMPILE.append(f"torch.compile (inductor) fails here: {type(e).__name__}: {first}"[:400])
+    return _TORCH_COMPILE[0]
 
 
 def sizes(cfg, workload):

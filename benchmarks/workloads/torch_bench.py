@@ -1,4 +1,13 @@
-"""PyTorch's own autodiff: ``torch.autograd`` (eager) and ``torch.func.jacrev`` (W5)."""
+"""PyTorch's own autodiff: ``torch.autograd`` (eager), ``torch.func.jacrev`` (W5), and the eager
+step in ``torch.compile`` (W1-W4).
+
+``torch.compile``: the ``torch.autograd`` step itself -- forward, ``torch.autograd.grad``, the SGD
+update under ``no_grad`` -- in ``torch.compile(fullgraph=True)`` with dynamo's
+``trace_autograd_ops`` on, so the whole step is one inductor graph (without it dynamo breaks the
+graph at ``torch.autograd.grad``); W3 returns its loss detached, as a compiled graph must.  Its
+first call (dynamo + AOTAutograd + inductor) is the worker's ``first_call_s``; the row says why
+when inductor does not work here.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +18,18 @@ from .common import (
     LEARNING_RATE,
     Case,
     NotApplicable,
+    Unavailable,
     chain_start,
     deep_data,
     jac_data,
     l1,
     mlp_data,
+    record_first_call_warnings,
     sizes,
+    torch_compile_problem,
 )
 
-FRAMEWORKS = ("torch.autograd", "torch.func")
+FRAMEWORKS = ("torch.autograd", "torch.func", "torch.compile")
 
 
 def _l1(result):
@@ -39,6 +51,29 @@ def setup(framework, workload, cfg):
         w, x = torch.from_numpy(wn), torch.from_numpy(xn)
         f = jacrev(lambda x: torch.tanh(w @ x))
         return Case(lambda: f(x), checksum=_l1)
+
+    if framework == "torch.compile":
+        if workload not in ("W1", "W2", "W3", "W4"):
+            raise NotApplicable(workload)
+        why = torch_compile_problem()
+        if why:
+            raise Unavailable(why)
+        import torch._dynamo
+
+        if not hasattr(torch._dynamo.config, "trace_autograd_ops"):
+            raise Unavailable(f"torch {torch.__version__}: dynamo has no trace_autograd_ops (graph breaks)")
+        torch._dynamo.config.trace_autograd_ops = True
+        eager = setup("torch.autograd", workload, cfg)
+        step = eager.step
+        if workload == "W3":
+            raw = step
+
+            def step():
+                grads, loss = raw()
+                return grads, loss.detach()
+
+        compiled = torch.compile(step, fullgraph=True, dynamic=False)
+        return record_first_call_warnings(Case(compiled, ops=eager.ops, checksum=eager.checksum))
 
     if workload in ("W1", "W2", "W6"):
         n = s["ops"]
