@@ -39,6 +39,8 @@ __all__ = [
     "finite_differences",
     "flat_outputs",
     "numeric_gradient",
+    "snapshot",
+    "assert_structures_close",
 ]
 
 DEFAULT_RTOL = 1e-6
@@ -384,3 +386,36 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
     for k, h in zip(diff, hs):
         report._compare(f"d2/d arg {k}", None if h is None else h.numpy(), num2[k], rtol * 10, atol * 10)
     return report
+
+
+# ------------------------------------------------------------------ comparing results (gt.function)
+def snapshot(x):
+    """``x`` with every tensor as a NumPy copy (None, Python values and the structure kept): a result
+    frozen before later calls update the variables it came from."""
+    if isinstance(x, Tensor):
+        return np.array(x.numpy(), copy=True)
+    if isinstance(x, (list, tuple)):
+        return type(x)(snapshot(v) for v in x)
+    if isinstance(x, dict):
+        return {k: snapshot(v) for k, v in x.items()}
+    return x
+
+
+def assert_structures_close(got, want, rtol, atol, where="result"):
+    """Structures equal (as :func:`snapshot` makes them): arrays to ``rtol``/``atol`` with equal
+    dtypes and shapes, None and Python values exactly (an eager result against a compiled one)."""
+    if want is None or isinstance(want, (bool, int, float, str)):
+        assert got == want, f"{where}: {got!r} != {want!r}"
+    elif isinstance(want, (list, tuple)):
+        assert type(got) is type(want) and len(got) == len(want), f"{where}: {got!r} vs {want!r}"
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_structures_close(g, w, rtol, atol, f"{where}[{k}]")
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {set(got)} vs {set(want)}"
+        for k in want:
+            assert_structures_close(got[k], want[k], rtol, atol, f"{where}[{k!r}]")
+    else:
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != {want.dtype}"
+        assert got.shape == want.shape, f"{where}: shape {got.shape} != {want.shape}"
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=where)

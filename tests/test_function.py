@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 import gradtape as gt
+from gradtape.testing import assert_structures_close
+from gradtape.testing import snapshot as snap
 from gradtape._recording_state import _state, tracing
 from gradtape.function import Function
 
@@ -27,34 +29,9 @@ def c64(a):
     return gt.constant(np.asarray(a, dtype=np.float64))
 
 
-def snap(x):
-    """``x`` with every tensor as a NumPy copy (None, Python values and structures kept)."""
-    if isinstance(x, gt.Tensor):
-        return np.array(x.numpy(), copy=True)
-    if isinstance(x, (list, tuple)):
-        return type(x)(snap(v) for v in x)
-    if isinstance(x, dict):
-        return {k: snap(v) for k, v in x.items()}
-    return x
-
-
 def assert_same(got, want, rtol=RTOL, atol=ATOL, where="result"):
     """Structures of arrays equal to ``rtol``/``atol`` (None where None, dtypes equal)."""
-    if want is None or isinstance(want, (bool, int, float, str)):
-        assert got == want, f"{where}: {got!r} != {want!r}"
-    elif isinstance(want, (list, tuple)):
-        assert type(got) is type(want) and len(got) == len(want), f"{where}: {got!r} vs {want!r}"
-        for k, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, rtol, atol, f"{where}[{k}]")
-    elif isinstance(want, dict):
-        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {set(got)} vs {set(want)}"
-        for k in want:
-            assert_same(got[k], want[k], rtol, atol, f"{where}[{k!r}]")
-    else:
-        got, want = np.asarray(got), np.asarray(want)
-        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != {want.dtype}"
-        assert got.shape == want.shape, f"{where}: shape {got.shape} != {want.shape}"
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=where)
+    assert_structures_close(got, want, rtol, atol, where)
 
 
 def run_twins(build, calls, *, seed=None, rtol=RTOL, atol=ATOL, **options):

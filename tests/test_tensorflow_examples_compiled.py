@@ -34,6 +34,8 @@ import numpy as np
 import pytest
 
 import gradtape as gt
+from gradtape.testing import assert_structures_close as assert_same
+from gradtape.testing import snapshot as snap
 from gradtape import registry
 from gradtape._recording_state import _state, tracing
 
@@ -89,36 +91,6 @@ class Run:
 
     def __init__(self, f, variables, raw, outs, state):
         self.f, self.vars, self.raw, self.outs, self.state = f, variables, raw, outs, state
-
-
-def snap(x):
-    """``x`` with every tensor as a NumPy copy (None, Python values and structures kept)."""
-    if isinstance(x, gt.Tensor):
-        return np.array(x.numpy(), copy=True)
-    if isinstance(x, (list, tuple)):
-        return type(x)(snap(v) for v in x)
-    if isinstance(x, dict):
-        return {k: snap(v) for k, v in x.items()}
-    return x
-
-
-def assert_same(got, want, rtol, atol, where):
-    """Structures equal: arrays to ``rtol``/``atol`` with equal dtypes, the rest exactly."""
-    if want is None or isinstance(want, (bool, int, float, str)):
-        assert got == want, f"{where}: {got!r} != {want!r}"
-    elif isinstance(want, (list, tuple)):
-        assert type(got) is type(want) and len(got) == len(want), f"{where}: {got!r} vs {want!r}"
-        for k, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, rtol, atol, f"{where}[{k}]")
-    elif isinstance(want, dict):
-        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {set(got)} vs {set(want)}"
-        for k in want:
-            assert_same(got[k], want[k], rtol, atol, f"{where}[{k!r}]")
-    else:
-        got, want = np.asarray(got), np.asarray(want)
-        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != {want.dtype}"
-        assert got.shape == want.shape, f"{where}: shape {got.shape} != {want.shape}"
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=where)
 
 
 def tolerance(backend, dtype):
