@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["connected_tapes"]
+__all__ = ["active_trace", "connected_tapes"]
 
 
 class _State(threading.local):
@@ -21,6 +21,14 @@ _state = _State()
 #: the running ``gt.function`` trace (``gradtape._trace.Trace``), or None: one at a time per process
 #: (a trace swaps every live Variable's value for a stand-in while it runs)
 tracing = [None]
+
+
+def active_trace():
+    """The running trace if this thread runs it (another thread's draws and variables are its own)."""
+    t = tracing[0]
+    return t if t is not None and t.thread == threading.get_ident() else None
+
+
 #: number of recording tapes over all threads: ``_ACTIVE[0] == 0`` lets every op skip the
 #: thread-local lookup (the not-recording fast path)
 _ACTIVE = [0]

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import operator
 import sys
+import threading
 import types
 
 import numpy as np
 
 from gradtape import dtypes as _dt
-from gradtape._recording_state import tracing
+from gradtape._recording_state import active_trace, tracing
 from gradtape.backends import Backend
 
 __all__ = [
@@ -325,6 +326,7 @@ class Trace:
         self.checks = []  # (slot, exception class, message): a call raises where the value is true
         self.backends = {}  # real backends the program calls -> a use's description
         self.closed = False
+        self.thread = threading.get_ident()
 
     # -------------------------------------------------------------- slots
     def _new(self, c):
@@ -874,7 +876,7 @@ def host_draw(fn, *args):
     """``fn(*args)``: random numbers drawn on the host.  While tracing, the draw becomes an input of
     the program (drawn again before every call, so each call gets new numbers as eager code
     does)."""
-    t = tracing[0]
+    t = active_trace()
     if t is None:
         return fn(*args)
     if t.predrawn:
@@ -911,7 +913,7 @@ def host_then(arr, fn, key):
     describes it); while tracing, ``fn`` joins the draw that made ``arr`` and its result is the
     draw's input of the program."""
     new = fn(arr)
-    t = tracing[0]
+    t = active_trace()
     if t is not None:
         h = t.host.get(id(arr))
         if h is not None and h[1] is arr:

@@ -31,7 +31,7 @@ import optree
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape._recording_state import _ACTIVE, _state, tracing
+from gradtape._recording_state import _ACTIVE, _state, active_trace, tracing
 from gradtape._trace import (
     GuardFailed,
     OperatorNotAllowedInGraphError,
@@ -154,7 +154,7 @@ class Function:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
-        if tracing[0] is not None:
+        if active_trace() is not None:
             return self._python_function(*args, **kwargs)  # inside another trace: inlined
         if self._eager or _ACTIVE[0] and _state.tapes:
             # an outer tape records: run eagerly, so that it records the function's ops

@@ -24,7 +24,7 @@ import numpy as np
 from gradtape import _config
 from gradtape import backends as _backends
 from gradtape import dtypes as _dt
-from gradtape._recording_state import _ACTIVE, _state, tracing
+from gradtape._recording_state import _ACTIVE, _state, active_trace, tracing
 
 __all__ = [
     "GradientLeakError",
@@ -416,7 +416,7 @@ class Variable(Tensor):
         base = "Variable" if name is None else str(name)
         self._name = base if base.endswith(tuple(f":{i}" for i in range(10))) else base + ":0"
         LIVE_VARIABLES.add(self)
-        tr = tracing[0]
+        tr = active_trace()
         if tr is not None:  # created inside a gt.function trace: the program's state from now on
             tr.on_variable(self)
 
