@@ -73,6 +73,8 @@ def _user_site():
 
 
 def _not_allowed(what, trace):
+    if trace is not None and trace.closed:
+        _finished(trace)
     name = trace.name if trace is not None else "a gt.function"
     if what == "bool":
         hint = (

@@ -39,12 +39,14 @@ from gradtape._trace import (
     TraceArray,
     tracing_backend,
 )
-from gradtape.tensor import LIVE_VARIABLES, Tensor, Variable, _wrap, convert_to_tensor
+from gradtape.tensor import LIVE_VARIABLES, Tensor, Variable, _next_id, _wrap, convert_to_tensor
 
 __all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "OperatorNotAllowedInGraphError"]
 
 #: programs kept per signature (one per path through gt.cond / gt.while_loop predicates)
 MAX_PATHS = 8
+#: consecutive calls that trace before a warning (as tf.function's "triggered retracing")
+RETRACE_WARNING = 5
 _TRACE_LOCK = threading.RLock()
 _SIMPLE = (int, float, bool, str, complex, type(None))
 
@@ -111,6 +113,8 @@ class Function:
         self._fast = {}  # the same lists, keyed by the specs of tensor-only positional arguments
         self._tracing_count = 0
         self._eager = False  # a traced program disagreed with eager code: run eagerly
+        self._traced_in_a_row = 0  # calls that traced, since the last that ran a program
+        self._warned_retracing = False
         self._lock = threading.RLock()
         self._bound = {}
         functools.update_wrapper(self, fn)
@@ -130,23 +134,33 @@ class Function:
         return self._tracing_count
 
     def __get__(self, obj, objtype=None):
-        # a method: one Function per instance, traced with the instance bound
+        # a method: one Function per instance, traced with the instance bound; it holds the instance
+        # weakly (a model with a compiled step is freed with it) and is dropped when the instance is
         if obj is None:
             return self
-        entry = self._bound.get(id(obj))
+        key = id(obj)
+        entry = self._bound.get(key)
         if entry is not None and entry[0]() is obj:
             return entry[1]
+        fn = self._python_function
+        try:
+            ref = weakref.ref(obj, lambda _, bound=self._bound, key=key: bound.pop(key, None))
+
+            def method(*args, **kwargs):
+                return fn(ref(), *args, **kwargs)
+
+            functools.update_wrapper(method, fn)
+        except TypeError:  # no weak references (__slots__ without __weakref__): held strongly
+            ref = (lambda o: lambda: o)(obj)
+            method = fn.__get__(obj, objtype)
         bound = Function(
-            self._python_function.__get__(obj, objtype),
+            method,
             jit_compile=self._jit_compile,
             reduce_retracing=self._reduce_retracing,
             input_signature=self._input_signature,
             name=self._name,
         )
-        try:
-            self._bound[id(obj)] = (weakref.ref(obj), bound)
-        except TypeError:  # an object without weak references: not cached
-            pass
+        self._bound[key] = (ref, bound)
         return bound
 
     def __repr__(self):
@@ -217,6 +231,7 @@ class Function:
         """Run the program of the latest path; another path's (or a new trace) when a guard fails."""
         p = paths[-1]
         drawn = [fn(*a) for fn, a in p.draws] if p.draws else None
+        self._traced_in_a_row = 0
         try:
             return p.call(leaves, drawn)
         except GuardFailed as e:
@@ -224,15 +239,14 @@ class Function:
         tried = {id(p)}
         while True:
             path = p.guards[:k] + (not p.guards[k],)
-            other = next(
-                (q for q in reversed(paths) if q.guards[: k + 1] == path and id(q) not in tried and q.draws == p.draws),
-                None,
-            )
+            other = next((q for q in reversed(paths) if q.guards[: k + 1] == path and id(q) not in tried), None)
             if other is None:
                 if treedef is None:  # (the fast path's leaves are the positional arguments)
                     treedef = optree.tree_structure((tuple(leaves), {}), none_is_leaf=True)
                     key = self._key_of(leaves, treedef)
                 return self._trace(key, list(leaves), treedef, list(drawn or ()))
+            if other.draws != p.draws:  # that path draws other numbers: drawn for it now
+                drawn = [fn(*a) for fn, a in other.draws] if other.draws else None
             p = other
             tried.add(id(p))
             try:
@@ -254,9 +268,9 @@ class Function:
             if paths is not None and len(paths) >= MAX_PATHS:
                 warnings.warn(
                     f"gt.function {self._name!r} has been traced {len(paths)} times for one signature (one per "
-                    "path through gt.cond / gt.while_loop predicates); this call runs eagerly. A loop whose trip "
-                    "count changes from call to call retraces: pass the count as a Python argument, or run "
-                    "the function without gt.function",
+                    "path through its gt.cond / gt.while_loop predicates) and this call takes yet another path: it "
+                    "runs eagerly. A loop whose trip count changes from call to call makes a path per count: pass "
+                    "the count as a Python argument, or run the function without gt.function",
                     UserWarning,
                     stacklevel=3,
                 )
@@ -264,6 +278,17 @@ class Function:
                 return self._python_function(*args, **kwargs)
             result, concrete = _trace_once(self, leaves, treedef, predrawn)
             self._tracing_count += 1
+            self._traced_in_a_row += 1
+            if self._traced_in_a_row == RETRACE_WARNING and not self._warned_retracing:
+                self._warned_retracing = True
+                warnings.warn(
+                    f"gt.function {self._name!r} traced again on each of its last {RETRACE_WARNING} calls: tracing "
+                    "is expensive. New values of Python arguments (pass numbers that change as tensors), new "
+                    "shapes or dtypes of tensor arguments, and new paths through gt.cond / gt.while_loop "
+                    "each trace; see experimental_get_tracing_count()",
+                    UserWarning,
+                    stacklevel=4,
+                )
             if concrete is not None:
                 self._cache.setdefault(key, []).append(concrete)
             return result
@@ -293,6 +318,10 @@ class Function:
 
 
 def _check_specs(sig):
+    if not isinstance(sig, (list, tuple)):
+        raise TypeError(
+            f"input_signature must be a list or tuple of gt.TensorSpec (one per argument), got {type(sig).__name__}"
+        )
     sig = list(sig)
     for s in sig:
         if not isinstance(s, TensorSpec):
@@ -309,6 +338,8 @@ def _backend_of(fn_name, leaves):
     b = None
     for x in leaves:
         if isinstance(x, Tensor):
+            if x._b.traced:  # a tensor kept from a trace: its stand-in says which
+                x._v.trace.call(None, (), None)
             if b is None:
                 b = x._b
             elif x._b is not b:
@@ -364,9 +395,12 @@ def _trace_once(f, leaves, treedef, predrawn):
             swapped.append((v, v._v, v._b, ph))
             v._v, v._b = ph, tracing_backend(v._b)
         new_leaves = []
+        arg_tensors = []  # (leaf index, its traced Tensor, its stand-in): updated in place?
         for k, x in enumerate(leaves):
             if isinstance(x, Tensor) and not isinstance(x, Variable):
-                t = _wrap(trace.input(x._v, "arg", k), tracing_backend(x._b))
+                ph = trace.input(x._v, "arg", k)
+                t = _wrap(ph, tracing_backend(x._b))
+                arg_tensors.append((k, t, ph))
                 new_leaves.append(t)
             elif isinstance(x, np.ndarray):
                 nb = real if real is not None else None
@@ -424,8 +458,15 @@ def _trace_once(f, leaves, treedef, predrawn):
     state_vals = []
     for (v, _, _, ph), final in zip(swapped, finals):
         if final is not ph and final.__class__ is TraceArray:
-            state_vars.append(v)
+            state_vars.append(("var", v))
             state_vals.append(final)
+    for k, t, ph in arg_tensors:
+        if t._v is not ph and t._v.__class__ is TraceArray:
+            # an argument updated in place (x += 1, x[i] = v): the caller's tensor takes the new
+            # value, as eagerly (on every call)
+            state_vars.append(("arg", k))
+            state_vals.append(t._v)
+            leaves[k]._v, leaves[k]._id = t._v.c, _next_id()
     run, used, how, source = _compile(f, trace, outputs, state_vals, real_b)
     if run is None:
         return result, None
@@ -469,6 +510,7 @@ def _caller(c):
         "GUARDS": c.guards,
         "GuardFailed": GuardFailed,
         "first_change": _first_change,
+        "next_id": _next_id,
     }
     ins = []
     for k, (kind, what) in enumerate(c.feed):
@@ -492,9 +534,13 @@ def _caller(c):
         g[f"M{k}"] = message
         lines.append(f"    if checks[{k}]:")
         lines.append(f"        raise E{k}(M{k})")
-    for k, var in enumerate(c.state_out):
-        g[f"S{k}"] = var
-        lines.append(f"    S{k}._v = state[{k}]")
+    for k, (kind, what) in enumerate(c.state_out):
+        if kind == "var":
+            g[f"S{k}"] = what
+            lines.append(f"    S{k}._v = state[{k}]")
+        else:  # an argument updated in place: a new value and identity, as Tensor._become
+            lines.append(f"    leaves[{what}]._v = state[{k}]")
+            lines.append(f"    leaves[{what}]._id = next_id()")
     parts = []
     for k, (kind, what) in enumerate(c.out_leaves):
         if kind == "out":

@@ -173,6 +173,14 @@ class Optimizer:
         self.clipnorm, self.clipvalue, self.global_clipnorm = clipnorm, clipvalue, global_clipnorm
         self._learning_rate = self._check_lr(learning_rate)
         self.iterations = Variable(0, trainable=False, dtype=_dt.int64, name=f"{self.name}/iteration")
+        # a constant learning rate is also a variable (as Keras): a traced step reads it, so setting
+        # ``learning_rate`` later changes what a compiled step does
+        self._lr_variable = Variable(
+            self._learning_rate if not callable(self._learning_rate) else 0.0,
+            trainable=False,
+            dtype=_dt.float64,
+            name=f"{self.name}/learning_rate",
+        )
         self._slots = {}  # id(variable) -> (variable, {slot name: Variable})
         self._slot_order = []
         self._exclude_ids = set()
@@ -206,6 +214,8 @@ class Optimizer:
     @learning_rate.setter
     def learning_rate(self, value):
         self._learning_rate = self._check_lr(value)
+        if not callable(self._learning_rate):
+            self._lr_variable.assign(self._learning_rate)
 
     def _lr_at(self, step):
         """The learning rate at ``step`` (a Python int or a Tensor): a constant's float, or what the
@@ -240,6 +250,10 @@ class Optimizer:
         lr = self._learning_rate
         if callable(lr):
             lr = self._scheduled_lr(memo, b, device, dtype, like)
+        else:  # the variable's value (in the variables' dtype), not the float of when it was traced
+            v = self._lr_variable
+            lr = _onto(v._v, v._b, b, device)
+            lr = xp.astype(lr, dtype)
         it = self.iterations
         shared = self._per_apply(xp, _onto(it._v, it._b, b, device), dtype, lr)
         wd_lr = self.weight_decay * lr if self.weight_decay else None

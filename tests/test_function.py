@@ -6,8 +6,10 @@ calls, and compare every call's results and variable values (float64, to 1e-12).
 
 from __future__ import annotations
 
+import gc
 import math
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -1181,3 +1183,139 @@ def test_outer_tape_sees_variable_updates_inside(backend):
                 assert_same(snap(t2.gradient(got, xs)), snap(t1.gradient(want, xs)))
             else:
                 assert_same(snap(f(xs)), snap(step(xs)))
+
+
+# ====================================================================== what a new user tried (review)
+def test_setting_the_learning_rate_changes_a_compiled_step(backend, jit):
+    # a float learning rate is a variable of the optimizer (as Keras): not baked into the program
+    finals = []
+    for compiled in (False, True):
+        w = gt.Variable(c64([1.0, 2.0]))
+        opt = gt.optimizers.SGD(learning_rate=0.1)
+
+        def step():
+            with gt.GradientTape() as tape:
+                loss = gt.reduce_sum(w * w)
+            opt.apply_gradients([(tape.gradient(loss, w), w)])
+            return loss
+
+        if compiled:
+            step = gt.function(step, jit_compile=jit)
+        step()
+        step()
+        opt.learning_rate = 0.0
+        step()
+        opt.learning_rate = 0.05
+        step()
+        finals.append(w.numpy())
+    assert_same(finals[1], finals[0])
+    assert_same(finals[0], np.array([0.64, 1.28]) * 0.9)
+
+
+def test_a_compiled_method_does_not_keep_its_instance_alive(backend):
+    class Model:
+        def __init__(self):
+            self.w = gt.Variable(c64([1.0, 2.0]))
+
+        @gt.function
+        def f(self, x):
+            return gt.reduce_sum(x * self.w)
+
+    m = Model()
+    ref = weakref.ref(m)
+    assert float(m.f(c64([1.0, 1.0]))) == 3.0
+    assert float(m.f(c64([2.0, 1.0]))) == 4.0
+    assert m.f.experimental_get_tracing_count() == 1
+    del m
+    gc.collect()
+    assert ref() is None
+    assert Model.f._bound == {}
+
+
+def test_a_method_of_a_class_without_weak_references_traces_once(backend):
+    class Slotted:
+        __slots__ = ("w",)
+
+        def __init__(self):
+            self.w = gt.Variable(2.0)
+
+        @gt.function
+        def f(self, x):
+            return x * self.w
+
+    s = Slotted()
+    assert [float(s.f(gt.constant(v))) for v in (1.0, 2.0, 3.0)] == [2.0, 4.0, 6.0]
+    assert s.f.experimental_get_tracing_count() == 1
+
+
+def test_a_kept_tensor_used_after_its_trace_names_the_trace(backend):
+    kept = []
+
+    @gt.function
+    def leak(x):
+        y = x * 2.0
+        kept.append(y)
+        return y
+
+    n = gt.constant(2.0)
+    leak(n)
+    add = gt.function(lambda a, b: a + b)
+    for use in (lambda: add(kept[0], n), lambda: float(kept[0]), lambda: kept[0].numpy(), lambda: kept[0] + 1.0):
+        with pytest.raises(ValueError, match="traced inside gt.function 'leak' was used after the trace ended"):
+            use()
+    assert_clean()
+
+
+def test_an_input_signature_that_is_not_a_list():
+    with pytest.raises(TypeError, match="input_signature must be a list or tuple"):
+        gt.function(lambda x: x, input_signature=gt.TensorSpec(()))
+
+
+def test_paths_that_draw_differently_trace_once_each(backend, jit):
+    @gt.function(jit_compile=jit)
+    def forward(h, training):
+        return gt.cond(training, lambda: gt.nn.dropout(h, 0.5), lambda: h)
+
+    h = gt.ones((4, 4), dtype=gt.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(6):
+            out = forward(h, gt.constant(True))
+            assert set(np.unique(out.numpy())) <= {0.0, 2.0}
+            assert_same(forward(h, gt.constant(False)).numpy(), np.ones((4, 4)))
+    assert forward.experimental_get_tracing_count() == 2
+
+
+def test_retracing_on_every_call_warns_once(backend):
+    w = gt.Variable(gt.ones((3,), dtype=gt.float64))
+
+    @gt.function
+    def step(x, lr):
+        w.assign_sub(lr * x)
+        return w
+
+    with pytest.warns(UserWarning, match="traced again on each of its last 5 calls") as record:
+        for i in range(12):
+            step(gt.ones((3,), dtype=gt.float64), 0.01 / (1 + i))
+    assert sum("traced again" in str(r.message) for r in record) == 1
+    assert step.experimental_get_tracing_count() == 12
+
+
+def test_an_argument_updated_in_place_is_updated_for_the_caller(backend, jit):
+    def f(x, y):
+        x += 1.0
+        y[0] = 0.0
+        return x * 2.0
+
+    results = []
+    for compiled in (False, True):
+        g = gt.function(f, jit_compile=jit) if compiled else f
+        got = []
+        for v in ([1.0, 2.0], [5.0, 7.0], [1.0, 2.0]):
+            x, y = c64(v), c64([3.0, 4.0])
+            out = g(x, y)
+            got.append((out.numpy(), x.numpy(), y.numpy()))
+        results.append(got)
+    assert_same(results[1], results[0])
+    assert_same(results[0][0][1], np.array([2.0, 3.0]))
+    assert_same(results[0][0][2], np.array([0.0, 4.0]))
