@@ -83,8 +83,8 @@ def _not_allowed(what, trace):
         )
     else:
         hint = (
-            "compute with gradtape ops instead, return the tensor and convert it outside, or pass the value as "
-            "a Python argument (the function is traced once per value)"
+            "compute with gradtape ops instead, return the tensor and convert (or print) it outside, or pass "
+            "the value as a Python argument (the function is traced once per value)"
         )
     raise OperatorNotAllowedInGraphError(
         f"using a traced tensor as a Python {what} is not allowed inside gt.function {name!r} (at {_user_site()}): "

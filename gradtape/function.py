@@ -176,9 +176,11 @@ class Function:
         if self._input_signature is not None:
             args = self._check_input_signature(args, kwargs)
         fast = None
+        setting = _config.current()
+        active = (setting.backend, setting.device)  # (tensors made inside go there)
         if not kwargs:
             # the common call: tensors only, by position (the leaves are the arguments)
-            fast = []
+            fast = [active]
             for a in args:
                 if a.__class__ is not Tensor:
                     fast = None
@@ -192,7 +194,7 @@ class Function:
                 if paths is not None:
                     return self._run(fast, paths, args, None)
         leaves, treedef = optree.tree_flatten((args, kwargs), none_is_leaf=True)
-        key = [treedef]
+        key = [treedef, active]
         arrays = False
         for x in leaves:
             c = x.__class__
@@ -244,7 +246,7 @@ class Function:
                 if treedef is None:  # (the fast path's leaves are the positional arguments)
                     treedef = optree.tree_structure((tuple(leaves), {}), none_is_leaf=True)
                     key = self._key_of(leaves, treedef)
-                return self._trace(key, list(leaves), treedef, list(drawn or ()))
+                return self._trace(key, list(leaves), treedef, list(drawn or ()), new_path=True)
             if other.draws != p.draws:  # that path draws other numbers: drawn for it now
                 drawn = [fn(*a) for fn, a in other.draws] if other.draws else None
             p = other
@@ -259,10 +261,12 @@ class Function:
             return out
 
     def _key_of(self, leaves, treedef):
-        return tuple([treedef] + [(x._b, x._v.shape, x._v.dtype, x._b.device_of(x._v)) for x in leaves])
+        s = _config.current()
+        specs = [(x._b, x._v.shape, x._v.dtype, x._b.device_of(x._v)) for x in leaves]
+        return tuple([treedef, (s.backend, s.device)] + specs)
 
     # ------------------------------------------------------------------ tracing
-    def _trace(self, key, leaves, treedef, predrawn):
+    def _trace(self, key, leaves, treedef, predrawn, new_path=False):
         with _TRACE_LOCK, self._lock:
             paths = self._cache.get(key)
             if paths is not None and len(paths) >= MAX_PATHS:
@@ -276,7 +280,7 @@ class Function:
                 )
                 args, kwargs = optree.tree_unflatten(treedef, leaves)
                 return self._python_function(*args, **kwargs)
-            result, concrete = _trace_once(self, leaves, treedef, predrawn)
+            result, concrete = _trace_once(self, leaves, treedef, predrawn, new_path)
             self._tracing_count += 1
             self._traced_in_a_row += 1
             if self._traced_in_a_row == RETRACE_WARNING and not self._warned_retracing:
@@ -350,7 +354,7 @@ def _backend_of(fn_name, leaves):
     return b
 
 
-def _trace_once(f, leaves, treedef, predrawn):
+def _trace_once(f, leaves, treedef, predrawn, new_path=False):
     """Run ``f``'s Python function once on stand-ins; returns (its result, the :class:`_Concrete`)."""
     real = _backend_of(f._name, leaves)
     setting = _config.current()
@@ -363,11 +367,15 @@ def _trace_once(f, leaves, treedef, predrawn):
     created = []
 
     def on_variable(v):
-        if f._tracing_count > 0:
+        # the first trace may create variables, and so may the first trace of a new path through a
+        # predicate (TensorFlow traces both branches of a tf.cond in its first trace): nothing traced
+        # before reads them.  Another signature may not, as tf.function
+        if f._tracing_count > 0 and not new_path:
             raise ValueError(
-                f"gt.function {f._name!r} created a gt.Variable ({v.name!r}) on a call that traced it again (a new "
-                "signature or path): as tf.function, only the first trace may create variables. Create them once, "
-                "outside the function or on the first call only (if self.v is None: ...)"
+                f"gt.function {f._name!r} created a gt.Variable ({v.name!r}) on a call with a new signature: as "
+                "tf.function, only the first trace (and the first call down a new gt.cond / gt.while_loop "
+                "path) may create variables. Create them once, outside the function or on the first call only "
+                "(if self.v is None: ...)"
             )
         if v._b.traced:
             c = v._v.c if v._v.__class__ is TraceArray else v._v
@@ -426,6 +434,8 @@ def _trace_once(f, leaves, treedef, predrawn):
             v._b = b_before
             if (not ok or final is ph) and before is not None:
                 v._v = before
+            elif not ok:  # created by a trace that failed: its value at creation
+                v._v = ph.c
             else:  # assigned (or created) while tracing: the value eager code leaves
                 v._v = final.c if final.__class__ is TraceArray else final
     # the first call's results: the concrete values computed while tracing

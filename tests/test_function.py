@@ -1319,3 +1319,55 @@ def test_an_argument_updated_in_place_is_updated_for_the_caller(backend, jit):
     assert_same(results[1], results[0])
     assert_same(results[0][0][1], np.array([2.0, 3.0]))
     assert_same(results[0][0][2], np.array([0.0, 4.0]))
+
+
+def test_a_function_without_tensor_arguments_traces_per_active_backend(backend):
+    other = other_backend(backend)
+
+    @gt.function
+    def const():
+        return gt.ones((2,), dtype=gt.float64) * 3.0
+
+    assert const().backend == backend.split(":")[0]
+    with gt.use_backend(other):
+        assert const().backend == other
+    assert const.experimental_get_tracing_count() == 2
+
+
+def test_a_new_path_may_create_variables(backend, jit):
+    opt = gt.optimizers.Adam(0.1)
+    wa, wb = gt.Variable(c64(1.0)), gt.Variable(c64(2.0))
+
+    @gt.function(jit_compile=jit)
+    def step(pick_a):
+        with gt.GradientTape() as t:
+            loss = gt.cond(pick_a, lambda: wa * wa, lambda: wb * wb)
+        g = t.gradient(loss, [wa, wb])
+        opt.apply_gradients((gi, v) for gi, v in zip(g, [wa, wb]) if gi is not None)
+        return loss
+
+    losses = [float(step(gt.constant(p))) for p in (True, False, True, False)]
+    assert step.experimental_get_tracing_count() == 2
+    assert losses[:2] == [1.0, 4.0] and losses[2] < 1.0 and losses[3] < 4.0
+    assert int(opt.iterations) == 4
+
+
+def test_a_failed_first_trace_leaves_no_half_updated_optimizer(backend):
+    w = gt.Variable(c64([1.0, 2.0]))
+    opt = gt.optimizers.Adam(0.1)
+
+    def body(x, mistake):
+        with gt.GradientTape() as t:
+            loss = gt.reduce_sum(w * x)
+        opt.apply_gradients([(t.gradient(loss, w), w)])
+        if mistake:
+            float(loss)
+        return loss
+
+    with pytest.raises(gt.OperatorNotAllowedInGraphError):
+        gt.function(lambda x: body(x, True))(c64([1.0, 1.0]))
+    assert_clean()
+    gt.function(lambda x: body(x, False))(c64([1.0, 1.0]))
+    assert int(opt.iterations) == 1
+    assert_same(w.numpy(), np.array([0.9, 1.9]), rtol=1e-6)
+    assert_same([v.numpy() for v in opt.variables[1:]], [np.array([0.1, 0.1]), np.array([0.001, 0.001])], rtol=1e-9)
