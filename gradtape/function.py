@@ -206,6 +206,8 @@ class Function:
             elif isinstance(x, Tensor):
                 v = x._v
                 key.append((x._b, v.shape, v.dtype, x._b.device_of(v)))
+            elif c is float:  # (-0.0 is not 0.0, and a NaN is the same value on every call)
+                key.append((c, x.hex()))
             elif c in _SIMPLE:
                 key.append((c, x))
             elif isinstance(x, np.ndarray):

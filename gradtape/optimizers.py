@@ -208,7 +208,11 @@ class Optimizer:
 
     @property
     def learning_rate(self):
-        """The current learning rate, a float (a schedule evaluated at ``iterations``)."""
+        """The current learning rate, a float (a schedule evaluated at ``iterations``; a constant one
+        is read without reading ``iterations``, so a traced step may read it)."""
+        lr = self._learning_rate
+        if not callable(lr):
+            return lr
         return float(self._lr_at(int(self.iterations)))
 
     @learning_rate.setter
