@@ -36,7 +36,7 @@ import pytest
 import gradtape as gt
 from gradtape.testing import assert_structures_close as assert_same
 from gradtape.testing import snapshot as snap
-from gradtape import registry
+from test_tensorflow_examples import _adjust_contrast  # (the eager port's op: registered once)
 from gradtape._recording_state import _state, tracing
 
 # a traced program that disagrees with eager, or a compiler that fails, warns and runs eagerly: an error here
@@ -1491,21 +1491,6 @@ def test_004_state_stops_gradients(backend, dtype):
     assert all(out[1] is None for out in r.outs)
     close([out[0] for out in r.outs], [9.0, 36.0, 25.0])
     close([s["x1"] for s in r.state], [3.0, 6.0, 5.0])
-
-
-def _adjust_contrast_v2(xp, images, contrast_factor):
-    """TensorFlow's AdjustContrastv2: per channel, ``(x - mean) * contrast_factor + mean``, the mean
-    taken over the image's height and width (``images`` is ``[..., height, width, channels]``)."""
-    mean = xp.mean(images, axis=(-3, -2), keepdims=True)
-    return (images - mean) * contrast_factor + mean
-
-
-def _adjust_contrast():
-    """``tf.image.adjust_contrast`` as a gradtape op with no gradient registered (registered once)."""
-    try:
-        return registry.get_op("AdjustContrastv2").public
-    except LookupError:
-        return gt.register_op("AdjustContrastv2", _adjust_contrast_v2)
 
 
 def test_004_no_gradient_registered(backend, dtype):
