@@ -326,7 +326,6 @@ class Trace:
         self.predrawn = []  # draws of a failed replay, used again by its retrace
         self.guards = []  # (slot, expected bool, site)
         self.checks = []  # (slot, exception class, message): a call raises where the value is true
-        self.backends = {}  # real backends the program calls -> a use's description
         self.closed = False
         self.thread = threading.get_ident()
 
@@ -414,8 +413,6 @@ class Trace:
         self.steps.append(Step(fn, args, kwargs or None, outs, effect, label))
         if self._fixes:
             self.steps.extend(self._fixes)
-        if real is not None:
-            self.backends.setdefault(real, label)
         return wrapped
 
     def _wrap(self, out, path, outs, real):
@@ -560,12 +557,13 @@ class Trace:
                 call = f"{ref(st.args[0])}.{fn.name}({_call_args(st.args[1:], st.kwargs, ref)})"
             else:
                 call = f"{glob(fn)}({_call_args(st.args, st.kwargs, ref)})"
+            note = f"  # {st.label}" if st.label else ""  # (the op or function, for reading the source)
             if not st.outs:
-                lines.append(f"    {call}")
+                lines.append(f"    {call}{note}")
             elif len(st.outs) == 1 and st.outs[0][0] == ():
-                lines.append(f"    t{st.outs[0][1]} = {call}")
+                lines.append(f"    t{st.outs[0][1]} = {call}{note}")
             else:
-                lines.append(f"    _o = {call}")
+                lines.append(f"    _o = {call}{note}")
                 for path, s in st.outs:
                     lines.append(f"    t{s} = _o{''.join(f'[{i}]' for i in path)}")
             emit_guards([s for _, s in st.outs])
