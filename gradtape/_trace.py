@@ -646,11 +646,10 @@ def _recorder(fn, tb, label):
 
     def recorded(*args, **kwargs):
         t = tracing[0]
-        if t is not None and t.backend is None:
-            t.backend = tb
         if t is None or t.backend is not tb:
-            if t is None and _has_stand_in(args, kwargs):
-                _finished(_stand_in(args, kwargs).trace)
+            s = _stand_in(args, kwargs) if t is None else None
+            if s is not None:
+                _finished(s.trace)
             if t is not None:
                 mixed_backends(t, tb, t.backend)
             return fn(*args, **kwargs)
@@ -679,10 +678,6 @@ def _stand_in(args, kwargs):
             if s is not None:
                 return s
     return None
-
-
-def _has_stand_in(args, kwargs):
-    return _stand_in(args, kwargs) is not None
 
 
 class RecordingNamespace:
@@ -746,11 +741,10 @@ class TracingBackend(Backend):
 
     def _rec(self, fn, label, *args, **kwargs):
         t = tracing[0]
-        if t is not None and t.backend is None:
-            t.backend = self
         if t is None:
-            if _has_stand_in(args, kwargs):
-                _finished(_stand_in(args, kwargs).trace)
+            s = _stand_in(args, kwargs)
+            if s is not None:
+                _finished(s.trace)
             return fn(*args, **kwargs)
         if t.backend is not self:
             mixed_backends(t, self, t.backend)

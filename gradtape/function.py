@@ -413,8 +413,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False):
                 arg_tensors.append((k, t, ph))
                 new_leaves.append(t)
             elif isinstance(x, np.ndarray):
-                nb = real if real is not None else None
-                nat = convert_to_tensor(x, backend=nb)
+                nat = convert_to_tensor(x, backend=real)
                 t = _wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b))
                 new_leaves.append(t)
             else:
@@ -460,12 +459,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False):
             out_spec.append(("value", x))
             first.append(x)
     result = optree.tree_unflatten(out_tree, first)
-    if trace.backend is None:  # nothing computed: the function is its Python result
-        real_b = real
-    else:
-        real_b = trace.backend.real
-    if real_b is None and not outputs:
-        real_b = None
+    real_b = trace.backend.real
     state_vars = []
     state_vals = []
     for (v, _, _, ph), final in zip(swapped, finals):
