@@ -15,12 +15,18 @@ from ._protocol import Backend, is_gpu_device
 
 __all__ = ["Backend", "available_backends", "get", "is_gpu_device", "known_backends", "register", "unregister"]
 
-# name -> (module path, class name, the module that must be importable, pip extra)
+# name -> (module path, class name, the module that must be importable, the command that installs it: the
+# README's; torch's plain CPU wheel, not ``gradtape[torch]``, which pulls CUDA packages onto a CPU machine)
 _BUILTIN = {
-    "numpy": ("gradtape.backends.numpy", "NumpyBackend", "numpy", "numpy"),
-    "torch": ("gradtape.backends.torch", "TorchBackend", "torch", "gradtape[torch]"),
-    "jax": ("gradtape.backends.jax", "JaxBackend", "jax", "gradtape[jax]"),
-    "array_api_strict": ("gradtape.backends.array_api_strict", "StrictBackend", "array_api_strict", "gradtape[strict]"),
+    "numpy": ("gradtape.backends.numpy", "NumpyBackend", "numpy", "python3 -m pip install numpy"),
+    "torch": ("gradtape.backends.torch", "TorchBackend", "torch", "python3 -m pip install torch==2.13.0"),
+    "jax": ("gradtape.backends.jax", "JaxBackend", "jax", "python3 -m pip install jax"),
+    "array_api_strict": (
+        "gradtape.backends.array_api_strict",
+        "StrictBackend",
+        "array_api_strict",
+        "python3 -m pip install array-api-strict",
+    ),
 }
 _ALIASES = {"np": "numpy", "pytorch": "torch", "strict": "array_api_strict", "array-api-strict": "array_api_strict"}
 
@@ -117,11 +123,11 @@ def get(name) -> Backend:
 
 def _create(name) -> Backend:
     if name in _BUILTIN:
-        module, cls, lib, extra = _BUILTIN[name]
+        module, cls, lib, command = _BUILTIN[name]
         if not _importable(lib):
             raise ImportError(
                 f"gradtape backend {name!r} needs the {lib!r} package, which is not installed here; "
-                f"install it with `pip install {extra}`"
+                f"install it with `{command}`"
             )
         obj = getattr(importlib.import_module(module), cls)
     elif name in _plugin_table():
@@ -137,9 +143,9 @@ def _create(name) -> Backend:
     else:
         raise ValueError(
             f"unknown gradtape backend {name!r}; known backends: {', '.join(known_backends())} "
-            f"(installed here: {', '.join(available_backends())}). The built-in ones install with "
-            "`pip install gradtape[torch]`, `gradtape[jax]`, `gradtape[strict]`; a third-party backend "
-            "registers itself in the entry-point group 'gradtape.backends' when its package is installed."
+            f"(installed here: {', '.join(available_backends())}). `gradtape backends` says how to install "
+            "the built-in ones; a third-party backend registers itself in the entry-point group "
+            "'gradtape.backends' when its package is installed."
         )
     inst = obj() if isinstance(obj, type) else obj
     if not isinstance(inst, Backend):

@@ -35,7 +35,7 @@ TARGET_API_VERSION = "2025.12"
 
 class StrictBackend(Backend):
     name = "array_api_strict"
-    install_hint = "pip install gradtape[strict]"
+    install_hint = "python3 -m pip install array-api-strict"
     python_scalars = True  # the 2024.12 standard allows Python scalars in binary functions
     #: indexing keys the standard leaves unspecified but gradtape's API offers on every backend
     #: (integer arrays mixed with slices, ``...`` or ``None``) are computed on the host; set False

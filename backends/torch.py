@@ -163,7 +163,7 @@ def _negative_step(key):
 
 class TorchBackend(Backend):
     name = "torch"
-    install_hint = "pip install gradtape[torch]"
+    install_hint = "python3 -m pip install torch==2.13.0"
     python_scalars = True
     supports_vmap = True
     supports_native_grad = True

@@ -14,7 +14,8 @@ friends, ``torch.set_num_threads(1)``, ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=
 warm-up calls first, then the median of repeats.  Prints a markdown table of times and ratios to
 ``torch.autograd``, the memory of W7, the first calls of compiled steps (``gt.function``,
 ``jax.jit``, ``torch.compile``: trace + compile, never in the medians), and which of the targets of
-issues 6 and 12 are met.  Progress goes to stderr, the report to stdout (and ``--out``); ``--json``
+issues 6 and 12 are met.  Progress goes to stderr (a line per cell, and a bar over the cells when
+stderr is a terminal; ``--no-progress``: no bar), the report to stdout (and ``--out``); ``--json``
 keeps every raw figure.
 
 These are benchmark figures, not assertions: nothing here fails on a slow number.
@@ -35,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from tqdm import tqdm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -764,6 +767,11 @@ def main(argv=None):
     ap.add_argument(
         "--tiny", action="store_true", help="shrink every workload (tests the harness; the numbers mean nothing)"
     )
+    ap.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar over the (framework, workload) cells (the bar shows only when stderr is a terminal)",
+    )
     args = ap.parse_args(argv)
     args.isolate = args.isolate or ("framework" if args.quick else "cell")
     args.timeout = args.timeout or (180.0 if args.quick else 600.0)
@@ -771,8 +779,13 @@ def main(argv=None):
     workloads = select_workloads(args.only)
     argv_s = "python benchmarks/run.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
 
+    bar = None  # the progress bar, once the cells are known; log lines print above it
+
     def log(msg):
-        print(msg, file=sys.stderr, flush=True)
+        if bar is not None and not bar.disable:
+            bar.write(msg, file=sys.stderr)
+        else:
+            print(msg, file=sys.stderr, flush=True)
 
     info = machine_info()
     info["date"] = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
@@ -800,9 +813,20 @@ def main(argv=None):
             if "W7" in workloads and "W7" in f.workloads:
                 groups.append((f, ["W7"]))
     results = []
+    bar = tqdm(
+        total=sum(len(ws) for _, ws in groups),
+        desc="benchmarks",
+        unit="cell",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=args.no_progress or not sys.stderr.isatty(),
+    )
     for k, (f, ws) in enumerate(groups, 1):
         log(f"[{k}/{len(groups)}] {f.name} {','.join(ws)}")
+        bar.set_postfix_str(f"{f.name} {','.join(ws)}")
         results += run_group(f, ws, args, log)
+        bar.update(len(ws))
+    bar.close()
     elapsed = time.perf_counter() - t0
     try:
         info["loadavg_end"] = os.getloadavg()

@@ -77,6 +77,46 @@ class CaseResult:
     problems: list
     kinds: tuple = ()  # which checks ran: "grad", "native", "order2", "forward"
     compiled: dict = dataclasses.field(default_factory=dict)  # backend -> check_compiled's result
+    pairs: list = dataclasses.field(default_factory=list)  # every comparison made, see _pair
+
+
+#: what the second-order pair of a backend compares (:func:`gradtape.testing.check_case` at order 2)
+ORDER2_NOTE = "first order (rtol 1e-6) and second order (nested tapes, rtol 1e-5) against finite differences"
+
+
+def _pair(kind, a, b, *, backends, blamed=(), passed, max_abs_err=0.0, max_rel_err=0.0, rtol=None, atol=None, note=""):
+    """One comparison of a case, for the report: ``kind`` ("grad", "order2" or "forward"), the two
+    methods, the backends whose methods took part, those a failure is blamed on, the errors and the
+    tolerance it was held to."""
+    return {
+        "kind": kind,
+        "a": a,
+        "b": b,
+        "backends": list(backends),
+        "blamed": list(blamed) if not passed else [],
+        "passed": bool(passed),
+        "max_abs_err": float(max_abs_err),
+        "max_rel_err": float(max_rel_err),
+        "rtol": rtol,
+        "atol": atol,
+        "note": note,
+    }
+
+
+def _forward_err(ref, got):
+    """The largest absolute difference of ``got``'s outputs from ``ref``'s (0 where equal, inf where
+    shapes differ or non-floating values differ)."""
+    worst = 0.0
+    for r, g in zip(ref, got):
+        if r.shape != g.shape:
+            return np.inf
+        if r.dtype.kind in "fc" and g.dtype.kind in "fc":
+            fin = np.isfinite(r) & np.isfinite(g)
+            if fin.any():
+                worst = max(worst, float(np.max(np.abs(r[fin] - g[fin]))))
+        elif not np.array_equal(r, g):
+            return np.inf
+    return worst
 
 
 def _draw(case, rng, dtype):
@@ -142,26 +182,59 @@ def check_case_everywhere(
     try:
         outs = on("numpy", leaves)
     except Exception as e:
+        why = f"forward failed on numpy: {type(e).__name__}: {e}"
         return CaseResult(
             opdef.name,
             repr(case),
             {b: False for b in backends},
             {b: np.inf for b in backends},
-            [f"forward failed on numpy: {type(e).__name__}: {e}"],
+            [why],
             ("forward",),
+            pairs=[
+                _pair(
+                    "forward",
+                    f"gradtape:{b}",
+                    "numpy (reference)",
+                    backends=[b],
+                    blamed=[b],
+                    passed=False,
+                    max_abs_err=np.inf,
+                    max_rel_err=np.inf,
+                    note=why,
+                )
+                for b in backends
+            ],
         )
     if not _differentiable(opdef, outs, flags, leaves):
         ref = [o.numpy() for o in outs]
+        pairs = []
         for b in backends:
+            err, note = np.inf, ""
             try:
                 got = [o.numpy() for o in on(b, leaves)]
+                err = _forward_err(ref, got)
                 for r, g in zip(ref, got):
                     if r.shape != g.shape or not np.allclose(r, g, rtol=1e-6, atol=1e-9, equal_nan=True):
                         raise AssertionError(f"forward differs from numpy: {g.reshape(-1)[:6]} vs {r.reshape(-1)[:6]}")
             except Exception as e:
                 passed[b] = False
-                problems.append(f"{b}: {type(e).__name__}: {e}")
-        res = CaseResult(opdef.name, repr(case), passed, max_err, problems, ("forward",))
+                note = f"{type(e).__name__}: {e}"
+                problems.append(f"{b}: {note}")
+            pairs.append(
+                _pair(
+                    "forward",
+                    f"gradtape:{b}",
+                    "numpy (reference)",
+                    backends=[b],
+                    blamed=[b],
+                    passed=passed[b],
+                    max_abs_err=err,
+                    rtol=1e-6,
+                    atol=1e-9,
+                    note=note,
+                )
+            )
+        res = CaseResult(opdef.name, repr(case), passed, max_err, problems, ("forward",), pairs=pairs)
         if compiled:
             res.compiled = {b: check_compiled(opdef, case, index, b, dtype=dtype, seed=seed) for b in backends}
         return res
@@ -190,6 +263,7 @@ def check_case_everywhere(
     owners = {f"gradtape:{b}": b for b in backends}
     owners.update({native_method_name(b): b for b in backends})
     fd = "finite differences"
+    pairs = []
     # a method that disagrees with finite differences is the one to blame for its failed pairs;
     # where both (or neither) agree with them, both are
     off = {m for p in report.pairs if not p.passed and fd in (p.a, p.b) for m in (p.a, p.b) if m != fd}
@@ -207,26 +281,73 @@ def check_case_everywhere(
                 f"{p.a} vs {p.b} on argument {diff_idx[p.arg]}: max abs err {p.max_abs_err:.3g}, "
                 f"max rel err {p.max_rel_err:.3g}{' (' + p.note + ')' if p.note else ''}"
             )
+        pairs.append(
+            _pair(
+                "grad",
+                p.a,
+                p.b,
+                backends=[owners[m] for m in (p.a, p.b) if m in owners],
+                blamed=[owners[m] for m in blamed if m in owners],
+                passed=p.passed,
+                max_abs_err=p.max_abs_err,
+                max_rel_err=err,
+                rtol=p.rtol,
+                atol=p.atol,
+                note=f"argument {diff_idx[p.arg]}" + (f" ({p.note})" if p.note else ""),
+            )
+        )
     for name, why in report.skipped.items():
         if name.startswith("gradtape:"):
             b = name.split(":", 1)[1]
             passed[b] = False
             problems.append(f"{name} could not run: {why}")
+            pairs.append(
+                _pair(
+                    "grad",
+                    name,
+                    "(did not run)",
+                    backends=[b],
+                    blamed=[b],
+                    passed=False,
+                    max_abs_err=np.inf,
+                    max_rel_err=np.inf,
+                    note=why,
+                )
+            )
     kinds = ("grad", "native") if native else ("grad",)
     if order2 and dtype == "float64":
         kinds = kinds + ("order2",)
         for b in backends:
+            order2_pair = dict(kind="order2", a=f"gradtape:{b}", b="finite differences", backends=[b], blamed=[b])
             try:
                 r2 = check_case(opdef, case, b, rng_for(opdef.name, index, seed + 1), order=2)
             except Exception as e:
                 passed[b] = False
                 problems.append(f"{b} second order: {type(e).__name__}: {e}")
+                pairs.append(
+                    _pair(
+                        **order2_pair,
+                        passed=False,
+                        max_abs_err=np.inf,
+                        max_rel_err=np.inf,
+                        note=f"{type(e).__name__}: {e}",
+                    )
+                )
                 continue
             if not r2.passed:
                 passed[b] = False
                 problems.append(f"{b} second order: " + "; ".join(r2.problems))
             max_err[b] = max(max_err[b], r2.max_rel_err)
-    res = CaseResult(opdef.name, repr(case), passed, max_err, problems, kinds)
+            pairs.append(
+                _pair(
+                    **order2_pair,
+                    passed=r2.passed,
+                    max_abs_err=r2.max_abs_err,
+                    max_rel_err=r2.max_rel_err,
+                    note="; ".join([ORDER2_NOTE] + r2.problems + r2.notes),
+                )
+            )
+    res = CaseResult(opdef.name, repr(case), passed, max_err, problems, kinds, pairs=pairs)
     if compiled:
         res.compiled = {
             b: check_compiled(opdef, case, index, b, order2=order2, dtype=dtype, seed=seed) for b in backends

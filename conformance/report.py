@@ -1,4 +1,12 @@
-"""Running the suite over the registry, and its report: an op x backend table (Markdown) and JSON.
+"""Running the suite over the registry, and its report: an op x backend table (Markdown), JSON, or
+one self-contained HTML page (:mod:`gradtape.conformance.html_report`), by the file's extension.
+
+Each op x backend cell holds the worst of the op's cases there: ``status`` ("pass", "known" or
+"FAIL"), ``max_err`` and ``pairs``, every comparison that involved the backend (the method pair,
+its largest errors over the cases, its tolerance and the cases that failed, with the backends each
+failure is blamed on).  The Markdown report opens and ends with the verdict, separates failures from
+known disagreements (``conformance/known_failures/<backend>.txt``, outside gradtape) and explains
+its columns in a legend.
 
 With ``compiled`` (``--compiled``) each backend's cell also holds the ``gt.function`` check
 (``cell["compiled"]``: status "pass", "FAIL", "not traceable" or "n/a", ``max_err``, ``reasons``,
@@ -14,8 +22,10 @@ import time
 
 import numpy as np
 
+from gradtape.conformance import html_report
 from gradtape.conformance.cases import cases
 from gradtape.conformance.checks import check_case_everywhere, known_failures
+from gradtape.crosscheck import TOLERANCES
 import gradtape as gt
 
 __all__ = ["Report", "run"]
@@ -24,6 +34,8 @@ __all__ = ["Report", "run"]
 _RANK = ("FAIL", "not traceable", "n/a", "pass")
 #: the executor each backend's programs are expected to get (another one is noted in the table)
 _EXPECTED_HOW = {"jax": "jax compiler"}
+#: failed comparisons listed per op and section of the Markdown report (the rest are counted)
+_MAX_LINES = 6
 
 
 @dataclasses.dataclass
@@ -48,6 +60,30 @@ class Report:
             if c.get("compiled", {}).get("status") == "FAIL"
         ]
         return out
+
+    @property
+    def known(self):
+        """(op, backend) pairs whose check failed for a reason listed in
+        ``conformance/known_failures/<backend>.txt`` (known disagreements: not failures)."""
+        return [(op, b) for op, cells in self.rows.items() for b, c in cells.items() if c["status"] == "known"]
+
+    def verdict(self):
+        """One line: PASS or FAIL, the failures and known disagreements, what was run and how long."""
+        summary = ""
+        if self.compiled:
+            n = self.compiled_counts()
+            summary = (
+                f"; gt.function check: {n['pass']} pass, {n['FAIL']} FAIL, {n['not traceable']} not traceable, "
+                f"{n['n/a']} n/a (op x backend)"
+            )
+        known = self.known
+        which = ", ".join(f"{op} on {b}" for op, b in known[:4]) + (", ..." if len(known) > 4 else "")
+        return (
+            f"gradtape conformance: {'FAIL' if self.failed else 'PASS'}: {len(self.failed)} failure(s), "
+            f"{len(known)} known disagreement(s){f' ({which})' if known else ''}; {len(self.rows)} ops x "
+            f"{len(self.backends)} backends, dtype {self.dtype}, native cross-checks {'on' if self.native else 'off'}, "
+            f"{self.seconds:.1f} s{summary}"
+        )
 
     def compiled_counts(self):
         """``{status: number of (op, backend) cells}`` of the gt.function check."""
@@ -76,23 +112,11 @@ class Report:
         return text + (f"; {', '.join(other)}: {comp[other[0]]['how']}" if other else "") + ")"
 
     def markdown(self):
+        """The report as Markdown: the verdict, the op x backend table, the failures, the known
+        disagreements, the gt.function sections, a legend, and the verdict again (the last line)."""
         cols = list(self.backends) + (["compiled"] if self.compiled else [])
         head = "| op | " + " | ".join(cols) + " |"
-        summary = ""
-        if self.compiled:
-            n = self.compiled_counts()
-            summary = (
-                f"; gt.function check: {n['pass']} pass, {n['FAIL']} FAIL, {n['not traceable']} not traceable, "
-                f"{n['n/a']} n/a (op x backend)"
-            )
-        lines = [
-            f"gradtape conformance: {len(self.rows)} ops x {len(self.backends)} backends, dtype "
-            f"{self.dtype}, native cross-checks {'on' if self.native else 'off'}, "
-            f"{self.seconds:.1f} s; {len(self.failed)} failure(s){summary}",
-            "",
-            head,
-            "|---|" + "---|" * len(cols),
-        ]
+        lines = [self.verdict(), "", head, "|---|" + "---|" * len(cols)]
         for op, cells in self.rows.items():
             row = []
             for b in self.backends:
@@ -108,21 +132,97 @@ class Report:
             if self.compiled:
                 row.append(self._compiled_cell(cells))
             lines.append(f"| {op} | " + " | ".join(row) + " |")
-        if self.problems:
-            failing = {op for op, _ in self.failed}
-            known = all(op not in failing for op in self.problems)
-            lines += [
-                "",
-                "Known disagreements (listed in known_failures, not counted as failures):"
-                if known
-                else "Problems (failures, and known disagreements of the ops listed in known_failures):",
-            ]
-            for op, probs in self.problems.items():
-                for p in probs[:6]:
-                    lines.append(f"- `{op}`: {p}")
+        for status, title in (
+            ("FAIL", "Failures (these fail the run):"),
+            (
+                "known",
+                "Known disagreements (not failures: listed with their reason in "
+                "conformance/known_failures/<backend>.txt, the cause is outside gradtape):",
+            ),
+        ):
+            entries = self._disagreement_lines(status)
+            if entries:
+                lines += ["", title] + entries
         if self.compiled:
             lines += self._compiled_lines()
+        lines += ["", *self.legend(), "", self.verdict()]
         return "\n".join(lines)
+
+    def legend(self):
+        """What the table's cells and numbers mean (Markdown lines)."""
+        (fd_rtol, fd_atol), (ex_rtol, ex_atol) = TOLERANCES.get(self.dtype, TOLERANCES["float64"])
+        lines = [
+            "Legend: a row per op, a column per backend; each cell is the worst of the op's cases on that backend.",
+            "- `pass (1e-08)`: every comparison of this backend's gradient agreed; the number is the largest "
+            "relative error |a - b| / max(|a|, |b|) among them: against central finite differences (tolerance "
+            f"rtol {fd_rtol:g}, atol {fd_atol:g}), against the other backends and each library's own autodiff"
+            f"{' (torch.autograd, jax.grad)' if self.native else ' (off: --no-native)'} (rtol {ex_rtol:g}, "
+            f"atol {ex_atol:g})"
+            + (", and at second order (nested tapes) against finite differences" if self._ran("order2") else "")
+            + ". A wrong rule is off by O(1).",
+            "- `pass (fwd)`: the op is not differentiable (or not at these inputs): its forward values on this "
+            "backend equal NumPy's (rtol 1e-6, atol 1e-9).",
+            "- `known: reason`: a disagreement listed in conformance/known_failures/<backend>.txt, whose cause is "
+            "outside gradtape; shown, not counted as a failure.",
+            "- `**FAIL**`: a comparison of this backend failed (listed under Failures); the run exits with 1.",
+        ]
+        if self.compiled:
+            lines.append(
+                "- `compiled`: the gradient (or a forward-only op's outputs) computed inside gt.function on every "
+                "backend, three calls compared with eager gradtape; the number is the largest difference relative "
+                "to max(|eager|, 1) (tolerance 1e-12 replayed, 1e-9 compiled); `not traceable` and `n/a` are "
+                "neither passes nor failures."
+            )
+        lines.append("The HTML report (--report FILE.html) shows every compared pair of each cell.")
+        return lines
+
+    def _ran(self, kind):
+        return any(kind in c.get("checks", ()) for cells in self.rows.values() for c in cells.values())
+
+    def disagreements(self, status):
+        """The cells of ``status`` ("FAIL" or "known"), per op: ``(op, backends, reasons, entries)``,
+        ``reasons`` the known failures' reasons, ``entries`` the failed comparisons blamed on those
+        backends as dicts (``case``, ``a``, ``b``, ``backends``, ``max_rel_err``, ``rtol``, ``note``;
+        the same comparison blamed on several backends once) or, where no comparison was recorded,
+        the checks' own lines (``{"line": ...}``)."""
+        out = []
+        for op, cells in self.rows.items():
+            where = [b for b in self.backends if cells.get(b, {}).get("status") == status]
+            if not where:
+                continue
+            entries = {}
+            for b in where:
+                for p in cells[b].get("pairs", ()):
+                    for f in p["failures"]:
+                        if b in f["blamed"]:
+                            key = (f["case"], p["a"], p["b"], f["note"])
+                            e = entries.setdefault(
+                                key,
+                                {"case": f["case"], "a": p["a"], "b": p["b"], "backends": [], "note": f["note"]}
+                                | {"max_rel_err": f["max_rel_err"], "rtol": p["rtol"]},
+                            )
+                            e["backends"].append(b)
+            listed = list(entries.values()) or [{"line": line} for line in self.problems.get(op, [])]
+            reasons = sorted({cells[b]["reason"] for b in where if "reason" in cells[b]})
+            out.append((op, where, reasons, listed))
+        return out
+
+    def _disagreement_lines(self, status):
+        """Markdown lines of :meth:`disagreements` (at most ``_MAX_LINES`` comparisons per op)."""
+        out = []
+        for op, where, reasons, entries in self.disagreements(status):
+            out.append(f"- `{op}` on {', '.join(where)}" + (": " + "; ".join(reasons) if reasons else ""))
+            for e in entries[:_MAX_LINES]:
+                if "line" in e:
+                    out.append(f"  - {e['line']}")
+                    continue
+                on = f" [{', '.join(e['backends'])}]" if len(where) > 1 else ""
+                tol = f" > rtol {e['rtol']:g}" if e["rtol"] is not None else ""
+                note = f"; {e['note']}" if e["note"] else ""
+                out.append(f"  - {e['case']}: {e['a']} vs {e['b']}{on}: max rel err {e['max_rel_err']:.3g}{tol}{note}")
+            if len(entries) > _MAX_LINES:
+                out.append(f"  - ... and {len(entries) - _MAX_LINES} more (the HTML or JSON report lists them all)")
+        return out
 
     def _compiled_lines(self):
         """The gt.function check's failures, untraceable cases and executors other than expected."""
@@ -154,8 +254,16 @@ class Report:
         return json.dumps(dataclasses.asdict(self), indent=1, default=float)
 
     def write(self, path):
-        text = self.to_json() if str(path).endswith(".json") else self.markdown() + "\n"
-        with open(path, "w") as f:
+        """Write the report to ``path``: JSON for ``.json``, a self-contained HTML page for ``.html``
+        (or ``.htm``), Markdown otherwise."""
+        name = str(path).lower()
+        if name.endswith(".json"):
+            text = self.to_json()
+        elif name.endswith((".html", ".htm")):
+            text = html_report.render(self)
+        else:
+            text = self.markdown() + "\n"
+        with open(path, "w", encoding="utf-8") as f:
             f.write(text)
 
 
@@ -190,6 +298,38 @@ def _merge_compiled(cell, res, case):
     c["how"] = ", ".join(sorted(hows))
     c["checks"] = sorted(set(c["checks"]) | set(res["checks"]))
     c["notes"] = (c["notes"] + [n for n in res["notes"] if n not in c["notes"]])[:3]
+
+
+def _merge_pair(cell, pair, case):
+    """Fold one case's comparison into a backend's cell: per (kind, method, method), the largest
+    errors (also over the cases that passed alone), the number of cases, and each failure with its
+    case and the backends it is blamed on."""
+    for p in cell["pairs"]:
+        if (p["kind"], p["a"], p["b"]) == (pair["kind"], pair["a"], pair["b"]):
+            break
+    else:
+        p = {k: pair[k] for k in ("kind", "a", "b", "rtol", "atol")}
+        p.update(passed=True, cases=0, max_abs_err=0.0, max_rel_err=0.0, passing_max_rel_err=0.0)
+        p.update(failures=[], notes=[])
+        cell["pairs"].append(p)
+    p["cases"] += 1
+    p["max_abs_err"] = max(p["max_abs_err"], pair["max_abs_err"])
+    p["max_rel_err"] = max(p["max_rel_err"], pair["max_rel_err"])
+    if pair["passed"]:
+        p["passing_max_rel_err"] = max(p["passing_max_rel_err"], pair["max_rel_err"])
+        if pair["note"] and pair["note"] not in p["notes"] and len(p["notes"]) < 4:
+            p["notes"].append(pair["note"])
+    else:
+        p["passed"] = False
+        p["failures"].append(
+            {
+                "case": case,
+                "max_abs_err": pair["max_abs_err"],
+                "max_rel_err": pair["max_rel_err"],
+                "note": pair["note"],
+                "blamed": pair["blamed"],
+            }
+        )
 
 
 def run(
@@ -230,7 +370,8 @@ def run(
         )
         cells = report.rows.setdefault(op.name, {})
         for b in backends:
-            c = cells.setdefault(b, {"status": "pass", "max_err": 0.0, "checks": list(res.kinds)})
+            c = cells.setdefault(b, {"status": "pass", "max_err": 0.0, "checks": list(res.kinds), "pairs": []})
+            c["checks"] = sorted(set(c["checks"]) | set(res.kinds))
             c["max_err"] = float(max(c["max_err"], res.max_err[b])) if np.isfinite(res.max_err[b]) else float("inf")
             if not res.passed[b]:
                 if op.name in known[b]:
@@ -239,6 +380,9 @@ def run(
                     c["status"] = "FAIL"
             if b in res.compiled:
                 _merge_compiled(c, res.compiled[b], res.case)
+        for pair in res.pairs:
+            for b in dict.fromkeys(pair["backends"]):  # once where both methods are the backend's
+                _merge_pair(cells[b], pair, res.case)
         if not all(res.passed.values()):
             report.problems.setdefault(op.name, []).extend(f"{res.case}: {p}" for p in res.problems)
         if bar is not None:

@@ -19,7 +19,16 @@ import os
 
 from gradtape import backends as _backends
 
-__all__ = ["available_backends", "config", "get_backend", "parse_spec", "set_backend", "use_backend"]
+__all__ = [
+    "INSTALL_COMMANDS",
+    "available_backends",
+    "config",
+    "get_backend",
+    "install_command",
+    "parse_spec",
+    "set_backend",
+    "use_backend",
+]
 
 
 def parse_spec(spec: str):
@@ -55,14 +64,63 @@ def _make(name, device):
     return _Setting(b, dev)
 
 
+#: the command that installs each built-in backend's library, as the README does it (torch: the
+#: plain wheel, not ``gradtape[torch]``, whose resolution pulls CUDA packages onto a CPU machine)
+INSTALL_COMMANDS = {
+    "numpy": "python3 -m pip install numpy",
+    "torch": "python3 -m pip install torch==2.13.0",
+    "jax": "python3 -m pip install jax",
+    "array_api_strict": "python3 -m pip install array-api-strict",
+}
+
+
+def install_command(name):
+    """The shell command that installs backend ``name``'s library (None for a plugin: its own
+    package provides it)."""
+    return INSTALL_COMMANDS.get(name)
+
+
+def _env_error(spec, e, backend_found):
+    """One line for a ``GRADTAPE_BACKEND`` that names no usable backend: the value, the backends
+    there are, and what to set instead (the cause's own text is kept, flattened to one line)."""
+    name, _ = parse_spec(spec)
+    choices = ", ".join(available_backends()) or "none"
+    cause = " ".join(str(e).split()).rstrip(".")
+    if isinstance(e, ImportError):
+        cmd = install_command(name)
+        how = f"install it with `{cmd}`" if cmd else "install the package that provides it"
+        return ImportError(
+            f"GRADTAPE_BACKEND={spec!r}: {cause}. To fix: {how}, or set GRADTAPE_BACKEND to an installed "
+            f"backend ({choices}), or unset it for numpy"
+        )
+    if backend_found:  # the device part is wrong
+        return ValueError(
+            f"GRADTAPE_BACKEND={spec!r}: {cause}. To fix: set GRADTAPE_BACKEND={name} (its default device) "
+            "or name one of the devices listed"
+        )
+    return ValueError(
+        f"GRADTAPE_BACKEND={spec!r}: unknown gradtape backend {name!r}; known backends: "
+        f"{', '.join(_backends.known_backends())} (installed here: {choices}). To fix: set GRADTAPE_BACKEND "
+        "to an installed backend, optionally with a device (torch:cuda), or unset it for numpy"
+    )
+
+
 def _process_default() -> _Setting:
     global _default
     if _default is None:
         spec = os.environ.get("GRADTAPE_BACKEND", "").strip()
+        if not spec:
+            _default = _make("numpy", None)
+            return _default
+        name, device = parse_spec(spec)
+        found = False
         try:
-            _default = _make(*parse_spec(spec)) if spec else _make("numpy", None)
+            _backends.get(name)
+            found = True
+            _default = _make(name, device)
         except (ValueError, ImportError) as e:
-            raise type(e)(f"GRADTAPE_BACKEND={spec!r}: {e}") from e
+            # one line, at first use (not the registry's chained traceback); the next use raises again
+            raise _env_error(spec, e, found) from None
     return _default
 
 

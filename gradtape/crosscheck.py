@@ -22,8 +22,11 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import itertools
+import re
+import sys
 
 import numpy as np
+from tqdm import tqdm
 
 from gradtape import backends as _backends
 from gradtape._config import available_backends, use_backend
@@ -31,7 +34,7 @@ from gradtape.ops.creation import asarray
 from gradtape.ops.elementwise import real
 from gradtape.ops.statistical import sum as _sum
 from gradtape.tape import GradientTape
-from gradtape.tensor import _wrap
+from gradtape.tensor import Tensor, _wrap
 from gradtape.testing import finite_differences
 
 __all__ = ["TOLERANCES", "GradientReport", "PairResult", "check_gradients", "finite_differences", "native_method_name"]
@@ -126,6 +129,73 @@ class GradientReport:
     __repr__ = __str__
 
 
+# ---------------------------------------------------------------------------------------- user code
+#: methods that array libraries have and the standard's array object does not, whose namespace
+#: function has another name (the others are ``xp.<same name>(x)``: ``x.sum()`` -> ``xp.sum(x)``)
+_METHOD_FIXES = {
+    "transpose": "xp.permute_dims(x, axes) (or x.T / x.mT)",
+    "permute": "xp.permute_dims(x, axes)",
+    "swapaxes": "xp.permute_dims(x, axes)",
+    "flatten": "xp.reshape(x, (-1,))",
+    "ravel": "xp.reshape(x, (-1,))",
+    "view": "xp.reshape(x, shape)",
+    "dot": "xp.matmul(x, y) or xp.vecdot(x, y)",
+    "cumsum": "xp.cumulative_sum(x)",
+    "cumprod": "xp.cumulative_prod(x)",
+    "copy": "xp.asarray(x, copy=True)",
+    "clone": "xp.asarray(x, copy=True)",
+    "item": "float(x) (or int(x))",
+    "norm": "xp.linalg.vector_norm(x)",
+    "numel": "x.size (an attribute)",
+    "detach": "gt.stop_gradient(x)",
+    "cpu": 'x.to_device("cpu")',
+    "unsqueeze": "xp.expand_dims(x, axis=...)",
+}
+
+
+def _method_hint(e):
+    """For ``AttributeError: 'Tensor' object has no attribute 'sum'`` raised by a user's function:
+    which Array API namespace function to call instead (None for any other error)."""
+    if not isinstance(e, AttributeError):
+        return None
+    name, obj = getattr(e, "name", None), getattr(e, "obj", None)
+    if name is None or obj is None:  # raised by hand, without name/obj: read the message
+        m = re.match(r"'Tensor' object has no attribute '(\w+)'", str(e))
+        if m is None:
+            return None
+        name = m.group(1)
+    elif not isinstance(obj, Tensor):
+        return None
+    if name.startswith("_"):
+        return None
+    fix = _METHOD_FIXES.get(name)
+    if fix is None:
+        ns = sys.modules["gradtape"]  # the namespace Tensor.__array_namespace__ returns
+        if not callable(getattr(ns, name, None)):
+            return None
+        fix = f"xp.{name}(x)"
+    return (
+        f"the Array API standard's arrays have no .{name}() method; call the namespace function "
+        f"instead: {fix}, with xp = x.__array_namespace__()"
+    )
+
+
+def _call(fn, xs):
+    """``fn(*xs)``; an ``AttributeError`` for an array method the standard does not have says which
+    namespace function to use instead."""
+    try:
+        return fn(*xs)
+    except AttributeError as e:
+        hint = _method_hint(e)
+        if hint is None:
+            raise
+        raise AttributeError(f"{e}: {hint}") from e
+
+
+def _why(e):
+    return f"{type(e).__name__}: {e}"
+
+
 # ---------------------------------------------------------------------------------------- methods
 def _as_input(a):
     """Floating arrays keep single precision if given it (float64 otherwise); others unchanged."""
@@ -149,7 +219,7 @@ def _gradtape_grad(fn, arrays, wrt, backend):
     xs = [ts[k] for k in wrt]
     with GradientTape() as tape:
         tape.watch(xs)
-        loss = _loss(fn(*ts))
+        loss = _loss(_call(fn, ts))
     gs = tape.gradient(loss, xs, unconnected_gradients="zero")
     return [g.numpy() for g in gs]
 
@@ -161,7 +231,7 @@ def _native_grad(fn, arrays, wrt, backend):
     natives = [asarray(a, backend=backend).native for a in arrays]
 
     def f(*xs):
-        return _loss(fn(*[_wrap(x, b) for x in xs])).native
+        return _loss(_call(fn, [_wrap(x, b) for x in xs])).native
 
     gs = b.native_grad(f, *natives)
     return [b.to_numpy(gs[k]) for k in wrt]
@@ -218,7 +288,7 @@ def _compare(a, b, ga, gb, k, mask, rtol, atol, note=""):
     return PairResult(a, b, k, mabs, mrel, ok, rtol, atol, note)
 
 
-def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None, eps=1e-6):
+def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None, eps=1e-6, progress=False):
     """Cross-check the gradient of ``fn`` (written against the Array API) at ``args``.
 
     ``args`` are arrays, nested lists or scalars; floating ones are differentiated (in float64 /
@@ -227,8 +297,12 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
     TensorFlow's tape when installed; finite differences are always computed.  ``rtol``/``atol``
     override the tolerances (defaults in float64: 1e-9/1e-11 between analytic gradients, 1e-5/1e-6
     against finite differences, which are always taken in float64; float32 inputs run in float32
-    with looser defaults, see ``TOLERANCES``).  Returns a :class:`GradientReport`; raises nothing unless you call
-    ``.raise_if_failed()``.
+    with looser defaults, see ``TOLERANCES``).  ``progress=True`` shows a bar on stderr, a step per
+    backend (its gradtape and native gradients), TensorFlow and the finite differences.  Returns a
+    :class:`GradientReport`; a method that cannot run ``fn`` is reported as skipped, with why; only
+    the finite differences' run of ``fn`` on NumPy raises what ``fn`` raises (an ``AttributeError``
+    for an array method the standard lacks, such as ``x.sum()``, names the function to use).
+    Nothing else raises unless you call ``.raise_if_failed()``.
     """
     arrays = [_as_input(a) for a in args]
     wrt = [k for k, a in enumerate(arrays) if a.dtype.kind in "fc"]
@@ -237,35 +311,56 @@ def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None,
     if not wrt:
         raise ValueError("check_gradients needs at least one floating-point argument to differentiate")
     names = list(backends) if backends is not None else available_backends()
+    has_tf = native and importlib.util.find_spec("tensorflow") is not None
+    bar = tqdm(
+        total=len(names) + has_tf + 1,
+        desc="check_gradients",
+        unit="step",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=not progress,
+        leave=False,
+    )
     methods, skipped = {}, {}
     for name in names:
+        bar.set_postfix_str(f"gradtape:{name}")
         try:
             methods[f"gradtape:{name}"] = _gradtape_grad(fn, arrays, wrt, name)
         except Exception as e:  # a backend that cannot run fn is reported, not fatal
-            skipped[f"gradtape:{name}"] = f"{type(e).__name__}: {e}"
-        if not native:
-            continue
-        b = _backends.get(name)
-        if getattr(b, "supports_native_grad", False):
-            label = native_method_name(name)
+            skipped[f"gradtape:{name}"] = _why(e)
+        if native:
             try:
-                methods[label] = _native_grad(fn, arrays, wrt, name)
-            except Exception as e:
-                skipped[label] = f"{type(e).__name__}: {e}"
-    if native:
-        if importlib.util.find_spec("tensorflow") is None:
-            skipped["tensorflow"] = "not installed (pip install gradtape[tensorflow])"
-        else:
-            try:
-                methods["tensorflow"] = _tensorflow_grad(fn, arrays, wrt)
-            except Exception as e:
-                skipped["tensorflow"] = f"{type(e).__name__}: {e}"
+                b = _backends.get(name)
+            except (ValueError, ImportError):  # already reported as gradtape:<name>'s skip
+                b = None
+            if getattr(b, "supports_native_grad", False):
+                label = native_method_name(name)
+                bar.set_postfix_str(label)
+                try:
+                    methods[label] = _native_grad(fn, arrays, wrt, name)
+                except Exception as e:
+                    skipped[label] = _why(e)
+        bar.update()
+    if native and not has_tf:
+        skipped["tensorflow"] = "not installed (python3 -m pip install tensorflow)"
+    elif has_tf:
+        bar.set_postfix_str("tensorflow")
+        try:
+            methods["tensorflow"] = _tensorflow_grad(fn, arrays, wrt)
+        except Exception as e:
+            skipped["tensorflow"] = _why(e)
+        bar.update()
 
     def value(*xs):
         with use_backend("numpy"):
-            return float(_loss(fn(*[asarray(x) for x in xs])).numpy())
+            return float(_loss(_call(fn, [asarray(x) for x in xs])).numpy())
 
-    diffs = finite_differences(value, arrays, wrt, eps=eps)  # in float64 / complex128
+    bar.set_postfix_str("finite differences")
+    try:
+        diffs = finite_differences(value, arrays, wrt, eps=eps)  # in float64 / complex128
+    finally:
+        bar.update()
+        bar.close()
     methods["finite differences"] = [diffs[k][0] for k in wrt]
     kinks, masks = {}, {}
     for j, k in enumerate(wrt):

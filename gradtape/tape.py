@@ -24,6 +24,19 @@ def _flatten(structure, what):
     return leaves, treespec
 
 
+def _type_name(obj):
+    """The full name of ``obj``'s type (``torch.Tensor``, ``numpy.ndarray``; ``float`` for builtins),
+    so that another library's ``Tensor`` is not mistaken for gradtape's."""
+    t = type(obj)
+    mod = t.__module__
+    return t.__qualname__ if mod in ("builtins", None) else f"{mod}.{t.__qualname__}"
+
+
+def _short_repr(obj, limit=60):
+    r = " ".join(repr(obj).split())
+    return r if len(r) <= limit else r[: limit - 3] + "..."
+
+
 def _check_unconnected(u):
     if isinstance(u, UnconnectedGradients):
         return u
@@ -104,8 +117,9 @@ class GradientTape:
         for t in leaves:
             if not isinstance(t, Tensor):
                 raise ValueError(
-                    f"Passed in object {t!r} of type {type(t).__name__!r}, not a "
-                    "gt.Tensor or gt.Variable, to GradientTape.watch"
+                    f"GradientTape.watch: got an object of type {_type_name(t)} ({_short_repr(t)}), not a "
+                    "gt.Tensor or gt.Variable; convert it first with gt.constant(x) or gt.asarray(x) (or make "
+                    "it trainable with gt.Variable(x)) and compute with the converted tensor"
                 )
             if not t.dtype.differentiable:
                 warnings.warn(
@@ -139,7 +153,10 @@ class GradientTape:
     def stop_recording(self):
         """Temporarily stop recording operations on this tape."""
         if not self._recording:
-            raise RuntimeError("Trying to stop recording a tape which is not recording.")
+            raise RuntimeError(
+                "Trying to stop recording a tape which is not recording; call stop_recording() inside the "
+                "tape's `with` block"
+            )
         stack = self._pop()
         try:
             yield
@@ -156,7 +173,8 @@ class GradientTape:
             )
         if self._used and not self._persistent:
             raise RuntimeError(
-                "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians)"
+                "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians); "
+                f"create the tape with persistent=True to call {what}() more than once"
             )
         if self._recording:
             if not self._persistent:
@@ -195,8 +213,9 @@ class GradientTape:
             if not isinstance(s, Tensor):
                 raise ValueError(
                     f"GradientTape.gradient: sources must be Tensors or Variables, got "
-                    f"{type(s).__name__} {s!r}; differentiate with respect to tensors the "
-                    "tape watches"
+                    f"{_type_name(s)} {_short_repr(s)}; differentiate with respect to tensors the "
+                    "tape watches (gt.constant(x) / gt.asarray(x) converts an array, gt.Variable(x) "
+                    "makes a trainable one)"
                 )
         rec = self._begin("gradient")
         try:
