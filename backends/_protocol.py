@@ -273,6 +273,63 @@ class Backend:
         """``fn`` mapped over the ``in_axes`` of its native arguments (the library's vmap)."""
         raise NotImplementedError(f"backend {self.name!r} has no vmap")
 
+    # ------------------------------------------------ structured control flow (gt.function programs)
+    #: a gradient through ``gt.while_loop`` may loop a number of times known only when it runs
+    #: (Python loops); False where the compiler needs static shapes (``maximum_iterations`` is then
+    #: required for it)
+    dynamic_loops = True
+    #: the compiler (:meth:`compile_program`) compiles :meth:`cond` and the loops below as they are
+    #: (else a program with them is not compiled: its predicates become guards)
+    compiles_control_flow = False
+
+    def cond(self, pred, true_fn, false_fn, operands):
+        """``gt.cond``'s step in a ``gt.function`` program: the branch of scalar ``pred`` applied to
+        ``operands`` (each branch returns a tuple of arrays of the same shapes and dtypes)."""
+        return true_fn(*operands) if bool(pred) else false_fn(*operands)
+
+    def while_loop(self, cond_fn, body_fn, operands, init, max_iter):
+        """``gt.while_loop``'s step where nothing differentiates it: the final carry (a tuple).
+        ``cond_fn(*operands, *carry)`` returns a 1-tuple of a scalar bool, ``body_fn`` the carry."""
+        carry = tuple(init)
+        i = 0
+        while (max_iter is None or i < max_iter) and bool(cond_fn(*operands, *carry)[0]):
+            carry = tuple(body_fn(*operands, *carry))
+            i += 1
+        return carry
+
+    def loop_forward(self, cond_fn, body_fn, operands, init, max_iter):
+        """``gt.while_loop``'s step under a tape: ``(final carry, each carried variable stacked over
+        the iterations that ran, their count)`` (the carries are what the gradient reads)."""
+        xp = self.xp
+        carry = tuple(init)
+        saved = []
+        while (max_iter is None or len(saved) < max_iter) and bool(cond_fn(*operands, *carry)[0]):
+            saved.append(carry)
+            carry = tuple(body_fn(*operands, *carry))
+        if saved:
+            stacked = tuple(xp.stack([s[k] for s in saved]) for k in range(len(carry)))
+        else:
+            stacked = tuple(xp.expand_dims(v, axis=0)[0:0, ...] for v in init)
+        return carry, stacked, xp.asarray(len(saved), device=self.device_of(init[0]))
+
+    def loop_backward(self, vjp_fn, operands, count, stacked, dfinal, max_iter, meta):
+        """The gradient of :meth:`loop_forward`: the body's VJP ``vjp_fn(*operands, *carry, *d) ->
+        (*d carry, *d captures)`` applied from the last iteration to the first; returns the
+        gradients of the floating initial carry and of the captures.  ``meta``: (the floating
+        carry's positions, the captures' gradient shapes and dtypes)."""
+        floating, cap_meta = meta
+        nf = len(floating)
+        d = tuple(dfinal)
+        dcaps = None
+        for k in range(int(count) - 1, -1, -1):
+            res = vjp_fn(*operands, *[s[k, ...] for s in stacked], *d)
+            d = tuple(res[:nf])
+            dcaps = tuple(res[nf:]) if dcaps is None else tuple(a + b for a, b in zip(dcaps, res[nf:]))
+        if dcaps is None:
+            device = self.device_of(stacked[0])
+            dcaps = tuple(self.xp.zeros(shape, dtype=dtype, device=device) for shape, dtype in cap_meta)
+        return (*d, *dcaps)
+
     def compile_program(self, fn):
         """``fn`` -- a ``gt.function`` program, a Python function of native arrays returning tuples
         of them -- compiled by the library's compiler (see :attr:`compiles`)."""

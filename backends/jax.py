@@ -75,7 +75,7 @@ def _namespace(jnp):
 
 class JaxBackend(Backend):
     name = "jax"
-    install_hint = "pip install gradtape[jax]"
+    install_hint = "python3 -m pip install jax"
     python_scalars = True  # JAX's weak types keep the array's dtype
     supports_vmap = True
     supports_native_grad = True
@@ -201,6 +201,62 @@ class JaxBackend(Backend):
 
     def compile_program(self, fn):
         return self._jax.jit(fn)
+
+    dynamic_loops = False  # (a reverse-differentiated gt.while_loop needs maximum_iterations: lax.scan)
+    compiles_control_flow = True
+
+    def cond(self, pred, true_fn, false_fn, operands):
+        return self._jax.lax.cond(self._jax.numpy.reshape(pred, ()), true_fn, false_fn, *operands)
+
+    def while_loop(self, cond_fn, body_fn, operands, init, max_iter):
+        jnp = self._jax.numpy
+
+        def go(state):
+            i, carry = state
+            ok = jnp.reshape(cond_fn(*operands, *carry)[0], ())
+            return ok if max_iter is None else jnp.logical_and(i < max_iter, ok)
+
+        def step(state):
+            i, carry = state
+            return i + 1, tuple(body_fn(*operands, *carry))
+
+        return self._jax.lax.while_loop(go, step, (0, tuple(init)))[1]
+
+    def loop_forward(self, cond_fn, body_fn, operands, init, max_iter):
+        """``lax.scan`` over ``max_iter`` steps, each a ``lax.cond`` of the body while the predicate
+        held (the carries of every step are saved: static shapes)."""
+        lax = self._jax.lax
+        jnp = self._jax.numpy
+
+        def step(state, _):
+            carry, done, count = state
+            active = jnp.logical_and(jnp.logical_not(done), jnp.reshape(cond_fn(*operands, *carry)[0], ()))
+            new = lax.cond(active, lambda v: tuple(body_fn(*operands, *v)), lambda v: tuple(v), carry)
+            return (new, jnp.logical_not(active), count + active.astype(count.dtype)), carry
+
+        start = (tuple(init), jnp.asarray(False), jnp.asarray(0))
+        (final, _, count), stacked = lax.scan(step, start, None, length=max_iter)
+        return final, stacked, count
+
+    def loop_backward(self, vjp_fn, operands, count, stacked, dfinal, max_iter, meta):
+        lax = self._jax.lax
+        jnp = self._jax.numpy
+        floating, cap_meta = meta
+        nf = len(floating)
+
+        def step(state, xs):
+            k, carry = xs
+
+            def run(s):
+                d, dc = s
+                res = vjp_fn(*operands, *carry, *d)
+                return tuple(res[:nf]), tuple(a + b for a, b in zip(dc, res[nf:]))
+
+            return lax.cond(k < count, run, lambda s: s, state), None
+
+        zeros = tuple(jnp.zeros(shape, dtype) for shape, dtype in cap_meta)
+        (d, dc), _ = lax.scan(step, (tuple(dfinal), zeros), (jnp.arange(max_iter), tuple(stacked)), reverse=True)
+        return (*d, *dc)
 
     def native_grad(self, fn, *args):
         jax = self._jax

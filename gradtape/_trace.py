@@ -48,12 +48,19 @@ __all__ = [
     "value_check",
     "mixed_backends",
     "GuardFailed",
+    "NotLowerable",
 ]
 
 
 class OperatorNotAllowedInGraphError(TypeError):
     """A value-dependent Python use of a traced tensor inside ``gt.function`` (``bool``, ``int``,
     ``float``, NumPy conversion), as TensorFlow's ``tf.errors.OperatorNotAllowedInGraphError``."""
+
+
+class NotLowerable(Exception):
+    """A ``gt.cond`` / ``gt.while_loop`` that cannot become one structured step of the program (a
+    branch assigns a variable, draws random numbers, or the gradient is taken while a tape records):
+    the function is traced again with its predicates as guards (path by path)."""
 
 
 class GuardFailed(Exception):
@@ -313,9 +320,14 @@ class Trace:
     """What one trace records (see the module docstring).  ``inputs``: the slots the executor feeds,
     in order, each with what feeds it; ``consts``: slot -> a value captured from outside."""
 
-    def __init__(self, name, backend):
+    def __init__(self, name, backend, parent=None):
         self.name = name
         self.backend = backend  # the TracingBackend of the traced tensors
+        self.parent = parent  # the enclosing trace of a branch or loop body (a sub-trace)
+        self.captured = {}  # parent slot -> the stand-in of this (sub-)trace that reads it
+        self.lower = True  # gt.cond / gt.while_loop become structured steps (else guards)
+        self.raw_draws = []  # the host draws as drawn (used again by a retrace)
+        self._foreign_seen = False
         self.steps = []
         self.nslots = 0
         self.inputs = []  # (slot, kind, what)
@@ -342,6 +354,37 @@ class Trace:
         self.values[a.slot] = c
         return a
 
+    def capture(self, a):
+        """The stand-in of this trace for ``a``, a stand-in of an enclosing trace (a value a branch
+        or loop body reads from outside: an input of the sub-program)."""
+        if a.trace is self:
+            return a
+        if self.parent is None:
+            _foreign(a, self)
+        outer = self.parent.capture(a)
+        loc = self.captured.get(outer.slot)
+        if loc is None:
+            loc = self.captured[outer.slot] = self.input(outer.c, "capture", outer)
+        return loc
+
+    def _localize(self, a):
+        """``a`` with every stand-in of an enclosing trace replaced by its capture."""
+        c = a.__class__
+        if c is TraceArray:
+            return a if a.trace is self else self.capture(a)
+        if c is tuple or c is list:
+            return c(self._localize(x) for x in a)
+        if c is dict:
+            return {k: self._localize(x) for k, x in a.items()}
+        if c is slice:
+            return slice(*(self._localize(x) for x in (a.start, a.stop, a.step)))
+        return a
+
+    def on_variable(self, v):
+        """A variable created inside a branch or loop body (the root trace's front end replaces
+        this): not a structured step."""
+        raise NotLowerable(f"gt.Variable {v.name!r} is created inside a gt.cond branch or gt.while_loop body")
+
     def const(self, c):
         """A stand-in for a native array captured from outside the trace (a constant)."""
         a = self._new(c)
@@ -354,7 +397,9 @@ class Trace:
         c = a.__class__
         if c is TraceArray:
             if a.trace is not self:
-                _foreign(a, self)
+                if self.parent is None:
+                    _foreign(a, self)
+                self._foreign_seen = True
             return a.c, True
         if c is tuple or c is list:
             vals = []
@@ -390,9 +435,10 @@ class Trace:
             return {k: self._swap_host(x) for k, x in a.items()}
         return a
 
-    def call(self, fn, args, kwargs, effect=False, label=None, real=None):
-        """Run ``fn`` on the concrete values of ``args``/``kwargs`` and record it as one step;
-        returns the output with every array in it a stand-in."""
+    def call(self, fn, args, kwargs, effect=False, label=None, real=None, run=None):
+        """Run ``fn`` (or ``run``, the same computation eagerly) on the concrete values of
+        ``args``/``kwargs`` and record it as one step; returns the output with every array in it a
+        stand-in."""
         if self.closed:
             _finished(self)
         cargs, has = self._template(args)
@@ -401,7 +447,11 @@ class Trace:
             has = has or hk
         else:
             ckw = kwargs or {}
-        out = fn(*cargs, **ckw)
+        if self._foreign_seen:  # values of an enclosing trace: inputs of this sub-program
+            self._foreign_seen = False
+            args = self._localize(args)
+            kwargs = self._localize(kwargs) if kwargs else kwargs
+        out = (fn if run is None else run)(*cargs, **ckw)
         if has and self.host:
             args = self._swap_host(args)
             kwargs = self._swap_host(kwargs) if kwargs else kwargs
@@ -440,6 +490,8 @@ class Trace:
     def guard(self, a):
         """The concrete truth value of stand-in ``a``, recorded as a guard: a replay checks that the
         predicate still has this value (else the function is traced again)."""
+        if self.parent is not None:
+            raise NotLowerable("a predicate inside a gt.cond branch or gt.while_loop body is a guard")
         if a.trace is not self:
             _foreign(a, self)
         value = bool(np.asarray(self.backend.real.to_numpy(a.c)).reshape(()).item())
@@ -873,10 +925,13 @@ def host_draw(fn, *args):
     t = active_trace()
     if t is None:
         return fn(*args)
+    if t.parent is not None:
+        raise NotLowerable("random numbers are drawn inside a gt.cond branch or gt.while_loop body")
     if t.predrawn:
         arr = t.predrawn.pop(0)
     else:
         arr = fn(*args)
+    t.raw_draws.append(arr)
     t.host_input(arr, fn, args)
     return arr
 
@@ -931,6 +986,9 @@ def value_check(bad, exc_type, message, detail=None):
             raise exc_type(detail() if detail is not None else message)
         return
     t = bad.trace
+    running = active_trace()
+    if running is not None and running.parent is not None:
+        raise NotLowerable("a value check runs inside a gt.cond branch or gt.while_loop body")
     if bool(np.asarray(t.backend.real.to_numpy(bad.c)).reshape(())):
         raise exc_type(message)
     t.checks.append((bad.slot, exc_type, message))

@@ -32,8 +32,10 @@ import optree
 from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape._recording_state import _ACTIVE, _state, active_trace, tracing
+from gradtape._control_flow import lowered_cond, lowered_while
 from gradtape._trace import (
     GuardFailed,
+    NotLowerable,
     OperatorNotAllowedInGraphError,
     Trace,
     TraceArray,
@@ -45,6 +47,9 @@ __all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "Operator
 
 #: programs kept per signature (one per path through gt.cond / gt.while_loop predicates)
 MAX_PATHS = 8
+#: gt.cond / gt.while_loop on traced predicates become one structured step each (``lax.cond`` ...);
+#: False: always guards, one program per path (the fallback; tests compare the two)
+LOWER_CONTROL_FLOW = True
 #: consecutive calls that trace before a warning (as tf.function's "triggered retracing")
 RETRACE_WARNING = 5
 _TRACE_LOCK = threading.RLock()
@@ -282,7 +287,12 @@ class Function:
                 )
                 args, kwargs = optree.tree_unflatten(treedef, leaves)
                 return self._python_function(*args, **kwargs)
-            result, concrete = _trace_once(self, leaves, treedef, predrawn, new_path)
+            try:
+                result, concrete = _trace_once(self, leaves, treedef, predrawn, new_path, LOWER_CONTROL_FLOW)
+            except NotLowerable as e:
+                # a gt.cond / gt.while_loop that cannot be one step: traced again, its predicates
+                # guards (the numbers drawn are drawn once)
+                result, concrete = _trace_once(self, leaves, treedef, e.raw_draws, new_path, lower=False)
             self._tracing_count += 1
             self._traced_in_a_row += 1
             if self._traced_in_a_row == RETRACE_WARNING and not self._warned_retracing:
@@ -356,13 +366,22 @@ def _backend_of(fn_name, leaves):
     return b
 
 
-def _trace_once(f, leaves, treedef, predrawn, new_path=False):
-    """Run ``f``'s Python function once on stand-ins; returns (its result, the :class:`_Concrete`)."""
+def _compiling(f, real_b):
+    """Whether ``f``'s programs on ``real_b`` go to its compiler (else they are replayed)."""
+    how = getattr(real_b, "compiles", None)
+    return f._jit_compile is not False and (how == "default" or (how == "opt-in" and bool(f._jit_compile)))
+
+
+def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
+    """Run ``f``'s Python function once on stand-ins; returns (its result, the :class:`_Concrete`).
+    ``lower``: gt.cond / gt.while_loop on traced predicates become structured steps where the
+    executor runs them (else guards)."""
     real = _backend_of(f._name, leaves)
     setting = _config.current()
     if real is None:
         real = setting.backend
     trace = Trace(f._name, tracing_backend(real))
+    trace.lower = lower and (not _compiling(f, real) or real.compiles_control_flow)
     if predrawn:
         trace.predrawn = predrawn
     swapped = []  # (variable, its value before, its backend before, its stand-in)
@@ -419,7 +438,11 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False):
             else:
                 new_leaves.append(x)
         args, kwargs = optree.tree_unflatten(treedef, new_leaves)
-        result = f._python_function(*args, **kwargs)
+        try:
+            result = f._python_function(*args, **kwargs)
+        except NotLowerable as e:
+            e.raw_draws = list(trace.raw_draws)
+            raise
         out_leaves, out_tree = optree.tree_flatten(result, none_is_leaf=True)
         ok = True
     finally:
@@ -571,8 +594,7 @@ def _compile(f, trace, outputs, state_vals, real_b):
     """The program of a finished trace, run by the executor its backend gets, and checked: run once
     on the traced call's inputs, it must give what the trace computed eagerly (else a warning, and
     the function runs eagerly from then on).  Returns ``(run, used inputs, how, source)``."""
-    how = getattr(real_b, "compiles", None)
-    if f._jit_compile is not False and (how == "default" or (how == "opt-in" and f._jit_compile)):
+    if _compiling(f, real_b):
         try:
             run, source, used = trace.program(outputs, state_vals, guards_as_outputs=True)
             run = real_b.compile_program(run)
@@ -672,26 +694,46 @@ def function(
 def _predicate(pred, what):
     """``pred`` as a Python bool; a traced predicate is recorded as a guard of the program."""
     if isinstance(pred, Tensor):
-        if pred.size != 1:
-            raise ValueError(f"{what}: the predicate must be a scalar, got shape {pred.shape}")
-        if pred.dtype != _dt.bool:
-            raise TypeError(f"{what}: the predicate must be a bool tensor, got {pred.dtype}")
+        _predicate_checked(pred, what)
         v = pred._v
         if v.__class__ is TraceArray:
-            return v.trace.guard(v)
+            return (active_trace() or v.trace).guard(v)
         return bool(pred)
     return bool(pred)
 
 
 def cond(pred, true_fn=None, false_fn=None, name=None):
-    """``true_fn()`` if ``pred`` else ``false_fn()``, as ``tf.cond``.  The tape records the branch
-    taken, so gradients flow through it.  Inside ``gt.function`` the program is specialised to the
-    branch taken when traced and checks the predicate on every call (another branch traces again)."""
+    """``true_fn()`` if ``pred`` else ``false_fn()``, as ``tf.cond``.  Eagerly, the tape records the
+    branch taken, so gradients flow through it.  Inside ``gt.function`` a traced predicate makes
+    one step of both branches (``lax.cond`` on JAX, an ``if`` in a replayed program), differentiable
+    as one op; where that cannot be (a branch assigns a variable or draws random numbers, the
+    branches' outputs differ in structure, shape or dtype, a higher-order gradient, a compiler
+    without control flow) the program is specialised to the branch taken and checks the predicate
+    on every call (another branch traces again)."""
     if not callable(true_fn):
         raise TypeError("gt.cond: true_fn must be callable")
     if not callable(false_fn):
         raise TypeError("gt.cond: false_fn must be callable")
+    trace = _lowering_trace(pred)
+    if trace is not None:
+        _predicate_checked(pred, "gt.cond")
+        return lowered_cond(trace, pred, true_fn, false_fn)
     return true_fn() if _predicate(pred, "gt.cond") else false_fn()
+
+
+def _lowering_trace(pred):
+    """The running trace, where ``pred`` is a traced tensor and the trace lowers control flow."""
+    trace = active_trace()
+    if trace is None or not trace.lower or not isinstance(pred, Tensor) or pred._v.__class__ is not TraceArray:
+        return None
+    return trace
+
+
+def _predicate_checked(pred, what):
+    if pred.size != 1:
+        raise ValueError(f"{what}: the predicate must be a scalar, got shape {pred.shape}")
+    if pred.dtype != _dt.bool:
+        raise TypeError(f"{what}: the predicate must be a bool tensor, got {pred.dtype}")
 
 
 def while_loop(
@@ -719,6 +761,39 @@ def while_loop(
     if packed and not current:
         raise ValueError("gt.while_loop: loop_vars must not be empty")
     structure = optree.tree_structure(current, none_is_leaf=True)
+
+    def fitted(out):
+        if not isinstance(out, (list, tuple)) or (len(current) == 1 and not isinstance(out, (list, tuple))):
+            out = [out]
+        out = list(out)
+        if optree.tree_structure(out, none_is_leaf=True) != structure:
+            raise ValueError(
+                f"gt.while_loop: body returned {len(out)} values in another structure than loop_vars "
+                f"({len(current)} values); it must return the loop variables' structure"
+            )
+        return out
+
+    trace = active_trace()
+    if (
+        trace is not None
+        and trace.lower
+        and (maximum_iterations is None or type(maximum_iterations) is int)
+        and _lowering_trace(cond(*current)) is not None
+    ):
+        # the predicate depends on a traced value: one step (the loop variables become tensors)
+        leaves = optree.tree_leaves(current, none_is_leaf=True)
+        out = lowered_while(
+            trace,
+            lambda *v: cond(*optree.tree_unflatten(structure, list(v))),
+            lambda *v: optree.tree_leaves(fitted(body(*optree.tree_unflatten(structure, list(v)))), none_is_leaf=True),
+            leaves,
+            maximum_iterations,
+        )
+        if out is not None:
+            current = optree.tree_unflatten(structure, list(out))
+            if not packed:
+                return current[0]
+            return type(loop_vars)(current) if not hasattr(loop_vars, "_fields") else type(loop_vars)(*current)
     i = 0
     while True:
         if maximum_iterations is not None:
@@ -729,16 +804,7 @@ def while_loop(
                 break
         if not _predicate(cond(*current), "gt.while_loop"):
             break
-        out = body(*current)
-        if not isinstance(out, (list, tuple)) or (len(current) == 1 and not isinstance(out, (list, tuple))):
-            out = [out]
-        out = list(out)
-        if optree.tree_structure(out, none_is_leaf=True) != structure:
-            raise ValueError(
-                f"gt.while_loop: body returned {len(out)} values in another structure than loop_vars "
-                f"({len(current)} values); it must return the loop variables' structure"
-            )
-        current = out
+        current = fitted(body(*current))
         i += 1
     if not packed:
         return current[0]
