@@ -25,7 +25,7 @@ from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape import nn as _nn
 from gradtape import random as _random
-from gradtape.module import Module, camel_to_snake
+from gradtape.module import _DEFERRED, Module, _restore_deferred, camel_to_snake
 from gradtape.ops.elementwise import abs as _abs
 from gradtape.ops.elementwise import astype, exp, square
 from gradtape.ops.linear_algebra_functions import matmul
@@ -297,18 +297,36 @@ def get_initializer(identifier):
     raise ValueError(f"Could not interpret initializer identifier: {identifier!r}")
 
 
+class _L2:
+    """Keras' ``"l2"``: ``0.01 * sum(w^2)`` (a class, not a lambda, so that layers pickle)."""
+
+    def __call__(self, w):
+        return 0.01 * _sum(square(w))
+
+
+class _L1:
+    """Keras' ``"l1"``: ``0.01 * sum(|w|)``."""
+
+    def __call__(self, w):
+        return 0.01 * _sum(_abs(w))
+
+
 def _regularizer(identifier):
     """``None``, a callable ``f(weight) -> scalar``, or ``"l1"`` / ``"l2"`` (Keras' factor 0.01)."""
     if identifier is None or callable(identifier):
         return identifier
     if identifier == "l2":
-        return lambda w: 0.01 * _sum(square(w))
+        return _L2()
     if identifier == "l1":
-        return lambda w: 0.01 * _sum(_abs(w))
+        return _L1()
     raise ValueError(f"Could not interpret regularizer identifier: {identifier!r}")
 
 
 # ---------------------------------------------------------------------------------------- Layer
+#: a checkpoint names a weight that no attribute holds by this prefix and its ``add_weight`` name
+WEIGHTS = ".weights/"
+
+
 def _first_tensor(x):
     if isinstance(x, (list, tuple)):
         for e in x:
@@ -422,6 +440,8 @@ class Layer(Module):
         reg = _regularizer(regularizer)
         if reg is not None:
             self._regularizers.append((var, reg))
+        if _DEFERRED:  # a checkpoint that saved this weight by its name (not an attribute)
+            _restore_deferred(self, WEIGHTS + name, var)
         return var
 
     # ------------------------------------------------------------------ tracking (Keras' order)

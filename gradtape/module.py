@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import weakref
 
 from gradtape.tensor import Variable
 
@@ -27,6 +28,24 @@ def camel_to_snake(value):
 
 def valid_identifier(name):
     return bool(_VALID_IDENTIFIER.match(name))
+
+
+#: restorations waiting for an attribute (``gt.train``'s deferred restoration, as TensorFlow's): object
+#: -> {attribute name: callback(value) -> True once it restored something}.  A checkpoint restored
+#: before a layer is built restores its weights when ``build`` assigns them.
+_DEFERRED = weakref.WeakKeyDictionary()
+
+
+def _restore_deferred(obj, name, value):
+    """Hand ``value``, just assigned to ``obj.<name>``, to the restoration waiting for it, if any."""
+    pending = _DEFERRED.get(obj)
+    if pending is None:
+        return
+    callback = pending.get(name)
+    if callback is not None and callback(value):
+        pending.pop(name, None)
+        if not pending:
+            _DEFERRED.pop(obj, None)
 
 
 def _is_variable(o):
@@ -61,6 +80,11 @@ class Module:
                 "identifiers (e.g. a valid class name)."
             )
         self._name = name
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if _DEFERRED:  # a checkpoint restored before this attribute existed
+            _restore_deferred(self, name, value)
 
     @property
     def name(self):

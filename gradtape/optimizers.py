@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 
 from gradtape import dtypes as _dt
 from gradtape.ops.creation import full_like, zeros_like
@@ -181,9 +182,11 @@ class Optimizer:
             dtype=_dt.float64,
             name=f"{self.name}/learning_rate",
         )
-        self._slots = {}  # id(variable) -> (variable, {slot name: Variable})
+        # id(variable) -> (variable, {slot name: Variable}); ``__setstate__`` re-keys it by the new ids
+        # when the optimizer is unpickled or deep-copied with its variables
+        self._slots = {}
         self._slot_order = []
-        self._exclude_ids = set()
+        self._exclude_ids = {}  # id(variable) -> variable
         self._exclude_names = ()
 
     # ------------------------------------------------------------------ learning rate
@@ -289,6 +292,8 @@ class Optimizer:
                 slots[s] = slot
                 self._slot_order.append(slot)
             entry = self._slots[id(var)] = (var, slots)
+            if _DEFERRED_SLOTS:
+                _restore_deferred_slots(self, var, slots)
         return entry[1]
 
     def _slot_names_for(self, var):
@@ -297,12 +302,31 @@ class Optimizer:
     def _slot(self, var, name):
         return self._slots[id(var)][1][name]
 
+    def _slots_by_variable(self):
+        """``(variable, {slot name: slot Variable})`` for every variable this optimizer has slots for,
+        in order of creation (what ``gt.train.Checkpoint`` saves beside each variable)."""
+        return list(self._slots.values())
+
+    def __getstate__(self):
+        """The state to pickle or deep-copy: everything but what one apply caches (the namespace of
+        the variables it updates, a module, and the values it shares)."""
+        state = self.__dict__.copy()
+        state.pop("_xp", None)
+        state.pop("_shared", None)
+        return state
+
+    def __setstate__(self, state):
+        """Unpickled or deep-copied: the slot table is re-keyed by the ids of the (copied) variables."""
+        self.__dict__.update(state)
+        self._slots = {id(v): (v, slots) for v, slots in state["_slots"].values()}
+        self._exclude_ids = {id(v): v for v in state["_exclude_ids"].values()}
+
     def _initial_accumulator(self, var):
         raise NotImplementedError
 
     def exclude_from_weight_decay(self, var_list=None, var_names=None):
         """Variables (or variables whose names contain one of ``var_names``) that weight decay skips."""
-        self._exclude_ids.update(id(v) for v in var_list or ())
+        self._exclude_ids.update((id(v), v) for v in var_list or ())
         self._exclude_names = tuple(self._exclude_names) + tuple(var_names or ())
 
     def _use_weight_decay(self, var):
@@ -474,6 +498,25 @@ class Optimizer:
 
     def __repr__(self):
         return f"<gt.optimizers.{type(self).__name__} name={self.name!r} iterations={int(self.iterations)}>"
+
+
+#: slot values waiting for their slots (``gt.train``'s deferred restoration): optimizer ->
+#: {id(variable): (weak reference to the variable, callback(slots))}; a restored optimizer creates
+#: its slots on its first apply, and they take the checkpoint's values then
+_DEFERRED_SLOTS = weakref.WeakKeyDictionary()
+
+
+def _restore_deferred_slots(optimizer, var, slots):
+    pending = _DEFERRED_SLOTS.get(optimizer)
+    if not pending:
+        return
+    entry = pending.get(id(var))
+    if entry is None or entry[0]() is not var:
+        return
+    del pending[id(var)]
+    if not pending:
+        _DEFERRED_SLOTS.pop(optimizer, None)
+    entry[1](slots)
 
 
 def _short(o):

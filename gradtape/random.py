@@ -111,6 +111,30 @@ class Generator:
         with self._lock:
             return getattr(self._stream, method)(*args)
 
+    def __getstate__(self):
+        """Pickled or deep-copied: the seed and the stream's state (a copy continues the same
+        sequence, independently), not the lock."""
+        with self._lock:
+            return {"seed": self._seed, "state": self._stream.gen.bit_generator.state}
+
+    def __setstate__(self, state):
+        self._lock = threading.Lock()
+        self._seed = state["seed"]
+        self._stream = Stream(None)
+        self._stream.gen.bit_generator.state = state["state"]
+
+    def _get_state(self):
+        """The stream's position as NumPy's ``PCG64`` state dict (what a checkpoint saves)."""
+        with self._lock:
+            return self._stream.gen.bit_generator.state
+
+    def _set_state(self, state, seed):
+        """Continue from ``state`` (a ``PCG64`` state dict), as ``reset_from_seed`` restarts."""
+        stream = Stream(None)
+        stream.gen.bit_generator.state = state
+        with self._lock:
+            self._stream, self._seed = stream, seed
+
     def __repr__(self):
         return f"<gt.random.Generator seed={self._seed}>"
 

@@ -155,8 +155,13 @@ class Tensor:
 
     __slots__ = ("_v", "_b", "_id", "__weakref__")
     _is_var = False
-    __array_ufunc__ = None  # NumPy defers binary operators to ours (x * tensor works)
     __array_priority__ = 1000
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's operators on a NumPy array and a Tensor (``x * tensor``, ``x < tensor``) give
+        gradtape's answer, a recorded Tensor, as the Tensor's own operator would; any other ufunc
+        call (``np.sin(tensor)``) is a ``TypeError`` naming the gradtape function to call instead."""
+        return _numpy_ufunc(self, ufunc, method, inputs, kwargs)
 
     def __init__(self, value, dtype=None, device=None):
         t = convert_to_tensor(value, dtype=dtype, device=device)
@@ -311,6 +316,99 @@ class Tensor:
         return (_rebuild, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name))
 
 
+# NumPy's operator ufuncs -> (the Tensor's operator, its reflected form): what ``x <op> tensor`` means
+_UFUNC_OPERATORS = {
+    "add": ("__add__", "__radd__"),
+    "subtract": ("__sub__", "__rsub__"),
+    "multiply": ("__mul__", "__rmul__"),
+    "divide": ("__truediv__", "__rtruediv__"),
+    "true_divide": ("__truediv__", "__rtruediv__"),
+    "floor_divide": ("__floordiv__", "__rfloordiv__"),
+    "remainder": ("__mod__", "__rmod__"),
+    "power": ("__pow__", "__rpow__"),
+    "matmul": ("__matmul__", "__rmatmul__"),
+    "bitwise_and": ("__and__", "__rand__"),
+    "bitwise_or": ("__or__", "__ror__"),
+    "bitwise_xor": ("__xor__", "__rxor__"),
+    "left_shift": ("__lshift__", "__rlshift__"),
+    "right_shift": ("__rshift__", "__rrshift__"),
+    "equal": ("__eq__", "__eq__"),
+    "not_equal": ("__ne__", "__ne__"),
+    "less": ("__lt__", "__gt__"),
+    "less_equal": ("__le__", "__ge__"),
+    "greater": ("__gt__", "__lt__"),
+    "greater_equal": ("__ge__", "__le__"),
+}
+
+# NumPy's ufunc names that gradtape spells differently (the Array API's names)
+_UFUNC_NAMES = {
+    "absolute": "abs",
+    "fabs": "abs",
+    "arccos": "acos",
+    "arccosh": "acosh",
+    "arcsin": "asin",
+    "arcsinh": "asinh",
+    "arctan": "atan",
+    "arctan2": "atan2",
+    "arctanh": "atanh",
+    "conjugate": "conj",
+    "invert": "bitwise_invert",
+    "left_shift": "bitwise_left_shift",
+    "right_shift": "bitwise_right_shift",
+    "power": "pow",
+    "float_power": "pow",
+    "true_divide": "divide",
+    "rint": "round",
+    "mod": "remainder",
+}
+
+
+# a ufunc's method -> the gradtape function that computes it
+_UFUNC_METHODS = {
+    ("add", "reduce"): "sum",
+    ("multiply", "reduce"): "prod",
+    ("maximum", "reduce"): "max",
+    ("minimum", "reduce"): "min",
+    ("add", "accumulate"): "cumulative_sum",
+    ("multiply", "accumulate"): "cumulative_prod",
+}
+
+
+def _numpy_ufunc(t, ufunc, method, inputs, kwargs):
+    """``Tensor.__array_ufunc__``: NumPy operators between NumPy values and ``t`` run as the
+    Tensor's operators (so ``x * tensor`` works as it did when NumPy deferred to them); every
+    other ufunc use raises a ``TypeError`` that names the gradtape function to use."""
+    name = getattr(ufunc, "__name__", str(ufunc))
+    ops_ = _UFUNC_OPERATORS.get(name)
+    if ops_ is not None and method == "__call__" and not kwargs and len(inputs) == 2:
+        a, b = inputs
+        if a is t:
+            return getattr(t, ops_[0])(b)
+        if b is t and not isinstance(a, Tensor):
+            return getattr(t, ops_[1])(a)
+    gt = sys.modules["gradtape"]
+    gname = _UFUNC_METHODS.get((name, method)) or _UFUNC_NAMES.get(name, name)
+    if callable(getattr(gt, gname, None)):
+        hint = f"call gt.{gname}(...) instead, which computes on the tensor's backend and records the gradient"
+    elif callable(getattr(getattr(gt, "special", None), gname, None)):
+        hint = f"call gt.special.{gname}(...) instead, which computes on the tensor's backend and records the gradient"
+    else:
+        hint = (
+            f"gradtape has no {gname!r}: compose it from gradtape ops (gt.*), or convert with "
+            "np.asarray(tensor) first, which cuts the gradient"
+        )
+    call = f"np.{name}" if getattr(np, name, None) is ufunc else f"the ufunc {name}"
+    if method != "__call__":
+        call += f".{method}"
+    if "out" in kwargs:
+        call += " with out= (an in-place NumPy update such as array += tensor)"
+        hint = "write array = array + tensor (a gradtape Tensor) or convert with np.asarray(tensor) first"
+    raise TypeError(
+        f"NumPy ufuncs do not run on gradtape tensors: {call} got a gt.{type(t).__name__} "
+        f"(backend {t._b.name!r}); {hint}"
+    )
+
+
 def _format_value(a, prefix="gt.Tensor("):
     a = np.asarray(a)
     if a.ndim == 0:
@@ -460,6 +558,23 @@ class Variable(Tensor):
             v = self._b.xp.asarray(v, copy=True)
         self._v = v
         return self
+
+    def _restore(self, value):
+        """Take ``value`` (a NumPy array of this variable's shape and dtype) from a checkpoint
+        (``gt.train``): an ``assign``, except for a variable just created inside a ``gt.function``
+        trace (a layer built, or an optimizer slot made, on a traced step's first call), whose
+        stand-in takes the value instead: the variable is then an input of the program, as if it had
+        been created with that value, not an assignment the program would repeat on every call."""
+        ph = self._v
+        tr = getattr(ph, "trace", None)
+        if self._b.traced and tr is not None and any(s == ph.slot and k == "var" for s, k, _ in tr.inputs):
+            real = self._b.real
+            v = real.asarray(np.asarray(value), dtype=self.dtype, device=real.device_of(ph.c))
+            if type(v) is not real.array_type:
+                v = real.fix_output(v)
+            ph.c = tr.values[ph.slot] = v
+            return self
+        return self.assign(value)
 
     def _delta(self, value, what):
         """The native value of an update: a Tensor of this backend, dtype and shape as is."""
