@@ -87,16 +87,19 @@ Variable.__hash__ = object.__hash__
 
 # --------------------------------------------------------------------------- methods that compute
 def _T(self):
+    """The transpose of a 2-D tensor (``gt.matrix_transpose`` for stacks of matrices); recorded."""
     if self.ndim != 2:
         raise ValueError(f"Tensor.T is for 2-D tensors (got {self.ndim}-D); use gt.matrix_transpose or gt.permute_dims")
     return permute_dims(self, (1, 0))
 
 
 def _mT(self):
+    """The transpose of the last two axes (``gt.matrix_transpose``); recorded."""
     return matrix_transpose(self)
 
 
 def to_device(self, device, /, *, stream=None):
+    """A copy on ``device`` (a backend-neutral string or a native device), recorded so gradients flow back."""
     return _to_device(self, device)
 
 

@@ -52,22 +52,27 @@ class DType:
 
     @property
     def is_floating(self):
+        """Whether this is a real floating dtype (float32, float64)."""
         return self.kind == "f"
 
     @property
     def is_complex(self):
+        """Whether this is a complex dtype (complex64, complex128)."""
         return self.kind == "c"
 
     @property
     def is_integer(self):
+        """Whether this is a signed or unsigned integer dtype."""
         return self.kind in "iu"
 
     @property
     def is_bool(self):
+        """Whether this is the boolean dtype."""
         return self.kind == "b"
 
     @property
     def differentiable(self):
+        """Whether gradients flow through values of this dtype (floating and complex dtypes)."""
         return self.kind in "fc"
 
 

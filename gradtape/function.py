@@ -66,6 +66,8 @@ class TensorSpec:
         self.name = name
 
     def is_compatible_with(self, t):
+        """Whether tensor ``t`` has this spec's dtype and a shape that this spec's shape (``None`` for any size)
+        admits."""
         if not isinstance(t, Tensor) or t.dtype != self.dtype:
             return False
         if self.shape is None:
@@ -132,6 +134,7 @@ class Function:
 
     @property
     def input_signature(self):
+        """The ``TensorSpec``s the function was declared with (``input_signature=``), or None."""
         return self._input_signature
 
     def experimental_get_tracing_count(self):

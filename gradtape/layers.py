@@ -151,20 +151,28 @@ class Initializer:
         raise NotImplementedError
 
     def get_config(self):
+        """The initializer's arguments, as a dict (Keras' ``get_config``); the named variance-scaling
+        initializers (``GlorotNormal``, ``HeNormal``, ...) give ``VarianceScaling``'s."""
         return {}
 
 
 class Zeros(Initializer):
+    """Initializer of all zeros (Keras' ``zeros``)."""
+
     def __call__(self, shape, dtype=None):
         return zeros(tuple(shape), dtype=dtype or _dt.float32)
 
 
 class Ones(Initializer):
+    """Initializer of all ones (Keras' ``ones``)."""
+
     def __call__(self, shape, dtype=None):
         return ones(tuple(shape), dtype=dtype or _dt.float32)
 
 
 class Constant(Initializer):
+    """Initializer filled with ``value`` (Keras' ``Constant``)."""
+
     def __init__(self, value=0.0):
         self.value = value
 
@@ -176,6 +184,8 @@ class Constant(Initializer):
 
 
 class RandomNormal(Initializer):
+    """Initializer drawing from a normal distribution of ``mean`` and ``stddev`` (Keras' ``RandomNormal``)."""
+
     def __init__(self, mean=0.0, stddev=0.05, seed=None):
         self.mean, self.stddev, self.seed = mean, stddev, seed
 
@@ -184,6 +194,8 @@ class RandomNormal(Initializer):
 
 
 class TruncatedNormal(Initializer):
+    """Initializer drawing from a normal distribution cut at two standard deviations (Keras' ``TruncatedNormal``)."""
+
     def __init__(self, mean=0.0, stddev=0.05, seed=None):
         self.mean, self.stddev, self.seed = mean, stddev, seed
 
@@ -194,6 +206,8 @@ class TruncatedNormal(Initializer):
 
 
 class RandomUniform(Initializer):
+    """Initializer drawing uniformly from ``[minval, maxval)`` (Keras' ``RandomUniform``)."""
+
     def __init__(self, minval=-0.05, maxval=0.05, seed=None):
         self.minval, self.maxval, self.seed = minval, maxval, seed
 
@@ -240,26 +254,36 @@ class GlorotUniform(VarianceScaling):
 
 
 class GlorotNormal(VarianceScaling):
+    """Truncated normal with ``stddev = sqrt(2 / (fan_in + fan_out))`` (Keras' ``GlorotNormal``)."""
+
     def __init__(self, seed=None):
         super().__init__(1.0, "fan_avg", "truncated_normal", seed)
 
 
 class HeNormal(VarianceScaling):
+    """Truncated normal with ``stddev = sqrt(2 / fan_in)``, for ReLU layers (Keras' ``HeNormal``)."""
+
     def __init__(self, seed=None):
         super().__init__(2.0, "fan_in", "truncated_normal", seed)
 
 
 class HeUniform(VarianceScaling):
+    """Uniform in ``[-limit, limit]``, ``limit = sqrt(6 / fan_in)``, for ReLU layers (Keras' ``HeUniform``)."""
+
     def __init__(self, seed=None):
         super().__init__(2.0, "fan_in", "uniform", seed)
 
 
 class LecunNormal(VarianceScaling):
+    """Truncated normal with ``stddev = sqrt(1 / fan_in)`` (Keras' ``LecunNormal``)."""
+
     def __init__(self, seed=None):
         super().__init__(1.0, "fan_in", "truncated_normal", seed)
 
 
 class LecunUniform(VarianceScaling):
+    """Uniform in ``[-limit, limit]``, ``limit = sqrt(3 / fan_in)`` (Keras' ``LecunUniform``)."""
+
     def __init__(self, seed=None):
         super().__init__(1.0, "fan_in", "uniform", seed)
 
@@ -376,6 +400,7 @@ class Layer(Module):
 
     @property
     def trainable(self):
+        """Whether the layer's weights are trainable; setting it False freezes them."""
         return self._trainable
 
     @trainable.setter
@@ -478,10 +503,12 @@ class Layer(Module):
 
     @property
     def variables(self):
+        """All the layer's weights, its sublayers' included (Keras' ``variables``, the same list as ``weights``)."""
         return self.weights
 
     @property
     def trainable_weights(self):
+        """The weights an optimizer updates: trainable ones, of this layer and its sublayers (empty when frozen)."""
         if not self._trainable:
             return []
         own, children = self._tracked()
@@ -501,11 +528,13 @@ class Layer(Module):
 
     @property
     def non_trainable_weights(self):
+        """The weights no optimizer updates (the non-trainable ones, and all of them when the layer is frozen)."""
         trainable = {id(v) for v in self.trainable_weights}
         return [v for v in self.weights if id(v) not in trainable]
 
     @property
     def non_trainable_variables(self):
+        """Keras' other name for ``non_trainable_weights``."""
         return self.non_trainable_weights
 
     @property
@@ -530,6 +559,7 @@ class Layer(Module):
             v.assign(w)
 
     def count_params(self):
+        """The number of scalars in the layer's weights (Keras' ``count_params``)."""
         return sum(v.size for v in self.weights)
 
     def __repr__(self):
@@ -686,6 +716,7 @@ class Sequential(Layer):
 
     @property
     def layers(self):
+        """The layers, in call order (a copy)."""
         return list(self._layers)
 
     def add(self, layer):
@@ -696,6 +727,7 @@ class Sequential(Layer):
         self.built = False
 
     def pop(self):
+        """Remove and return the last layer (a ``TypeError`` when there is none, as Keras)."""
         if not self._layers:
             raise TypeError("There are no layers in the model.")
         return self._layers.pop()

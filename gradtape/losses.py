@@ -142,6 +142,7 @@ class Loss:
         self.dtype = dtype
 
     def call(self, y_true, y_pred):
+        """The per-example loss of ``y_pred`` against ``y_true``, before reduction; subclasses implement it."""
         raise NotImplementedError
 
     def __call__(self, y_true, y_pred, sample_weight=None):
@@ -160,6 +161,7 @@ class Loss:
         return mean(losses) if losses.ndim else losses
 
     def get_config(self):
+        """The constructor arguments, as a dict (Keras' ``get_config``)."""
         return {"name": self.name, "reduction": self.reduction}
 
 

@@ -64,6 +64,7 @@ class LearningRateSchedule:
         raise NotImplementedError
 
     def get_config(self):
+        """The schedule's arguments, as a dict (Keras' ``get_config``)."""
         return {}
 
 
@@ -470,6 +471,8 @@ class Optimizer:
         return grads
 
     def update_step(self, gradient, variable, learning_rate):
+        """Update ``variable`` in place from ``gradient`` at ``learning_rate``; each optimizer implements its rule
+        here (Keras' ``update_step``)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ helpers for update_step
@@ -486,6 +489,8 @@ class Optimizer:
         var.assign_sub(_tensor(native, var))
 
     def get_config(self):
+        """The hyperparameters, as a dict (Keras' ``get_config``): ``type(opt)(**opt.get_config())`` makes a fresh
+        optimizer with the same settings."""
         lr = self._learning_rate
         return {
             "name": self.name,

@@ -170,14 +170,17 @@ class Tensor:
     # ------------------------------------------------------------------ properties
     @property
     def shape(self):
+        """The shape, a tuple of Python ints."""
         return tuple(self._v.shape)
 
     @property
     def dtype(self):
+        """The gradtape dtype (``gt.float32``, ...), the same on every backend."""
         return self._b.dtype_of(self._v)
 
     @property
     def device(self):
+        """The device holding the values, as a backend-neutral string (``"cpu"``, ``"cuda:0"``)."""
         b = self._b
         d = Device(b.device_str(b.device_of(self._v)))
         d.backend = b
@@ -185,10 +188,12 @@ class Tensor:
 
     @property
     def ndim(self):
+        """The number of axes."""
         return len(self._v.shape)
 
     @property
     def size(self):
+        """The number of elements (the product of the shape)."""
         n = 1
         for s in self._v.shape:
             n *= int(s)
@@ -460,6 +465,7 @@ _new = object.__new__
 
 
 def is_tensor(x) -> bool:
+    """Whether ``x`` is a ``gt.Tensor`` (variables included), as ``tf.is_tensor``."""
     return isinstance(x, Tensor)
 
 
@@ -520,10 +526,12 @@ class Variable(Tensor):
 
     @property
     def name(self):
+        """The variable's name (``tf.Variable.name``), unique within its model's naming scope."""
         return self._name
 
     @property
     def trainable(self):
+        """Whether tapes watch this variable automatically and optimizers update it."""
         return self._trainable
 
     def _coerce(self, value, what):
@@ -553,6 +561,8 @@ class Variable(Tensor):
         return v
 
     def assign(self, value, use_locking=False, name=None, read_value=True):
+        """Set the value to ``value`` (same shape and dtype) in place, as ``tf.Variable.assign``; returns the
+        variable."""
         v = self._coerce(value, "assign")
         if isinstance(value, Tensor) and v is value._v or isinstance(value, np.ndarray):
             v = self._b.xp.asarray(v, copy=True)
@@ -596,9 +606,11 @@ class Variable(Tensor):
         return self
 
     def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+        """Add ``delta`` to the value in place, as ``tf.Variable.assign_add``; returns the variable."""
         return self._update("add", delta, "assign_add")
 
     def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
+        """Subtract ``delta`` from the value in place, as ``tf.Variable.assign_sub``; returns the variable."""
         return self._update("subtract", delta, "assign_sub")
 
     # ``value()``/``read_value()`` (a recorded read), ``v[key] = ...`` (a state update, not recorded)

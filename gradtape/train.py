@@ -857,10 +857,12 @@ class CheckpointManager:
 
     @property
     def directory(self) -> str:
+        """The directory the checkpoints are written to."""
         return self._directory
 
     @property
     def checkpoint(self) -> Checkpoint:
+        """The ``gt.train.Checkpoint`` this manager saves."""
         return self._checkpoint
 
     @property

@@ -39,6 +39,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+README = ROOT / "README.md"
 MAX_NO_RUN = 3
 
 _OPEN = re.compile(r"^```(?P<lang>[\w+-]*)(?P<opts>.*)$")
@@ -104,8 +105,14 @@ def doc_files():
     return sorted(DOCS.glob("*.md"))
 
 
+def example_files():
+    """The pages whose python blocks run: docs/*.md and the README (its first example is a new
+    user's first minute)."""
+    return doc_files() + [README]
+
+
 def python_blocks():
-    return [b for p in doc_files() for b in parse(p) if b.lang == "python"]
+    return [b for p in example_files() for b in parse(p) if b.lang == "python"]
 
 
 # ------------------------------------------------------------------------------------ running
@@ -271,7 +278,7 @@ def test_doc_example(block):
     assert res["status"] in ("ok", "no-run"), res["message"]
 
 
-@pytest.mark.parametrize("path", doc_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", example_files(), ids=lambda p: p.name)
 def test_fences_are_well_formed(path):
     """No python block hides from the runner, and no-run blocks stay rare."""
     text = path.read_text(encoding="utf-8")
@@ -288,8 +295,54 @@ def test_fences_are_well_formed(path):
     assert len(no_run) <= MAX_NO_RUN, f"{path.name}: too many no-run blocks: {no_run}"
 
 
-@pytest.mark.parametrize("path", doc_files(), ids=lambda p: p.name)
+_NUMPY_ONLY = """
+import importlib.abc, sys
+
+class _NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "jax", "jaxlib", "array_api_strict", "tensorflow"):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden: the README's first example needs NumPy only)")
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def test_readme_first_example_needs_numpy_only():
+    """The README's first command installs gradtape with NumPy only; its first example must run
+    there, with no other backend's library importable, and print what the README shows."""
+    first = next(b for b in parse(README) if b.lang == "python")
+    assert not first.requires and not first.no_run, f"{first.id}: the first example must run everywhere"
+    assert first.expected is not None, f"{first.id}: show the first example's output in a ```text block after it"
+    env = {k: v for k, v in os.environ.items() if k != "GRADTAPE_BACKEND"}  # the default backend, as a new user
+    proc = subprocess.run(
+        [sys.executable, "-c", _NUMPY_ONLY + first.code],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"{first.id}: the first example fails with NumPy alone:\n{proc.stderr[-3000:]}"
+    assert _normalize(proc.stdout) == _normalize(first.expected), (
+        f"{first.id}: the first example prints\n{proc.stdout}\nbut the README shows\n{first.expected}"
+    )
+
+
+def test_readme_install_hints_are_the_plain_wheels():
+    """Every install command in the README installs a backend the way its test command does: the
+    plain torch wheel (``gradtape[torch]`` pulls another torch and the CUDA packages on a CPU machine)."""
+    text = README.read_text(encoding="utf-8")
+    assert "python3 -m pip install torch==2.13.0" in text
+    assert not re.search(r"gradtape\[(torch|jax|strict|all)\]", text), "the README names a backend extra"
+    assert "python3 -m venv .venv" in text, "the README says how to make the virtual environment"
+    assert "docs/index.md" in text and "mkdocs serve" in text, "the README links the docs and says how to serve them"
+
+
+@pytest.mark.parametrize("path", sorted(DOCS.rglob("*.md")), ids=lambda p: str(p.relative_to(DOCS)))
 def test_local_links_resolve(path):
+    """Every relative link of every page (docs/reference/ too) names a file that exists; the
+    strict site build (tests/test_docs_site.py) checks anchors too, where the [docs] extra is installed."""
     text = path.read_text(encoding="utf-8")
     missing = []
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):

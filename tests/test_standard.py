@@ -149,7 +149,7 @@ _NOT_OPS = set(
     "zeros_like can_cast finfo iinfo isdtype result_type fftfreq rfftfreq broadcast_shapes".split()
 )
 # the spec's own stubs (data-apis/array-api, as the array-api-tests checkout of docs/conformance.md has them)
-_STUBS = Path("/tmp/aat/array-api/src/array_api_stubs/_2025_12")
+_STUBS = Path(__file__).resolve().parent / "data" / "array_api_stubs" / "_2025_12"
 _STUB_FILES = {
     "creation": "creation_functions",
     "data_types": "data_type_functions",
@@ -168,10 +168,8 @@ _STUB_FILES = {
 
 
 def test_the_chapter_lists_are_the_specs_own():
-    if not _STUBS.is_dir():
-        pytest.skip(f"the spec's stubs are not at {_STUBS} (see docs/conformance.md)")
     for chapter, stem in _STUB_FILES.items():
-        tree = ast.parse((_STUBS / f"{stem}.py").read_text())
+        tree = ast.parse((_STUBS / f"{stem}.py.txt").read_text(encoding="utf-8"))
         names = {f.name for f in tree.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")}
         assert names == set(_STANDARD_2025_12[chapter].split()), chapter
 

@@ -141,6 +141,8 @@ def ones_like(x, /, *, dtype=None, device=None):
 
 
 def empty_like(x, /, *, dtype=None, device=None):
+    """An uninitialised tensor of ``x``'s shape (and its dtype and device unless given), as the standard's
+    ``empty_like``."""
     return _like("empty", x, dtype=dtype, device=device)
 
 
