@@ -231,7 +231,8 @@ class JaxBackend(Backend):
         def step(state, _):
             carry, done, count = state
             active = jnp.logical_and(jnp.logical_not(done), jnp.reshape(cond_fn(*operands, *carry)[0], ()))
-            new = lax.cond(active, lambda v: tuple(body_fn(*operands, *v)), lambda v: tuple(v), carry)
+            stepped = body_fn(*operands, *carry)
+            new = tuple(jnp.where(active, b, a) for a, b in zip(carry, stepped))
             return (new, jnp.logical_not(active), count + active.astype(count.dtype)), carry
 
         start = (tuple(init), jnp.asarray(False), jnp.asarray(0))
@@ -247,12 +248,12 @@ class JaxBackend(Backend):
         def step(state, xs):
             k, carry = xs
 
-            def run(s):
-                d, dc = s
-                res = vjp_fn(*operands, *carry, *d)
-                return tuple(res[:nf]), tuple(a + b for a, b in zip(dc, res[nf:]))
-
-            return lax.cond(k < count, run, lambda s: s, state), None
+            d, dc = state
+            res = vjp_fn(*operands, *carry, *d)
+            on = k < count
+            d = tuple(jnp.where(on, b, a) for a, b in zip(d, res[:nf]))
+            dc = tuple(jnp.where(on, a + b, a) for a, b in zip(dc, res[nf:]))
+            return (d, dc), None
 
         zeros = tuple(jnp.zeros(shape, dtype) for shape, dtype in cap_meta)
         (d, dc), _ = lax.scan(step, (tuple(dfinal), zeros), (jnp.arange(max_iter), tuple(stacked)), reverse=True)

@@ -393,6 +393,14 @@ def targets(R):
             "×",
             issue=12,
         )
+    for w in ("W1", "W2"):
+        add(
+            f"{w} gradtape.function-jax-loop (gt.while_loop) ≤ 1.2 × jax.jit(jax.grad) (fori_loop)",
+            ratio(v("gradtape.function-jax-loop", w), v("jax.jit(jax.grad)", w)),
+            1.2,
+            "×",
+            issue=12,
+        )
     for w, t in (("W1", 1.5), ("W2", 1.5), ("W3", 1.05)):
         add(
             f"{w} gradtape.function-numpy ≤ {t:g} × hand-written NumPy",
@@ -661,6 +669,7 @@ def run_notes(r):
 #: the compiled anchor each gt.function row's first call is compared with (the first measured)
 OWN_COMPILER = {
     "gradtape.function-jax": ("jax.jit(jax.grad)-unrolled", "jax.jit(jax.grad)"),
+    "gradtape.function-jax-loop": ("jax.jit(jax.grad)",),
     "gradtape.function-torch-compile": ("torch.compile",),
 }
 

@@ -369,7 +369,7 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     watched = _state.tapes and (caps or any(init[k]._id in r.watched for r in _state.tapes for k in floating))
     if not watched:
         step = _LoopStep(real, "while", (cf, bf), len(op_values), n, max_iter, None)
-        outs = trace.call(step, (*op_values, *in_v), None, label="gt.while_loop", run=step.eager)
+        outs = trace.call(step, (*op_values, *in_v), None, label="gt.while_loop")
         out_t = [_wrap(o, tb) for o in outs]
         _record(trace, "while_loop", (), out_t, None, bd.variables)
         for s in (c, bd):
@@ -386,7 +386,7 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     v_ops, v_values = _operand_list((c, bd))
     vjp = bd.program(dcarry + dcaps, v_ops, ("carry", "cotangent"))
     fwd = _LoopStep(real, "forward", (cf, bf), len(op_values), n, max_iter, None)
-    res = trace.call(fwd, (*op_values, *in_v), None, label="gt.while_loop", run=fwd.eager)
+    res = trace.call(fwd, (*op_values, *in_v), None, label="gt.while_loop")
     final, stacked, count = res[:n], res[n : 2 * n], res[2 * n]
     out_t = [_wrap(o, tb) for o in final]
     meta = (floating, [(tuple(g.shape), g.dtype) for g in dcaps])
@@ -400,9 +400,7 @@ def lowered_while(trace, cond, body, leaves, max_iter):
         for k in floating:
             g = gs[k]
             dys.append(g if g is not None else xp.zeros_like(final[k]))
-        return tuple(
-            t.call(bwd, (*v_values, count, *stacked, *dys), None, label="gt.while_loop gradient", run=bwd.eager)
-        )
+        return tuple(t.call(bwd, (*v_values, count, *stacked, *dys), None, label="gt.while_loop gradient"))
 
     _record(trace, "while_loop", in_ids, out_t, rule, bd.variables)
     for s in (c, bd):

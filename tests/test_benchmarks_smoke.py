@@ -122,6 +122,17 @@ def test_gt_function_rows_trace_once_and_match_the_hand_written_gradients(tmp_pa
     assert any(t["issue"] == 12 and t["measured"] is not None for t in data["targets"])
 
 
+@pytest.mark.skipif(not _installed("jax"), reason="jax is not installed")
+def test_jax_loop_row_is_one_compiled_loop_step(tmp_path):
+    # the W1/W2 chain as gt.while_loop: traced once, compiled by jax.jit, the hand-written gradients
+    stdout, recs, data = _run(tmp_path, "W2", "gradtape.function-jax-loop,numpy-hand,jax.jit")
+    r = recs[("gradtape.function-jax-loop", "W2")]
+    assert r["status"] == "ok", r
+    assert r["tracing_count"] == 1 and r["executor"] == "jax compiler", r
+    assert math.isclose(r["checksum"], recs[("numpy-hand", "W2")]["checksum"], rel_tol=1e-3), r
+    assert "W2 gradtape.function-jax-loop (gt.while_loop) ≤ 1.2 × jax.jit(jax.grad) (fori_loop)" in stdout
+
+
 @pytest.mark.skipif(not _installed("torch"), reason="torch is not installed")
 def test_torch_compile_rows_run_or_say_why(tmp_path):
     stdout, recs, data = _run(tmp_path, "W3", "gradtape.function-torch-compile,torch.compile,torch.autograd")

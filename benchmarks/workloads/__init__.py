@@ -73,6 +73,16 @@ FRAMEWORKS = [
         compiles=True,
     ),
     Framework(
+        "gradtape.function-jax-loop",
+        "gradtape_bench",
+        ("gradtape", "jax"),
+        False,
+        "the W1/W2 chain written as `gt.while_loop(..., maximum_iterations=n)` in `gt.function` on JAX: one "
+        "loop step (`lax.scan`), as the `jax.jit(jax.grad)` anchor's `lax.fori_loop`",
+        ("W1", "W2"),
+        compiles=True,
+    ),
+    Framework(
         "gradtape.function-array_api_strict",
         "gradtape_bench",
         ("gradtape", "array_api_strict"),

@@ -42,6 +42,7 @@ FRAMEWORKS = (
     "gradtape.function-torch",
     "gradtape.function-torch-compile",
     "gradtape.function-jax",
+    "gradtape.function-jax-loop",
     "gradtape.function-array_api_strict",
 )
 
@@ -51,6 +52,7 @@ TRACED = {
     "gradtape.function-torch": ("torch", None, "replay"),
     "gradtape.function-torch-compile": ("torch", True, "torch compiler"),
     "gradtape.function-jax": ("jax", None, "jax compiler"),
+    "gradtape.function-jax-loop": ("jax", None, "jax compiler"),
     "gradtape.function-array_api_strict": ("array_api_strict", None, "replay"),
 }
 
@@ -97,6 +99,19 @@ def setup(framework, workload, cfg):
                 for _ in range(n):
                     y = sin(y) * CHAIN_SCALE + CHAIN_SHIFT
             return tape.gradient(y, x)
+
+        if framework.endswith("-loop"):  # the chain as one loop step (the anchor's lax.fori_loop)
+
+            def chain(x):
+                with gt.GradientTape() as tape:
+                    tape.watch(x)
+                    _, y = gt.while_loop(
+                        lambda i, y: i < n,
+                        lambda i, y: (i + 1, sin(y) * CHAIN_SCALE + CHAIN_SHIFT),
+                        (gt.constant(0), x),
+                        maximum_iterations=n,
+                    )
+                return tape.gradient(y, x)
 
         return case(chain, x, ops=n, checksum=_l1)
 
