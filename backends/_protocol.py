@@ -282,6 +282,18 @@ class Backend:
     #: (else a program with them is not compiled: its predicates become guards)
     compiles_control_flow = False
 
+    #: the compiler keeps :meth:`host_callback` calls in the compiled program (else a program with
+    #: ``gt.print`` is replayed)
+    compiles_host_callbacks = False
+
+    def host_callback(self, fn, *arrays):
+        """Call ``fn(*arrays)`` on the host when a program runs this step (``gt.print``); a compiler
+        stages the call into the compiled program."""
+        fn(*arrays)
+
+    def effects_barrier(self):
+        """Wait until every host callback of the programs run so far has run."""
+
     def cond(self, pred, true_fn, false_fn, operands):
         """``gt.cond``'s step in a ``gt.function`` program: the branch of scalar ``pred`` applied to
         ``operands`` (each branch returns a tuple of arrays of the same shapes and dtypes)."""

@@ -204,6 +204,13 @@ class JaxBackend(Backend):
 
     dynamic_loops = False  # (a reverse-differentiated gt.while_loop needs maximum_iterations: lax.scan)
     compiles_control_flow = True
+    compiles_host_callbacks = True
+
+    def host_callback(self, fn, *arrays):
+        self._jax.debug.callback(fn, *arrays, ordered=True)
+
+    def effects_barrier(self):
+        self._jax.effects_barrier()
 
     def cond(self, pred, true_fn, false_fn, operands):
         return self._jax.lax.cond(self._jax.numpy.reshape(pred, ()), true_fn, false_fn, *operands)
@@ -231,8 +238,11 @@ class JaxBackend(Backend):
         def step(state, _):
             carry, done, count = state
             active = jnp.logical_and(jnp.logical_not(done), jnp.reshape(cond_fn(*operands, *carry)[0], ()))
-            stepped = body_fn(*operands, *carry)
-            new = tuple(jnp.where(active, b, a) for a, b in zip(carry, stepped))
+            if getattr(body_fn, "host_effects", False):  # (a gt.print in the body: only the steps that run)
+                new = lax.cond(active, lambda v: tuple(body_fn(*operands, *v)), lambda v: tuple(v), carry)
+            else:  # (selecting is faster than a lax.cond per step; the values not taken are dropped)
+                stepped = body_fn(*operands, *carry)
+                new = tuple(jnp.where(active, b, a) for a, b in zip(carry, stepped))
             return (new, jnp.logical_not(active), count + active.astype(count.dtype)), carry
 
         start = (tuple(init), jnp.asarray(False), jnp.asarray(0))

@@ -224,6 +224,7 @@ from gradtape.function import (  # noqa: E402,F401
     function,
     while_loop,
 )
+from gradtape.function import print_ as print  # noqa: E402, F401  (gt.print, as tf.print)
 from gradtape import train  # noqa: E402,F401  (gt.train: Checkpoint, CheckpointManager)
 from gradtape import _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)
 

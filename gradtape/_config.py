@@ -199,10 +199,20 @@ class Config:
     the default (read on first use).
     """
 
-    __slots__ = ("_gradient_leak",)
+    __slots__ = ("_gradient_leak", "_functions_eagerly")
 
     def __init__(self):
         self._gradient_leak = None
+        self._functions_eagerly = False
+
+    def run_functions_eagerly(self, run_eagerly):
+        """Run every ``gt.function`` as its plain Python function (no trace, no program), as
+        ``tf.config.run_functions_eagerly``: for debugging a step with prints and a debugger."""
+        self._functions_eagerly = bool(run_eagerly)
+
+    def functions_run_eagerly(self):
+        """Whether :meth:`run_functions_eagerly` is on (``tf.config.functions_run_eagerly``)."""
+        return self._functions_eagerly
 
     @property
     def gradient_leak(self):
@@ -220,7 +230,7 @@ class Config:
         self._gradient_leak = _leak_mode(mode)
 
     def __repr__(self):
-        return f"gt.config(gradient_leak={self.gradient_leak!r})"
+        return f"gt.config(gradient_leak={self.gradient_leak!r}, functions_run_eagerly={self._functions_eagerly!r})"
 
 
 def _leak_mode(mode):

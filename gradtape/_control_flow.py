@@ -30,7 +30,7 @@ import optree
 from gradtape import dtypes as _dt
 from gradtape._engine import TensorOp, UnconnectedGradients, _Recording, backward, make_node
 from gradtape._recording_state import _state, tracing
-from gradtape._trace import NotLowerable, Trace
+from gradtape._trace import QUIET, NotLowerable, Trace
 from gradtape.backends import Backend
 from gradtape.registry import OpDef
 from gradtape.tensor import LIVE_VARIABLES, Tensor, _wrap, convert_to_tensor, lift
@@ -155,12 +155,12 @@ class _Sub:
             real.xp.zeros, (tuple(like.shape),), {"dtype": like.dtype, "device": real.device_of(like)}, label="zeros"
         )
 
-    def program(self, outputs, operands, extra_kinds=()):
+    def program(self, outputs, operands, extra_kinds=(), host_effects=True):
         """The sub-program of ``outputs`` as a function of ``(*operands, *extras)``: ``operands``
         (a dict, enclosing slot -> position) for its captures, the inputs of ``extra_kinds`` after
         them in that order.  Checked: replayed on the sub-trace's inputs it gives its values."""
         st = self.st
-        prog, _, used = st.program(outputs)
+        prog, _, used = st.program(outputs, host_effects=host_effects)
         n = len(operands)
         offsets = {}
         for kind in extra_kinds:
@@ -172,8 +172,13 @@ class _Sub:
                 pos.append(operands[what.slot])
             else:
                 pos.append(offsets[kind] + what)
-        res = prog(*[st.values[s] for s, _, _ in used])[0]
         real = st.backend.real
+        QUIET[0] += 1  # (a gt.print in it prints when the program runs, not when it is checked)
+        try:
+            res = prog(*[st.values[s] for s, _, _ in used])[0]
+            real.effects_barrier()
+        finally:
+            QUIET[0] -= 1
         for got, a in zip(res, outputs):
             g = np.asarray(real.to_numpy(got))
             e = np.asarray(real.to_numpy(a.c))
@@ -184,6 +189,7 @@ class _Sub:
             return prog(*[args[p] for p in pos])[0]
 
         sub.__name__ = self.what.replace(" ", "_")
+        sub.host_effects = host_effects and st.host_effects  # (it prints: run it only where it runs)
         return sub
 
     def captures(self, operands):
@@ -267,7 +273,10 @@ def lowered_cond(trace, pred, true_fn, false_fn):
     operands, op_values = _operand_list((a, b))
     step = _CondStep(real, a.program(a.natives, operands), b.program(b.natives, operands), "cond")
     concrete = tuple(x.c for x in (a if taken else b).natives)
-    outs = trace.call(step, (p, *op_values), None, label="gt.cond", run=lambda *_: concrete)
+    printing = a.st.host_effects or b.st.host_effects  # (the branch taken prints, once, as eagerly)
+    trace.host_effects = trace.host_effects or printing
+    run = step.eager if printing else lambda *_: concrete
+    outs = trace.call(step, (p, *op_values), None, label="gt.cond", effect="host" if printing else False, run=run)
     tb = trace.backend
     out_t = [_wrap(o, tb) for o in outs]
     caps = [i for i in dict.fromkeys(a.caps + b.caps) if a.grads.get(i) is not None or b.grads.get(i) is not None]
@@ -278,8 +287,8 @@ def lowered_cond(trace, pred, true_fn, false_fn):
         v_ops, v_values = _operand_list((a, b))
         vjp = _CondStep(
             real,
-            a.program(grads[a], v_ops, ("cotangent",)),
-            b.program(grads[b], v_ops, ("cotangent",)),
+            a.program(grads[a], v_ops, ("cotangent",), host_effects=False),
+            b.program(grads[b], v_ops, ("cotangent",), host_effects=False),
             "cond_gradient",
         )
         floating = [k for k, o in enumerate(out_t) if o.dtype.differentiable]
@@ -364,12 +373,14 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     bf = bd.program(bd.natives, operands, ("carry",))
     n = len(init)
     in_v = [t._v for t in init]
+    printing = "host" if c.st.host_effects or bd.st.host_effects else False  # (a gt.print: kept, run)
+    trace.host_effects = trace.host_effects or bool(printing)
     floating = [k for k, t in enumerate(init) if t.dtype.differentiable]
     caps = [i for i in bd.caps if bd.grads.get(i) is not None]
     watched = _state.tapes and (caps or any(init[k]._id in r.watched for r in _state.tapes for k in floating))
     if not watched:
         step = _LoopStep(real, "while", (cf, bf), len(op_values), n, max_iter, None)
-        outs = trace.call(step, (*op_values, *in_v), None, label="gt.while_loop")
+        outs = trace.call(step, (*op_values, *in_v), None, label="gt.while_loop", effect=printing)
         out_t = [_wrap(o, tb) for o in outs]
         _record(trace, "while_loop", (), out_t, None, bd.variables)
         for s in (c, bd):
@@ -384,9 +395,9 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     ]
     dcaps = [bd.grads[i] for i in caps]
     v_ops, v_values = _operand_list((c, bd))
-    vjp = bd.program(dcarry + dcaps, v_ops, ("carry", "cotangent"))
+    vjp = bd.program(dcarry + dcaps, v_ops, ("carry", "cotangent"), host_effects=False)
     fwd = _LoopStep(real, "forward", (cf, bf), len(op_values), n, max_iter, None)
-    res = trace.call(fwd, (*op_values, *in_v), None, label="gt.while_loop")
+    res = trace.call(fwd, (*op_values, *in_v), None, label="gt.while_loop", effect=printing)
     final, stacked, count = res[:n], res[n : 2 * n], res[2 * n]
     out_t = [_wrap(o, tb) for o in final]
     meta = (floating, [(tuple(g.shape), g.dtype) for g in dcaps])

@@ -49,12 +49,17 @@ __all__ = [
     "mixed_backends",
     "GuardFailed",
     "NotLowerable",
+    "QUIET",
 ]
 
 
 class OperatorNotAllowedInGraphError(TypeError):
     """A value-dependent Python use of a traced tensor inside ``gt.function`` (``bool``, ``int``,
     ``float``, NumPy conversion), as TensorFlow's ``tf.errors.OperatorNotAllowedInGraphError``."""
+
+
+#: > 0 while a program runs to be checked, not for the user: host effects (``gt.print``) stay quiet
+QUIET = [0]
 
 
 class NotLowerable(Exception):
@@ -327,6 +332,7 @@ class Trace:
         self.captured = {}  # parent slot -> the stand-in of this (sub-)trace that reads it
         self.lower = True  # gt.cond / gt.while_loop become structured steps (else guards)
         self.raw_draws = []  # the host draws as drawn (used again by a retrace)
+        self.host_effects = False  # a step acts on the host (gt.print)
         self._foreign_seen = False
         self.steps = []
         self.nslots = 0
@@ -507,18 +513,19 @@ class Trace:
         self.host[id(arr)] = (a, arr, k)
 
     # -------------------------------------------------------------- the program
-    def program(self, outputs, extra=(), guards_as_outputs=False):
+    def program(self, outputs, extra=(), guards_as_outputs=False, host_effects=True):
         """Python source of the live steps, compiled: ``fn(*inputs) -> (outputs, extra[, checks]
         [, guards])`` (``outputs``/``extra``: lists of stand-ins).  Guards and value checks are
         checked inline, raising, or (``guards_as_outputs``, for a compiler) returned: ``checks``
         where the trace has value checks, ``guards`` last.
         Returns ``(fn, source, used)``: ``used`` the entries of ``inputs`` the program reads, in the
-        order of its parameters."""
+        order of its parameters.  ``host_effects``: keep the steps that only act on the host
+        (``gt.print``; a gradient's program leaves them out)."""
         live = {a.slot for a in outputs} | {a.slot for a in extra} | {s for s, _, _ in self.guards}
         live |= {s for s, _, _ in self.checks}
         keep = []
         for st in reversed(self.steps):
-            if st.effect or any(s in live for _, s in st.outs):
+            if (st.effect and (host_effects or st.effect != "host")) or any(s in live for _, s in st.outs):
                 keep.append(st)
                 _slots_of(st.args, live)
                 if st.kwargs:

@@ -22,6 +22,7 @@ order eager code draws them.  Python side effects (``print``) run while tracing 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import warnings
 import weakref
@@ -35,15 +36,16 @@ from gradtape._recording_state import _ACTIVE, _state, active_trace, tracing
 from gradtape._control_flow import lowered_cond, lowered_while
 from gradtape._trace import (
     GuardFailed,
+    QUIET,
     NotLowerable,
     OperatorNotAllowedInGraphError,
     Trace,
     TraceArray,
     tracing_backend,
 )
-from gradtape.tensor import LIVE_VARIABLES, Tensor, Variable, _next_id, _wrap, convert_to_tensor
+from gradtape.tensor import LIVE_VARIABLES, Tensor, Variable, _next_id, _wrap, convert_to_tensor, lift
 
-__all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "OperatorNotAllowedInGraphError"]
+__all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "print_", "OperatorNotAllowedInGraphError"]
 
 #: programs kept per signature (one per path through gt.cond / gt.while_loop predicates)
 MAX_PATHS = 8
@@ -101,6 +103,7 @@ class _Concrete:
         "guards_out",
         "compiled_by",
         "call",
+        "prints",
     )
 
 
@@ -178,7 +181,7 @@ class Function:
     def __call__(self, *args, **kwargs):
         if active_trace() is not None:
             return self._python_function(*args, **kwargs)  # inside another trace: inlined
-        if self._eager or _ACTIVE[0] and _state.tapes:
+        if self._eager or _ACTIVE[0] and _state.tapes or _config.config._functions_eagerly:
             # an outer tape records: run eagerly, so that it records the function's ops
             return self._python_function(*args, **kwargs)
         if self._input_signature is not None:
@@ -245,7 +248,7 @@ class Function:
         drawn = [fn(*a) for fn, a in p.draws] if p.draws else None
         self._traced_in_a_row = 0
         try:
-            return p.call(leaves, drawn)
+            return p.call(leaves, drawn) if not p.prints else _printing(p, leaves, drawn)
         except GuardFailed as e:
             k = e.args[0]
         tried = {id(p)}
@@ -262,7 +265,7 @@ class Function:
             p = other
             tried.add(id(p))
             try:
-                out = p.call(leaves, drawn)
+                out = p.call(leaves, drawn) if not p.prints else _printing(p, leaves, drawn)
             except GuardFailed as e:
                 k = e.args[0]
                 continue
@@ -522,6 +525,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
     c.backend = real_b
     c.guards_out = how != "replay"
     c.compiled_by = how
+    c.prints = trace.host_effects
     c.source = source
     c.call = _caller(c)
     return result, c
@@ -597,7 +601,14 @@ def _compile(f, trace, outputs, state_vals, real_b):
     """The program of a finished trace, run by the executor its backend gets, and checked: run once
     on the traced call's inputs, it must give what the trace computed eagerly (else a warning, and
     the function runs eagerly from then on).  Returns ``(run, used inputs, how, source)``."""
-    if _compiling(f, real_b):
+    if _compiling(f, real_b) and trace.host_effects and not real_b.compiles_host_callbacks:
+        warnings.warn(
+            f"gt.function {f._name!r} prints (gt.print) and {real_b.name}'s compiler would print only while "
+            "compiling: the program is replayed call by call instead, and prints on every call",
+            UserWarning,
+            stacklevel=4,
+        )
+    elif _compiling(f, real_b):
         try:
             run, source, used = trace.program(outputs, state_vals, guards_as_outputs=True)
             run = real_b.compile_program(run)
@@ -620,12 +631,16 @@ def _compile(f, trace, outputs, state_vals, real_b):
 def _agrees(f, trace, run, used, outputs, state_vals, guards_out, b):
     """Whether ``run`` on the traced call's inputs reproduces the values the trace computed (to
     round-off for a compiler, which may fuse and reorder); warns when not."""
+    QUIET[0] += 1  # (a gt.print in the program: printed by the call, not by its check)
     try:
         res = run(*[trace.values[s] for s, _, _ in used])
+        b.effects_barrier()
         if guards_out and tuple(bool(g) for g in res[-1]) != tuple(v for _, v, _ in trace.guards):
             raise GuardFailed(-1)
     except GuardFailed:
         return _disagree(f, "a predicate (gt.cond / gt.while_loop) has another value")
+    finally:
+        QUIET[0] -= 1
     expected = [a.c for a in outputs] + [a.c for a in state_vals]
     got = list(res[0]) + list(res[1])
     for k, (e, g) in enumerate(zip(expected, got)):
@@ -812,3 +827,96 @@ def while_loop(
     if not packed:
         return current[0]
     return type(loop_vars)(current) if not hasattr(loop_vars, "_fields") else type(loop_vars)(*current)
+
+
+# ------------------------------------------------------------------------------------------- print
+#: the prints of the programs running now, innermost last (a JAX callback runs on another thread)
+_PRINTS = []
+_PRINT_LOCK = threading.Lock()
+
+
+def _printing(p, leaves, drawn):
+    """``p.call(leaves, drawn)`` for a program that prints: its prints are written once it has run
+    to the end, and dropped where a guard fails (the path traced or run next prints them)."""
+    buf = []
+    with _PRINT_LOCK:
+        _PRINTS.append(buf)
+    ok = False
+    try:
+        out = p.call(leaves, drawn)
+        ok = True
+    finally:
+        p.backend.effects_barrier()
+        with _PRINT_LOCK:
+            _PRINTS.remove(buf)
+        if ok:
+            for printer, arrays in buf:
+                printer.write(*arrays)
+    return out
+
+
+class _Printer:
+    """The host step of one ``gt.print``: formats the values of its tensors into its layout."""
+
+    def __init__(self, real, layout, stream, sep, end, summarize):
+        self.real = real
+        self.layout = layout  # per input: a Python value, or None where a tensor goes
+        self.stream = stream
+        self.sep = sep
+        self.end = end
+        self.threshold = sys.maxsize if summarize is None or summarize < 0 else 2 * summarize
+        self.edge = 3 if summarize is None or summarize < 0 else summarize
+        self.__name__ = "print"
+
+    def __call__(self, *arrays):
+        self.real.host_callback(self.emit, *arrays)
+
+    def emit(self, *arrays):
+        if QUIET[0]:
+            return
+        with _PRINT_LOCK:
+            if _PRINTS:  # a program runs: printed when it has run to the end (not if a guard fails)
+                _PRINTS[-1].append((self, arrays))
+                return
+        self.write(*arrays)
+
+    def write(self, *arrays):
+        values = iter(arrays)
+        parts = []
+        for item in self.layout:
+            if item is None:
+                a = np.asarray(next(values))
+                parts.append(np.array2string(a, threshold=self.threshold, edgeitems=self.edge, separator=" "))
+            else:
+                parts.append(str(item))
+        stream = self.stream
+        if stream is None or isinstance(stream, str):
+            stream = {None: sys.stderr, "stderr": sys.stderr, "stdout": sys.stdout}.get(stream, sys.stderr)
+        print(*parts, sep=self.sep, end=self.end, file=stream, flush=True)
+
+
+def print_(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None):
+    """Print ``inputs`` (tensors and Python values) as ``tf.print``, to stderr by default: eagerly at
+    once, and inside ``gt.function`` on every call of the program (a step of it, in the branch or
+    loop body it is in), not only while tracing as Python's ``print``.  ``summarize``: the first and
+    last elements shown per axis of a large tensor (-1: all)."""
+    layout = []
+    tensors = []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            layout.append(None)
+            tensors.append(x)
+        else:
+            layout.append(x)
+    trace = active_trace()
+    if trace is None or not any(t._v.__class__ is TraceArray for t in tensors):
+        real = tensors[0]._b if tensors else None
+        _Printer(real, layout, output_stream, sep, end, summarize).emit(*[t._b.to_numpy(t._v) for t in tensors])
+        return
+    real = trace.backend.real
+    printer = _Printer(real, layout, output_stream, sep, end, summarize)
+    natives = tuple(t._v if t._v.__class__ is TraceArray else lift(t, trace.backend)._v for t in tensors)
+    # (in a branch or loop body the step's own run prints: not the sub-trace's)
+    run = (lambda *a: None) if trace.parent is not None else (lambda *a: printer.emit(*[real.to_numpy(x) for x in a]))
+    trace.call(printer, natives, None, effect="host", label="gt.print", run=run)
+    trace.host_effects = True

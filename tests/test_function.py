@@ -1395,3 +1395,78 @@ def test_a_failed_first_trace_leaves_no_half_updated_optimizer(backend):
     assert int(opt.iterations) == 1
     assert_same(w.numpy(), np.array([0.9, 1.9]), rtol=1e-6)
     assert_same([v.numpy() for v in opt.variables[1:]], [np.array([0.1, 0.1]), np.array([0.001, 0.001])], rtol=1e-9)
+
+
+# ========================================================================== gt.print, run eagerly
+def _printing_step(w, stream):
+    def step(x, n):
+        gt.print("call x =", x, output_stream=stream)
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.cond(x > 0, lambda: (gt.print("positive", x, output_stream=stream), x * w)[1], lambda: x - w)
+            body = lambda i, z: (gt.print("iteration", i, output_stream=stream), (i + 1, z * w))[1]
+            _, z = gt.while_loop(lambda i, z: i < n, body, (gt.constant(0), y), maximum_iterations=5)
+        return z, tape.gradient(z, [x, w])
+
+    return step
+
+
+@pytest.mark.parametrize("lowered", [True, False], ids=["lowered", "guards"])
+def test_print_runs_on_every_call_where_eager_code_prints(backend, jit, lowered, capsys, monkeypatch):
+    # gt.print is a step of the program (in its branch / loop body): every call prints what the same
+    # calls print eagerly, in the same order, and nothing is printed twice by tracing or checking
+    monkeypatch.setattr(FUNCTION_MODULE, "LOWER_CONTROL_FLOW", lowered)
+    w = gt.Variable(c64(1.5))
+    calls = [(2.0, 2), (-1.0, 1), (3.0, 0), (2.0, 2), (0.5, 3)]
+    outputs = []
+    for eager in (True, False):
+        gt.config.run_functions_eagerly(eager)
+        try:
+            f = gt.function(_printing_step(w, "stdout"), jit_compile=jit)
+            capsys.readouterr()
+            if jit is True and not eager:  # torch.compile would print only while compiling: replayed
+                with pytest.warns(UserWarning, match="replayed call by call instead, and prints on every call"):
+                    got = [snap(f(c64(v), gt.constant(n))) for v, n in calls]
+            else:
+                got = [snap(f(c64(v), gt.constant(n))) for v, n in calls]
+            outputs.append((capsys.readouterr().out, got))
+        finally:
+            gt.config.run_functions_eagerly(False)
+        assert f.experimental_get_tracing_count() == (0 if eager else f.experimental_get_tracing_count())
+    (eager_out, eager_vals), (out, vals) = outputs
+    assert "iteration 2" in eager_out and "positive 2." in eager_out
+    assert out == eager_out
+    assert_same(vals, eager_vals)
+    if lowered and jit is not True:
+        assert f.experimental_get_tracing_count() == 1
+
+
+def test_print_formats_as_tf_print(backend, capsys):
+    gt.print("x:", gt.constant(np.arange(10.0)), 3, output_stream="stdout")  # tf.print: first and last 3
+    gt.print(gt.constant(np.arange(4)), output_stream="stdout", sep=",", end="!\n", summarize=-1)
+    gt.print("to stderr", gt.constant(1.5))
+    out, err = capsys.readouterr()
+    assert out == "x: [0. 1. 2. ... 7. 8. 9.] 3\n[0 1 2 3]!\n"
+    assert err == "to stderr 1.5\n"
+
+
+def test_run_functions_eagerly(backend):
+    seen = []
+
+    @gt.function
+    def f(x):
+        seen.append(1)  # a Python side effect: once per trace, or once per call when run eagerly
+        return x * 2.0
+
+    assert not gt.config.functions_run_eagerly()
+    gt.config.run_functions_eagerly(True)
+    try:
+        assert gt.config.functions_run_eagerly()
+        for _ in range(3):
+            assert_same(snap(f(c64(1.0))), np.float64(2.0))
+        assert len(seen) == 3 and f.experimental_get_tracing_count() == 0
+    finally:
+        gt.config.run_functions_eagerly(False)
+    for _ in range(3):
+        f(c64(1.0))
+    assert len(seen) == 4 and f.experimental_get_tracing_count() == 1
