@@ -77,7 +77,12 @@ PAGES = {
         "gt.function",
         f"{LINK}; [Faster steps with gt.function](../function.md) gives the semantics and the differences "
         "from `tf.function`.",
-        [(None, ["function", "Function", "TensorSpec", "cond", "while_loop", "OperatorNotAllowedInGraphError"])],
+        [
+            (
+                None,
+                ["function", "Function", "TensorSpec", "cond", "while_loop", "print", "OperatorNotAllowedInGraphError"],
+            )
+        ],
     ),
     "namespace.md": (
         "The namespace's other functions",

@@ -705,6 +705,8 @@ def _recorder(fn, tb, label):
 
     def recorded(*args, **kwargs):
         t = tracing[0]
+        if t is not None and t.thread != threading.get_ident():
+            _other_thread(t)
         if t is None or t.backend is not tb:
             s = _stand_in(args, kwargs) if t is None else None
             if s is not None:
@@ -717,6 +719,18 @@ def _recorder(fn, tb, label):
     recorded.__name__ = getattr(fn, "__name__", label)
     recorded.__wrapped__ = fn
     return recorded
+
+
+def _other_thread(trace):
+    """A thread computes with a stand-in while another traces: every live variable holds one then."""
+    while trace.parent is not None:
+        trace = trace.parent
+    raise RuntimeError(
+        f"gt.function {trace.name!r} is tracing in another thread, and while it traces every gt.Variable "
+        f"holds a stand-in: this thread computed with one (at {_user_site()}), which would have been "
+        "recorded into that trace. Trace the function once before other threads use its variables (call "
+        "it once), or run it eagerly (gt.config.run_functions_eagerly(True))"
+    )
 
 
 def mixed_backends(trace, b1, b2):
@@ -800,6 +814,8 @@ class TracingBackend(Backend):
 
     def _rec(self, fn, label, *args, **kwargs):
         t = tracing[0]
+        if t is not None and t.thread != threading.get_ident():
+            _other_thread(t)
         if t is None:
             s = _stand_in(args, kwargs)
             if s is not None:

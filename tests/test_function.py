@@ -1470,3 +1470,41 @@ def test_run_functions_eagerly(backend):
     for _ in range(3):
         f(c64(1.0))
     assert len(seen) == 4 and f.experimental_get_tracing_count() == 1
+
+
+def test_another_thread_using_a_variable_during_a_trace_is_told(backend):
+    # while a trace runs every variable holds a stand-in: another thread computing with one gets an
+    # error naming the function, never a traced tensor or a step recorded into the other trace
+    import threading
+
+    v = gt.Variable(c64(2.0))
+    tracing_now = threading.Event()
+    done = threading.Event()
+    seen = []
+
+    @gt.function
+    def slow(x):
+        tracing_now.set()
+        done.wait(10)
+        return x * v
+
+    def other():
+        tracing_now.wait(10)
+        try:
+            seen.append(v * 3.0)
+        except Exception as e:
+            seen.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    out = slow(c64(1.0))
+    t.join()
+    assert_same(snap(out), np.float64(2.0))
+    (err,) = seen
+    assert isinstance(err, (ValueError, RuntimeError)), err
+    assert "gt.function 'slow' is tracing in another thread" in str(err)
+    assert "run_functions_eagerly" in str(err)
+    assert_same(snap(v * 3.0), np.float64(6.0))  # after the trace, the variable is itself again
+    assert_same(snap(slow(c64(2.0))), np.float64(4.0))
