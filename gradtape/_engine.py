@@ -435,7 +435,12 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
             )
             source_ids.append(0)
         else:
-            source_ids.append(s._id)
+            # a source the tape does not watch (not watched, not a variable it saw read, not computed
+            # from one) gets no gradient, as TensorFlow's: an unwatched non-trainable variable in
+            # ``x * frozen`` is None, not ``x`` (a source that is a target is its own gradient, watched
+            # or not, as in TensorFlow)
+            i = s._id
+            source_ids.append(i if i in rec.watched or any(t._id == i for t in targets) else 0)
     native = not _state.tapes
     reach, path = _path(rec, source_ids)
     if native:

@@ -542,3 +542,32 @@ def test_threads_have_separate_tape_stacks(backend):
     assert seen["stack"] == []
     close(seen["grad"], 6.0)
     close(t.gradient(y, x), 2.0)
+
+
+def test_a_source_the_tape_does_not_watch_gets_none(backend):
+    # as TensorFlow 2.21 (checked beside the project): the gradient flows to watched tensors only; a
+    # non-trainable variable the tape never watched is None, not the partial derivative; a source
+    # that is itself a target is its own gradient, 1, watched or not
+    x = gt.Variable(3.0)
+    frozen = gt.Variable(5.0, trainable=False)
+    c = gt.constant(2.0)
+    with gt.GradientTape(persistent=True) as tape:
+        y = x * frozen
+        z = c * frozen
+    dx, dfrozen = tape.gradient(y, [x, frozen])
+    close(dx, 5.0)  # TF: 5.0
+    assert dfrozen is None  # TF: None
+    assert tape.gradient(z, c) is None
+    assert_zeros = tape.gradient(y, frozen, unconnected_gradients=gt.UnconnectedGradients.ZERO)
+    close(assert_zeros, 0.0)
+    with gt.GradientTape() as tape:
+        tape.watch(frozen)
+        y = x * frozen
+    close(tape.gradient(y, frozen), 3.0)  # watched: d/dfrozen = x
+    for target in (c, x, frozen):
+        with gt.GradientTape() as tape:
+            pass
+        close(tape.gradient(target, target), 1.0)  # TF: 1.0 for a constant, a variable, a frozen one
+    with gt.GradientTape(watch_accessed_variables=False) as tape:
+        y = x * 2.0
+    assert tape.gradient(y, x) is None  # TF: None
