@@ -178,7 +178,7 @@ from gradtape.ops.utility import *  # noqa: F403
 from gradtape.ops.data_types import *  # noqa: F403
 from gradtape.ops.inspection import *  # noqa: F403
 from gradtape.ops import fft  # noqa: F401  (the extensions: gt.fft.*, gt.linalg.*)
-from gradtape.ops import linalg_extension as linalg  # noqa: F401
+from gradtape.ops import linalg_extension as linalg
 from gradtape.ops import special  # noqa: F401  (gt.special.*: what SciPy's array-API dispatch looks up)
 from gradtape.ops.nan_functions import *  # noqa: F403  (nansum, nanmean, ...: what xarray looks up)
 from gradtape.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
@@ -204,6 +204,14 @@ from gradtape import layers, losses, math, nn, optimizers, random  # noqa: E402,
 # TensorFlow's top-level names with TensorFlow's signatures, so code ported from TF reads the same.
 from gradtape.math import (  # noqa: E402,F401
     add_n,
+    clip_by_global_norm,
+    clip_by_norm,
+    clip_by_value,
+    cumsum,
+    identity,
+    one_hot,
+    reduce_all,
+    reduce_any,
     reduce_logsumexp,
     reduce_max,
     reduce_mean,
@@ -212,7 +220,12 @@ from gradtape.math import (  # noqa: E402,F401
     reduce_std,
     reduce_sum,
     reduce_variance,
+    scalar_mul,
+    sigmoid,
+    truediv,
 )
+
+linalg.global_norm = math.global_norm  # (tf.linalg.global_norm)
 from gradtape.module import *  # noqa: E402, F403
 from gradtape.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.crosscheck import check_gradients  # noqa: E402,F401
