@@ -294,6 +294,11 @@ class Backend:
     def effects_barrier(self):
         """Wait until every host callback of the programs run so far has run."""
 
+    def structured_step(self, fn):
+        """``fn``, a ``gt.cond`` / ``gt.while_loop`` step of a program, as it is called (a compiler
+        whose structured forms would compile anew on each eager call returns it compiled once)."""
+        return fn
+
     def cond(self, pred, true_fn, false_fn, operands):
         """``gt.cond``'s step in a ``gt.function`` program: the branch of scalar ``pred`` applied to
         ``operands`` (each branch returns a tuple of arrays of the same shapes and dtypes)."""

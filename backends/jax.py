@@ -212,6 +212,11 @@ class JaxBackend(Backend):
     def effects_barrier(self):
         self._jax.effects_barrier()
 
+    def structured_step(self, fn):
+        # a replayed program (jit_compile=False) calls the step eagerly: lax.cond / lax.scan of new
+        # closures would compile on every call; inside a jitted program the jit is inlined
+        return self._jax.jit(fn)
+
     def cond(self, pred, true_fn, false_fn, operands):
         return self._jax.lax.cond(self._jax.numpy.reshape(pred, ()), true_fn, false_fn, *operands)
 

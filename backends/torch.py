@@ -418,7 +418,8 @@ class TorchBackend(Backend):
                         example.append(a.clone() if id(a) in seen else a)
                         seen.add(id(a))
                     graph = proxy_tensor.make_fx(fn)(*example)
-                compiled.append(torch.compile(graph, dynamic=False))
+                    compiled.append(torch.compile(graph, dynamic=False))
+                    return compiled[0](*args)  # (the first call compiles: inductor's own imports warn too)
             return compiled[0](*args)
 
         return run

@@ -254,9 +254,11 @@ class _CondStep:
         self.true_fn = true_fn
         self.false_fn = false_fn
         self.__name__ = label
+        # (compiled once where the backend's structured form would compile anew on every call)
+        self._run = real.structured_step(lambda pred, *operands: real.cond(pred, true_fn, false_fn, operands))
 
     def __call__(self, pred, *operands):
-        return self.real.cond(pred, self.true_fn, self.false_fn, operands)
+        return self._run(pred, *operands)
 
     def eager(self, pred, *operands):
         return (self.true_fn if bool(pred) else self.false_fn)(*operands)
@@ -336,7 +338,11 @@ class _LoopStep:
         return tuple(impl.loop_backward(self.real, self.fns[0], ops, count, stacked, dfinal, self.max_iter, self.meta))
 
     def __call__(self, *args):
-        return self._call(type(self.real), args)
+        run = self.__dict__.get("_run")
+        if run is None:
+            impl = type(self.real)
+            run = self._run = self.real.structured_step(lambda *a: self._call(impl, a))
+        return run(*args)
 
     def eager(self, *args):
         return self._call(Backend, args)  # (the Python loops of the base adapter)

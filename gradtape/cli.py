@@ -8,6 +8,7 @@ disagreement exits with 1; a check that passes with 0.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -17,7 +18,7 @@ import sys
 import traceback
 
 import gradtape as gt
-from gradtape import _config
+from gradtape import _config, registry
 from gradtape import backends as bk
 from gradtape.conformance.report import run
 
@@ -54,10 +55,40 @@ def _version():
 
 
 # ---------------------------------------------------------------------------------------- conformance
+def _op_names(text):
+    """The ops of ``--ops`` (None: all); an unknown name is a CLIError naming the closest ones."""
+    names = _csv(text)
+    if names is None:
+        return None
+    known = sorted(op.name for op in registry.ops())
+    for name in names:
+        if name not in known:
+            close = [k for k in known if k.endswith("." + name)]  # (linalg.cholesky for cholesky)
+            close += [k for k in difflib.get_close_matches(name, known, n=3, cutoff=0.6) if k not in close]
+            hint = f"did you mean {', '.join(close[:3])}? " if close else ""
+            raise CLIError(f"no registered op named {name!r} in --ops: {hint}docs/ops.md lists every op")
+    return names
+
+
+def _report_path(path):
+    """``--report``'s file, checked before the run: a known format, in a folder that exists."""
+    if path is None:
+        return None
+    if not str(path).lower().endswith((".json", ".md", ".html", ".htm")):
+        raise CLIError(f"--report {path!r}: give a file ending in .json, .md or .html (the format follows the name)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"--report {path!r}: the folder {folder!r} does not exist; create it first")
+    return path
+
+
 def _conformance(args):
+    backends = _backend_names(args.backends)
+    ops = _op_names(args.ops)
+    report_path = _report_path(args.report)
     report = run(
-        backends=_csv(args.backends),
-        ops=_csv(args.ops),
+        backends=backends,
+        ops=ops,
         dtype=args.dtype,
         native=args.native,
         samples=args.samples,
@@ -66,9 +97,9 @@ def _conformance(args):
         seed=args.seed,
         compiled=args.compiled,
     )
-    if args.report:
-        report.write(args.report)
-        print(f"report written to {args.report}", file=sys.stderr)  # (the verdict stays the last line)
+    if report_path:
+        report.write(report_path)
+        print(f"report written to {report_path}", file=sys.stderr)  # (the verdict stays the last line)
     print(report.markdown())
     return 1 if report.failed else 0
 

@@ -125,6 +125,7 @@ class Function:
         self._eager = False  # a traced program disagreed with eager code: run eagerly
         self._traced_in_a_row = 0  # calls that traced, since the last that ran a program
         self._warned_retracing = False
+        self._warned_paths = False
         self._lock = threading.RLock()
         self._bound = {}
         functools.update_wrapper(self, fn)
@@ -313,6 +314,17 @@ class Function:
                 )
             if concrete is not None:
                 self._cache.setdefault(key, []).append(concrete)
+                if new_path and concrete.guards and not self._warned_paths and _compiling(self, concrete.backend):
+                    # (a compiler without structured control flow: every path compiles anew)
+                    self._warned_paths = True
+                    warnings.warn(
+                        f"gt.function {self._name!r} compiles a program for each path through its gt.cond / "
+                        f"gt.while_loop predicates: {concrete.backend.name}'s compiler here takes one path at a "
+                        "time, and this call took a new one. With jit_compile=False each is one step of a "
+                        "replayed program, traced once",
+                        UserWarning,
+                        stacklevel=3,
+                    )
             return result
 
     def _check_input_signature(self, args, kwargs):

@@ -453,3 +453,21 @@ def test_no_install_hint_pulls_an_extra():
                     if re.search(r"gradtape\[|pip install \{extra\}", text):
                         offenders.append(f"{os.path.relpath(path, ROOT)}:{line}: {text.strip()[:80]}")
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--ops", "no_such_op"], "no registered op named 'no_such_op' in --ops"),
+        (["--ops", "cholesky"], "did you mean linalg.cholesky?"),
+        (["--ops", "cumsum"], "cumulative_sum"),
+        (["--backends", "tourch"], "unknown backend 'tourch' in --backends"),
+        (["--ops", "sin", "--report", "/no/such/folder/out.html"], "does not exist; create it first"),
+        (["--ops", "sin", "--report", "out.pdf"], "give a file ending in .json, .md or .html"),
+    ],
+)
+def test_conformance_mistakes_are_one_line(capsys, argv, message):
+    # checked before the run: one line, exit status 2, no traceback, nothing run
+    line = one_line_error(capsys, ["conformance", *argv, "--no-progress"])
+    assert line.startswith("gradtape conformance: ")
+    assert message in line

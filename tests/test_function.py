@@ -24,7 +24,11 @@ from gradtape.function import Function
 FUNCTION_MODULE = sys.modules["gradtape.function"]  # (``gradtape.function`` the attribute is gt.function)
 
 # a traced program that disagrees with eager (or a compiler that fails) warns and falls back: an error here
-pytestmark = pytest.mark.filterwarnings("error:gt.function:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("error:gt.function:UserWarning"),
+    # (torch.compile compiles each path of a gt.cond: said once, tested in test_compiler_paths_are_told)
+    pytest.mark.filterwarnings("ignore:gt.function .* compiles a program for each path:UserWarning"),
+]
 
 RTOL = 1e-12
 ATOL = 1e-12
@@ -1303,6 +1307,8 @@ def test_paths_that_draw_differently_trace_once_each(backend, jit):
     h = gt.ones((4, 4), dtype=gt.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # (torch.compile: the second path's program is compiled too, and says so; tested apart)
+        warnings.filterwarnings("ignore", message=".*compiles a program for each path")
         for _ in range(6):
             out = forward(h, gt.constant(True))
             assert set(np.unique(out.numpy())) <= {0.0, 2.0}
@@ -1508,3 +1514,23 @@ def test_another_thread_using_a_variable_during_a_trace_is_told(backend):
     assert "run_functions_eagerly" in str(err)
     assert_same(snap(v * 3.0), np.float64(6.0))  # after the trace, the variable is itself again
     assert_same(snap(slow(c64(2.0))), np.float64(4.0))
+
+
+def test_compiler_paths_are_told(backend):
+    # a compiler that takes one path at a time (torch.compile) compiles each path of a gt.cond: the
+    # second path says so, once; replayed programs take both branches as one step, traced once
+    if getattr(gt.get_backend(), "compiles", None) != "opt-in":
+        pytest.skip(f"no opt-in compiler on {backend}")
+    f = gt.function(lambda x: gt.cond(gt.sum(x) > 0, lambda: x * 2.0, lambda: -x), jit_compile=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_same(snap(f(c64([1.0, 2.0]))), np.array([2.0, 4.0]))
+    with pytest.warns(UserWarning, match="compiles a program for each path"):
+        assert_same(snap(f(c64([-1.0, -2.0]))), np.array([1.0, 2.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(c64([-3.0, 1.0]))  # (a known path, and said once)
+    replayed = gt.function(lambda x: gt.cond(gt.sum(x) > 0, lambda: x * 2.0, lambda: -x), jit_compile=False)
+    for v in ([1.0, 2.0], [-1.0, -2.0]):
+        replayed(c64(v))
+    assert replayed.experimental_get_tracing_count() == 1
