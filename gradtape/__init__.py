@@ -225,7 +225,7 @@ from gradtape.math import (  # noqa: E402,F401
     truediv,
 )
 
-linalg.global_norm = math.global_norm  # (tf.linalg.global_norm)
+linalg.global_norm = math.global_norm  # type: ignore[attr-defined]  # (tf.linalg.global_norm)
 from gradtape.module import *  # noqa: E402, F403
 from gradtape.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.crosscheck import check_gradients  # noqa: E402,F401

@@ -76,7 +76,7 @@ class Node(NamedTuple):
     def name(self):
         return self.opdef.name
 
-    type = name
+    type = name  # type: ignore[misc]  # (a second name for the property, as TF's Operation.type)
 
     def needs_grad(self, k):
         """Whether the gradient of input ``k`` is wanted in this backward walk (rules may skip the

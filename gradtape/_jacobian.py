@@ -7,11 +7,13 @@ import warnings
 
 import optree
 
-from gradtape._engine import NotBatchable, UnconnectedGradients, backward
+from typing import Any
+
+from gradtape._engine import NotBatchable, UnconnectedGradients, _Recording, backward
 from gradtape._recording_state import _state
 from gradtape.ops.creation import zeros, zeros_like
 from gradtape.ops.manipulation import moveaxis, reshape, stack
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.tensor import Nested, Tensor, TensorLike, _wrap, convert_to_tensor
 
 __all__ = ["jacobian", "batch_jacobian"]
 
@@ -75,7 +77,7 @@ def _vectorized(rec, target, src, cotangents):
         return None
 
 
-def check_args(call, target, sources):
+def check_args(call: str, target: Nested, sources: Nested) -> None:
     """Bad arguments of ``jacobian`` / ``batch_jacobian``, refused before the tape is used: a None
     target is a ``TypeError`` (as ``gradient``), a source that is not a Tensor or Variable a
     ``ValueError`` naming it."""
@@ -92,7 +94,7 @@ def check_args(call, target, sources):
             )
 
 
-def check_batch_args(target, source):
+def check_batch_args(target: Any, source: Any) -> None:
     """``batch_jacobian``'s shapes, as TensorFlow: both of rank 2 or more, one batch size."""
     check_args("batch_jacobian", target, source)
     if not isinstance(target, Tensor):
@@ -111,13 +113,13 @@ def check_batch_args(target, source):
         raise ValueError(f"Need first dimension of target shape ({tshape}) and source shape ({sshape}) to match.")
 
 
-def jacobian(rec, target, sources, unconnected):
+def jacobian(rec: _Recording, target: TensorLike, sources: Nested, unconnected: UnconnectedGradients) -> Nested:
     if not isinstance(target, Tensor):
         target = convert_to_tensor(target)
     src, spec = optree.tree_flatten(sources, none_is_leaf=True)
     tshape = target.shape
     n = target.size
-    eye = _basis(target, n) if n else None
+    eye: Any = _basis(target, n) if n else None  # None only when n == 0: no row is read
     if n:
         xp = target._b.xp
         batched = _vectorized(rec, target, src, xp.reshape(eye, (n,) + tuple(tshape)))
@@ -158,7 +160,7 @@ def jacobian(rec, target, sources, unconnected):
     return optree.tree_unflatten(spec, out)
 
 
-def batch_jacobian(rec, target, source, unconnected):
+def batch_jacobian(rec: _Recording, target: Tensor, source: Tensor, unconnected: UnconnectedGradients) -> Tensor:
     """Per-example jacobians.  As TensorFlow: target and source of rank 2 or more (a
     ``ValueError`` otherwise), and zeros, never None, where the target does not depend on the
     source, whatever ``unconnected`` says (TF keeps this for compatibility; ``unconnected`` is
@@ -169,7 +171,7 @@ def batch_jacobian(rec, target, source, unconnected):
     m = 1
     for d in tshape[1:]:
         m *= d
-    eye = _basis(target, m) if m else None
+    eye: Any = _basis(target, m) if m else None  # None only when m == 0: no row is read
     xp = target._b.xp
     shape = (bsz,) + tuple(tshape[1:]) + tuple(sshape[1:])
     if m:

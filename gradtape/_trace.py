@@ -295,7 +295,7 @@ for _name, (_fn, _) in _BINARY.items():
     setattr(TraceArray, _name, _m)
     if _name not in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
         setattr(TraceArray, "__r" + _name[2:], _r)
-for _name, (_fn, _) in _UNARY.items():
+for _name, (_fn, _) in _UNARY.items():  # type: ignore[assignment]
     setattr(TraceArray, _name, (lambda f: lambda self: self.trace.call(f, (self,), None))(_fn))
 del _name, _fn, _m, _r
 
@@ -977,7 +977,7 @@ class _Then:
     def __eq__(self, other):
         return isinstance(other, _Then) and self.draw == other.draw and self.key == other.key
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]
 
 
 def host_then(arr, fn, key):

@@ -24,6 +24,8 @@ import importlib.util
 import itertools
 import re
 import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -67,26 +69,26 @@ class GradientReport:
     """What :func:`check_gradients` found: the gradient of each method (NumPy arrays, per argument),
     each pair's errors and verdict, skipped methods and why, and the kinks left out."""
 
-    methods: dict
-    pairs: list
-    skipped: dict
-    kinks: dict
+    methods: dict[str, dict[int, np.ndarray]]
+    pairs: list[PairResult]
+    skipped: dict[str, str]
+    kinks: dict[int, list[Any]]
 
     @property
-    def compared(self):
+    def compared(self) -> bool:
         """Whether a gradtape gradient was compared at all (False when every gradtape backend was
         skipped: a report that checked nothing does not pass)."""
         return any(m.startswith("gradtape:") for p in self.pairs for m in (p.a, p.b))
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         return self.compared and all(p.passed for p in self.pairs)
 
     @property
-    def failures(self):
+    def failures(self) -> list[PairResult]:
         return [p for p in self.pairs if not p.passed]
 
-    def raise_if_failed(self):
+    def raise_if_failed(self) -> GradientReport:
         """Raise an ``AssertionError`` naming the pairs that disagree (returns self otherwise)."""
         if not self.compared:
             raise AssertionError(
@@ -101,7 +103,7 @@ class GradientReport:
             raise AssertionError("gradients disagree:\n  " + "\n  ".join(lines))
         return self
 
-    def table(self):
+    def table(self) -> str:
         """The pairwise comparison as a Markdown table."""
         rows = ["| method A | method B | arg | max abs err | max rel err | result |", "|---|---|---|---|---|---|"]
         for p in self.pairs:
@@ -119,7 +121,7 @@ class GradientReport:
             )
         return "\n".join(rows)
 
-    def __str__(self):
+    def __str__(self) -> str:
         if not self.compared:
             head = "check_gradients: nothing compared (every gradtape backend was skipped)"
         else:
@@ -265,7 +267,7 @@ def _tensorflow_grad(fn, arrays, wrt):
 _NATIVE_NAMES = {"torch": "torch.autograd", "jax": "jax.grad"}
 
 
-def native_method_name(backend):
+def native_method_name(backend: str) -> str:
     """The name :func:`check_gradients` gives ``backend``'s own autodiff in its report
     (``"torch.autograd"``, ``"jax.grad"``, else ``"<backend> autodiff"``)."""
     return _NATIVE_NAMES.get(backend, f"{backend} autodiff")
@@ -288,7 +290,16 @@ def _compare(a, b, ga, gb, k, mask, rtol, atol, note=""):
     return PairResult(a, b, k, mabs, mrel, ok, rtol, atol, note)
 
 
-def check_gradients(fn, *args, backends=None, native=True, rtol=None, atol=None, eps=1e-6, progress=False):
+def check_gradients(
+    fn: Callable[..., Any],
+    *args: Any,
+    backends: Iterable[str] | None = None,
+    native: bool = True,
+    rtol: float | None = None,
+    atol: float | None = None,
+    eps: float = 1e-6,
+    progress: bool = False,
+) -> GradientReport:
     """Cross-check the gradient of ``fn`` (written against the Array API) at ``args``.
 
     ``args`` are arrays, nested lists or scalars; floating ones are differentiated (in float64 /

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import optree
@@ -13,12 +15,12 @@ from gradtape.ops import apply, defop
 from gradtape.registry import _OPS, OpDef
 from gradtape._engine import _Recording, record
 from gradtape._recording_state import _activate, _state
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.tensor import Nested, Tensor, _wrap, convert_to_tensor
 
 __all__ = ["custom_gradient", "stop_gradient", "register_op"]
 
 
-def stop_gradient(x):
+def stop_gradient(x: Nested) -> Nested:
     """The value of ``x`` as a new tensor that no tape connects to ``x``."""
     leaves, spec = optree.tree_flatten(x, none_is_leaf=True)
     out = []
@@ -67,7 +69,7 @@ def _custom_rule(op, *grads):
 _CUSTOM = OpDef("custom_gradient", forward=None, grad=_custom_rule, chapter="user")
 
 
-def custom_gradient(f=None):
+def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Decorator (as ``tf.custom_gradient``): ``f(*x)`` returns ``(y, grad_fn)``; ``grad_fn(*dy)``
     returns the gradients of the inputs, or with ``variables=`` ``(input_grads, variable_grads)``."""
     if f is None:
@@ -137,7 +139,16 @@ def _check_output(name, backend, out, k=None):
     )
 
 
-def register_op(name, forward, gradient=None, *, nout=None, domain=None, differentiable=True, saves=None):
+def register_op(
+    name: str,
+    forward: Callable[..., Any],
+    gradient: Callable[..., Any] | None = None,
+    *,
+    nout: int | None = None,
+    domain: Any = None,
+    differentiable: bool = True,
+    saves: tuple[str | int, ...] | None = None,
+) -> Callable[..., Any]:
     """Add an op: ``forward(xp, *native_arrays, **attrs)`` computes it on the backend's namespace
     ``xp``; ``gradient(xp, op, *grads)`` is its rule, on the namespace the backward walk passes
     (native arrays in a first-order walk, gradtape Tensors when an outer tape records), or
@@ -196,7 +207,7 @@ def register_op(name, forward, gradient=None, *, nout=None, domain=None, differe
 
     f.__name__ = f.__qualname__ = name
     f.__doc__ = forward.__doc__
-    f.op = op
-    f.gradient = op.gradient
+    f.op = op  # type: ignore[attr-defined]
+    f.gradient = op.gradient  # type: ignore[attr-defined]
     op.public = f
     return f

@@ -6,6 +6,9 @@ adapter maps its library's dtype objects to these (``Backend.dtype_from_native``
 
 from __future__ import annotations
 
+import builtins
+from typing import TypeAlias
+
 __all__ = [
     "DType",
     "bool",
@@ -31,7 +34,11 @@ __all__ = [
     "isdtype",
 ]
 
-_builtin_bool = bool
+_builtin_bool = builtins.bool
+
+#: What names a dtype: a :class:`DType`, its name (``"float32"``), a Python type (``float``) or any
+#: library's dtype object with a ``name`` (``numpy.float64``, ``torch.float32``).
+DTypeLike: TypeAlias = "DType | str | type | object"
 
 
 class DType:
@@ -39,39 +46,40 @@ class DType:
 
     __slots__ = ("name", "kind", "itemsize")
 
-    def __init__(self, name: str, kind: str, itemsize: int):
+    def __init__(self, name: str, kind: str, itemsize: int) -> None:
         self.name, self.kind, self.itemsize = name, kind, itemsize
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"gt.{self.name}"
 
-    __str__ = lambda self: self.name
+    def __str__(self) -> str:
+        return self.name
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[object, tuple[str]]:
         return (as_dtype, (self.name,))
 
     @property
-    def is_floating(self):
+    def is_floating(self) -> builtins.bool:
         """Whether this is a real floating dtype (float32, float64)."""
         return self.kind == "f"
 
     @property
-    def is_complex(self):
+    def is_complex(self) -> builtins.bool:
         """Whether this is a complex dtype (complex64, complex128)."""
         return self.kind == "c"
 
     @property
-    def is_integer(self):
+    def is_integer(self) -> builtins.bool:
         """Whether this is a signed or unsigned integer dtype."""
         return self.kind in "iu"
 
     @property
-    def is_bool(self):
+    def is_bool(self) -> builtins.bool:
         """Whether this is the boolean dtype."""
         return self.kind == "b"
 
     @property
-    def differentiable(self):
+    def differentiable(self) -> builtins.bool:
         """Whether gradients flow through values of this dtype (floating and complex dtypes)."""
         return self.kind in "fc"
 
@@ -92,11 +100,10 @@ complex128 = DType("complex128", "c", 16)
 
 ALL_DTYPES = (bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
-_BY_NAME.update({"float": float32, "double": float64, "half": None})
-del _BY_NAME["half"]
+_BY_NAME.update({"float": float32, "double": float64})
 
 
-def as_dtype(d) -> DType:
+def as_dtype(d: DTypeLike) -> DType:
     """A gradtape dtype from a dtype, its name, a NumPy dtype or a Python type."""
     if isinstance(d, DType):
         return d
@@ -121,15 +128,15 @@ def as_dtype(d) -> DType:
     raise TypeError(f"cannot interpret {d!r} as a gradtape dtype")
 
 
-def is_floating(d) -> _builtin_bool:
+def is_floating(d: DTypeLike) -> builtins.bool:
     return as_dtype(d).kind == "f"
 
 
-def is_complex(d) -> _builtin_bool:
+def is_complex(d: DTypeLike) -> builtins.bool:
     return as_dtype(d).kind == "c"
 
 
-def is_differentiable(d) -> _builtin_bool:
+def is_differentiable(d: DTypeLike) -> builtins.bool:
     return as_dtype(d).kind in "fc"
 
 
@@ -154,7 +161,7 @@ _KIND_GROUPS = {
 }
 
 
-def isdtype(dtype, kind) -> _builtin_bool:
+def isdtype(dtype: DTypeLike, kind: DTypeLike | str | tuple[DTypeLike | str, ...]) -> builtins.bool:
     """The standard's ``isdtype``: ``kind`` is a dtype, a kind name, or a tuple of either."""
     dtype = as_dtype(dtype)
     if isinstance(kind, tuple):
@@ -171,7 +178,7 @@ def isdtype(dtype, kind) -> _builtin_bool:
 _ORDER = {"b": 0, "u": 1, "i": 2, "f": 3, "c": 4}
 
 
-def result_type(*dtypes: DType) -> DType:
+def result_type(*dtypes: DTypeLike) -> DType:
     """Promote dtypes as the Array API standard does (mixed int/float promotes to the float)."""
     out = None
     for d in dtypes:
@@ -208,7 +215,7 @@ def _promote2(a: DType, b: DType) -> DType:
     return a
 
 
-def scalar_fits(value, dtype) -> _builtin_bool:
+def scalar_fits(value: object, dtype: DType) -> builtins.bool:
     """Whether Python scalar ``value`` joins an array of gradtape dtype ``dtype`` without changing
     its dtype (the standard's rule for Python scalars in binary operations)."""
     if isinstance(value, _builtin_bool):

@@ -20,6 +20,10 @@ from __future__ import annotations
 import inspect
 import math
 import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+import numpy as np
 
 from gradtape import _config
 from gradtape import dtypes as _dt
@@ -31,7 +35,8 @@ from gradtape.ops.elementwise import astype, exp, square
 from gradtape.ops.linear_algebra_functions import matmul
 from gradtape.ops.manipulation import expand_dims, reshape
 from gradtape.ops.statistical import sum as _sum
-from gradtape.tensor import Tensor, Variable, convert_to_tensor
+from gradtape.dtypes import DTypeLike
+from gradtape.tensor import Tensor, TensorLike, Variable, convert_to_tensor
 from gradtape.ops.creation import zeros
 from gradtape.ops.creation import ones
 from gradtape.ops.creation import full
@@ -71,7 +76,7 @@ _name_lock = threading.Lock()
 _name_counts: dict[str, int] = {}
 
 
-def unique_name(base):
+def unique_name(base: str) -> str:
     """``base`` the first time, then ``base_1``, ``base_2``, ... (per process, as Keras)."""
     with _name_lock:
         n = _name_counts.get(base, 0)
@@ -79,13 +84,13 @@ def unique_name(base):
     return base if n == 0 else f"{base}_{n}"
 
 
-def reset_names():
+def reset_names() -> None:
     """Restart the automatic layer names (the next ``Dense()`` is ``dense`` again)."""
     with _name_lock:
         _name_counts.clear()
 
 
-def clear_session():
+def clear_session() -> None:
     """As ``keras.backend.clear_session``: forget the automatic layer names."""
     reset_names()
 
@@ -113,7 +118,7 @@ _ACTIVATIONS = {
 }
 
 
-def get_activation(identifier):
+def get_activation(identifier: str | Callable[[Tensor], Tensor] | None) -> Callable[[Tensor], Tensor]:
     """An activation function from a name (``"relu"``, ``"sigmoid"``, ``"tanh"``, ``"softmax"``,
     ``"gelu"``, ``"linear"``, ...), ``None`` (linear) or a callable (returned as is)."""
     if identifier is None:
@@ -147,10 +152,10 @@ def _fans(shape):
 class Initializer:
     """Base of initializers: ``init(shape, dtype=None)`` returns a Tensor on the active backend."""
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         raise NotImplementedError
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The initializer's arguments, as a dict (Keras' ``get_config``); the named variance-scaling
         initializers (``GlorotNormal``, ``HeNormal``, ...) give ``VarianceScaling``'s."""
         return {}
@@ -159,47 +164,47 @@ class Initializer:
 class Zeros(Initializer):
     """Initializer of all zeros (Keras' ``zeros``)."""
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         return zeros(tuple(shape), dtype=dtype or _dt.float32)
 
 
 class Ones(Initializer):
     """Initializer of all ones (Keras' ``ones``)."""
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         return ones(tuple(shape), dtype=dtype or _dt.float32)
 
 
 class Constant(Initializer):
     """Initializer filled with ``value`` (Keras' ``Constant``)."""
 
-    def __init__(self, value=0.0):
+    def __init__(self, value: float = 0.0) -> None:
         self.value = value
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         return full(tuple(shape), float(self.value), dtype=dtype or _dt.float32)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"value": self.value}
 
 
 class RandomNormal(Initializer):
     """Initializer drawing from a normal distribution of ``mean`` and ``stddev`` (Keras' ``RandomNormal``)."""
 
-    def __init__(self, mean=0.0, stddev=0.05, seed=None):
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
         self.mean, self.stddev, self.seed = mean, stddev, seed
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         return _random.normal(tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.float32, seed=self.seed)
 
 
 class TruncatedNormal(Initializer):
     """Initializer drawing from a normal distribution cut at two standard deviations (Keras' ``TruncatedNormal``)."""
 
-    def __init__(self, mean=0.0, stddev=0.05, seed=None):
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
         self.mean, self.stddev, self.seed = mean, stddev, seed
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         return _random.truncated_normal(
             tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.float32, seed=self.seed
         )
@@ -208,10 +213,10 @@ class TruncatedNormal(Initializer):
 class RandomUniform(Initializer):
     """Initializer drawing uniformly from ``[minval, maxval)`` (Keras' ``RandomUniform``)."""
 
-    def __init__(self, minval=-0.05, maxval=0.05, seed=None):
+    def __init__(self, minval: float = -0.05, maxval: float = 0.05, seed: int | None = None) -> None:
         self.minval, self.maxval, self.seed = minval, maxval, seed
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         return _random.uniform(tuple(shape), self.minval, self.maxval, dtype=dtype or _dt.float32, seed=self.seed)
 
 
@@ -219,7 +224,13 @@ class VarianceScaling(Initializer):
     """Keras' ``VarianceScaling``: variance ``scale / fan`` (``fan_in``, ``fan_out`` or their mean),
     from a truncated normal (stddev corrected for the truncation), a normal, or a uniform."""
 
-    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+    def __init__(
+        self,
+        scale: float = 1.0,
+        mode: Literal["fan_in", "fan_out", "fan_avg"] = "fan_in",
+        distribution: Literal["truncated_normal", "untruncated_normal", "normal", "uniform"] = "truncated_normal",
+        seed: int | None = None,
+    ) -> None:
         if scale <= 0:
             raise ValueError(f"scale must be positive, got {scale}")
         if mode not in ("fan_in", "fan_out", "fan_avg"):
@@ -228,7 +239,7 @@ class VarianceScaling(Initializer):
             raise ValueError(f"unknown distribution {distribution!r}")
         self.scale, self.mode, self.distribution, self.seed = scale, mode, distribution, seed
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         dtype = dtype or _dt.float32
         fan_in, fan_out = _fans(shape)
         fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
@@ -242,49 +253,49 @@ class VarianceScaling(Initializer):
         limit = math.sqrt(3.0 * scale)
         return _random.uniform(shape, -limit, limit, dtype=dtype, seed=self.seed)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"scale": self.scale, "mode": self.mode, "distribution": self.distribution, "seed": self.seed}
 
 
 class GlorotUniform(VarianceScaling):
     """Uniform in ``[-limit, limit]``, ``limit = sqrt(6 / (fan_in + fan_out))``."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_avg", "uniform", seed)
 
 
 class GlorotNormal(VarianceScaling):
     """Truncated normal with ``stddev = sqrt(2 / (fan_in + fan_out))`` (Keras' ``GlorotNormal``)."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_avg", "truncated_normal", seed)
 
 
 class HeNormal(VarianceScaling):
     """Truncated normal with ``stddev = sqrt(2 / fan_in)``, for ReLU layers (Keras' ``HeNormal``)."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__(2.0, "fan_in", "truncated_normal", seed)
 
 
 class HeUniform(VarianceScaling):
     """Uniform in ``[-limit, limit]``, ``limit = sqrt(6 / fan_in)``, for ReLU layers (Keras' ``HeUniform``)."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__(2.0, "fan_in", "uniform", seed)
 
 
 class LecunNormal(VarianceScaling):
     """Truncated normal with ``stddev = sqrt(1 / fan_in)`` (Keras' ``LecunNormal``)."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_in", "truncated_normal", seed)
 
 
 class LecunUniform(VarianceScaling):
     """Uniform in ``[-limit, limit]``, ``limit = sqrt(3 / fan_in)`` (Keras' ``LecunUniform``)."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__(1.0, "fan_in", "uniform", seed)
 
 
@@ -305,7 +316,7 @@ _INITIALIZERS = {
 }
 
 
-def get_initializer(identifier):
+def get_initializer(identifier: str | Initializer | Callable[..., Tensor]) -> Callable[..., Tensor]:
     """An initializer from a Keras name (``"glorot_uniform"``, ``"zeros"``, ...), an Initializer,
     or a callable ``init(shape, dtype)``."""
     if isinstance(identifier, str):
@@ -376,7 +387,9 @@ class Layer(Module):
 
     _TF_MODULE_IGNORED_PROPERTIES = frozenset(("_name", "_added_weights", "_regularizers"))
 
-    def __init__(self, trainable=True, name=None, dtype=None, **kwargs):
+    def __init__(
+        self, trainable: bool = True, name: str | None = None, dtype: DTypeLike | None = None, **kwargs: Any
+    ) -> None:
         for k in ("input_shape", "input_dim", "batch_input_shape", "batch_size"):
             kwargs.pop(k, None)  # Keras' functional-model hints: nothing to do eagerly
         if kwargs:
@@ -388,35 +401,35 @@ class Layer(Module):
         self._name = name
         self._trainable = bool(trainable)
         self._dtype = _dt.float32 if dtype is None else _dt.as_dtype(dtype)
-        self._added_weights = []
-        self._regularizers = []
+        self._added_weights: list[Variable] = []
+        self._regularizers: list[tuple[Variable, Callable[[Variable], Tensor]]] = []
         self.built = False
 
     # ------------------------------------------------------------------ properties
     @property
-    def dtype(self):
+    def dtype(self) -> _dt.DType:
         """The dtype of the layer's variables and computations (float32 by default)."""
         return self._dtype
 
     @property
-    def trainable(self):
+    def trainable(self) -> bool:
         """Whether the layer's weights are trainable; setting it False freezes them."""
         return self._trainable
 
     @trainable.setter
-    def trainable(self, value):
+    def trainable(self, value: bool) -> None:
         self._trainable = bool(value)
 
     # ------------------------------------------------------------------ building and calling
-    def build(self, input_shape):
+    def build(self, input_shape: Any) -> None:
         """Create the layer's variables (called once, before the first ``call``)."""
         self.built = True
 
-    def call(self, inputs, *args, **kwargs):
+    def call(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """The layer's computation."""
         return inputs
 
-    def __call__(self, inputs, *args, **kwargs):
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         inputs = self._convert_inputs(inputs)
         if not self.built:
             self._build_for(inputs)
@@ -449,8 +462,15 @@ class Layer(Module):
         return inputs
 
     def add_weight(
-        self, name=None, shape=(), initializer=None, dtype=None, trainable=True, regularizer=None, constraint=None
-    ):
+        self,
+        name: str | None = None,
+        shape: Sequence[int] = (),
+        initializer: str | Initializer | Callable[..., Tensor] | None = None,
+        dtype: DTypeLike | None = None,
+        trainable: bool = True,
+        regularizer: str | Callable[[Variable], Tensor] | None = None,
+        constraint: None = None,
+    ) -> Variable:
         """Create a variable ``<layer name>/<name>:0`` of ``shape``, initialised by ``initializer``
         (default ``"glorot_uniform"`` for floating weights, as Keras)."""
         if constraint is not None:
@@ -489,7 +509,7 @@ class Layer(Module):
         return sorted(own.values(), key=lambda v: v._id), children
 
     @property
-    def weights(self):
+    def weights(self) -> list[Variable]:
         """Own variables (trainable first, then non-trainable) followed by each sublayer's, once each."""
         own, children = self._tracked()
         out = [v for v in own if v.trainable] + [v for v in own if not v.trainable]
@@ -502,12 +522,12 @@ class Layer(Module):
         return out
 
     @property
-    def variables(self):
+    def variables(self) -> list[Variable]:  # type: ignore[override]  # a list, as Keras (tf.Module: a tuple)
         """All the layer's weights, its sublayers' included (Keras' ``variables``, the same list as ``weights``)."""
         return self.weights
 
     @property
-    def trainable_weights(self):
+    def trainable_weights(self) -> list[Variable]:
         """The weights an optimizer updates: trainable ones, of this layer and its sublayers (empty when frozen)."""
         if not self._trainable:
             return []
@@ -522,23 +542,23 @@ class Layer(Module):
         return out
 
     @property
-    def trainable_variables(self):
+    def trainable_variables(self) -> list[Variable]:  # type: ignore[override]  # a list, as Keras
         """Own trainable variables in creation order (Dense: kernel, bias), then the sublayers'."""
         return self.trainable_weights
 
     @property
-    def non_trainable_weights(self):
+    def non_trainable_weights(self) -> list[Variable]:
         """The weights no optimizer updates (the non-trainable ones, and all of them when the layer is frozen)."""
         trainable = {id(v) for v in self.trainable_weights}
         return [v for v in self.weights if id(v) not in trainable]
 
     @property
-    def non_trainable_variables(self):
+    def non_trainable_variables(self) -> list[Variable]:  # type: ignore[override]  # a list, as Keras
         """Keras' other name for ``non_trainable_weights``."""
         return self.non_trainable_weights
 
     @property
-    def losses(self):
+    def losses(self) -> list[Tensor]:
         """Weight-regularization losses of this layer and its sublayers (computed now)."""
         out = [reg(v) for v, reg in self._regularizers]
         for c in self._tracked()[1]:
@@ -546,11 +566,11 @@ class Layer(Module):
                 out.extend(c.losses)
         return out
 
-    def get_weights(self):
+    def get_weights(self) -> list[np.ndarray]:
         """The values of ``weights`` as NumPy arrays."""
         return [v.numpy() for v in self.weights]
 
-    def set_weights(self, weights):
+    def set_weights(self, weights: Sequence[TensorLike]) -> None:
         """Assign NumPy arrays (in ``weights`` order) to the layer's variables."""
         mine = self.weights
         if len(weights) != len(mine):
@@ -558,11 +578,11 @@ class Layer(Module):
         for v, w in zip(mine, weights):
             v.assign(w)
 
-    def count_params(self):
+    def count_params(self) -> int:
         """The number of scalars in the layer's weights (Keras' ``count_params``)."""
         return sum(v.size for v in self.weights)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
 
 
@@ -594,18 +614,18 @@ class Dense(Layer):
 
     def __init__(
         self,
-        units,
-        activation=None,
-        use_bias=True,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        kernel_regularizer=None,
-        bias_regularizer=None,
-        activity_regularizer=None,
-        kernel_constraint=None,
-        bias_constraint=None,
-        **kwargs,
-    ):
+        units: int,
+        activation: str | Callable[[Tensor], Tensor] | None = None,
+        use_bias: bool = True,
+        kernel_initializer: str | Initializer | Callable[..., Tensor] = "glorot_uniform",
+        bias_initializer: str | Initializer | Callable[..., Tensor] = "zeros",
+        kernel_regularizer: str | Callable[[Variable], Tensor] | None = None,
+        bias_regularizer: str | Callable[[Variable], Tensor] | None = None,
+        activity_regularizer: str | Callable[[Tensor], Tensor] | None = None,
+        kernel_constraint: None = None,
+        bias_constraint: None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         units = int(units)
         if units <= 0:
@@ -622,10 +642,10 @@ class Dense(Layer):
         self.kernel_regularizer = _regularizer(kernel_regularizer)
         self.bias_regularizer = _regularizer(bias_regularizer)
         self.activity_regularizer = _regularizer(activity_regularizer)
-        self.kernel = None
-        self.bias = None
+        self.kernel: Variable | None = None  # created by build, on the first call
+        self.bias: Variable | None = None
 
-    def build(self, input_shape):
+    def build(self, input_shape: Sequence[int] | None) -> None:
         if input_shape is None or len(input_shape) == 0:
             raise ValueError(f"Dense needs inputs of at least one dimension, got shape {input_shape}")
         in_dim = int(input_shape[-1])
@@ -636,11 +656,11 @@ class Dense(Layer):
             self.bias = self.add_weight("bias", (self.units,), self.bias_initializer, regularizer=self.bias_regularizer)
         self.built = True
 
-    def call(self, inputs):
-        if inputs.shape[-1] != self.kernel.shape[0]:
+    def call(self, inputs: Tensor) -> Tensor:
+        if inputs.shape[-1] != self.kernel.shape[0]:  # type: ignore[union-attr]  # (built: __call__ builds first)
             raise ValueError(
                 f"Input 0 of layer {self.name!r} is incompatible with the layer: expected "
-                f"axis -1 of input shape to have value {self.kernel.shape[0]}, but received "
+                f"axis -1 of input shape to have value {self.kernel.shape[0]}, but received "  # type: ignore[union-attr]
                 f"input with shape {inputs.shape}"
             )
         x = matmul(inputs, self.kernel)
@@ -652,11 +672,11 @@ class Dense(Layer):
 class Flatten(Layer):
     """Flattens every axis but the first (a 1-D input becomes ``(batch, 1)``), as Keras."""
 
-    def __init__(self, data_format=None, **kwargs):
+    def __init__(self, data_format: Literal["channels_last", "channels_first"] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.data_format = data_format
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         if inputs.ndim == 1:
             return expand_dims(inputs, axis=1)
         if self.data_format == "channels_first" and inputs.ndim > 2:
@@ -667,11 +687,11 @@ class Flatten(Layer):
 class Activation(Layer):
     """Applies an activation function (a name or a callable)."""
 
-    def __init__(self, activation, **kwargs):
+    def __init__(self, activation: str | Callable[[Tensor], Tensor] | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.activation = get_activation(activation)
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         return self.activation(inputs)
 
 
@@ -679,7 +699,9 @@ class Dropout(Layer):
     """Zeroes a fraction ``rate`` of its inputs (scaling the rest by ``1 / (1 - rate)``) when called
     with ``training=True``; the identity otherwise, as Keras."""
 
-    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+    def __init__(
+        self, rate: float, noise_shape: Sequence[int] | None = None, seed: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         rate = float(rate)
         if not 0.0 <= rate <= 1.0:
@@ -690,7 +712,7 @@ class Dropout(Layer):
         self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
         self._gen = _random.Generator.from_seed(seed) if seed is not None else None
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: Tensor, training: bool = False) -> Tensor:
         if not training or self.rate == 0.0:
             return inputs
         shape = inputs.shape if self.noise_shape is None else tuple(self.noise_shape)
@@ -708,31 +730,37 @@ class Dropout(Layer):
 class Sequential(Layer):
     """A stack of layers applied in order (``Sequential([Dense(64, "relu"), Dense(10)])``)."""
 
-    def __init__(self, layers=None, trainable=True, name=None, **kwargs):
+    def __init__(
+        self,
+        layers: Iterable[Callable[..., Any]] | None = None,
+        trainable: bool = True,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(trainable=trainable, name=name, **kwargs)
-        self._layers = []
+        self._layers: list[Callable[..., Any]] = []
         for layer in layers or ():
             self.add(layer)
 
     @property
-    def layers(self):
+    def layers(self) -> list[Callable[..., Any]]:
         """The layers, in call order (a copy)."""
         return list(self._layers)
 
-    def add(self, layer):
+    def add(self, layer: Callable[..., Any]) -> None:
         """Append a layer (any callable; Layers are tracked for their variables)."""
         if not callable(layer):
             raise TypeError(f"Sequential.add expects a layer, got {type(layer).__name__}")
         self._layers.append(layer)
         self.built = False
 
-    def pop(self):
+    def pop(self) -> Callable[..., Any]:
         """Remove and return the last layer (a ``TypeError`` when there is none, as Keras)."""
         if not self._layers:
             raise TypeError("There are no layers in the model.")
         return self._layers.pop()
 
-    def build(self, input_shape):
+    def build(self, input_shape: Any) -> None:
         self.built = True  # each sublayer builds itself on its first call
 
     def _convert_inputs(self, inputs):
@@ -741,7 +769,7 @@ class Sequential(Layer):
             return inputs if isinstance(inputs, Tensor) else convert_to_tensor(inputs)
         return inputs
 
-    def call(self, inputs, training=None, **kwargs):
+    def call(self, inputs: Any, training: bool | None = None, **kwargs: Any) -> Any:
         x = inputs
         for layer in self._layers:
             kw = dict(kwargs)

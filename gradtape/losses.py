@@ -8,12 +8,16 @@ they are differentiable on every backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias
+
 from gradtape import nn as _nn
+from gradtape.dtypes import DTypeLike
 from gradtape.ops.elementwise import abs as _abs
 from gradtape.ops.elementwise import astype, clip, log, square
 from gradtape.ops.statistical import mean
 from gradtape.ops.statistical import sum as _sum
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.tensor import Tensor, TensorLike, convert_to_tensor
 from gradtape.ops.manipulation import squeeze
 from gradtape.ops.elementwise import not_equal
 from gradtape.ops.searching import where
@@ -37,6 +41,9 @@ __all__ = [
     "sparse_categorical_crossentropy",
 ]
 
+#: How a loss class reduces the per-example losses (Keras' names; None is "none").
+Reduction: TypeAlias = Literal["sum_over_batch_size", "sum", "mean", "none"] | None
+
 EPSILON = 1e-7  # Keras' backend.epsilon(): probabilities are clipped to [eps, 1 - eps]
 
 
@@ -51,13 +58,13 @@ def _pair(y_true, y_pred):
     return y_true, y_pred
 
 
-def mean_squared_error(y_true, y_pred):
+def mean_squared_error(y_true: TensorLike, y_pred: TensorLike) -> Tensor:
     """``mean(square(y_true - y_pred), axis=-1)``: one loss per example (as Keras)."""
     y_true, y_pred = _pair(y_true, y_pred)
     return mean(square(y_pred - y_true), axis=-1)
 
 
-def mean_absolute_error(y_true, y_pred):
+def mean_absolute_error(y_true: TensorLike, y_pred: TensorLike) -> Tensor:
     """``mean(abs(y_true - y_pred), axis=-1)``."""
     y_true, y_pred = _pair(y_true, y_pred)
     return mean(_abs(y_pred - y_true), axis=-1)
@@ -67,7 +74,9 @@ mse = MSE = mean_squared_error
 mae = MAE = mean_absolute_error
 
 
-def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+def categorical_crossentropy(
+    y_true: TensorLike, y_pred: TensorLike, from_logits: bool = False, label_smoothing: float = 0.0, axis: int = -1
+) -> Tensor:
     """Cross-entropy between one-hot (or soft) labels and predicted probabilities (or logits, with
     ``from_logits=True``) along ``axis``.  Probabilities are normalised to sum to one and clipped
     to ``[1e-7, 1 - 1e-7]``, as Keras."""
@@ -82,7 +91,9 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
     return -_sum(y_true * log(y_pred), axis=axis)
 
 
-def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_class=None, axis=-1):
+def sparse_categorical_crossentropy(
+    y_true: TensorLike, y_pred: TensorLike, from_logits: bool = False, ignore_class: int | None = None, axis: int = -1
+) -> Tensor:
     """Cross-entropy between integer class labels and predicted probabilities (or logits, with
     ``from_logits=True``).  ``y_true`` may carry a trailing axis of size one (as Keras accepts)."""
     if not isinstance(y_pred, Tensor):
@@ -111,7 +122,9 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, ignore_cl
     return loss
 
 
-def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+def binary_crossentropy(
+    y_true: TensorLike, y_pred: TensorLike, from_logits: bool = False, label_smoothing: float = 0.0, axis: int = -1
+) -> Tensor:
     """Mean over ``axis`` of the element-wise binary cross-entropy (probabilities clipped to
     ``[1e-7, 1 - 1e-7]``, or logits with ``from_logits=True``), as Keras."""
     y_true, y_pred = _pair(y_true, y_pred)
@@ -134,18 +147,20 @@ class Loss:
     function, weights each example and reduces (``"sum_over_batch_size"``, the default, is the
     mean; ``"sum"``; ``"none"`` keeps one loss per example)."""
 
-    def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
+    def __init__(
+        self, name: str | None = None, reduction: Reduction = "sum_over_batch_size", dtype: DTypeLike | None = None
+    ) -> None:
         if reduction not in _REDUCTIONS:
             raise ValueError(f"Invalid value for argument `reduction`: {reduction!r}; expected one of {_REDUCTIONS}")
         self.name = name or _snake(type(self).__name__)
         self.reduction = reduction
         self.dtype = dtype
 
-    def call(self, y_true, y_pred):
+    def call(self, y_true: TensorLike, y_pred: TensorLike) -> Tensor:
         """The per-example loss of ``y_pred`` against ``y_true``, before reduction; subclasses implement it."""
         raise NotImplementedError
 
-    def __call__(self, y_true, y_pred, sample_weight=None):
+    def __call__(self, y_true: TensorLike, y_pred: TensorLike, sample_weight: TensorLike | None = None) -> Tensor:
         losses = self.call(y_true, y_pred)
         if sample_weight is not None:
             w = sample_weight if isinstance(sample_weight, Tensor) else convert_to_tensor(sample_weight, like=losses)
@@ -160,22 +175,28 @@ class Loss:
             return _sum(losses)
         return mean(losses) if losses.ndim else losses
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The constructor arguments, as a dict (Keras' ``get_config``)."""
         return {"name": self.name, "reduction": self.reduction}
 
 
 class _FnLoss(Loss):
-    _fn = None
+    _fn: Any = None  # the loss function (a staticmethod in each subclass)
 
-    def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None, **kwargs):
+    def __init__(
+        self,
+        name: str | None = None,
+        reduction: Reduction = "sum_over_batch_size",
+        dtype: DTypeLike | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(name=name, reduction=reduction, dtype=dtype)
         self._kwargs = kwargs
 
-    def call(self, y_true, y_pred):
+    def call(self, y_true: TensorLike, y_pred: TensorLike) -> Tensor:
         return type(self)._fn(y_true, y_pred, **self._kwargs)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), **self._kwargs}
 
 
@@ -184,7 +205,12 @@ class MeanSquaredError(_FnLoss):
 
     _fn = staticmethod(mean_squared_error)
 
-    def __init__(self, reduction="sum_over_batch_size", name="mean_squared_error", dtype=None):
+    def __init__(
+        self,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "mean_squared_error",
+        dtype: DTypeLike | None = None,
+    ) -> None:
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
 
@@ -193,7 +219,12 @@ class MeanAbsoluteError(_FnLoss):
 
     _fn = staticmethod(mean_absolute_error)
 
-    def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_error", dtype=None):
+    def __init__(
+        self,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "mean_absolute_error",
+        dtype: DTypeLike | None = None,
+    ) -> None:
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
 
@@ -204,13 +235,13 @@ class CategoricalCrossentropy(_FnLoss):
 
     def __init__(
         self,
-        from_logits=False,
-        label_smoothing=0.0,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="categorical_crossentropy",
-        dtype=None,
-    ):
+        from_logits: bool = False,
+        label_smoothing: float = 0.0,
+        axis: int = -1,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "categorical_crossentropy",
+        dtype: DTypeLike | None = None,
+    ) -> None:
         super().__init__(
             name=name,
             reduction=reduction,
@@ -228,17 +259,17 @@ class SparseCategoricalCrossentropy(_FnLoss):
 
     def __init__(
         self,
-        from_logits=False,
-        ignore_class=None,
-        reduction="sum_over_batch_size",
-        name="sparse_categorical_crossentropy",
-        dtype=None,
-    ):
+        from_logits: bool = False,
+        ignore_class: int | None = None,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "sparse_categorical_crossentropy",
+        dtype: DTypeLike | None = None,
+    ) -> None:
         super().__init__(
             name=name, reduction=reduction, dtype=dtype, from_logits=from_logits, ignore_class=ignore_class
         )
 
-    def __call__(self, y_true, y_pred, sample_weight=None):
+    def __call__(self, y_true: TensorLike, y_pred: TensorLike, sample_weight: TensorLike | None = None) -> Tensor:
         ic = self._kwargs.get("ignore_class")
         if ic is None or self.reduction != "sum_over_batch_size":
             return super().__call__(y_true, y_pred, sample_weight)
@@ -264,13 +295,13 @@ class BinaryCrossentropy(_FnLoss):
 
     def __init__(
         self,
-        from_logits=False,
-        label_smoothing=0.0,
-        axis=-1,
-        reduction="sum_over_batch_size",
-        name="binary_crossentropy",
-        dtype=None,
-    ):
+        from_logits: bool = False,
+        label_smoothing: float = 0.0,
+        axis: int = -1,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "binary_crossentropy",
+        dtype: DTypeLike | None = None,
+    ) -> None:
         super().__init__(
             name=name,
             reduction=reduction,
@@ -298,7 +329,7 @@ _BY_NAME = {
 }
 
 
-def get(identifier):
+def get(identifier: str | Callable[..., Any]) -> Callable[..., Any]:
     """A loss from a name (``"mse"``, ``"sparse_categorical_crossentropy"``, ...), a Loss or a
     callable (returned as is)."""
     if callable(identifier):

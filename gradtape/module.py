@@ -12,8 +12,12 @@ import contextlib
 import functools
 import re
 import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from gradtape.tensor import Variable
+
+_R = TypeVar("_R")
 
 __all__ = ["Module"]
 
@@ -21,19 +25,19 @@ _CAMEL_TO_SNAKE = re.compile(r"((?<=[a-z0-9])[A-Z]|(?!^)[A-Z](?=[a-z]))")
 _VALID_IDENTIFIER = re.compile(r"^[a-zA-Z_]([a-zA-Z0-9_])*$")
 
 
-def camel_to_snake(value):
+def camel_to_snake(value: str) -> str:
     """``"MyModule"`` -> ``"my_module"``, ``"MLP"`` -> ``"mlp"`` (TensorFlow's rule)."""
     return _CAMEL_TO_SNAKE.sub(r"_\1", value).lower()
 
 
-def valid_identifier(name):
+def valid_identifier(name: str) -> bool:
     return bool(_VALID_IDENTIFIER.match(name))
 
 
 #: restorations waiting for an attribute (``gt.train``'s deferred restoration, as TensorFlow's): object
 #: -> {attribute name: callback(value) -> True once it restored something}.  A checkpoint restored
 #: before a layer is built restores its weights when ``build`` assigns them.
-_DEFERRED = weakref.WeakKeyDictionary()
+_DEFERRED: weakref.WeakKeyDictionary[Any, dict[str, Callable[[Any], bool]]] = weakref.WeakKeyDictionary()
 
 
 def _restore_deferred(obj, name, value):
@@ -71,7 +75,7 @@ class Module:
     # attributes that hold framework state, never the user's variables
     _TF_MODULE_IGNORED_PROPERTIES = frozenset(("_name", "_name_scope_obj"))
 
-    def __init__(self, name=None):
+    def __init__(self, name: str | None = None) -> None:
         if name is None:
             name = camel_to_snake(type(self).__name__)
         elif not valid_identifier(name):
@@ -81,13 +85,13 @@ class Module:
             )
         self._name = name
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         if _DEFERRED:  # a checkpoint restored before this attribute existed
             _restore_deferred(self, name, value)
 
     @property
-    def name(self):
+    def name(self) -> str:
         """The module's name (not made unique, as ``tf.Module``)."""
         try:
             return self._name
@@ -95,29 +99,29 @@ class Module:
             return camel_to_snake(type(self).__name__)
 
     @property
-    def name_scope(self):
+    def name_scope(self) -> contextlib.AbstractContextManager[str]:
         """A context manager standing for the module's name scope (gradtape has no graph names;
         it yields ``"<name>/"``)."""
         return _scope(self.name + "/")
 
     # ------------------------------------------------------------------ collections
     @property
-    def variables(self):
+    def variables(self) -> tuple[Variable, ...]:
         """Every Variable of this module and its submodules, each once, in TensorFlow's order."""
         return tuple(self._flatten(predicate=_is_variable))
 
     @property
-    def trainable_variables(self):
+    def trainable_variables(self) -> tuple[Variable, ...]:
         """The trainable Variables of this module and its submodules, in TensorFlow's order."""
         return tuple(self._flatten(predicate=_is_trainable_variable))
 
     @property
-    def non_trainable_variables(self):
+    def non_trainable_variables(self) -> tuple[Variable, ...]:
         """The non-trainable Variables of this module and its submodules."""
         return tuple(self._flatten(predicate=lambda o: _is_variable(o) and not o.trainable))
 
     @property
-    def submodules(self):
+    def submodules(self) -> tuple[Module, ...]:
         """Every Module reachable from this one (not itself), depth-first as TensorFlow."""
         return tuple(self._flatten(predicate=_is_module))
 
@@ -130,7 +134,7 @@ class Module:
         )
 
     @classmethod
-    def with_name_scope(cls, method):
+    def with_name_scope(cls, method: Callable[..., _R]) -> Callable[..., _R]:
         """Decorator for methods that should run inside the module's name scope (as TF)."""
 
         @functools.wraps(method)
@@ -140,12 +144,12 @@ class Module:
 
         return wrapper
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<{type(self).__module__}.{type(self).__name__} name={self.name!r}>"
 
 
 @contextlib.contextmanager
-def _scope(name):
+def _scope(name: str) -> Iterator[str]:
     yield name
 
 

@@ -5,6 +5,10 @@ module is the public face, as ``tf.nn``, and holds ``dropout`` (it draws its mas
 :mod:`gradtape.random`'s global generator, a front end too).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 from gradtape import _config
 from gradtape.ops.elementwise import greater_equal, tanh
 from gradtape.ops.nn import (
@@ -33,7 +37,7 @@ from gradtape.ops.nn import (
 )
 from gradtape.ops.searching import where
 from gradtape.random import uniform
-from gradtape.tensor import convert_to_tensor
+from gradtape.tensor import Tensor, TensorLike, convert_to_tensor
 
 __all__ = [
     "bias_add",
@@ -63,7 +67,13 @@ __all__ = [
 ]
 
 
-def dropout(x, rate, noise_shape=None, seed=None, name=None):
+def dropout(
+    x: TensorLike,
+    rate: float,
+    noise_shape: Sequence[int] | None = None,
+    seed: int | None = None,
+    name: str | None = None,
+) -> Tensor:
     """Zeroes each element with probability ``rate`` and scales the rest by ``1 / (1 - rate)``
     (the mask comes from :func:`gradtape.random.uniform`, so it is the same on every backend)."""
     x = convert_to_tensor(x)

@@ -33,12 +33,14 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeAlias
 
 from gradtape import dtypes as _dt
 from gradtape.ops.creation import full_like, zeros_like
 from gradtape.ops.elementwise import astype, floor
 from gradtape.tape import GradientTape
-from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
+from gradtape.tensor import Tensor, TensorLike, Variable, _wrap, convert_to_tensor
 
 __all__ = [
     "SGD",
@@ -60,10 +62,10 @@ class LearningRateSchedule:
     as a 0-d int64 Tensor and takes a Tensor (or a float) back; called with a Python int (as the
     ``learning_rate`` property does), a schedule may return a float."""
 
-    def __call__(self, step):
+    def __call__(self, step: int | Tensor) -> float | Tensor:
         raise NotImplementedError
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The schedule's arguments, as a dict (Keras' ``get_config``)."""
         return {}
 
@@ -71,13 +73,20 @@ class LearningRateSchedule:
 class ExponentialDecay(LearningRateSchedule):
     """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (floored with ``staircase``)."""
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False, name=None):
+    def __init__(
+        self,
+        initial_learning_rate: float,
+        decay_steps: float,
+        decay_rate: float,
+        staircase: bool = False,
+        name: str | None = None,
+    ) -> None:
         if decay_steps <= 0:
             raise ValueError(f"decay_steps must be positive, got {decay_steps}")
         self.initial_learning_rate = float(initial_learning_rate)
         self.decay_steps, self.decay_rate, self.staircase = decay_steps, float(decay_rate), staircase
 
-    def __call__(self, step):
+    def __call__(self, step: int | Tensor) -> float | Tensor:
         if isinstance(step, Tensor):  # in float64, as the Python floats below
             p = astype(step, _dt.float64) / self.decay_steps
             if self.staircase:
@@ -88,13 +97,18 @@ class ExponentialDecay(LearningRateSchedule):
                 p = math.floor(p)
         return self.initial_learning_rate * self.decay_rate**p
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             "initial_learning_rate": self.initial_learning_rate,
             "decay_steps": self.decay_steps,
             "decay_rate": self.decay_rate,
             "staircase": self.staircase,
         }
+
+
+#: A learning rate: a float (or 0-d Tensor), a :class:`LearningRateSchedule`, or a callable taking the
+#: step (``iterations``) and returning the rate.
+LearningRate: TypeAlias = "float | Tensor | LearningRateSchedule | Callable[..., Any]"
 
 
 class _Schedules:
@@ -145,14 +159,14 @@ class Optimizer:
 
     def __init__(
         self,
-        learning_rate=0.001,
-        weight_decay=None,
-        clipnorm=None,
-        clipvalue=None,
-        global_clipnorm=None,
-        name=None,
-        **kwargs,
-    ):
+        learning_rate: LearningRate = 0.001,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         for k in (
             "use_ema",
             "ema_momentum",
@@ -188,7 +202,7 @@ class Optimizer:
         self._slots = {}
         self._slot_order = []
         self._exclude_ids = {}  # id(variable) -> variable
-        self._exclude_names = ()
+        self._exclude_names: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ learning rate
     @staticmethod
@@ -211,7 +225,7 @@ class Optimizer:
         return lr
 
     @property
-    def learning_rate(self):
+    def learning_rate(self) -> float:
         """The current learning rate, a float (a schedule evaluated at ``iterations``; a constant one
         is read without reading ``iterations``, so a traced step may read it)."""
         lr = self._learning_rate
@@ -220,7 +234,7 @@ class Optimizer:
         return float(self._lr_at(int(self.iterations)))
 
     @learning_rate.setter
-    def learning_rate(self, value):
+    def learning_rate(self, value: LearningRate) -> None:
         self._learning_rate = self._check_lr(value)
         if not callable(self._learning_rate):
             self._lr_variable.assign(self._learning_rate)
@@ -274,7 +288,7 @@ class Optimizer:
 
     # ------------------------------------------------------------------ slots
     @property
-    def variables(self):
+    def variables(self) -> list[Variable]:
         """``iterations`` and every slot variable, in order of creation."""
         return [self.iterations] + list(self._slot_order)
 
@@ -325,7 +339,9 @@ class Optimizer:
     def _initial_accumulator(self, var):
         raise NotImplementedError
 
-    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+    def exclude_from_weight_decay(
+        self, var_list: Iterable[Variable] | None = None, var_names: Iterable[str] | None = None
+    ) -> None:
         """Variables (or variables whose names contain one of ``var_names``) that weight decay skips."""
         self._exclude_ids.update((id(v), v) for v in var_list or ())
         self._exclude_names = tuple(self._exclude_names) + tuple(var_names or ())
@@ -336,7 +352,13 @@ class Optimizer:
         return not any(n in var.name for n in self._exclude_names)
 
     # ------------------------------------------------------------------ applying
-    def apply_gradients(self, grads_and_vars, name=None, skip_gradients_aggregation=False, **kwargs):
+    def apply_gradients(
+        self,
+        grads_and_vars: Iterable[tuple[TensorLike | None, Variable]],
+        name: str | None = None,
+        skip_gradients_aggregation: bool = False,
+        **kwargs: Any,
+    ) -> Variable:
         """Apply ``(gradient, variable)`` pairs: pairs whose gradient is ``None`` are skipped with a
         warning (all ``None`` is a ``ValueError``), as Keras.  Returns ``iterations``."""
         pairs = list(grads_and_vars)
@@ -351,7 +373,9 @@ class Optimizer:
         variables = [v for _, v in pairs]
         return self.apply(grads, variables)
 
-    def apply(self, grads, trainable_variables=None):
+    def apply(
+        self, grads: Iterable[TensorLike | None], trainable_variables: Iterable[Variable] | None = None
+    ) -> Variable:
         """Apply ``grads`` to ``trainable_variables`` (Keras 3's ``Optimizer.apply``)."""
         if trainable_variables is None:
             raise ValueError(
@@ -398,12 +422,18 @@ class Optimizer:
         for (_, v), g, (xp, lr, values, _) in zip(kept, natives, of_var):
             self._xp, self._shared = xp, values
             self.update_step(g, v, lr)
-        groups = memo = of_var = group = self._shared = None  # (iterations is updated in place)
+        # drop the references (iterations is updated in place)
+        groups = memo = of_var = group = self._shared = None  # type: ignore[assignment]
         it = self.iterations
         it.assign_add(_tensor(it._b.xp.ones_like(it._v), it))
         return it
 
-    def minimize(self, loss, var_list, tape=None):
+    def minimize(
+        self,
+        loss: Tensor | Callable[[], Tensor],
+        var_list: Sequence[Variable] | Callable[[], Sequence[Variable]],
+        tape: GradientTape | None = None,
+    ) -> Variable:
         """Compute the gradients of ``loss`` (a tensor recorded on ``tape``, or a callable taking no
         arguments) with respect to ``var_list`` and apply them."""
         if callable(var_list) and not isinstance(var_list, (list, tuple)):
@@ -470,7 +500,7 @@ class Optimizer:
             grads = out
         return grads
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Variable, learning_rate: Any) -> None:
         """Update ``variable`` in place from ``gradient`` at ``learning_rate``; each optimizer implements its rule
         here (Keras' ``update_step``)."""
         raise NotImplementedError
@@ -488,7 +518,7 @@ class Optimizer:
     def _assign_sub(var, native):
         var.assign_sub(_tensor(native, var))
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         """The hyperparameters, as a dict (Keras' ``get_config``): ``type(opt)(**opt.get_config())`` makes a fresh
         optimizer with the same settings."""
         lr = self._learning_rate
@@ -501,7 +531,7 @@ class Optimizer:
             "global_clipnorm": self.global_clipnorm,
         }
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<gt.optimizers.{type(self).__name__} name={self.name!r} iterations={int(self.iterations)}>"
 
 
@@ -539,16 +569,16 @@ class SGD(Optimizer):
 
     def __init__(
         self,
-        learning_rate=0.01,
-        momentum=0.0,
-        nesterov=False,
-        weight_decay=None,
-        clipnorm=None,
-        clipvalue=None,
-        global_clipnorm=None,
-        name="SGD",
-        **kwargs,
-    ):
+        learning_rate: LearningRate = 0.01,
+        momentum: float = 0.0,
+        nesterov: bool = False,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        name: str | None = "SGD",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             learning_rate=learning_rate,
             weight_decay=weight_decay,
@@ -566,7 +596,7 @@ class SGD(Optimizer):
     def _slot_names_for(self, var):
         return ("momentum",) if self.momentum != 0 else ()
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Variable, learning_rate: Any) -> None:
         lr = learning_rate
         if self.momentum != 0:
             m_var = self._slot(variable, "momentum")
@@ -579,7 +609,7 @@ class SGD(Optimizer):
         else:
             self._assign_sub(variable, gradient * lr)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "momentum": self.momentum, "nesterov": self.nesterov}
 
 
@@ -588,18 +618,18 @@ class Adam(Optimizer):
 
     def __init__(
         self,
-        learning_rate=0.001,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-7,
-        amsgrad=False,
-        weight_decay=None,
-        clipnorm=None,
-        clipvalue=None,
-        global_clipnorm=None,
-        name="adam",
-        **kwargs,
-    ):
+        learning_rate: LearningRate = 0.001,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-7,
+        amsgrad: bool = False,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        name: str | None = "adam",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             learning_rate=learning_rate,
             weight_decay=weight_decay,
@@ -621,7 +651,7 @@ class Adam(Optimizer):
         t = xp.astype(iterations + 1, dtype)
         return xp.sqrt(-xp.expm1(t * _log(self.beta_2))) * -learning_rate / xp.expm1(t * _log(self.beta_1))
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Variable, learning_rate: Any) -> None:
         xp = self._xp
         alpha = self._shared
         m_var = self._slot(variable, "momentum")
@@ -635,7 +665,7 @@ class Adam(Optimizer):
             v = vh_var.native
         self._assign_sub(variable, (m_var.native * alpha) / (xp.sqrt(v) + self.epsilon))
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             **super().get_config(),
             "beta_1": self.beta_1,
@@ -650,18 +680,18 @@ class AdamW(Adam):
 
     def __init__(
         self,
-        learning_rate=0.001,
-        weight_decay=0.004,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-7,
-        amsgrad=False,
-        clipnorm=None,
-        clipvalue=None,
-        global_clipnorm=None,
-        name="adamw",
-        **kwargs,
-    ):
+        learning_rate: LearningRate = 0.001,
+        weight_decay: float | None = 0.004,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-7,
+        amsgrad: bool = False,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        name: str | None = "adamw",
+        **kwargs: Any,
+    ) -> None:
         if weight_decay is None:
             raise ValueError("Argument `weight_decay` must be a float. Received: weight_decay=None")
         super().__init__(
@@ -684,18 +714,18 @@ class RMSprop(Optimizer):
 
     def __init__(
         self,
-        learning_rate=0.001,
-        rho=0.9,
-        momentum=0.0,
-        epsilon=1e-7,
-        centered=False,
-        weight_decay=None,
-        clipnorm=None,
-        clipvalue=None,
-        global_clipnorm=None,
-        name="rmsprop",
-        **kwargs,
-    ):
+        learning_rate: LearningRate = 0.001,
+        rho: float = 0.9,
+        momentum: float = 0.0,
+        epsilon: float = 1e-7,
+        centered: bool = False,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        name: str | None = "rmsprop",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             learning_rate=learning_rate,
             weight_decay=weight_decay,
@@ -716,7 +746,7 @@ class RMSprop(Optimizer):
             names.append("average_gradient")
         return tuple(names)
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Variable, learning_rate: Any) -> None:
         xp = self._xp
         rho = self.rho
         vel = self._slot(variable, "velocity")
@@ -735,7 +765,7 @@ class RMSprop(Optimizer):
         else:
             self._assign_sub(variable, increment)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             **super().get_config(),
             "rho": self.rho,
@@ -752,16 +782,16 @@ class Adagrad(Optimizer):
 
     def __init__(
         self,
-        learning_rate=0.001,
-        initial_accumulator_value=0.1,
-        epsilon=1e-7,
-        weight_decay=None,
-        clipnorm=None,
-        clipvalue=None,
-        global_clipnorm=None,
-        name="adagrad",
-        **kwargs,
-    ):
+        learning_rate: LearningRate = 0.001,
+        initial_accumulator_value: float = 0.1,
+        epsilon: float = 1e-7,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+        name: str | None = "adagrad",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             learning_rate=learning_rate,
             weight_decay=weight_decay,
@@ -776,12 +806,12 @@ class Adagrad(Optimizer):
     def _initial_accumulator(self, var):
         return full_like(var, self.initial_accumulator_value)
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient: Any, variable: Variable, learning_rate: Any) -> None:
         acc = self._slot(variable, "accumulator")
         self._assign_add(acc, gradient * gradient)
         self._assign_sub(variable, (gradient * learning_rate) / self._xp.sqrt(acc.native + self.epsilon))
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             **super().get_config(),
             "initial_accumulator_value": self.initial_accumulator_value,
@@ -792,7 +822,7 @@ class Adagrad(Optimizer):
 _BY_NAME = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad}
 
 
-def get(identifier):
+def get(identifier: str | Optimizer) -> Optimizer:
     """An optimizer from a name (``"adam"``, ``"sgd"``, ...) with default settings, or an Optimizer."""
     if isinstance(identifier, Optimizer):
         return identifier

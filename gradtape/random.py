@@ -28,13 +28,15 @@ Seeds (as TensorFlow, with one documented difference):
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
 from gradtape import dtypes as _dt
 from gradtape._trace import host_draw
 from gradtape.ops.random import Stream, emit, float_dtype, int_or_float_dtype
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.dtypes import DTypeLike
+from gradtape.tensor import ShapeLike, Tensor, TensorLike, convert_to_tensor
 from gradtape.ops.indexing import _getitem
 
 __all__ = [
@@ -58,46 +60,73 @@ class Generator:
     is seeded by the operating system.
     """
 
-    def __init__(self, seed=None, *, alg=None):
+    def __init__(self, seed: int | None = None, *, alg: Any = None) -> None:
         self._lock = threading.Lock()
         self._stream = Stream(seed)
         self._seed = seed
 
     @classmethod
-    def from_seed(cls, seed, alg=None):
+    def from_seed(cls, seed: int, alg: Any = None) -> Generator:
         """A generator whose sequence is fixed by the integer ``seed``."""
         return cls(int(seed))
 
     @classmethod
-    def from_non_deterministic_state(cls, alg=None):
+    def from_non_deterministic_state(cls, alg: Any = None) -> Generator:
         """A generator seeded from the operating system's entropy."""
         return cls(None)
 
-    def reset_from_seed(self, seed):
+    def reset_from_seed(self, seed: int) -> None:
         """Restart this generator's sequence from ``seed``."""
         with self._lock:
             self._stream = Stream(int(seed))
             self._seed = int(seed)
 
-    def split(self, count=1):
+    def split(self, count: int = 1) -> list[Generator]:
         """``count`` new, independent generators (their seeds drawn from this one)."""
         with self._lock:
             seeds = self._stream.gen.integers(0, 2**63 - 1, size=int(count))
         return [Generator(int(s)) for s in seeds]
 
-    def normal(self, shape, mean=0.0, stddev=1.0, dtype=_dt.float32, name=None, *, device=None):
+    def normal(
+        self,
+        shape: ShapeLike,
+        mean: float = 0.0,
+        stddev: float = 1.0,
+        dtype: DTypeLike = _dt.float32,
+        name: str | None = None,
+        *,
+        device: Any = None,
+    ) -> Tensor:
         """Normal samples of ``shape``."""
         d = float_dtype(dtype, "Generator.normal")
         arr = host_draw(self._draw, "normal", shape, mean, stddev)
         return emit(arr, d, device)
 
-    def truncated_normal(self, shape, mean=0.0, stddev=1.0, dtype=_dt.float32, name=None, *, device=None):
+    def truncated_normal(
+        self,
+        shape: ShapeLike,
+        mean: float = 0.0,
+        stddev: float = 1.0,
+        dtype: DTypeLike = _dt.float32,
+        name: str | None = None,
+        *,
+        device: Any = None,
+    ) -> Tensor:
         """Normal samples of ``shape`` redrawn until within two standard deviations of ``mean``."""
         d = float_dtype(dtype, "Generator.truncated_normal")
         arr = host_draw(self._draw, "truncated_normal", shape, mean, stddev)
         return emit(arr, d, device)
 
-    def uniform(self, shape, minval=0, maxval=None, dtype=_dt.float32, name=None, *, device=None):
+    def uniform(
+        self,
+        shape: ShapeLike,
+        minval: float = 0,
+        maxval: float | None = None,
+        dtype: DTypeLike = _dt.float32,
+        name: str | None = None,
+        *,
+        device: Any = None,
+    ) -> Tensor:
         """Uniform samples in ``[minval, maxval)`` (``maxval`` defaults to 1 for floating dtypes
         and must be given for integer ones, as TF)."""
         d = int_or_float_dtype(dtype, "Generator.uniform")
@@ -149,11 +178,11 @@ def _check_maxval(maxval, d):
 
 # ---------------------------------------------------------------------------------- global state
 _lock = threading.Lock()
-_global_seed = None
+_global_seed: int | None = None
 _global = Generator.from_non_deterministic_state()
 
 
-def set_seed(seed):
+def set_seed(seed: int | None) -> None:
     """Set the global random seed (as ``tf.random.set_seed``): restarts the global generator, so
     the calls that follow produce the same numbers on every run and every backend.
     ``set_seed(None)`` goes back to a non-deterministic global generator."""
@@ -168,17 +197,17 @@ def set_seed(seed):
             _global.reset_from_seed(_global_seed)
 
 
-def get_seed(op_seed=None):
+def get_seed(op_seed: int | None = None) -> tuple[int | None, int | None]:
     """``(global_seed, op_seed)`` as gradtape uses them (``None`` where unset)."""
     return _global_seed, op_seed
 
 
-def get_global_generator():
+def get_global_generator() -> Generator:
     """The generator used by ``normal``/``uniform``/... when no op seed is given."""
     return _global
 
 
-def set_global_generator(generator):
+def set_global_generator(generator: Generator) -> None:
     """Replace the global generator (a :class:`Generator`)."""
     global _global
     if not isinstance(generator, Generator):
@@ -207,20 +236,47 @@ def _draw(seed, method, *args):
 
 
 # ---------------------------------------------------------------------------------- distributions
-def normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None, *, device=None):
+def normal(
+    shape: ShapeLike,
+    mean: float = 0.0,
+    stddev: float = 1.0,
+    dtype: DTypeLike = _dt.float32,
+    seed: int | None = None,
+    name: str | None = None,
+    *,
+    device: Any = None,
+) -> Tensor:
     """Samples of a normal distribution (as ``tf.random.normal``); float32 by default."""
     d = float_dtype(dtype, "normal")
     return emit(host_draw(_draw, seed, "normal", shape, mean, stddev), d, device)
 
 
-def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=_dt.float32, seed=None, name=None, *, device=None):
+def truncated_normal(
+    shape: ShapeLike,
+    mean: float = 0.0,
+    stddev: float = 1.0,
+    dtype: DTypeLike = _dt.float32,
+    seed: int | None = None,
+    name: str | None = None,
+    *,
+    device: Any = None,
+) -> Tensor:
     """Normal samples, redrawn until within two standard deviations of the mean (as
     ``tf.random.truncated_normal``)."""
     d = float_dtype(dtype, "truncated_normal")
     return emit(host_draw(_draw, seed, "truncated_normal", shape, mean, stddev), d, device)
 
 
-def uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=None, *, device=None):
+def uniform(
+    shape: ShapeLike,
+    minval: float = 0,
+    maxval: float | None = None,
+    dtype: DTypeLike = _dt.float32,
+    seed: int | None = None,
+    name: str | None = None,
+    *,
+    device: Any = None,
+) -> Tensor:
     """Uniform samples in ``[minval, maxval)`` (as ``tf.random.uniform``): floats by default, with
     ``maxval`` defaulting to 1; integer dtypes need ``maxval``."""
     d = int_or_float_dtype(dtype, "uniform")
@@ -228,7 +284,7 @@ def uniform(shape, minval=0, maxval=None, dtype=_dt.float32, seed=None, name=Non
     return emit(host_draw(_draw, seed, "uniform", shape, minval, maxval, d), d, device)
 
 
-def shuffle(value, seed=None, name=None):
+def shuffle(value: TensorLike, seed: int | None = None, name: str | None = None) -> Tensor:
     """``value`` with its first axis randomly permuted (as ``tf.random.shuffle``).  The
     permutation is an indexing, so gradients flow back to ``value``."""
     if not isinstance(value, Tensor):
@@ -240,7 +296,13 @@ def shuffle(value, seed=None, name=None):
     return _getitem(value, (idx,))
 
 
-def categorical(logits, num_samples, dtype=None, seed=None, name=None):
+def categorical(
+    logits: TensorLike,
+    num_samples: int,
+    dtype: DTypeLike | None = None,
+    seed: int | None = None,
+    name: str | None = None,
+) -> Tensor:
     """Class indices drawn from the categorical distributions ``softmax(logits)`` (one row per
     batch entry; shape ``[batch, num_samples]``, int64), as ``tf.random.categorical``."""
     if not isinstance(logits, Tensor):

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
+from typing import Any, Literal, TypeVar, overload
 
 import optree
 
 from gradtape._engine import Node, UnconnectedGradients, _Recording, backward
 from gradtape._jacobian import batch_jacobian, check_args, check_batch_args, jacobian
 from gradtape._recording_state import _ACTIVE, _active_lock, _state
-from gradtape.tensor import Tensor
+from gradtape.tensor import Nested, Tensor, Variable
 
 __all__ = ["GradientTape", "UnconnectedGradients", "Node"]
+
+_T = TypeVar("_T", bound=Tensor)
 
 
 def _flatten(structure, what):
@@ -56,26 +60,26 @@ class GradientTape:
     variables read inside it are watched automatically unless ``watch_accessed_variables=False``.
     """
 
-    def __init__(self, persistent=False, watch_accessed_variables=True):
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._persistent = bool(persistent)
         self._watch_accessed_variables = bool(watch_accessed_variables)
-        self._rec = None
+        self._rec: _Recording | None = None
         self._recording = False
-        self._stack = None  # the tape stack (one thread's ``_state.tapes``) it records on
+        self._stack: list[Any] | None = None  # the tape stack (one thread's ``_state.tapes``) it records on
         self._used = False
         self._warned_inside = False
-        self._watched_after_release = ()
+        self._watched_after_release: tuple[Variable, ...] = ()
 
     # ------------------------------------------------------------------ context
-    def __enter__(self):
+    def __enter__(self) -> GradientTape:
         self._push()
         return self
 
-    def __exit__(self, typ, value, traceback):
+    def __exit__(self, typ: object, value: object, traceback: object) -> None:
         if self._recording:
             self._pop()
 
-    def _ensure(self):
+    def _ensure(self) -> _Recording:
         if self._rec is None:
             self._rec = _Recording(self._watch_accessed_variables)
         return self._rec
@@ -110,7 +114,7 @@ class GradientTape:
         return stack
 
     # ------------------------------------------------------------------ watching
-    def watch(self, tensor):
+    def watch(self, tensor: Nested) -> None:
         """Ensure ``tensor`` (a Tensor, Variable or nested structure of them) is traced by this tape."""
         leaves, _ = _flatten(tensor, "watch")
         rec = self._ensure()
@@ -134,14 +138,14 @@ class GradientTape:
             else:
                 rec.watch_id(t._id)
 
-    def watched_variables(self):
+    def watched_variables(self) -> tuple[Variable, ...]:
         """Variables watched by this tape, in order of construction."""
         if self._rec is None:
             return self._watched_after_release
         return tuple(v for _, v in sorted(self._rec.variables.items()))
 
     # ------------------------------------------------------------------ control
-    def reset(self):
+    def reset(self) -> None:
         """Clear everything recorded; the tape stays in its context (as exit and re-enter)."""
         stack = self._pop() if self._recording else None
         self._rec = None
@@ -150,7 +154,7 @@ class GradientTape:
             self._push(stack)
 
     @contextlib.contextmanager
-    def stop_recording(self):
+    def stop_recording(self) -> Iterator[None]:
         """Temporarily stop recording operations on this tape."""
         if not self._recording:
             raise RuntimeError(
@@ -164,7 +168,7 @@ class GradientTape:
             self._push(stack)
 
     # ------------------------------------------------------------------ gradients
-    def _begin(self, what):
+    def _begin(self, what: str) -> _Recording:
         if self._rec is None and not self._persistent and self._used:
             raise RuntimeError(
                 f"A non-persistent GradientTape can only be used to compute one set of "
@@ -194,12 +198,50 @@ class GradientTape:
         self._used = True
         return self._ensure()
 
-    def _release(self):
+    def _release(self) -> None:
         if not self._persistent:
             self._watched_after_release = self.watched_variables()
             self._rec = None
 
-    def gradient(self, target, sources, output_gradients=None, unconnected_gradients=UnconnectedGradients.NONE):
+    @overload
+    def gradient(
+        self,
+        target: Nested,
+        sources: Tensor,
+        output_gradients: Nested = None,
+        unconnected_gradients: UnconnectedGradients | Literal["none", "zero"] = ...,
+    ) -> Tensor | None: ...
+    @overload
+    def gradient(
+        self,
+        target: Nested,
+        sources: list[_T],
+        output_gradients: Nested = None,
+        unconnected_gradients: UnconnectedGradients | Literal["none", "zero"] = ...,
+    ) -> list[Tensor | None]: ...
+    @overload
+    def gradient(
+        self,
+        target: Nested,
+        sources: tuple[_T, ...],
+        output_gradients: Nested = None,
+        unconnected_gradients: UnconnectedGradients | Literal["none", "zero"] = ...,
+    ) -> tuple[Tensor | None, ...]: ...
+    @overload
+    def gradient(
+        self,
+        target: Nested,
+        sources: Nested,
+        output_gradients: Nested = None,
+        unconnected_gradients: UnconnectedGradients | Literal["none", "zero"] = ...,
+    ) -> Nested: ...
+    def gradient(
+        self,
+        target: Nested,
+        sources: Nested,
+        output_gradients: Nested = None,
+        unconnected_gradients: UnconnectedGradients | Literal["none", "zero"] = UnconnectedGradients.NONE,
+    ) -> Nested:
         """Gradient of ``target`` (a tensor or nested structure; several are summed) with respect
         to ``sources``, in the structure of ``sources``."""
         if target is None:
@@ -235,12 +277,12 @@ class GradientTape:
 
     def jacobian(
         self,
-        target,
-        sources,
-        unconnected_gradients=UnconnectedGradients.NONE,
-        parallel_iterations=None,
-        experimental_use_pfor=True,
-    ):
+        target: Nested,
+        sources: Nested,
+        unconnected_gradients: UnconnectedGradients | Literal["none", "zero"] = UnconnectedGradients.NONE,
+        parallel_iterations: int | None = None,
+        experimental_use_pfor: bool = True,
+    ) -> Nested:
         """Jacobian of ``target`` with respect to each source: shape ``target.shape + source.shape``."""
         if not experimental_use_pfor and not self._persistent:
             raise RuntimeError(
@@ -257,12 +299,12 @@ class GradientTape:
 
     def batch_jacobian(
         self,
-        target,
-        source,
-        unconnected_gradients=UnconnectedGradients.NONE,
-        parallel_iterations=None,
-        experimental_use_pfor=True,
-    ):
+        target: Tensor,
+        source: Tensor,
+        unconnected_gradients: UnconnectedGradients | Literal["none", "zero"] = UnconnectedGradients.NONE,
+        parallel_iterations: int | None = None,
+        experimental_use_pfor: bool = True,
+    ) -> Tensor:
         """Per-example jacobians: ``[b, y1..yn, x1..xm]`` for target ``[b, y...]``, source ``[b, x...]``."""
         if not experimental_use_pfor and not self._persistent:
             raise RuntimeError(

@@ -17,7 +17,9 @@ import os
 import sys
 import warnings
 import weakref
+from collections.abc import Callable, Iterator, Sequence
 from sys import getrefcount as _getrefcount
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -35,6 +37,14 @@ __all__ = [
     "convert_to_tensor",
     "is_tensor",
 ]
+
+#: What converts to a Tensor: a Tensor, a Python scalar, a nested list, a NumPy array or a native array
+#: of any backend (``Any``: the backends' arrays share no type).
+TensorLike: TypeAlias = Any
+#: A nested structure (tuples, lists, dicts, namedtuples) of Tensors, as TensorFlow's ``tf.nest``.
+Nested: TypeAlias = Any
+#: A shape: a sequence of ints (a tuple, a list, a Tensor's ``shape``), or one int for one axis.
+ShapeLike: TypeAlias = "Sequence[int] | int"
 
 _ids = itertools.count(1)
 _next_id = _ids.__next__
@@ -157,29 +167,100 @@ class Tensor:
     _is_var = False
     __array_priority__ = 1000
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+    if TYPE_CHECKING:
+        # Bound at import by gradtape/_operators.py (above the ops, which are built on Tensor);
+        # declared here for type checkers only: this block does not run.
+        _v: Any
+        _b: Any
+        _id: int
+
+        def __add__(self, other: TensorLike, /) -> Tensor: ...
+        def __radd__(self, other: TensorLike, /) -> Tensor: ...
+        def __iadd__(self, other: TensorLike, /) -> Tensor: ...
+        def __sub__(self, other: TensorLike, /) -> Tensor: ...
+        def __rsub__(self, other: TensorLike, /) -> Tensor: ...
+        def __isub__(self, other: TensorLike, /) -> Tensor: ...
+        def __mul__(self, other: TensorLike, /) -> Tensor: ...
+        def __rmul__(self, other: TensorLike, /) -> Tensor: ...
+        def __imul__(self, other: TensorLike, /) -> Tensor: ...
+        def __truediv__(self, other: TensorLike, /) -> Tensor: ...
+        def __rtruediv__(self, other: TensorLike, /) -> Tensor: ...
+        def __itruediv__(self, other: TensorLike, /) -> Tensor: ...
+        def __floordiv__(self, other: TensorLike, /) -> Tensor: ...
+        def __rfloordiv__(self, other: TensorLike, /) -> Tensor: ...
+        def __ifloordiv__(self, other: TensorLike, /) -> Tensor: ...
+        def __mod__(self, other: TensorLike, /) -> Tensor: ...
+        def __rmod__(self, other: TensorLike, /) -> Tensor: ...
+        def __imod__(self, other: TensorLike, /) -> Tensor: ...
+        def __pow__(self, other: TensorLike, /) -> Tensor: ...
+        def __rpow__(self, other: TensorLike, /) -> Tensor: ...
+        def __ipow__(self, other: TensorLike, /) -> Tensor: ...
+        def __matmul__(self, other: TensorLike, /) -> Tensor: ...
+        def __rmatmul__(self, other: TensorLike, /) -> Tensor: ...
+        def __imatmul__(self, other: TensorLike, /) -> Tensor: ...
+        def __and__(self, other: TensorLike, /) -> Tensor: ...
+        def __rand__(self, other: TensorLike, /) -> Tensor: ...
+        def __iand__(self, other: TensorLike, /) -> Tensor: ...
+        def __or__(self, other: TensorLike, /) -> Tensor: ...
+        def __ror__(self, other: TensorLike, /) -> Tensor: ...
+        def __ior__(self, other: TensorLike, /) -> Tensor: ...
+        def __xor__(self, other: TensorLike, /) -> Tensor: ...
+        def __rxor__(self, other: TensorLike, /) -> Tensor: ...
+        def __ixor__(self, other: TensorLike, /) -> Tensor: ...
+        def __lshift__(self, other: TensorLike, /) -> Tensor: ...
+        def __rlshift__(self, other: TensorLike, /) -> Tensor: ...
+        def __ilshift__(self, other: TensorLike, /) -> Tensor: ...
+        def __rshift__(self, other: TensorLike, /) -> Tensor: ...
+        def __rrshift__(self, other: TensorLike, /) -> Tensor: ...
+        def __irshift__(self, other: TensorLike, /) -> Tensor: ...
+        def __eq__(self, other: object, /) -> Tensor: ...  # type: ignore[override]
+        def __ne__(self, other: object, /) -> Tensor: ...  # type: ignore[override]
+        def __lt__(self, other: TensorLike, /) -> Tensor: ...
+        def __le__(self, other: TensorLike, /) -> Tensor: ...
+        def __gt__(self, other: TensorLike, /) -> Tensor: ...
+        def __ge__(self, other: TensorLike, /) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __pos__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __invert__(self) -> Tensor: ...
+        def __getitem__(self, key: Any, /) -> Tensor: ...
+        def __setitem__(self, key: Any, value: TensorLike, /) -> None: ...
+        def __copy__(self) -> Tensor: ...
+        def __deepcopy__(self, memo: Any, /) -> Tensor: ...
+        def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+            """A copy on ``device``, recorded so gradients flow back."""
+
+        @property
+        def T(self) -> Tensor:
+            """The transpose of a 2-D tensor; recorded."""
+
+        @property
+        def mT(self) -> Tensor:
+            """The transpose of the last two axes; recorded."""
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """NumPy's operators on a NumPy array and a Tensor (``x * tensor``, ``x < tensor``) give
         gradtape's answer, a recorded Tensor, as the Tensor's own operator would; any other ufunc
         call (``np.sin(tensor)``) is a ``TypeError`` naming the gradtape function to call instead."""
         return _numpy_ufunc(self, ufunc, method, inputs, kwargs)
 
-    def __init__(self, value, dtype=None, device=None):
+    def __init__(self, value: TensorLike, dtype: _dt.DTypeLike | None = None, device: Any = None) -> None:
         t = convert_to_tensor(value, dtype=dtype, device=device)
         self._v, self._b, self._id = t._v, t._b, _next_id()
 
     # ------------------------------------------------------------------ properties
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         """The shape, a tuple of Python ints."""
         return tuple(self._v.shape)
 
     @property
-    def dtype(self):
+    def dtype(self) -> _dt.DType:
         """The gradtape dtype (``gt.float32``, ...), the same on every backend."""
         return self._b.dtype_of(self._v)
 
     @property
-    def device(self):
+    def device(self) -> Device:
         """The device holding the values, as a backend-neutral string (``"cpu"``, ``"cuda:0"``)."""
         b = self._b
         d = Device(b.device_str(b.device_of(self._v)))
@@ -187,12 +268,12 @@ class Tensor:
         return d
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         """The number of axes."""
         return len(self._v.shape)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """The number of elements (the product of the shape)."""
         n = 1
         for s in self._v.shape:
@@ -200,43 +281,45 @@ class Tensor:
         return n
 
     @property
-    def backend(self):
+    def backend(self) -> str:
         """Name of the backend this tensor lives on."""
         return self._b.name
 
     @property
-    def native(self):
+    def native(self) -> Any:
         """The raw backend array (no copy).  Do not modify it in place."""
         return self._v
 
     # ------------------------------------------------------------------ conversion
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         """A NumPy copy of the value (outside the tape: warns ``GradientLeakWarning`` while a
         recording tape connects this tensor to a watched source)."""
         if _ACTIVE[0]:
             _check_leak(self, "Tensor.numpy()")
         return np.array(self._b.to_numpy(self._v), copy=True)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if _ACTIVE[0]:
             _check_leak(self, "np.asarray(tensor) (Tensor.__array__)")
         a = self._b.to_numpy(self._v)
         return np.asarray(a, dtype=dtype) if dtype is not None else np.asarray(a)
 
-    def tolist(self):
+    def tolist(self) -> Any:
         """The value as (nested) Python scalars, as ``numpy.ndarray.tolist``."""
         if _ACTIVE[0]:
             _check_leak(self, "Tensor.tolist()")
         return np.asarray(self._b.to_numpy(self._v)).tolist()
 
-    def __array_namespace__(self, *, api_version=None):
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
         if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12"):
             raise ValueError(
                 f"gradtape implements the Array API standard 2025.12 (and the earlier versions), not {api_version!r}"
             )
         return sys.modules["gradtape"]
 
-    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(
+        self, /, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: bool | None = None
+    ) -> Any:
         if _ACTIVE[0]:
             _check_leak(self, "Tensor.__dlpack__() (from_dlpack of another library)")
         kwargs = {
@@ -246,10 +329,10 @@ class Tensor:
         }
         return self._v.__dlpack__(**kwargs)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[Any, int]:
         return self._v.__dlpack_device__()
 
-    def _scalar(self, kind):
+    def _scalar(self, kind: Callable[[Any], Any]) -> Any:
         if self._b.traced:  # inside gt.function: the stand-in raises, naming the conversion
             kind(self._v)
         if self.size != 1:
@@ -258,35 +341,35 @@ class Tensor:
             )
         return kind(self._b.to_numpy(self._v).reshape(()).item())
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self._scalar(bool)
 
-    def __int__(self):
+    def __int__(self) -> int:
         if _ACTIVE[0]:
             _check_leak(self, "int(tensor)")
         return self._scalar(int)
 
-    def __float__(self):
+    def __float__(self) -> float:
         if _ACTIVE[0]:
             _check_leak(self, "float(tensor)")
         return self._scalar(float)
 
-    def __complex__(self):
+    def __complex__(self) -> complex:
         if _ACTIVE[0]:
             _check_leak(self, "complex(tensor)")
         return self._scalar(complex)
 
-    def __index__(self):
+    def __index__(self) -> int:
         if not self.dtype.is_integer:
             raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
         return self._scalar(int)
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self._v.shape:
             raise TypeError("len() of a 0-d tensor")
         return int(self._v.shape[0])
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tensor]:
         if not self._v.shape:
             raise TypeError("iteration over a 0-d tensor")
         for i in range(int(self._v.shape[0])):
@@ -294,30 +377,30 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    def ref(self):
+    def ref(self) -> _Ref:
         """A hashable reference to this object (as ``tf.Tensor.ref``)."""
         return _Ref(self)
 
     # ------------------------------------------------------------------ display
-    def __repr__(self):
+    def __repr__(self) -> str:
         b = self._b
         val = "<traced>" if b.traced else _format_value(b.to_numpy(self._v))
         return f"gt.Tensor({val}, shape={self.shape}, dtype={self.dtype}, backend={b.name}, device={self.device})"
 
     __str__ = __repr__
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         if spec and self.size == 1:
             return format(self._scalar(float) if not self.dtype.is_complex else self._scalar(complex), spec)
         return str(self) if not spec else format(str(self), spec)
 
     # ------------------------------------------------------------------ functional updates
-    def _become(self, new: Tensor):
+    def _become(self, new: Tensor) -> Tensor:
         """Take ``new``'s value and identity (used by __setitem__ and in-place operators)."""
         self._v, self._b, self._id = new._v, new._b, new._id
         return self
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name))
 
 
@@ -424,10 +507,10 @@ def _format_value(a, prefix="gt.Tensor("):
 class _Ref:
     __slots__ = ("_t",)
 
-    def __init__(self, t):
+    def __init__(self, t: Tensor) -> None:
         self._t = t
 
-    def deref(self):
+    def deref(self) -> Tensor:
         return self._t
 
     def __hash__(self):
@@ -464,7 +547,7 @@ def _wrap(v, b):
 _new = object.__new__
 
 
-def is_tensor(x) -> bool:
+def is_tensor(x: object) -> bool:
     """Whether ``x`` is a ``gt.Tensor`` (variables included), as ``tf.is_tensor``."""
     return isinstance(x, Tensor)
 
@@ -493,7 +576,7 @@ _SOLE = _calibrate()
 _VAR_NAMES: dict[str, int] = {}
 
 #: every Variable alive: a ``gt.function`` trace reads them through stand-ins (they are its state)
-LIVE_VARIABLES = weakref.WeakSet()
+LIVE_VARIABLES: weakref.WeakSet[Variable] = weakref.WeakSet()
 
 
 class Variable(Tensor):
@@ -503,7 +586,22 @@ class Variable(Tensor):
     __slots__ = ("_trainable", "_name")
     _is_var = True
 
-    def __init__(self, initial_value=None, trainable=True, name=None, dtype=None, device=None):
+    if TYPE_CHECKING:  # bound in gradtape/_operators.py (see Tensor)
+
+        def value(self) -> Tensor:
+            """The current value as a Tensor (a recorded read: gradients flow to the variable)."""
+
+        def read_value(self) -> Tensor:
+            """The current value as a Tensor (a recorded read: gradients flow to the variable)."""
+
+    def __init__(
+        self,
+        initial_value: TensorLike | Callable[[], TensorLike] = None,
+        trainable: bool = True,
+        name: str | None = None,
+        dtype: _dt.DTypeLike | None = None,
+        device: Any = None,
+    ) -> None:
         if initial_value is None:
             raise ValueError("gt.Variable needs an initial_value")
         if callable(initial_value) and not isinstance(initial_value, Tensor):
@@ -525,12 +623,12 @@ class Variable(Tensor):
             tr.on_variable(self)
 
     @property
-    def name(self):
+    def name(self) -> str:
         """The variable's name (``tf.Variable.name``), unique within its model's naming scope."""
         return self._name
 
     @property
-    def trainable(self):
+    def trainable(self) -> bool:
         """Whether tapes watch this variable automatically and optimizers update it."""
         return self._trainable
 
@@ -560,7 +658,9 @@ class Variable(Tensor):
             v = self._b.xp.astype(v, self._b.dtype_to_native(self.dtype))
         return v
 
-    def assign(self, value, use_locking=False, name=None, read_value=True):
+    def assign(
+        self, value: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
+    ) -> Variable:
         """Set the value to ``value`` (same shape and dtype) in place, as ``tf.Variable.assign``; returns the
         variable."""
         v = self._coerce(value, "assign")
@@ -569,7 +669,7 @@ class Variable(Tensor):
         self._v = v
         return self
 
-    def _restore(self, value):
+    def _restore(self, value: Any) -> Variable:
         """Take ``value`` (a NumPy array of this variable's shape and dtype) from a checkpoint
         (``gt.train``): an ``assign``, except for a variable just created inside a ``gt.function``
         trace (a layer built, or an optimizer slot made, on a traced step's first call), whose
@@ -595,7 +695,7 @@ class Variable(Tensor):
                 return v
         return self._coerce(value, what)
 
-    def _update(self, name, delta, what):
+    def _update(self, name: str, delta: TensorLike, what: str) -> Variable:
         d = self._delta(delta, what)
         cur = self._v
         # in place when nothing but this variable references the value (no Tensor read from it, no
@@ -605,11 +705,15 @@ class Variable(Tensor):
             self._v = getattr(self._b.xp, name)(cur, d)
         return self
 
-    def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+    def assign_add(
+        self, delta: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
+    ) -> Variable:
         """Add ``delta`` to the value in place, as ``tf.Variable.assign_add``; returns the variable."""
         return self._update("add", delta, "assign_add")
 
-    def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
+    def assign_sub(
+        self, delta: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
+    ) -> Variable:
         """Subtract ``delta`` from the value in place, as ``tf.Variable.assign_sub``; returns the variable."""
         return self._update("subtract", delta, "assign_sub")
 
@@ -704,7 +808,16 @@ def _leaves(seq):
             yield e
 
 
-def convert_to_tensor(value, dtype=None, device=None, *, like=None, backend=None, dtype_hint=None, name=None):
+def convert_to_tensor(
+    value: TensorLike,
+    dtype: _dt.DTypeLike | None = None,
+    device: Any = None,
+    *,
+    like: Tensor | None = None,
+    backend: Any = None,
+    dtype_hint: _dt.DTypeLike | None = None,
+    name: str | None = None,
+) -> Tensor:
     """A Tensor from ``value``: Tensors pass through (cast if ``dtype`` differs); other values are
     converted on ``like``'s backend, or ``backend``, or the active backend."""
     if isinstance(value, Tensor):
@@ -781,7 +894,13 @@ def _check_exact(value, d):
                 )
 
 
-def constant(value, dtype=None, shape=None, name=None, device=None):
+def constant(
+    value: TensorLike,
+    dtype: _dt.DTypeLike | None = None,
+    shape: Sequence[int] | None = None,
+    name: str | None = None,
+    device: Any = None,
+) -> Tensor:
     """As ``tf.constant``: a Tensor from a value (Python float -> float32, int -> int64, ...)."""
     t = convert_to_tensor(value, dtype=dtype, device=device)
     if isinstance(value, Tensor) and t is value:

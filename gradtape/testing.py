@@ -18,6 +18,8 @@ The conformance suite (``gradtape.conformance``) and ``tests/test_gradients.py``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +28,9 @@ from gradtape.ops.creation import asarray
 from gradtape.ops.elementwise import astype, conj, real
 from gradtape.ops.statistical import sum as _sum
 from gradtape.tape import GradientTape
-from gradtape.domains import Arg, Pack
-from gradtape.tensor import Tensor
+from gradtape.domains import Arg, Case, Pack
+from gradtape.registry import OpDef
+from gradtape.tensor import Nested, Tensor
 
 __all__ = [
     "DEFAULT_ATOL",
@@ -64,7 +67,9 @@ def _as64(a):
     return a
 
 
-def finite_differences(f, args, wrt=None, eps=DEFAULT_EPS):
+def finite_differences(
+    f: Callable[..., Any], args: Sequence[Any], wrt: Sequence[int] | None = None, eps: float = DEFAULT_EPS
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Central, forward and backward differences of a real scalar function ``f(*args)``.
 
     ``args`` are NumPy arrays (or values passed through unchanged); ``wrt`` the indices of the
@@ -107,7 +112,9 @@ def finite_differences(f, args, wrt=None, eps=DEFAULT_EPS):
     return out
 
 
-def numeric_gradient(f, args, *, wrt=None, eps=DEFAULT_EPS):
+def numeric_gradient(
+    f: Callable[..., Any], args: Sequence[Any], *, wrt: Sequence[int] | None = None, eps: float = DEFAULT_EPS
+) -> list[np.ndarray | None]:
     """The central differences of :func:`finite_differences`: one array per argument (the
     argument's shape, float64 or complex128), ``None`` for the arguments not differentiated."""
     diffs = finite_differences(f, args, wrt, eps)
@@ -142,14 +149,18 @@ def case_outputs(case, result):
     return out.numpy()
 
 
-def case_leaves(case, values):
+def case_leaves(
+    case: Case, values: Sequence[Any]
+) -> tuple[list[Any], list[bool], Callable[[Sequence[Any]], list[Any]]]:
     """The drawn arrays of ``case`` (``values, kwargs = case.draw(rng)``) as a flat list, in order,
     with a flag per array (drawn from a differentiable sampler?) and a function that rebuilds the
     positional arguments from replacement arrays: ``leaves, flags, rebuild = case_leaves(case, values)``.
     Literal arguments (not Args) are kept as they are and are not leaves.  ``rebuild`` passes each
     leaf through its Arg's map (:meth:`~gradtape.domains.Arg.via`), so the leaves are what checks
     perturb and differentiate and the op sees the mapped values."""
-    leaves, flags, spec = [], [], []
+    leaves: list[Any] = []
+    flags: list[bool] = []
+    spec: list[tuple[str, Any, Any]] = []  # (kind, its Arg or Args, the literal or packed values)
     for a, v in zip(case.args, values):
         if isinstance(a, Pack):
             spec.append(("pack", [e if isinstance(e, Arg) else None for e in a.args], v))
@@ -179,12 +190,12 @@ def case_leaves(case, values):
     return leaves, flags, rebuild
 
 
-def flat_outputs(y):
+def flat_outputs(y: Nested) -> list[Tensor]:
     """The Tensors of an op's result (a Tensor, or a tuple or list of them, nested), in order."""
     if isinstance(y, Tensor):
         return [y]
     if isinstance(y, (tuple, list)):
-        out = []
+        out: list[Tensor] = []
         for e in y:
             out.extend(flat_outputs(e))
         return out
@@ -219,10 +230,10 @@ class CaseCheck:
     max_rel_err: float = 0.0
     checked: int = 0  # number of gradient elements compared
     passed: bool = True
-    problems: list = dataclasses.field(default_factory=list)  # one line per failed comparison
-    notes: list = dataclasses.field(default_factory=list)  # how the check was run, if unusual
+    problems: list[str] = dataclasses.field(default_factory=list)  # one line per failed comparison
+    notes: list[str] = dataclasses.field(default_factory=list)  # how the check was run, if unusual
 
-    def __str__(self):
+    def __str__(self) -> str:
         head = (
             f"{self.op} {self.case} on {self.backend}, order {self.order}: "
             f"{'ok' if self.passed else 'FAILED'} (max abs err {self.max_abs_err:.3g}, "
@@ -231,11 +242,11 @@ class CaseCheck:
         return "\n  ".join([head] + list(self.problems) + [f"({n})" for n in self.notes])
 
     @property
-    def skipped(self):
+    def skipped(self) -> bool:
         """True when nothing was compared (no differentiable argument or output)."""
         return self.checked == 0
 
-    def raise_if_failed(self):
+    def raise_if_failed(self) -> CaseCheck:
         if not self.passed:
             raise AssertionError(str(self))
         return self
@@ -273,7 +284,17 @@ def _to_tensor(a, backend):
     return asarray(_as64(a), backend=backend)
 
 
-def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL, eps=DEFAULT_EPS):
+def check_case(
+    opdef: OpDef,
+    case: Case,
+    backend: str,
+    rng: np.random.Generator,
+    order: int = 1,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    eps: float = DEFAULT_EPS,
+) -> CaseCheck:
     """Check the gradient rule of ``opdef`` on one ``case`` of its domain on ``backend``.
 
     Draws the case (``case.draw(rng)``), puts its arrays on ``backend`` as float64 / complex128
@@ -389,7 +410,7 @@ def check_case(opdef, case, backend, rng, order=1, *, rtol=DEFAULT_RTOL, atol=DE
 
 
 # ------------------------------------------------------------------ comparing results (gt.function)
-def snapshot(x):
+def snapshot(x: Nested) -> Any:
     """``x`` with every tensor as a NumPy copy (None, Python values and the structure kept): a result
     frozen before later calls update the variables it came from."""
     if isinstance(x, Tensor):
@@ -401,7 +422,7 @@ def snapshot(x):
     return x
 
 
-def assert_structures_close(got, want, rtol, atol, where="result"):
+def assert_structures_close(got: Any, want: Any, rtol: float, atol: float, where: str = "result") -> None:
     """Structures equal (as :func:`snapshot` makes them): arrays to ``rtol``/``atol`` with equal
     dtypes and shapes, None and Python values exactly (an eager result against a compiled one)."""
     if want is None or isinstance(want, (bool, int, float, str)):

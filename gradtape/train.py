@@ -539,7 +539,7 @@ class CheckpointLoadStatus:
     """What ``Checkpoint.restore`` returns, as TensorFlow's: assertions about the match between the
     checkpoint and the objects."""
 
-    def __init__(self, restore, checkpoint):
+    def __init__(self, restore: _Restore, checkpoint: Checkpoint) -> None:
         self._restore = restore
         self._checkpoint = checkpoint
 

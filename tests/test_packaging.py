@@ -44,6 +44,7 @@ def test_wheel_builds_installs_and_imports(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
     assert (site / "gradtape" / "backends" / "numpy.py").exists()
+    assert (site / "gradtape" / "py.typed").exists()  # (typed: PEP 561)
 
 
 def test_import_is_lazy():
