@@ -126,7 +126,7 @@ class GradientReport:
             head = "check_gradients: nothing compared (every gradtape backend was skipped)"
         else:
             head = f"check_gradients: {'all pairs agree' if self.passed else f'{len(self.failures)} pair(s) disagree'}"
-        return head + "\n" + self.table()
+        return head + "\n" + self.table() + "\n" + head  # (the verdict last too: the table scrolls)
 
     __repr__ = __str__
 
@@ -222,6 +222,12 @@ def _gradtape_grad(fn, arrays, wrt, backend):
     with GradientTape() as tape:
         tape.watch(xs)
         loss = _loss(_call(fn, ts))
+    if not loss.dtype.differentiable:
+        name = getattr(fn, "__name__", "the function")
+        raise TypeError(
+            f"check_gradients: {name} returns {loss.dtype} values, and gradients need a floating output "
+            "(a comparison or a count has no gradient): check a function that returns floats"
+        )
     gs = tape.gradient(loss, xs, unconnected_gradients="zero")
     return [g.numpy() for g in gs]
 

@@ -43,6 +43,7 @@ from gradtape._trace import (
     TraceArray,
     tracing_backend,
 )
+from gradtape.ops.manipulation import reshape as _reshape
 from gradtape.tensor import LIVE_VARIABLES, Tensor, Variable, _next_id, _wrap, convert_to_tensor, lift
 
 __all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "print_", "OperatorNotAllowedInGraphError"]
@@ -314,12 +315,19 @@ class Function:
                 )
             if concrete is not None:
                 self._cache.setdefault(key, []).append(concrete)
-                if new_path and concrete.guards and not self._warned_paths and _compiling(self, concrete.backend):
+                real = concrete.backend
+                if (
+                    new_path
+                    and concrete.guards
+                    and not self._warned_paths
+                    and _compiling(self, real)
+                    and not real.compiles_control_flow
+                ):
                     # (a compiler without structured control flow: every path compiles anew)
                     self._warned_paths = True
                     warnings.warn(
                         f"gt.function {self._name!r} compiles a program for each path through its gt.cond / "
-                        f"gt.while_loop predicates: {concrete.backend.name}'s compiler here takes one path at a "
+                        f"gt.while_loop predicates: {real.name}'s compiler here takes one path at a "
                         "time, and this call took a new one. With jit_compile=False each is one step of a "
                         "replayed program, traced once",
                         UserWarning,
@@ -724,7 +732,7 @@ def function(
 def _predicate(pred, what):
     """``pred`` as a Python bool; a traced predicate is recorded as a guard of the program."""
     if isinstance(pred, Tensor):
-        _predicate_checked(pred, what)
+        pred = _scalar_predicate(pred, what)
         v = pred._v
         if v.__class__ is TraceArray:
             return (active_trace() or v.trace).guard(v)
@@ -746,8 +754,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
         raise TypeError("gt.cond: false_fn must be callable")
     trace = _lowering_trace(pred)
     if trace is not None:
-        _predicate_checked(pred, "gt.cond")
-        return lowered_cond(trace, pred, true_fn, false_fn)
+        return lowered_cond(trace, _scalar_predicate(pred, "gt.cond"), true_fn, false_fn)
     return true_fn() if _predicate(pred, "gt.cond") else false_fn()
 
 
@@ -759,11 +766,21 @@ def _lowering_trace(pred):
     return trace
 
 
-def _predicate_checked(pred, what):
+def _loop_predicate(p):
+    """A loop's predicate as one step reads it: a one-element bool tensor as a 0-d one."""
+    if isinstance(p, Tensor) and p.dtype == _dt.bool and p.size == 1 and p.ndim:
+        return _reshape(p, ())
+    return p
+
+
+def _scalar_predicate(pred, what):
+    """``pred``, a bool tensor of one element, as a 0-d one (a shape (1,) predicate is one too: the
+    standard's ``bool()`` takes 0-d arrays only)."""
     if pred.size != 1:
         raise ValueError(f"{what}: the predicate must be a scalar, got shape {pred.shape}")
     if pred.dtype != _dt.bool:
         raise TypeError(f"{what}: the predicate must be a bool tensor, got {pred.dtype}")
+    return pred if pred.ndim == 0 else _reshape(pred, ())
 
 
 def while_loop(
@@ -814,7 +831,7 @@ def while_loop(
         leaves = optree.tree_leaves(current, none_is_leaf=True)
         out = lowered_while(
             trace,
-            lambda *v: cond(*optree.tree_unflatten(structure, list(v))),
+            lambda *v: _loop_predicate(cond(*optree.tree_unflatten(structure, list(v)))),
             lambda *v: optree.tree_leaves(fitted(body(*optree.tree_unflatten(structure, list(v)))), none_is_leaf=True),
             leaves,
             maximum_iterations,

@@ -38,6 +38,7 @@ from gradtape import optimizers as _optimizers
 from gradtape.layers import WEIGHTS, Layer
 from gradtape.module import Module
 from gradtape.optimizers import Optimizer
+from gradtape._recording_state import active_trace
 from gradtape.random import Generator
 from gradtape.tensor import Variable
 
@@ -743,6 +744,12 @@ class Checkpoint:
         ``.safetensors`` file itself is accepted too).  Every value found for an existing object is
         validated before any is assigned; values for objects created later are restored when they
         are created.  Returns a :class:`CheckpointLoadStatus`."""
+        if active_trace() is not None:
+            # (it would restore once, while tracing, and never on the program's later calls)
+            raise RuntimeError(
+                "gt.train.Checkpoint: cannot restore inside a gt.function trace; restore between steps, "
+                "outside the compiled function"
+            )
         save_path = os.fspath(save_path)
         file = save_path if save_path.endswith(SUFFIX) else save_path + SUFFIX
         if not os.path.exists(file):

@@ -567,3 +567,19 @@ def test_a_numpy_ufunc_on_a_tensor_names_the_gradtape_function(backend):
     np.testing.assert_array_equal((np.ones(2) < v).numpy(), [False, False])
     np.testing.assert_array_equal((np.ones(2) >= v).numpy(), [True, True])
     np.testing.assert_array_equal((np.eye(2) @ v).numpy(), v.numpy())
+
+
+def test_restore_inside_a_traced_function_is_refused(backend, tmp_path):
+    # it would restore once, while tracing, and never on the program's later calls: an error
+    v = gt.Variable(np.zeros(3))
+    ckpt = gt.train.Checkpoint(v=v)
+    path = ckpt.write(str(tmp_path / "small"))
+
+    @gt.function
+    def step():
+        ckpt.restore(path)
+        return v + 1.0
+
+    with pytest.raises(RuntimeError, match="cannot restore inside a gt.function trace"):
+        step()
+    ckpt.restore(path).assert_consumed()  # (between steps it restores)

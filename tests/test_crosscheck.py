@@ -106,3 +106,20 @@ def test_one_finite_difference_implementation():
     np.testing.assert_array_equal(g, central)
     assert none is None
     assert crosscheck.native_method_name("torch") == "torch.autograd"
+
+
+def test_an_integer_output_is_named_not_compared():
+    # a count has no gradient: every backend says why, nothing passes, and the verdict is last too
+    def count(x):
+        xp = x.__array_namespace__()
+        return xp.sum(xp.abs(x) > 0.5)
+
+    report = gt.check_gradients(count, np.array([0.1, 0.7, -0.9]), native=False)
+    assert not report.passed
+    text = str(report)
+    assert "count returns int64 values, and gradients need a floating output" in text
+    assert text.splitlines()[-1] == text.splitlines()[0] == (
+        "check_gradients: nothing compared (every gradtape backend was skipped)"
+    )
+    ok = gt.check_gradients(lambda x: gt.sum(gt.sin(x)), np.array([0.1, 0.7]), native=False)
+    assert str(ok).splitlines()[-1] == "check_gradients: all pairs agree"
