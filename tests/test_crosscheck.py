@@ -118,8 +118,10 @@ def test_an_integer_output_is_named_not_compared():
     assert not report.passed
     text = str(report)
     assert "count returns int64 values, and gradients need a floating output" in text
-    assert text.splitlines()[-1] == text.splitlines()[0] == (
-        "check_gradients: nothing compared (every gradtape backend was skipped)"
+    assert (
+        text.splitlines()[-1]
+        == text.splitlines()[0]
+        == ("check_gradients: nothing compared (every gradtape backend was skipped)")
     )
     ok = gt.check_gradients(lambda x: gt.sum(gt.sin(x)), np.array([0.1, 0.7]), native=False)
     assert str(ok).splitlines()[-1] == "check_gradients: all pairs agree"
