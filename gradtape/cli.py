@@ -311,6 +311,11 @@ def _check(args):
             f"{label} raised {type(e).__name__}: {_one_line(e)}{f' (at {at})' if at else ''}; fix the function "
             "(--traceback shows the whole traceback)"
         ) from None
+    if not report.compared:
+        # every gradtape backend was skipped: the reason, once, as a mistake (not a disagreement)
+        reasons = {why for name, why in report.skipped.items() if name.startswith("gradtape:")}
+        if len(reasons) == 1:
+            raise CLIError(f"{label}: nothing was compared: {_one_line(reasons.pop())}")
     print(report)
     return 0 if report.passed else 1
 

@@ -471,3 +471,13 @@ def test_conformance_mistakes_are_one_line(capsys, argv, message):
     line = one_line_error(capsys, ["conformance", *argv, "--no-progress"])
     assert line.startswith("gradtape conformance: ")
     assert message in line
+
+
+def test_check_an_integer_output_is_a_mistake_not_a_pass(userdir, capsys, backend):
+    # a count has no gradient: one line saying why, exit status 2 (it used to compare zeros and pass)
+    (userdir / "counts.py").write_text(
+        "def count(x):\n    xp = x.__array_namespace__()\n    return xp.sum(xp.abs(x) > 0.5)\n"
+    )
+    line = one_line_error(capsys, ["check", "counts.py:count", "--shape", "3", "--backends", backend, "--no-native"])
+    assert "counts.py:count: nothing was compared" in line
+    assert "returns int64 values, and gradients need a floating output" in line
