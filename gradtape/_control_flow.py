@@ -77,6 +77,7 @@ class _Sub:
                 private.watched |= r.watched
             private.roots = set(private.watched)
         saved_tapes = _state.tapes
+        tapes_before = [(r, len(r.nodes), len(r.watched), len(r.variables)) for r in saved_tapes]
         saved_trace = tracing[0]
         before = [(v, v._v) for v in list(LIVE_VARIABLES) if v._b.traced]
         tracing[0] = st
@@ -105,19 +106,29 @@ class _Sub:
                     self.natives.append(st._localize(y._v))
                 if private is not None:
                     self._vjp(private, tb)
-        except NotLowerable:
-            raise
+        except NotLowerable as e:
+            error = e
         except Exception as e:
             # (the eager run that follows, with guards, raises it where the user's code does)
-            raise NotLowerable(f"{self.what} raised {type(e).__name__}: {e}") from e
+            error = NotLowerable(f"{self.what} raised {type(e).__name__}: {e}")
+            error.__cause__ = e
+        else:
+            error = None
         finally:
             tracing[0] = saved_trace
             _state.tapes = saved_tapes
             changed = [v for v, value in before if v._v is not value]
             for v, value in before:
                 v._v = value
-        if changed:
-            raise NotLowerable(f"{self.what} assigns gt.Variable {changed[0].name!r}")
+        if error is None and changed:
+            error = NotLowerable(f"{self.what} assigns gt.Variable {changed[0].name!r}")
+        if [(r, len(r.nodes), len(r.watched), len(r.variables)) for r in saved_tapes] != tapes_before:
+            # a tape reset, watched or exited inside: done already, for a branch that may not be
+            # taken; only a new trace of the whole function, with guards, undoes it
+            error = error or NotLowerable(f"{self.what} changes a GradientTape (reset, watch, ...) of the function")
+            error.dirty = True
+        if error is not None:
+            raise error
         return self
 
     def _vjp(self, private, tb):
@@ -266,7 +277,8 @@ class _CondStep:
 
 
 def lowered_cond(trace, pred, true_fn, false_fn):
-    """``gt.cond`` inside a trace: both branches traced, one step (see the module docstring)."""
+    """``gt.cond`` inside a trace: both branches traced, one step (see the module docstring).  Every
+    sub-program is made (and may raise :class:`NotLowerable`) before anything is recorded."""
     real = trace.backend.real
     p = pred._v
     taken = bool(np.asarray(real.to_numpy(p.c)).reshape(()))
@@ -275,14 +287,8 @@ def lowered_cond(trace, pred, true_fn, false_fn):
     _same_outputs(a, b, "gt.cond's branches")
     operands, op_values = _operand_list((a, b))
     step = _CondStep(real, a.program(a.natives, operands), b.program(b.natives, operands), "cond")
-    concrete = tuple(x.c for x in (a if taken else b).natives)
-    printing = a.st.host_effects or b.st.host_effects  # (the branch taken prints, once, as eagerly)
-    trace.host_effects = trace.host_effects or printing
-    run = step.eager if printing else lambda *_: concrete
-    outs = trace.call(step, (p, *op_values), None, label="gt.cond", effect="host" if printing else False, run=run)
-    tb = trace.backend
-    out_t = [_wrap(o, tb) for o in outs]
     caps = [i for i in dict.fromkeys(a.caps + b.caps) if a.grads.get(i) is not None or b.grads.get(i) is not None]
+    vjp = None
     if caps and _state.tapes:
         grads = {}
         for s, other in ((a, b), (b, a)):
@@ -294,6 +300,14 @@ def lowered_cond(trace, pred, true_fn, false_fn):
             b.program(grads[b], v_ops, ("cotangent",), host_effects=False),
             "cond_gradient",
         )
+    concrete = tuple(x.c for x in (a if taken else b).natives)
+    printing = a.st.host_effects or b.st.host_effects  # (the branch taken prints, once, as eagerly)
+    trace.host_effects = trace.host_effects or printing
+    run = step.eager if printing else lambda *_: concrete
+    outs = trace.call(step, (p, *op_values), None, label="gt.cond", effect="host" if printing else False, run=run)
+    tb = trace.backend
+    out_t = [_wrap(o, tb) for o in outs]
+    if vjp is not None:
         floating = [k for k, o in enumerate(out_t) if o.dtype.differentiable]
 
         def rule(xp, n, *gs):
@@ -381,11 +395,11 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     n = len(init)
     in_v = [t._v for t in init]
     printing = "host" if c.st.host_effects or bd.st.host_effects else False  # (a gt.print: kept, run)
-    trace.host_effects = trace.host_effects or bool(printing)
     floating = [k for k, t in enumerate(init) if t.dtype.differentiable]
     caps = [i for i in bd.caps if bd.grads.get(i) is not None]
     watched = _state.tapes and (caps or any(init[k]._id in r.watched for r in _state.tapes for k in floating))
     if not watched:
+        trace.host_effects = trace.host_effects or bool(printing)
         step = _LoopStep(real, "while", (cf, bf), len(op_values), n, max_iter, None)
         outs = trace.call(step, (*op_values, *in_v), None, label="gt.while_loop", effect=printing)
         out_t = [_wrap(o, tb) for o in outs]
@@ -403,6 +417,7 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     dcaps = [bd.grads[i] for i in caps]
     v_ops, v_values = _operand_list((c, bd))
     vjp = bd.program(dcarry + dcaps, v_ops, ("carry", "cotangent"), host_effects=False)
+    trace.host_effects = trace.host_effects or bool(printing)
     fwd = _LoopStep(real, "forward", (cf, bf), len(op_values), n, max_iter, None)
     res = trace.call(fwd, (*op_values, *in_v), None, label="gt.while_loop", effect=printing)
     final, stacked, count = res[:n], res[n : 2 * n], res[2 * n]

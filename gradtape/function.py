@@ -754,7 +754,13 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
         raise TypeError("gt.cond: false_fn must be callable")
     trace = _lowering_trace(pred)
     if trace is not None:
-        return lowered_cond(trace, _scalar_predicate(pred, "gt.cond"), true_fn, false_fn)
+        pred = _scalar_predicate(pred, "gt.cond")
+        try:
+            return lowered_cond(trace, pred, true_fn, false_fn)
+        except NotLowerable as e:
+            if trace.parent is not None or getattr(e, "dirty", False):
+                raise  # (no guard inside a branch, or a side effect only a new trace undoes)
+            # this cond is a guard of the program (one path per trace); the others stay one step
     return true_fn() if _predicate(pred, "gt.cond") else false_fn()
 
 
@@ -829,13 +835,20 @@ def while_loop(
     ):
         # the predicate depends on a traced value: one step (the loop variables become tensors)
         leaves = optree.tree_leaves(current, none_is_leaf=True)
-        out = lowered_while(
-            trace,
-            lambda *v: _loop_predicate(cond(*optree.tree_unflatten(structure, list(v)))),
-            lambda *v: optree.tree_leaves(fitted(body(*optree.tree_unflatten(structure, list(v)))), none_is_leaf=True),
-            leaves,
-            maximum_iterations,
-        )
+        try:
+            out = lowered_while(
+                trace,
+                lambda *v: _loop_predicate(cond(*optree.tree_unflatten(structure, list(v)))),
+                lambda *v: optree.tree_leaves(
+                    fitted(body(*optree.tree_unflatten(structure, list(v)))), none_is_leaf=True
+                ),
+                leaves,
+                maximum_iterations,
+            )
+        except NotLowerable as e:
+            if trace.parent is not None or getattr(e, "dirty", False):
+                raise  # (no guard inside a body, or a side effect only a new trace undoes)
+            out = None  # this loop's predicate is a guard (unrolled, one path per trip count)
         if out is not None:
             current = optree.tree_unflatten(structure, list(out))
             if not packed:

@@ -664,3 +664,46 @@ def test_guards_give_the_lowered_steps_numbers(backend, jit, monkeypatch):
         else:
             assert_guarded(f)
     _assert_twins(results[False], results[True])
+
+
+def test_one_cond_falling_back_leaves_the_others_one_step(backend, jit):
+    # a cond that assigns a variable becomes a guard; the loop beside it stays one loop step
+    def make():
+        v = gt.Variable(1.0, dtype=gt.float64)
+
+        def step(x, n):
+            y = gt.cond(x > 0, lambda: v.assign_add(x) * 1.0, lambda: v * x)
+            _, z = gt.while_loop(lambda i, z: i < n, lambda i, z: (i + 1, z * 1.5), (gt.constant(0), y))
+            return z, v.read_value()
+
+        return step
+
+    calls = [(c64(a), gt.constant(n)) for a, n in [(1.0, 2), (1.0, 4), (-1.0, 0), (2.0, 3), (-0.5, 5)]]
+    f, eager, compiled = eager_and_compiled(make, calls, jit_compile=jit)
+    _assert_twins(eager, compiled)
+    assert f.experimental_get_tracing_count() == 2  # one per branch of the cond, not per trip count
+    for c in programs(f):
+        assert c.guards and len(re.findall(r"# gt\.while_loop$", c.source, re.M)) == 1, c.source
+
+
+def test_a_branch_that_resets_the_tape_is_not_one_step(backend, jit):
+    # tape.reset() inside a branch acts when the branch is traced, taken or not: the function is traced
+    # again with guards, so only the branch taken resets (the seeds' `if loss > k: t.reset()`)
+    def make():
+        x = gt.Variable(2.0, dtype=gt.float64)
+
+        def step(k):
+            with gt.GradientTape() as t:
+                loss = x * x
+                loss = gt.cond(loss > k, lambda: (t.reset(), loss * 1.0)[1], lambda: loss * 1.0)
+                loss = loss + 5.0 * x
+            return loss, t.gradient(loss, x)
+
+        return step
+
+    calls = [(c64(k),) for k in [1.0, 10.0, 1.0, 10.0]]
+    f, eager, compiled = eager_and_compiled(make, calls, jit_compile=jit)
+    _assert_twins(eager, compiled)
+    same(compiled[0][1], np.float64(5.0))  # reset: only 5x is differentiated
+    same(compiled[1][1], np.float64(9.0))  # 2x + 5
+    assert_guarded(f)
