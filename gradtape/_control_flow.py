@@ -17,7 +17,9 @@ carry (as ``tf.while_loop`` and ``lax.scan`` do).
 What cannot be one step -- a branch that assigns a variable, draws random numbers or creates a
 variable, branches of different structures, a higher-order gradient, a reverse-differentiated loop
 without ``maximum_iterations`` on a compiler that needs static shapes -- raises
-:class:`NotLowerable`: the function is traced again with its predicates as guards.
+:class:`NotLowerable`: that construct's predicate becomes a guard of the program (one path per
+trace), or, where the branch already acted on a tape or the gradient is of higher order, the whole
+function is traced again with guards.
 """
 
 from __future__ import annotations
