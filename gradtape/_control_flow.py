@@ -33,7 +33,6 @@ from gradtape import dtypes as _dt
 from gradtape._engine import TensorOp, UnconnectedGradients, _Recording, backward, make_node
 from gradtape._recording_state import _state, tracing
 from gradtape._trace import QUIET, NotLowerable, Trace
-from gradtape.backends import Backend
 from gradtape.registry import OpDef
 from gradtape.tensor import LIVE_VARIABLES, Tensor, _wrap, convert_to_tensor, lift
 
@@ -63,7 +62,6 @@ class _Sub:
         self.carry = []  # loop bodies: the carried variables' Tensors
         self.grads = {}  # recorded identity -> its gradient's stand-in (None: unconnected)
         self.caps = []  # the enclosing tapes' identities the sub-program reads differentiably
-        self.dys = []
         self.variables = {}
 
     def run(self, fn, carry_values=(), grad=True, quiet=False):
@@ -152,12 +150,12 @@ class _Sub:
         self.variables = dict(private.variables)
         targets = [y for y in self.outs if y.dtype.differentiable]
         real = tb.real
-        self.dys = [_wrap(st.input(real.xp.ones_like(y._v.c), "cotangent", k), tb) for k, y in enumerate(targets)]
+        dys = [_wrap(st.input(real.xp.ones_like(y._v.c), "cotangent", k), tb) for k, y in enumerate(targets)]
         sources = [t for t in self.carry if t.dtype.differentiable] + [_Source(i, tb) for i in self.caps]
         if not targets or not sources:
             return
         _state.tapes = []  # (a native walk: its steps are the sub-program's)
-        grads = backward(private, targets, self.dys, sources, UnconnectedGradients.NONE)
+        grads = backward(private, targets, dys, sources, UnconnectedGradients.NONE)
         for s, g in zip(sources, grads):
             self.grads[s._id] = None if g is None else st._localize(g._v)
 
@@ -206,23 +204,18 @@ class _Sub:
         sub.host_effects = host_effects and st.host_effects  # (it prints: run it only where it runs)
         return sub
 
-    def captures(self, operands):
-        """Add this sub-trace's captures to ``operands`` (enclosing slot -> position, in order)."""
-        for a in self.st.captured:
-            if a not in operands:
-                operands[a] = len(operands)
-
 
 def _operand_list(subs):
+    """The captures of ``subs``, merged: (enclosing slot -> operand position, the enclosing
+    stand-ins in that order)."""
     operands = {}
-    for s in subs:
-        s.captures(operands)
-    by_slot = {}
+    values = []
     for s in subs:
         for _, kind, what in s.st.inputs:
-            if kind == "capture":
-                by_slot[what.slot] = what
-    return operands, [by_slot[k] for k in operands]
+            if kind == "capture" and what.slot not in operands:
+                operands[what.slot] = len(values)
+                values.append(what)
+    return operands, values
 
 
 def _same_outputs(a, b, what):
@@ -329,7 +322,7 @@ def lowered_cond(trace, pred, true_fn, false_fn):
 # ------------------------------------------------------------------------------------------- loops
 class _LoopStep:
     """A loop's step on ``real``: ``kind`` "while" (forward only), "forward" (saves the carries)
-    or "backward" (the reverse loop of the body's VJP); ``eager`` runs it in Python."""
+    or "backward" (the reverse loop of the body's VJP)."""
 
     def __init__(self, real, kind, fns, nops, ncarry, max_iter, meta):
         self.real = real
@@ -340,29 +333,25 @@ class _LoopStep:
         self.max_iter = max_iter
         self.meta = meta
         self.__name__ = f"while_{kind}"
+        # (compiled once where the backend's structured form would compile anew on every call)
+        self._run = real.structured_step(self._call)
 
-    def _call(self, impl, args):
+    def _call(self, *args):
+        real = self.real
         ops = args[: self.nops]
         rest = args[self.nops :]
         if self.kind == "while":
-            return tuple(impl.while_loop(self.real, *self.fns, ops, rest, self.max_iter))
+            return tuple(real.while_loop(*self.fns, ops, rest, self.max_iter))
         if self.kind == "forward":
-            final, stacked, count = impl.loop_forward(self.real, *self.fns, ops, rest, self.max_iter)
+            final, stacked, count = real.loop_forward(*self.fns, ops, rest, self.max_iter)
             return (*final, *stacked, count)
         count = rest[0]
         stacked = rest[1 : 1 + self.ncarry]
         dfinal = rest[1 + self.ncarry :]
-        return tuple(impl.loop_backward(self.real, self.fns[0], ops, count, stacked, dfinal, self.max_iter, self.meta))
+        return tuple(real.loop_backward(self.fns[0], ops, count, stacked, dfinal, self.max_iter, self.meta))
 
     def __call__(self, *args):
-        run = self.__dict__.get("_run")
-        if run is None:
-            impl = type(self.real)
-            run = self._run = self.real.structured_step(lambda *a: self._call(impl, a))
-        return run(*args)
-
-    def eager(self, *args):
-        return self._call(Backend, args)  # (the Python loops of the base adapter)
+        return self._run(*args)
 
 
 def lowered_while(trace, cond, body, leaves, max_iter):
