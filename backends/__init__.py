@@ -21,6 +21,8 @@ _BUILTIN = {
     "numpy": ("gradtape.backends.numpy", "NumpyBackend", "numpy", "python3 -m pip install numpy"),
     "torch": ("gradtape.backends.torch", "TorchBackend", "torch", "python3 -m pip install torch==2.13.0"),
     "jax": ("gradtape.backends.jax", "JaxBackend", "jax", "python3 -m pip install jax"),
+    "dask": ("gradtape.backends.dask", "DaskBackend", "dask", 'python3 -m pip install "dask[array]" distributed'),
+    "cupy": ("gradtape.backends.cupy", "CupyBackend", "cupy", "python3 -m pip install cupy-cuda12x"),
     "array_api_strict": (
         "gradtape.backends.array_api_strict",
         "StrictBackend",

@@ -76,6 +76,16 @@ class Backend:
     #: the library's floating functions (``sin``, ``divide``...) compute bool and integer inputs in
     #: float32 or refuse them, as gradtape's rule wants: the dispatcher need not check the dtype
     floating_ints_to_float32: bool = False
+    #: ops build a graph that runs when asked (dask): nothing is computed until :meth:`compute`
+    lazy: bool = False
+    #: arrays are split in chunks the user chooses (``gt.asarray(x, chunks=...)``)
+    chunked: bool = False
+    #: NumPy arrays and lists in an indexing key stay on the host (a lazy backend: their values, which
+    #: are known, size the result; a native array's would be known only when computed)
+    host_index_arrays: bool = False
+    #: arrays carry a layout beyond shape and dtype (dask's chunks, a JAX sharding) that a source's
+    #: gradient must have too: the tape calls :meth:`match_layout` on each gradient it returns
+    lays_out: bool = False
     #: the stand-in backend of a ``gt.function`` trace (``gradtape._trace.TracingBackend``)
     traced: bool = False
     #: when ``gt.function`` compiles its programs with :meth:`compile_program`: "default" (unless
@@ -170,6 +180,11 @@ class Backend:
         """Backend-neutral names of the devices this library can use here."""
         return ["cpu"]
 
+    def weights_device(self, device):
+        """Where a layer creates its weights beside an input on native ``device``: that device (an
+        adapter whose devices may be layouts over several devices returns those devices, replicated)."""
+        return device
+
     def has_gpu(self) -> bool:
         """Whether an accelerator (CUDA/ROCm GPU, TPU, MPS) is usable by this library here."""
         return any(is_gpu_device(d) for d in self.devices())
@@ -225,6 +240,30 @@ class Backend:
 
     def to_numpy(self, x) -> np.ndarray:
         return np.asarray(x)
+
+    def compute(self, xs):
+        """The values of the native arrays ``xs`` as NumPy arrays, computed together (a lazy backend
+        computes them in one pass, sharing what their graphs share)."""
+        return [self.to_numpy(x) for x in xs]
+
+    def persist(self, xs):
+        """The native arrays ``xs`` computed and kept on the backend (lazy backends)."""
+        return list(xs)
+
+    def match_layout(self, g, source, layout=None):
+        """Gradient ``g`` laid out as its ``source`` (where :attr:`lays_out`): same chunks, same sharding.
+        ``layout``: what :meth:`layout_of` read from the concrete source while tracing a ``gt.function``
+        (the program's stand-ins carry none); None: read it from ``source``."""
+        return g
+
+    def layout_of(self, x):
+        """What :meth:`match_layout` needs of a source, small and constant (a JAX sharding; None where
+        the array itself is enough, as dask's chunks are at replay)."""
+        return None
+
+    def rechunk(self, x, chunks):
+        """``x`` split in ``chunks`` (chunked backends)."""
+        raise ValueError(f"backend {self.name!r} does not split arrays in chunks (chunks= is for the dask backend)")
 
     def from_dlpack(self, obj, device=None):
         """A native array sharing memory (where the library can) with a DLPack-capable ``obj`` (a

@@ -8,6 +8,25 @@ True)`` once, process-wide (see docs/backends.md for what that changes in the us
 Devices: ``"cpu"``, ``"gpu"``/``"cuda"`` (the first GPU), ``"gpu:1"``/``"cuda:1"``, ``"tpu:0"``; a
 ``jax.Device`` passes through.  ``Tensor.device`` reads ``"cpu"`` or ``"gpu:N"``.  The default device
 is JAX's own (``jax.devices()[0]``: the GPU where one is present).
+
+Sharded arrays (several devices): a ``jax.sharding.Sharding`` (``NamedSharding(mesh, P("batch"))``)
+is a device here.  ``device_of`` of an array spread over several devices is its sharding (never one
+of its devices: that would make ``asarray``/``to_device`` gather it), so everything the core creates
+"on the device of x" (scalars beside it, rules' ``xp.zeros(shape, device=...)``, index arrays,
+random draws, optimizer slots, a layer's weights) is placed by that sharding: as it is where it fits
+the new shape, else replicated over the same devices (a 0-d constant beside a batch-sharded array is
+replicated on its mesh, not put on device 0).  ``Tensor.device`` of a sharded array names every
+device and the layout, e.g. ``"cpu:0-7 mesh(batch=8) P('batch',)"`` (``"cpu:0-7 mesh(batch=8)
+P()"`` when replicated); the name parses back to the sharding (``x.to_device(y.device)``,
+``gt.zeros(3, device=y.device)``).  ``gt.constant``/``gt.Variable``/``gt.asarray`` of a sharded
+``jax.Array`` keep its sharding; ``device=`` takes a sharding (``gt.constant(batch,
+device=NamedSharding(mesh, P("batch")))``), and so does ``gt.use_backend("jax", device=...)``: with a
+replicated sharding there, every new array (weights, constants, random draws) is replicated on the
+mesh.  Gradients come back sharded as their sources (:meth:`match_layout`, also inside a compiled
+``gt.function`` step, where it is a sharding constraint); a layer's weights built beside a sharded
+batch are replicated on its devices (:meth:`weights_device`).  Arrays on one device and arrays on a
+mesh do not mix (JAX's rule for committed arrays: a ``ValueError`` naming both); put the small ones
+on the mesh too.
 """
 
 from __future__ import annotations
@@ -60,8 +79,48 @@ def _fast_reduction(fn):
     return f
 
 
-def _namespace(jnp):
-    """``jax.numpy``, with shape mismatches reported as ValueError."""
+#: creation functions whose ``device=`` may be a sharding, with how to read the new array's shape from
+#: their arguments (None: from the array made first, then placed)
+_PLACED = {
+    "zeros": lambda a, k: a[0] if a else k["shape"],
+    "ones": lambda a, k: a[0] if a else k["shape"],
+    "empty": lambda a, k: a[0] if a else k["shape"],
+    "full": lambda a, k: a[0] if a else k["shape"],
+    "zeros_like": lambda a, k: k.get("shape") or a[0].shape,
+    "ones_like": lambda a, k: k.get("shape") or a[0].shape,
+    "empty_like": lambda a, k: k.get("shape") or a[0].shape,
+    "full_like": lambda a, k: k.get("shape") or a[0].shape,
+    "asarray": lambda a, k: np.shape(a[0]),
+    "eye": None,
+    "arange": None,
+    "linspace": None,
+    "from_dlpack": None,
+}
+
+
+def _placing(fn, backend, shape_of):
+    """``fn`` (a creation function) whose ``device=`` may also be a sharding: it is fitted to the
+    shape of the new array (:meth:`JaxBackend._fit`)."""
+    Device = backend._jax.Device
+
+    def f(*args, **kwargs):
+        device = kwargs.get("device")
+        if device is None or isinstance(device, Device):
+            return fn(*args, **kwargs)
+        if shape_of is None:
+            kwargs["device"] = None
+            return backend._move(fn(*args, **kwargs), device)
+        shape = shape_of(args, kwargs)
+        kwargs["device"] = backend._fit(device, (shape,) if isinstance(shape, int) else tuple(shape))
+        return fn(*args, **kwargs)
+
+    functools.update_wrapper(f, fn)
+    return f
+
+
+def _namespace(jnp, backend):
+    """``jax.numpy``, with shape mismatches reported as ValueError, and creation functions that take a
+    sharding as ``device=`` for any shape."""
     ns = types.ModuleType("gradtape.backends.jax.xp", "jax.numpy, with shape mismatches reported as ValueError")
     ns.__dict__.update(
         {k: v for k, v in vars(jnp).items() if k not in ("__name__", "__doc__", "__spec__", "__loader__", "__path__")}
@@ -70,6 +129,8 @@ def _namespace(jnp):
         setattr(ns, name, _shape_errors_are_value_errors(getattr(jnp, name)))
     for name in ("sum", "prod", "mean", "max", "min"):
         setattr(ns, name, _fast_reduction(getattr(jnp, name)))
+    for name, shape_of in _PLACED.items():
+        setattr(ns, name, _placing(getattr(ns, name), backend, shape_of))
     return ns
 
 
@@ -79,6 +140,10 @@ class JaxBackend(Backend):
     python_scalars = True  # JAX's weak types keep the array's dtype
     supports_vmap = True
     supports_native_grad = True
+    #: set once an array spread over several devices (a sharding) has been met: from then on the tape
+    #: places each gradient as its source (:meth:`match_layout`); until then single-device programs
+    #: pay nothing for it
+    lays_out = False
 
     def load(self):
         import jax
@@ -92,7 +157,13 @@ class JaxBackend(Backend):
         self._default_device = None
         self.array_type = type(jnp.zeros(()))
         self._abstract = jax.Array  # tracers (inside vmap/grad) are jax.Arrays too
-        return _namespace(jnp)
+        self._Sharding = jax.sharding.Sharding
+        self._Tracer = jax.core.Tracer
+        self._placement = {}  # an array's sharding -> its device, or the sharding (several devices)
+        self._fits = {}  # (sharding, shape) -> the sharding an array of that shape gets
+        self._named = {}  # Tensor.device name of a sharding -> the sharding
+        self._names = {}  # sharding -> its name
+        return _namespace(jnp, self)
 
     def _extra_dtype_aliases(self):
         # jnp.float32 is a scalar type; arrays report NumPy dtypes: map (and pass) those
@@ -128,38 +199,137 @@ class JaxBackend(Backend):
             return self.default_device()
         if isinstance(device, jax.Device):
             return device
+        if isinstance(device, self._Sharding):
+            return self._canonical(device)
         if not isinstance(device, str):
             raise TypeError(
-                f"backend 'jax': a device is a string ('cpu', 'gpu:0') or a jax.Device, not {type(device).__name__}"
+                "backend 'jax': a device is a string ('cpu', 'gpu:0'), a jax.Device or a jax.sharding.Sharding, "
+                f"not {type(device).__name__}"
             )
+        named = self._named.get(device)
+        if named is not None:
+            return named
         kind, _, idx = device.strip().lower().partition(":")
         kind = _ALIASES.get(kind, kind)
         devs = self._platform_devices(kind) if kind in ("cpu", "gpu", "tpu") else []
-        i = int(idx) if idx else 0
+        i = int(idx) if idx.isdigit() else -1 if idx else 0
         if not devs or not 0 <= i < len(devs):
-            raise ValueError(f"backend 'jax' has no device {device!r} (devices: {self.devices()})")
+            raise ValueError(
+                f"backend 'jax' has no device {device!r} (devices: {self.devices()}; an array over several "
+                "devices takes a jax.sharding.Sharding, or the Tensor.device name of a sharded tensor)"
+            )
         return devs[i]
 
     def device_of(self, x):
+        """``x``'s device, or its sharding where it spans several devices (never one of them: placing
+        something "on x's device" then places it over all of x's devices)."""
         try:
-            return x.device
-        except Exception:  # a tracer, or an array sharded over several devices
+            s = x.sharding
+        except Exception:  # a tracer (inside jax.vmap / jax.grad) has no placement of its own
+            return self.default_device()
+        d = self._placement.get(s)
+        if d is None:
+            if len(self._placement) > 256:
+                self._placement.clear()
+            d = self._placement[s] = self._canonical(s)
+        return d
+
+    def _canonical(self, sharding):
+        """A sharding on one device is that device (how ``device_of`` reads an array on it)."""
+        ds = sharding.device_set
+        if len(ds) == 1:
+            return next(iter(ds))
+        self.lays_out = True
+        return sharding
+
+    def _fit(self, sharding, shape):
+        """The placement of a new array of ``shape`` asked for with ``sharding``: the sharding itself
+        where it fits the shape (its partitioned axes exist and divide evenly), else replicated over
+        the same devices (so a scalar or a weight made beside a batch-sharded array is on its mesh)."""
+        if not isinstance(sharding, self._Sharding):
+            return sharding
+        key = (sharding, shape)
+        out = self._fits.get(key)
+        if out is None:
             try:
-                ds = x.devices()
-            except Exception:  # a tracer has no devices (jax.errors.ConcretizationTypeError)
-                ds = ()
-            return next(iter(ds)) if len(ds) == 1 else self.default_device()
+                sharding.shard_shape(shape)
+                out = sharding
+            except Exception:  # (IndexError for a rank too small, IndivisibleError, ValueError)
+                out = self._replicated(sharding)
+            if len(self._fits) > 1024:
+                self._fits.clear()
+            self._fits[key] = out
+        return out
+
+    def _replicated(self, sharding):
+        """``sharding``'s devices, each holding the whole array."""
+        jax = self._jax
+        P = jax.sharding.PartitionSpec
+        if isinstance(sharding, jax.sharding.NamedSharding):
+            return jax.sharding.NamedSharding(sharding.mesh, P(), memory_kind=sharding.memory_kind)
+        devices = sorted(sharding.device_set, key=lambda d: d.id)
+        return jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("devices",)), P())
+
+    def layout_of(self, x):
+        """The sharding of ``x`` where it spans several devices, else None (its device is its layout)."""
+        d = self.device_of(x)
+        return d if isinstance(d, self._Sharding) else None
+
+    def match_layout(self, g, source, layout=None):
+        """Gradient ``g`` sharded as ``source`` (or as ``layout``, a sharding read from the concrete
+        source while tracing a ``gt.function``: a compiled program's tracers carry none).  A gradient
+        made from replicated cotangents only (the ones of a sum, a constant factor) would otherwise
+        come back replicated beside a batch-sharded source, or on one device from a compiled step."""
+        d = layout if layout is not None else self.device_of(source)
+        if isinstance(d, self._Sharding) and (isinstance(g, self._Tracer) or self.device_of(g) != d):
+            return self._move(g, d)
+        return g
+
+    def weights_device(self, device):
+        """A layer's weights beside an input sharded over several devices: on those devices,
+        replicated (data parallelism: the batch is split, the weights are not)."""
+        return self._replicated(device) if isinstance(device, self._Sharding) else device
 
     def device_str(self, device) -> str:
         jax = self._jax
         if isinstance(device, str):
             device = self.parse_device(device)
+        if isinstance(device, self._Sharding):
+            device = self._canonical(device)
+            if isinstance(device, self._Sharding):
+                return self._sharding_name(device)
         if not isinstance(device, jax.Device):
             return str(device)
         plat = _ALIASES.get(device.platform, device.platform)
         same = self._platform_devices(device.platform)
         i = same.index(device) if device in same else device.id
         return "cpu" if plat == "cpu" and i == 0 else f"{plat}:{i}"
+
+    def _sharding_name(self, s):
+        """``"cpu:0-7 mesh(batch=8) P('batch',)"``: the platform, every device (in the mesh's order),
+        the mesh's axes and the partition spec; kept so that :meth:`parse_device` reads it back."""
+        name = self._names.get(s)
+        if name is not None:
+            return name
+        jax = self._jax
+        if isinstance(s, jax.sharding.NamedSharding):
+            devices = list(s.mesh.devices.flat)
+            layout = "mesh({}) {}".format(",".join(f"{a}={n}" for a, n in s.mesh.shape.items()), s.spec)
+        else:
+            devices = sorted(s.device_set, key=lambda d: d.id)
+            layout = type(s).__name__
+        plat = _ALIASES.get(devices[0].platform, devices[0].platform)
+        same = self._platform_devices(devices[0].platform)
+        ids = [same.index(d) if d in same else d.id for d in devices]
+        span = f"{ids[0]}-{ids[-1]}" if ids == list(range(ids[0], ids[0] + len(ids))) else ",".join(map(str, ids))
+        name = f"{plat}:{span} {layout}"
+        k = 2
+        while name in self._named and self._named[name] != s:  # (another mesh of the same devices and axes)
+            name = f"{plat}:{span} {layout} #{k}"
+            k += 1
+        self._named[name] = s
+        self._names[s] = name
+        return name
 
     def devices(self):
         out = []
@@ -169,7 +339,23 @@ class JaxBackend(Backend):
         return out
 
     def _move(self, x, device):
-        return self._jax.device_put(x, device)
+        """``x`` on ``device``: a device, or a sharding (fitted to ``x``'s shape); inside a compiled
+        program a sharding is a constraint on the layout (``with_sharding_constraint``), as a
+        ``device_put`` there does not fix the output's sharding."""
+        jax = self._jax
+        if isinstance(device, self._Sharding):
+            device = self._fit(device, tuple(x.shape))
+            if isinstance(x, self._Tracer):
+                try:
+                    return jax.lax.with_sharding_constraint(x, device)
+                except Exception:  # (a vmap tracer outside any jit: no layout to constrain)
+                    return jax.device_put(x, device)
+        return jax.device_put(x, device)
+
+    def _new_array(self, value, native_dtype, device):
+        if isinstance(device, self._Sharding):
+            device = self._fit(device, np.shape(value))
+        return self._jnp.asarray(value, dtype=native_dtype, device=device)
 
     # ------------------------------------------------------------------ conversion
     def fix_output(self, out):
@@ -182,7 +368,12 @@ class JaxBackend(Backend):
         nd = self.dtype_to_native(dtype)
         if not isinstance(values, self._abstract):
             values = jnp.asarray(values, dtype=nd)
-        zeros = jnp.zeros_like(values, dtype=nd, shape=tuple(shape))
+        shape = tuple(shape)
+        placed = self.device_of(values)
+        if isinstance(placed, self._Sharding):  # (zeros_like would make them on one device)
+            zeros = jnp.zeros(shape, dtype=nd, device=self._fit(placed, shape))
+        else:
+            zeros = jnp.zeros_like(values, dtype=nd, shape=shape)
         return zeros.at[key].add(values.astype(nd) if values.dtype != nd else values)
 
     def setitem(self, x, key, value):

@@ -46,9 +46,11 @@ from gradtape.tensor import (  # noqa: F401
     GradientLeakWarning,
     Tensor,
     Variable,
+    compute,
     constant,
     convert_to_tensor,
     is_tensor,
+    persist,
 )
 from gradtape.tape import GradientTape, UnconnectedGradients  # noqa: F401
 from gradtape.registry import NotDifferentiable, RegisterGradient  # noqa: F401

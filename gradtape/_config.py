@@ -71,6 +71,8 @@ INSTALL_COMMANDS = {
     "torch": "python3 -m pip install torch==2.13.0",
     "jax": "python3 -m pip install jax",
     "array_api_strict": "python3 -m pip install array-api-strict",
+    "dask": 'python3 -m pip install "dask[array]" distributed',
+    "cupy": "python3 -m pip install cupy-cuda12x",
 }
 
 
@@ -121,6 +123,12 @@ def _process_default() -> _Setting:
         except (ValueError, ImportError) as e:
             # one line, at first use (not the registry's chained traceback); the next use raises again
             raise _env_error(spec, e, found) from None
+        except RuntimeError as e:  # installed, but cannot run here (cupy without a usable GPU)
+            choices = ", ".join(n for n in available_backends() if n != name) or "numpy"
+            raise RuntimeError(
+                f"GRADTAPE_BACKEND={spec!r}: {' '.join(str(e).split()).rstrip('.')}. To fix: set "
+                f"GRADTAPE_BACKEND to a backend that can run here ({choices}), or unset it for numpy"
+            ) from None
     return _default
 
 

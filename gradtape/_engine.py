@@ -46,11 +46,12 @@ _PY_SCALARS = (bool, int, float, complex)
 class _Meta:
     """The shape and dtype of an input whose value the op's rule does not need."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "chunks")
 
     def __init__(self, v):
         self.shape = v.shape
         self.dtype = v.dtype
+        self.chunks = getattr(v, "chunks", None)  # (dask: a gradient gets its input's chunks)
 
     def __repr__(self):
         return f"<not saved: shape {tuple(self.shape)}, dtype {self.dtype}>"
@@ -502,6 +503,8 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
             b = s._b
             if g.__class__ is not b.array_type:
                 g = b.fix_output(g)
+            if b.lays_out:  # a gradient laid out as its source (dask's chunks, a JAX sharding)
+                g = b.match_layout(g, s._v)
             g = _wrap(g, b)
         out.append(g)
     return out
@@ -516,6 +519,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
     get = grads.get
     last_b = None
     reals = xp_native = None
+    chunked = False  # the node's backend chunks its arrays (dask): each gradient gets its input's chunks
     for idx in range(len(nodes) - 1, -1, -1):
         n = nodes[idx]
         if consume:
@@ -534,6 +538,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                     last_b = b
                     reals = _real_natives(b)
                     xp_native = native_namespace(b)
+                    chunked = b.chunked
                 if g.dtype in reals:
                     if nb and not op.batched:
                         raise NotBatchable(op.name)
@@ -550,6 +555,8 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                             v = inputs[0]
                             if v is not None and (in_grads.shape != v.shape or in_grads.dtype != v.dtype):
                                 in_grads = fit(xp_native, in_grads, v.shape, v.dtype, nb, n, 0)
+                            if chunked and v is not None:
+                                in_grads = b.match_layout(in_grads, v)
                             prev = get(i)
                             grads[i] = in_grads if prev is None else prev + in_grads
                         continue
@@ -562,6 +569,8 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                             v = inputs[k]
                             if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
                                 gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
+                            if chunked and v is not None:
+                                gi = b.match_layout(gi, v)
                             prev = get(i)
                             grads[i] = gi if prev is None else prev + gi
                         k += 1
@@ -607,6 +616,8 @@ def _general_node(n, gs, grads, reach, nb, native):
                 v = inputs[k]
                 if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
                     gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
+                if b.chunked and v is not None:
+                    gi = b.match_layout(gi, v)
                 prev = get(i)
                 grads[i] = gi if prev is None else prev + gi
         return

@@ -839,6 +839,22 @@ class TracingBackend(Backend):
     def device(self):
         return self.real.device
 
+    @property
+    def lays_out(self):
+        return self.real.lays_out
+
+    def match_layout(self, g, source, layout=None):
+        # recorded, with the layout read from the concrete source (a compiled program's stand-ins
+        # carry none: JAX's sharding then becomes a constraint in the program)
+        if layout is None:
+            layout = self.real.layout_of(source.c if source.__class__ is TraceArray else source)
+        if layout is None:
+            return self._rec(self.real.match_layout, "match_layout", g, source)
+        return self._rec(self.real.match_layout, "match_layout", g, source, layout)
+
+    def weights_device(self, device):
+        return self.real.weights_device(device)
+
     def default_device(self):
         return self.real.default_device()
 

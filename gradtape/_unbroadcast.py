@@ -28,6 +28,11 @@ def bad_gradient(n, k, gshape, shape):
     )
 
 
+def _same(a, b):
+    """Shapes equal, an unknown (NaN) length equal to an unknown one (dask's data-dependent lengths)."""
+    return len(a) == len(b) and all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
 def broadcasts_to(shape, gshape):
     """Whether an input of ``shape`` broadcasts to ``gshape`` (its gradient may then have that
     shape: the engine sums it back)."""
@@ -35,7 +40,7 @@ def broadcasts_to(shape, gshape):
     if lead < 0:
         return False
     for k, d in enumerate(shape):
-        if d != 1 and d != gshape[lead + k]:
+        if d != 1 and d != gshape[lead + k] and not (d != d and gshape[lead + k] != gshape[lead + k]):
             return False
     return True
 
@@ -45,7 +50,7 @@ def sum_to_shape(xp, g, shape, nb=0):
     leading axes of ``g`` are a batch and stay."""
     shape = tuple(shape)
     gshape = tuple(g.shape)
-    if gshape[nb:] == shape:
+    if gshape[nb:] == shape or _same(gshape[nb:], shape):
         return g
     lead = len(gshape) - nb - len(shape)
     if lead < 0 or not broadcasts_to(shape, gshape[nb:]):
@@ -66,7 +71,7 @@ def fit(xp, g, shape, dtype, nb=0, node=None, k=None):
     (with the rule) when ``g`` cannot be that input's gradient."""
     gshape = tuple(g.shape)
     shape = tuple(shape)
-    if gshape[nb:] != shape:
+    if gshape[nb:] != shape and not _same(gshape[nb:], shape):
         if not broadcasts_to(shape, gshape[nb:]):
             if node is not None:
                 bad_gradient(node, k, gshape[nb:], shape)

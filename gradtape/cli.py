@@ -321,12 +321,20 @@ def _check(args):
 
 
 # ---------------------------------------------------------------------------------------- backends
+#: the distributions that provide a backend's library, where they are not named as the backend
+_DISTRIBUTIONS = {
+    "array_api_strict": ("array-api-strict",),
+    "cupy": ("cupy-cuda12x", "cupy-cuda13x", "cupy-cuda11x", "cupy"),
+}
+
+
 def _library_version(name):
-    module = {"array_api_strict": "array-api-strict"}.get(name, name)
-    try:
-        return importlib.metadata.version(module)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
+    for dist in _DISTRIBUTIONS.get(name, (name,)):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ""
 
 
 def _backends(args):

@@ -441,7 +441,7 @@ class Layer(Module):
             self.build(None)
         else:
             b = x._b
-            with _config.use_backend(b, b.device_of(x._v)):
+            with _config.use_backend(b, b.weights_device(b.device_of(x._v))):
                 self.build(_shape_of(inputs))
         self.built = True
 

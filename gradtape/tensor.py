@@ -298,6 +298,11 @@ class Tensor:
             _check_leak(self, "Tensor.numpy()")
         return np.array(self._b.to_numpy(self._v), copy=True)
 
+    def compute(self) -> np.ndarray:
+        """The value, computed: a NumPy array.  On a lazy backend (dask) this runs the graph behind
+        the tensor (``gt.compute(a, b)`` computes several in one pass); elsewhere it is ``numpy()``."""
+        return self.numpy()
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if _ACTIVE[0]:
             _check_leak(self, "np.asarray(tensor) (Tensor.__array__)")
@@ -327,10 +332,15 @@ class Tensor:
             for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
             if v is not None
         }
-        return self._v.__dlpack__(**kwargs)
+        return self._exported().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[Any, int]:
-        return self._v.__dlpack_device__()
+        return self._exported().__dlpack_device__()
+
+    def _exported(self) -> Any:
+        """What DLPack exports: the native array, or (a lazy backend's, which has no buffer) its value."""
+        v = self._v
+        return v if hasattr(v, "__dlpack__") else self._b.to_numpy(v)
 
     def _scalar(self, kind: Callable[[Any], Any]) -> Any:
         if self._b.traced:  # inside gt.function: the stand-in raises, naming the conversion
@@ -504,6 +514,44 @@ def _format_value(a, prefix="gt.Tensor("):
     return np.array2string(a, separator=", ", threshold=100, prefix=prefix)
 
 
+def _lazy_groups(tensors):
+    """Positions of the tensors grouped by backend, in order."""
+    groups: dict[Any, list[int]] = {}
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"gt.compute / gt.persist take gradtape tensors, not {type(t).__name__} (argument {i})")
+        groups.setdefault(t._b, []).append(i)
+    return groups
+
+
+def compute(*tensors: Tensor) -> tuple[np.ndarray, ...]:
+    """The values of ``tensors`` as NumPy arrays, computed together: on a lazy backend (dask) in one
+    pass, so the intermediates they share (a forward value a loss and its gradients both read) are
+    computed once.  ``gt.compute(loss, *grads)``; elsewhere each is ``numpy()``."""
+    out: list[Any] = [None] * len(tensors)
+    for b, idx in _lazy_groups(tensors).items():
+        if _ACTIVE[0]:
+            for i in idx:
+                _check_leak(tensors[i], "gt.compute()")
+        for i, v in zip(idx, b.compute([tensors[i]._v for i in idx])):
+            out[i] = np.array(v, copy=True)
+    return tuple(out)
+
+
+def persist(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """``tensors`` with their values computed and kept where they are (a dask cluster's workers' memory),
+    as ``dask.persist``: later graphs start from them, not from the graphs that made them (so a training
+    loop's variables do not grow a graph step by step).  Outside every tape: the results are new
+    tensors, not connected to ``tensors`` on a tape.  On eager backends they are the tensors themselves."""
+    out: list[Any] = list(tensors)
+    for b, idx in _lazy_groups(tensors).items():
+        if not b.lazy:
+            continue
+        for i, v in zip(idx, b.persist([tensors[i]._v for i in idx])):
+            out[i] = _wrap(v, b)
+    return tuple(out)
+
+
 class _Ref:
     __slots__ = ("_t",)
 
@@ -656,6 +704,8 @@ class Variable(Tensor):
         v = t._v
         if t.dtype != self.dtype:
             v = self._b.xp.astype(v, self._b.dtype_to_native(self.dtype))
+        if self._b.lays_out:  # a variable keeps its layout (a JAX sharding, dask's chunks)
+            v = self._b.match_layout(v, self._v)
         return v
 
     def assign(

@@ -38,10 +38,50 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
 
 
-def selected_backends(config):
+#: The default run (``--backend all``) runs a lazy backend (dask: every check computes a task graph,
+#: ~5 ms of scheduling each) on these modules only -- its own tests, the seeds' examples, the tape and
+#: the third-party libraries; ``tests/test_conformance.py``'s quick pass covers every op on it.  Name it
+#: (``pytest --backend dask``) to run the whole suite on it (docs/scaling.md says how long that takes).
+LAZY_BACKEND_MODULES = {
+    "test_dask",
+    "test_dask_cluster",
+    "test_tape",
+    "test_tensorflow_examples",
+    "test_third_party",
+}
+
+
+#: installed backends that cannot run here (CuPy without a usable GPU): name -> why; reported in the header
+_UNUSABLE: dict[str, str | None] = {}
+
+
+def _usable(name):
+    if name not in _UNUSABLE:
+        try:
+            _backends.get(name)
+            _UNUSABLE[name] = None
+        except RuntimeError as e:  # installed but cannot run here (cupy without a GPU)
+            _UNUSABLE[name] = " ".join(str(e).split())
+    return _UNUSABLE[name] is None
+
+
+def pytest_report_header(config):
+    return [f"backend {n!r} left out of --backend all: {why}" for n, why in _UNUSABLE.items() if why] or None
+
+
+def _lazy(name):
+    return getattr(_backends.get(name.split(":")[0]), "lazy", False)
+
+
+def selected_backends(config, module=None):
+    """The backends ``--backend`` names; for ``all``, the installed ones (a lazy one only in the
+    modules of ``LAZY_BACKEND_MODULES`` when ``module`` is given)."""
     spec = config.getoption("--backend")
     if spec == "all":
-        return gt.available_backends()
+        names = [n for n in gt.available_backends() if _usable(n)]
+        if module is not None and module.split(".")[-1] not in LAZY_BACKEND_MODULES:
+            names = [n for n in names if not _lazy(n)]
+        return names
     names = [s.strip() for s in spec.split(",") if s.strip()]
     missing = [n for n in names if n.split(":")[0] not in gt.available_backends()]
     if missing:
@@ -68,7 +108,7 @@ def _parametrized_names(metafunc):
 
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", selected_backends(metafunc.config), indirect=True)
+        metafunc.parametrize("backend", selected_backends(metafunc.config, metafunc.module.__name__), indirect=True)
     if (
         "device" in metafunc.fixturenames
         and "backend" in metafunc.fixturenames
@@ -86,7 +126,10 @@ def backend(request):
 
 def gpu_devices(backend_spec):
     """Backend-neutral names of the accelerators the backend (``"torch"``, ``"torch:cuda"``) has here."""
-    b = _backends.get(backend_spec.split(":")[0])
+    try:
+        b = _backends.get(backend_spec.split(":")[0])
+    except (ImportError, RuntimeError):  # not installed, or installed without a usable GPU (cupy)
+        return []
     return [d for d in b.devices() if _backends.is_gpu_device(d)]
 
 
@@ -95,6 +138,8 @@ def device(request, backend):
     """The device under test, as a backend-neutral string: ``"cpu"``, or the backend's first GPU
     (``"cuda:0"``, ``"gpu:0"``) for the run marked ``gpu`` -- skipped where the backend has none."""
     if request.param == "cpu":
+        if "cpu" not in _backends.get(backend.split(":")[0]).devices():
+            pytest.skip(f"backend {backend!r} has no CPU device (its arrays live in GPU memory)")
         return "cpu"
     gpus = gpu_devices(backend)
     if not gpus:
@@ -103,13 +148,15 @@ def device(request, backend):
 
 
 def pytest_runtest_setup(item):
-    if item.get_closest_marker("gpu") is None:
+    marker = item.get_closest_marker("gpu")
+    if marker is None:
         return
     spec = getattr(item, "callspec", None)
-    names = (
-        [spec.params["backend"]]
-        if spec is not None and "backend" in spec.params
-        else [n for n in ("torch", "jax") if n in gt.available_backends()]
-    )
+    if marker.args:  # @pytest.mark.gpu("cupy"): the backends the test needs
+        names = [n for n in marker.args if n in gt.available_backends()]
+    elif spec is not None and "backend" in spec.params:
+        names = [spec.params["backend"]]
+    else:
+        names = [n for n in ("torch", "jax", "cupy") if n in gt.available_backends()]
     if not any(gpu_devices(n) for n in names):
         pytest.skip(f"needs a GPU ({', '.join(names) or 'no GPU-capable backend installed'}: none here)")

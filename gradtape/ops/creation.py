@@ -7,6 +7,8 @@ and differentiable; ``*_like`` outputs do not depend on the input's values (not 
 
 from __future__ import annotations
 
+from array_api_compat import device as _device
+
 from gradtape import _config
 from gradtape import backends as _bk
 from gradtape import dtypes as _dt
@@ -172,11 +174,17 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     return _make("linspace", start, stop, int(num), dtype=dtype, device=device, default=default, endpoint=endpoint)
 
 
-def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None):
+def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None, chunks=None):
     """A tensor from ``obj``.  A Tensor passes through, or is cast, moved or copied by recorded ops, so
     the tape connects the result to ``obj`` (a defensive ``asarray(x, copy=True)`` keeps the
     gradient); ``backend=`` converts to another backend (outside the tape: that warns
-    ``GradientLeakWarning`` while a tape records ``obj``)."""
+    ``GradientLeakWarning`` while a tape records ``obj``).  ``chunks=`` (dask) splits the result in
+    chunks, as ``dask.array.from_array``: a new tensor, not connected to a Tensor ``obj`` on a tape."""
+    if chunks is not None:
+        t = asarray(obj, dtype=dtype, device=device, copy=copy, backend=backend)
+        if _ACTIVE[0]:
+            _check_leak(t, "asarray(chunks=...)")
+        return _wrap(t._b.rechunk(t._v, chunks), t._b)
     if isinstance(obj, Tensor):
         if backend is not None:
             target = _bk.get(backend)
@@ -263,7 +271,7 @@ _to_device = defop(
 @_to_device.gradient
 def _to_device_grad(xp, op, grad):
     """The gradient goes back to the input's device."""
-    return xp.to_device(grad, op.inputs[0].device)
+    return xp.to_device(grad, _device(op.inputs[0]))
 
 
 @public(_to_device)

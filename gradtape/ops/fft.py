@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from array_api_compat import device as _device
+
 from gradtape import dtypes as _dt
 from gradtape.domains import COMPLEX, REAL, Case
 from gradtape.ops import apply1, defop, public
@@ -168,7 +170,7 @@ def _resize(xp, t, axis, size):
         return t[(Ellipsis, slice(0, size)) + (slice(None),) * (-axis - 1)]
     shape = list(t.shape)
     shape[axis] = size - m
-    return xp.concat([t, xp.zeros(tuple(shape), dtype=t.dtype, device=t.device)], axis=axis)
+    return xp.concat([t, xp.zeros(tuple(shape), dtype=t.dtype, device=_device(t))], axis=axis)
 
 
 def _resize_all(xp, t, axes, sizes):
@@ -186,7 +188,7 @@ def _bin_weights(xp, like, axis, n, weight):
     w[0] = 1.0
     if n % 2 == 0:
         w[-1] = 1.0
-    w = xp.asarray(w, dtype=like.dtype, device=like.device)
+    w = xp.asarray(w, dtype=like.dtype, device=_device(like))
     return w if axis == -1 else xp.reshape(w, (size,) + (1,) * (-axis - 1))
 
 

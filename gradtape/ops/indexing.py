@@ -46,7 +46,9 @@ def _native_key(key, b, ndim=None, device=None):
             arr = np.asarray(k)
             if arr.dtype.kind not in "biu":
                 raise IndexError(f"arrays used as indices must be integer or bool, not {arr.dtype}")
-            out.append(b.asarray(arr.astype(np.int64) if arr.dtype.kind in "iu" else arr, device=device))
+            arr = arr.astype(np.int64) if arr.dtype.kind in "iu" else arr
+            # a lazy backend indexes with host arrays: their values size the result (dask's chunks)
+            out.append(arr if b.host_index_arrays else b.asarray(arr, device=device))
         elif isinstance(k, (bool, np.bool_)):
             out.append(bool(k))
         elif isinstance(k, (int, np.integer)):
@@ -69,17 +71,26 @@ def _native_key(key, b, ndim=None, device=None):
     return tuple(out)
 
 
+def _key_array_kind(k, b):
+    """The dtype kind ("b", "i", "u") of an array in a native key (a native array, or a NumPy one on a
+    backend that indexes with host arrays); None for anything else."""
+    if isinstance(k, np.ndarray):
+        return k.dtype.kind
+    return b.dtype_of(k).kind if b.is_native(k) else None
+
+
 def _has_int_array(key, b):
     """Whether the key has an integer array of at least one dimension (0-d ones index like ints)."""
-    return any(b.is_native(k) and len(k.shape) and b.dtype_of(k).kind in "iu" for k in key)
+    return any(_key_array_kind(k, b) in ("i", "u") and len(k.shape) for k in key)
 
 
 def _axes_used(k, b):
     """How many axes of the indexed tensor one entry of a native key consumes."""
     if k is None or isinstance(k, bool):
         return 0
-    if b.is_native(k):
-        return len(k.shape) if b.dtype_of(k).kind == "b" else 1
+    kind = _key_array_kind(k, b)
+    if kind is not None:
+        return len(k.shape) if kind == "b" else 1
     return 1
 
 
@@ -186,7 +197,7 @@ def _index_add_grad(xp, op, grad):
     b = op.backend
     if len(key) == 1 or (len(key) == 2 and key[1] is Ellipsis):
         k = key[0]
-        if b.is_native(k) and b.dtype_of(k).kind in "iu" and len(k.shape) == 1:
+        if _key_array_kind(k, b) in ("i", "u") and len(k.shape) == 1:
             return xp.take(grad, k, axis=0)
     return xp.getitem(grad, key=key)
 

@@ -52,6 +52,8 @@ from collections import namedtuple
 
 import numpy as np
 
+from array_api_compat import device as _device
+
 from gradtape import dtypes as _dt
 from gradtape._rule_namespace import tensor_namespace
 from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
@@ -105,13 +107,13 @@ def _tensor(x, like=None):
 
 def _mH(xp, x):
     """The conjugate transpose of the last two axes."""
-    return conj_(xp, x.mT)
+    return conj_(xp, xp.matrix_transpose(x))
 
 
 def _eye(xp, x, n, m=None, k=0):
     """The identity (ones on the ``k``-th diagonal of an ``n x m`` matrix) in ``x``'s dtype, on its
     device."""
-    return xp.eye(n, m, k=k, dtype=x.dtype, device=x.device)
+    return xp.eye(n, m, k=k, dtype=x.dtype, device=_device(x))
 
 
 def _diag_embed(xp, v):
@@ -726,7 +728,7 @@ def _qr_grad(xp, op, gq, gr):
     t = -mm
     ga = q @ _half_diag(xp, xp.tril(t - _mH(xp, t)))
     ga = _mH(xp, xp.linalg.solve(r[..., :, :m], _mH(xp, ga)))  # ga R1^-H
-    zeros = xp.zeros(tuple(ga.shape[:-1]) + (n - m,), dtype=ga.dtype, device=ga.device)
+    zeros = xp.zeros(tuple(ga.shape[:-1]) + (n - m,), dtype=ga.dtype, device=_device(ga))
     return xp.concat([ga, zeros], axis=-1) + q @ gr
 
 
@@ -925,7 +927,7 @@ def _vector_norm_grad(xp, op, grad):
         g = xp.reshape(g, tuple(g.shape[:nb]) + keep)
         y = xp.reshape(y, keep)
     if p == 0:
-        return xp.zeros(tuple(g.shape[:nb]) + tuple(x.shape), dtype=x.dtype, device=x.device)
+        return xp.zeros(tuple(g.shape[:nb]) + tuple(x.shape), dtype=x.dtype, device=_device(x))
     if p == 2:
         return xp.multiply_no_nan(x / y, g)
     if p == 1:
@@ -1123,7 +1125,7 @@ def _diagonal_grad(xp, op, grad):
     full = m if k >= 0 else n
     g = grad
     if length < full:
-        tail = xp.zeros(tuple(g.shape[:-1]) + (full - length,), dtype=g.dtype, device=g.device)
+        tail = xp.zeros(tuple(g.shape[:-1]) + (full - length,), dtype=g.dtype, device=_device(g))
         g = xp.concat([g, tail], axis=-1)
     return mask * (xp.expand_dims(g, axis=-1) if k >= 0 else xp.expand_dims(g, axis=-2))
 

@@ -23,7 +23,7 @@ _matrix_transpose = defop(
     saves=(),
     batched=True,
 )
-_matrix_transpose.gradient(lambda xp, op, grad: grad.mT)  # linear: the transposed cotangent
+_matrix_transpose.gradient(lambda xp, op, grad: xp.matrix_transpose(grad))  # linear: the transposed cotangent
 
 
 @public(_matrix_transpose)
@@ -70,7 +70,7 @@ def _matmul_grad(xp, op, grad):
         elif a.ndim == 1 and b.ndim > 2:  # (..., n) = u (k,) @ B (..., k, n)
             ga = (conj_(xp, b) @ xp.expand_dims(grad, axis=-1))[..., 0]
         else:  # (..., m, n) = A @ B, or (n,) = u (k,) @ B (k, n)
-            ga = grad @ conj_(xp, b.mT)
+            ga = grad @ conj_(xp, xp.matrix_transpose(b))
     if op.needs_grad(1):
         if a.ndim == 1:
             if b.ndim == 1:  # () = u . v
@@ -83,7 +83,7 @@ def _matmul_grad(xp, op, grad):
             else:  # (..., m) = A (..., m, k) @ v (k,)
                 gb = (xp.expand_dims(grad, axis=-2) @ conj_(xp, a))[..., 0, :]
         else:
-            gb = conj_(xp, a.mT) @ grad
+            gb = conj_(xp, xp.matrix_transpose(a)) @ grad
     return ga, gb
 
 

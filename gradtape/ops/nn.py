@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from array_api_compat import device as _device
+
 from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape._trace import value_check
@@ -588,7 +590,7 @@ def _sparse_xent_grad(xp, op, grad):
     rows are a comparison with ``arange(depth)`` (integers, on the logits' device)."""
     labels, logits = op.inputs
     p = xp.softmax(logits, axis=-1)
-    hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype, device=logits.device)
+    hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype, device=_device(logits))
     return None, xp.expand_dims(grad, axis=-1) * (p - xp.astype(hit, p.dtype))
 
 

@@ -12,6 +12,8 @@ import builtins
 
 import numpy as np
 
+from array_api_compat import device as _device
+
 from gradtape.domains import BOOL, COMPLEX, INT, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.manipulation import broadcast_to
@@ -123,7 +125,7 @@ def _diff_grad(xp, op, grad):
     if n:
         shape = list(grad.shape)
         shape[axis] = n
-        pad = xp.zeros(tuple(shape), dtype=grad.dtype, device=grad.device)
+        pad = xp.zeros(tuple(shape), dtype=grad.dtype, device=_device(grad))
         dz = xp.concat([pad, grad, pad], axis=axis)
         for _ in range(n):
             dz = dz[(Ellipsis, slice(1, None)) + tail] - dz[(Ellipsis, slice(None, -1)) + tail]
