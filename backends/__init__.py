@@ -11,9 +11,18 @@ import importlib
 import importlib.util
 import threading
 
-from ._protocol import Backend, is_gpu_device
+from ._protocol import Backend, DataDependentShapeError, is_gpu_device
 
-__all__ = ["Backend", "available_backends", "get", "is_gpu_device", "known_backends", "register", "unregister"]
+__all__ = [
+    "Backend",
+    "DataDependentShapeError",
+    "available_backends",
+    "get",
+    "is_gpu_device",
+    "known_backends",
+    "register",
+    "unregister",
+]
 
 # name -> (module path, class name, the module that must be importable, the command that installs it: the
 # README's; torch's plain CPU wheel, not ``gradtape[torch]``, which pulls CUDA packages onto a CPU machine)

@@ -40,7 +40,14 @@ import numpy as np
 
 from gradtape import dtypes as _dt
 
-__all__ = ["Backend", "is_gpu_device"]
+__all__ = ["Backend", "DataDependentShapeError", "is_gpu_device"]
+
+
+class DataDependentShapeError(NotImplementedError):
+    """An op whose result's shape depends on the data, which a lazy backend cannot size before it
+    computes (dask: a boolean mask from a lazy value, ``repeat`` by an array of counts).  The message
+    names the op, the backend's limitation and what to do instead."""
+
 
 #: the dtype a Python scalar gets when no dtype is asked for (TensorFlow's, the same on every backend)
 _PY_DEFAULT = {bool: _dt.bool, int: _dt.int64, float: _dt.float32, complex: _dt.complex64}

@@ -17,9 +17,11 @@ over the whole array (``index_add``'s scatter-add with integer-array keys, ``set
 refuses): still lazy and exact, but that one step is not chunked, so the array must fit in one
 worker's memory (docs/scaling.md).
 
-What dask cannot do raises ``NotImplementedError`` naming the op and the dask limitation: shapes that
-depend on the data (boolean-mask indexing, ``nonzero``, ``unique_*``) leave dask with unknown chunk
-sizes that later ops refuse; gradtape reports them when the op runs, not later.
+What dask cannot do raises ``DataDependentShapeError`` (a ``NotImplementedError``) naming the op
+and the dask limitation: a shape that depends on the data.  Indexing with a boolean mask computed
+lazily, and ``repeat`` by an array of counts, raise when they run (a NumPy mask works: its values size
+the result).  ``nonzero`` and ``unique_*`` run, their results sized NaN (dask's unknown chunks), and
+indexing or linear algebra on them then raises the same error, naming them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 from gradtape import dtypes as _dt
 
-from ._protocol import Backend
+from ._protocol import Backend, DataDependentShapeError
 
 
 #: linalg functions dask computes chunked itself, at any number of dimensions
@@ -134,7 +136,7 @@ class DaskBackend(Backend):
             if not isinstance(repeats, da.Array):
                 return compat.repeat(x, repeats, axis=axis)
             # dask repeats by one integer only: an array of counts sizes the result by its values
-            raise NotImplementedError(
+            raise DataDependentShapeError(
                 "repeat on the dask backend: dask repeats by one integer count only; with an array of "
                 "counts the result's length depends on the data, which dask cannot size. Repeat by one "
                 "integer, or compute on another backend"
@@ -247,7 +249,7 @@ class DaskBackend(Backend):
     def _known(self, op, *arrays):
         for a in arrays:
             if isinstance(a, self._da.Array) and _has_unknown(a.shape):
-                raise NotImplementedError(
+                raise DataDependentShapeError(
                     f"{op} on the dask backend: an input has unknown chunk sizes (shape {a.shape}), left by "
                     "an op whose output shape depends on the data (a boolean mask, nonzero, unique); dask "
                     "cannot index or scatter into it. Call `.compute_chunk_sizes()` on the dask array "
@@ -268,7 +270,7 @@ class DaskBackend(Backend):
         as one task over the whole array, its shape from the key's shapes."""
         keys = key if isinstance(key, tuple) else (key,)
         if any(isinstance(k, self._da.Array) and k.dtype == bool for k in keys):
-            raise NotImplementedError(
+            raise DataDependentShapeError(
                 "getitem on the dask backend: indexing with a lazy boolean mask gives a result whose shape "
                 "depends on the data, which dask cannot size (unknown chunks) and later ops refuse. Compute "
                 "the mask first (`x[mask.numpy()]`: a NumPy mask keeps the shape known), or keep the shape "

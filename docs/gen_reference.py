@@ -40,6 +40,8 @@ PAGES = {
                     "constant",
                     "convert_to_tensor",
                     "is_tensor",
+                    "compute",
+                    "persist",
                     "DType",
                     "as_dtype",
                     "GradientLeakWarning",

@@ -59,7 +59,7 @@ from gradtape._rule_namespace import tensor_namespace
 from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import astype, conj_, is_complex
-from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot
+from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, mT, tensordot, vecdot
 from gradtape.ops.statistical import _axes
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
 
@@ -107,7 +107,7 @@ def _tensor(x, like=None):
 
 def _mH(xp, x):
     """The conjugate transpose of the last two axes."""
-    return conj_(xp, xp.matrix_transpose(x))
+    return conj_(xp, mT(xp, x))
 
 
 def _eye(xp, x, n, m=None, k=0):

@@ -12,6 +12,15 @@ from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import conj_
 from gradtape.tensor import Tensor, convert_to_tensor
 
+
+def mT(xp, x):
+    """The transpose of the last two axes: the standard's ``x.mT`` attribute (fast, and Tensors have it),
+    else ``xp.matrix_transpose`` (dask arrays lack the attribute)."""
+    try:
+        return x.mT
+    except AttributeError:
+        return xp.matrix_transpose(x)
+
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
 
@@ -23,7 +32,7 @@ _matrix_transpose = defop(
     saves=(),
     batched=True,
 )
-_matrix_transpose.gradient(lambda xp, op, grad: xp.matrix_transpose(grad))  # linear: the transposed cotangent
+_matrix_transpose.gradient(lambda xp, op, grad: mT(xp, grad))  # linear: the transposed cotangent
 
 
 @public(_matrix_transpose)
@@ -70,7 +79,7 @@ def _matmul_grad(xp, op, grad):
         elif a.ndim == 1 and b.ndim > 2:  # (..., n) = u (k,) @ B (..., k, n)
             ga = (conj_(xp, b) @ xp.expand_dims(grad, axis=-1))[..., 0]
         else:  # (..., m, n) = A @ B, or (n,) = u (k,) @ B (k, n)
-            ga = grad @ conj_(xp, xp.matrix_transpose(b))
+            ga = grad @ conj_(xp, mT(xp, b))
     if op.needs_grad(1):
         if a.ndim == 1:
             if b.ndim == 1:  # () = u . v
@@ -83,7 +92,7 @@ def _matmul_grad(xp, op, grad):
             else:  # (..., m) = A (..., m, k) @ v (k,)
                 gb = (xp.expand_dims(grad, axis=-2) @ conj_(xp, a))[..., 0, :]
         else:
-            gb = conj_(xp, xp.matrix_transpose(a)) @ grad
+            gb = conj_(xp, mT(xp, a)) @ grad
     return ga, gb
 
 
