@@ -21,6 +21,7 @@ def mT(xp, x):
     except AttributeError:
         return xp.matrix_transpose(x)
 
+
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
 
