@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 
+import warnings
+
 import numpy as np
 import optree
 
@@ -185,15 +187,17 @@ class _Sub:
                 pos.append(offsets[kind] + what)
         real = st.backend.real
         QUIET[0] += 1  # (a gt.print in it prints when the program runs, not when it is checked)
-        try:
-            with np.errstate(all="ignore"):  # (a branch not taken computes on values it never sees)
+        # (a branch not taken computes on values it never sees: quiet, also where a lazy backend computes
+        # in its own threads, when the values are read below -- NumPy's errstate is per thread)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
                 res = prog(*[st.values[s] for s, _, _ in used])[0]
-            real.effects_barrier()
-        finally:
-            QUIET[0] -= 1
-        for got, a in zip(res, outputs):
-            g = np.asarray(real.to_numpy(got))
-            e = np.asarray(real.to_numpy(a.c))
+                real.effects_barrier()
+            finally:
+                QUIET[0] -= 1
+            pairs = [(np.asarray(real.to_numpy(got)), np.asarray(real.to_numpy(a.c))) for got, a in zip(res, outputs)]
+        for g, e in pairs:
             if g.shape != e.shape or not np.array_equal(g, e, equal_nan=g.dtype.kind in "fc"):
                 raise NotLowerable(f"the sub-program of {self.what} does not reproduce its values")
 

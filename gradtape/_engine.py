@@ -503,7 +503,9 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
             b = s._b
             if g.__class__ is not b.array_type:
                 g = b.fix_output(g)
-            if b.lays_out:  # a gradient laid out as its source (dask's chunks, a JAX sharding)
+            if b.lays_out and isinstance(s, Tensor):
+                # a gradient laid out as its source (dask's chunks, a JAX sharding); not for a sub-trace's
+                # stand-in source (gt.cond / gt.while_loop), which has an identity and no value
                 g = b.match_layout(g, s._v)
             g = _wrap(g, b)
         out.append(g)
