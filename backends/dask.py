@@ -44,6 +44,26 @@ _DASK_LINALG = ("matmul", "matrix_transpose", "tensordot", "vecdot", "vector_nor
 _DASK_LINALG_2D = {"qr": {"mode": ("reduced",)}, "svd": {"full_matrices": (False,)}}
 
 
+#: fft functions that take no array to transform
+_FFT_NO_ARRAY = ("fftfreq", "rfftfreq", "fftshift", "ifftshift")
+
+
+def _whole_axes(fn, name):
+    """``fn`` (dask's fft) with the transformed axes in one chunk each, as dask requires."""
+
+    def f(x, /, *args, **kwargs):
+        axes = kwargs.get("axes")
+        if axes is None and "axis" in kwargs:
+            axes = (kwargs["axis"],)
+        if axes is None:
+            axes = tuple(range(x.ndim)) if name.endswith(("fftn", "fft2")) else (-1,)
+        x = x.rechunk({a % x.ndim: -1 for a in axes})
+        return fn(x, *args, **kwargs)
+
+    f.__name__ = name
+    return f
+
+
 def _probe(a):
     """A small stand-in for ``a`` (batch axes of length 1, identity matrices) giving the structure and
     core shapes of a linalg function's output without computing on ``a``."""
@@ -60,6 +80,13 @@ def _batch_shape(args):
 
 def _part(res, i):
     return res[i]
+
+
+def _reciprocal(x, /):
+    """``1 / x``, floating for integer input (float32), as the standard and gradtape's other backends."""
+    if x.dtype.kind in "biu":
+        x = x.astype(np.float32)
+    return 1.0 / x
 
 
 def _np_index_add(shape, dtype, values, *key):
@@ -89,7 +116,7 @@ class DaskBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem}
+        self.overrides = {"getitem": self._getitem, "reciprocal": _reciprocal}
 
     def load(self):
         import array_api_compat.dask.array as compat
@@ -142,7 +169,20 @@ class DaskBackend(Backend):
                 "integer, or compute on another backend"
             )
 
-        ns.eye, ns.take_along_axis, ns.repeat = eye, take_along_axis, repeat
+        def searchsorted(x1, x2, /, *, side="left", sorter=None):
+            # dask's takes no sorter and fails on a 0-d x2: the sorted 1-D x1 is read whole
+            shape = getattr(x2, "shape", ())
+            return self._whole(
+                lambda a, v, s: np.searchsorted(a, v, side=side, sorter=s), shape, np.int64, x1, x2, sorter
+            )
+
+        ns.eye, ns.take_along_axis, ns.repeat, ns.searchsorted = eye, take_along_axis, repeat, searchsorted
+        fft = types.ModuleType("gradtape.backends.dask.xp.fft")
+        for name in dir(compat.fft):
+            fn = getattr(compat.fft, name)
+            if not name.startswith("_") and callable(fn):
+                setattr(fft, name, _whole_axes(fn, name) if name not in _FFT_NO_ARRAY else fn)
+        ns.fft = fft
         return ns
 
     def _linalg(self, name, native):
@@ -203,7 +243,7 @@ class DaskBackend(Backend):
         return super().parse_device(device)
 
     def to_numpy(self, x):
-        return np.asarray(x.compute())
+        return self.compute([x])[0]
 
     def fix_output(self, out):
         return out if isinstance(out, self._da.Array) else self._da.asarray(out)
@@ -221,7 +261,14 @@ class DaskBackend(Backend):
         return self._da.asarray(host)
 
     def compute(self, xs):
-        return [np.asarray(v) for v in self._dask.compute(*xs)]
+        try:
+            return [np.asarray(v) for v in self._dask.compute(*xs)]
+        except RecursionError:
+            raise RecursionError(
+                "dask backend: the task graph behind this tensor is too deep for dask to compute (a training "
+                "loop's variables grow their graph by one step at each update). Persist them after each step: "
+                "`w_now, loss = gt.persist(w, loss); w.assign(w_now)` (docs/scaling.md, training loops)"
+            ) from None
 
     def persist(self, xs):
         return list(self._dask.persist(*xs))
@@ -280,7 +327,9 @@ class DaskBackend(Backend):
             out = x[key]
             if not _has_unknown(out.shape):
                 return out
-        except NotImplementedError:  # integer arrays in several axes
+        except (NotImplementedError, IndexError):
+            # dask refuses integer arrays in several axes, and misreads an n-d mask beside an integer:
+            # the probe below raises NumPy's IndexError where the key is really out of bounds
             pass
         # one task over the whole array, its shape from the key (host masks are known; native integer
         # arrays count by their shapes)

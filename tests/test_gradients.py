@@ -229,7 +229,9 @@ def test_forward_matches_numpy(backend, name, i):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             w = np.asarray(w)
-            assert g.shape == w.shape, (g.shape, w.shape)
+            # (dask: a length that depends on the data, nonzero's or unique's, is NaN until computed)
+            shape = g.numpy().shape if any(d != d for d in g.shape) else g.shape
+            assert shape == w.shape, (g.shape, w.shape)
             assert g.dtype.name == w.dtype.name, (g.dtype, w.dtype)
             assert g.backend == backend.split(":")[0]
             np.testing.assert_allclose(g.numpy(), w, rtol=rtol, atol=rtol)
