@@ -108,6 +108,8 @@ def test_sort_errors(backend):
 
 # ---------------------------------------------------------------------------------------- sets
 def test_unique_with_nan_and_signed_zeros(backend):
+    if gt.get_backend().lazy:
+        pytest.skip("dask: unique's results have unknown sizes until computed, and dask cannot index with them")
     x = gt.asarray(np.array([np.nan, -0.0, 0.0, np.nan]))
     r = gt.unique_all(x)
     assert type(r).__name__ == "UniqueAllResult"
@@ -128,6 +130,8 @@ def test_unique_with_nan_and_signed_zeros(backend):
 
 
 def test_unique_of_a_matrix(backend):
+    if gt.get_backend().lazy:
+        pytest.skip("dask: unique's results have unknown sizes until computed, and dask cannot index with them")
     x = gt.asarray(np.array([[3, 1, 3, 0, 1], [0, 1, 3, 7, 7]]))
     r = gt.unique_all(x)
     assert r.values.numpy().tolist() == [0, 1, 3, 7]
