@@ -28,9 +28,14 @@ def bad_gradient(n, k, gshape, shape):
     )
 
 
+def _same_length(x, y):
+    """Two axis lengths equal, an unknown (NaN) one equal to an unknown one (dask's data-dependent lengths)."""
+    return x == y or (x != x and y != y)
+
+
 def _same(a, b):
-    """Shapes equal, an unknown (NaN) length equal to an unknown one (dask's data-dependent lengths)."""
-    return len(a) == len(b) and all(x == y or (x != x and y != y) for x, y in zip(a, b))
+    """Shapes equal, unknown lengths matching unknown ones."""
+    return len(a) == len(b) and all(_same_length(x, y) for x, y in zip(a, b))
 
 
 def broadcasts_to(shape, gshape):
@@ -40,7 +45,7 @@ def broadcasts_to(shape, gshape):
     if lead < 0:
         return False
     for k, d in enumerate(shape):
-        if d != 1 and d != gshape[lead + k] and not (d != d and gshape[lead + k] != gshape[lead + k]):
+        if d != 1 and not _same_length(d, gshape[lead + k]):
             return False
     return True
 
