@@ -163,6 +163,18 @@ class Backend:
         """The device used when neither the configuration nor the call names one."""
         return "cpu"
 
+    def device_beside(self, x):
+        """The native device for a value converted to meet the native array ``x`` (a Python scalar
+        or NumPy operand of an op on ``x``): ``x``'s device; None where ``x`` itself was never placed
+        (:meth:`unplaced_device`), so that the value follows ``x`` rather than pinning it."""
+        return self.device_of(x)
+
+    def unplaced_device(self):
+        """The native device given to a new array that no call placed (no ``device=``): the configured
+        :attr:`device`; None where the library leaves such arrays free to follow the arrays they meet
+        (JAX's uncommitted arrays)."""
+        return self.device
+
     def parse_device(self, device):
         """A native device object for a backend-neutral string (``"cpu"``, ``"cuda:1"``, ``"gpu"``).
         This default is a CPU-only library's: ``"cpu"`` (any case, or ``"cpu:0"``) and nothing else."""
@@ -228,7 +240,7 @@ class Backend:
             value = np.asarray(value)
         elif nd is None and type(value) in _PY_DEFAULT:
             nd = self.dtype_to_native(_PY_DEFAULT[type(value)])
-        return self._new_array(value, nd, self.device if device is None else device)
+        return self._new_array(value, nd, self.unplaced_device() if device is None else device)
 
     def _cast_and_move(self, x, native_dtype, device):
         """Hook of :meth:`asarray`: native ``x`` as ``native_dtype`` on the native ``device`` (None:

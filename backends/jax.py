@@ -24,9 +24,9 @@ device=NamedSharding(mesh, P("batch")))``), and so does ``gt.use_backend("jax", 
 replicated sharding there, every new array (weights, constants, random draws) is replicated on the
 mesh.  Gradients come back sharded as their sources (:meth:`match_layout`, also inside a compiled
 ``gt.function`` step, where it is a sharding constraint); a layer's weights built beside a sharded
-batch are replicated on its devices (:meth:`weights_device`).  Arrays on one device and arrays on a
-mesh do not mix (JAX's rule for committed arrays: a ``ValueError`` naming both); put the small ones
-on the mesh too.
+batch are replicated on its devices (:meth:`weights_device`).  An array made without ``device=`` is
+uncommitted, as JAX makes it (:meth:`unplaced_device`), and follows a sharded one it meets; arrays
+committed to one device and arrays on a mesh do not mix (JAX's rule: a ``ValueError`` naming both).
 """
 
 from __future__ import annotations
@@ -180,6 +180,15 @@ class JaxBackend(Backend):
         if self._default_device is None:
             self._default_device = self._jax.devices()[0]
         return self._default_device
+
+    def device_beside(self, x):
+        return None if getattr(x, "committed", True) is False else self.device_of(x)
+
+    def unplaced_device(self):
+        """None on the default device: an array made there without ``device=`` is uncommitted, as
+        JAX makes it, so it follows a committed (or sharded) array it meets instead of clashing."""
+        d = self.device
+        return None if d is self.default_device() else d
 
     def _platform_devices(self, platform):
         """The devices of ``platform`` ("cpu", "gpu", "tpu"); a GPU is "cuda" or "rocm" to newer

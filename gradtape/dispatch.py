@@ -132,7 +132,7 @@ def _convert(a, b, op, like, passthrough=True):
             if passthrough and op.scalars and b.python_scalars and _dt.scalar_fits(a, d):
                 return a
             if _dt.scalar_fits(a, d):
-                return b.asarray(a, dtype=d, device=b.device_of(like._v))
+                return b.asarray(a, dtype=d, device=b.device_beside(like._v))
             return convert_to_tensor(a, like=like)._v
         return convert_to_tensor(a, backend=b)._v
     if isinstance(a, (list, tuple)) or not b.is_native(a):

@@ -418,7 +418,7 @@ class Optimizer:
         if self.weight_decay:
             for (_, v), group in zip(kept, of_var):
                 if self._use_weight_decay(v):
-                    v.assign_sub(_tensor(v.native * group[3], v))
+                    v.assign_sub(_tensor(v._v * group[3], v))
         for (_, v), g, (xp, lr, values, _) in zip(kept, natives, of_var):
             self._xp, self._shared = xp, values
             self.update_step(g, v, lr)
@@ -461,7 +461,7 @@ class Optimizer:
             g = convert_to_tensor(g, like=var)
         if tuple(g.shape) != tuple(var.shape):
             raise ValueError(f"the gradient of {var.name!r} has shape {g.shape}, the variable {var.shape}")
-        v = g.native
+        v = g._v
         b = var._b
         if g.dtype != var.dtype:
             v = b.xp.astype(v, b.dtype_to_native(var.dtype))
@@ -600,7 +600,7 @@ class SGD(Optimizer):
         lr = learning_rate
         if self.momentum != 0:
             m_var = self._slot(variable, "momentum")
-            m = m_var.native * self.momentum - gradient * lr
+            m = m_var._v * self.momentum - gradient * lr
             self._assign(m_var, m)
             if self.nesterov:
                 self._assign_add(variable, m * self.momentum - gradient * lr)
@@ -656,14 +656,14 @@ class Adam(Optimizer):
         alpha = self._shared
         m_var = self._slot(variable, "momentum")
         v_var = self._slot(variable, "velocity")
-        self._assign_add(m_var, (gradient - m_var.native) * (1 - self.beta_1))
-        self._assign_add(v_var, (gradient * gradient - v_var.native) * (1 - self.beta_2))
-        v = v_var.native
+        self._assign_add(m_var, (gradient - m_var._v) * (1 - self.beta_1))
+        self._assign_add(v_var, (gradient * gradient - v_var._v) * (1 - self.beta_2))
+        v = v_var._v
         if self.amsgrad:
             vh_var = self._slot(variable, "velocity_hat")
-            self._assign(vh_var, xp.maximum(vh_var.native, v))
-            v = vh_var.native
-        self._assign_sub(variable, (m_var.native * alpha) / (xp.sqrt(v) + self.epsilon))
+            self._assign(vh_var, xp.maximum(vh_var._v, v))
+            v = vh_var._v
+        self._assign_sub(variable, (m_var._v * alpha) / (xp.sqrt(v) + self.epsilon))
 
     def get_config(self) -> dict[str, Any]:
         return {
@@ -750,18 +750,18 @@ class RMSprop(Optimizer):
         xp = self._xp
         rho = self.rho
         vel = self._slot(variable, "velocity")
-        self._assign(vel, vel.native * rho + (gradient * gradient) * (1 - rho))
+        self._assign(vel, vel._v * rho + (gradient * gradient) * (1 - rho))
         if self.centered:
             avg = self._slot(variable, "average_gradient")
-            self._assign(avg, avg.native * rho + gradient * (1 - rho))
-            denominator = vel.native - avg.native * avg.native + self.epsilon
+            self._assign(avg, avg._v * rho + gradient * (1 - rho))
+            denominator = vel._v - avg._v * avg._v + self.epsilon
         else:
-            denominator = vel.native + self.epsilon
+            denominator = vel._v + self.epsilon
         increment = (gradient * learning_rate) / xp.sqrt(denominator)
         if self.momentum > 0:
             mom = self._slot(variable, "momentum")
-            self._assign(mom, mom.native * self.momentum + increment)
-            self._assign_sub(variable, mom.native)
+            self._assign(mom, mom._v * self.momentum + increment)
+            self._assign_sub(variable, mom._v)
         else:
             self._assign_sub(variable, increment)
 
@@ -809,7 +809,7 @@ class Adagrad(Optimizer):
     def update_step(self, gradient: Any, variable: Variable, learning_rate: Any) -> None:
         acc = self._slot(variable, "accumulator")
         self._assign_add(acc, gradient * gradient)
-        self._assign_sub(variable, (gradient * learning_rate) / self._xp.sqrt(acc.native + self.epsilon))
+        self._assign_sub(variable, (gradient * learning_rate) / self._xp.sqrt(acc._v + self.epsilon))
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -287,7 +287,11 @@ class Tensor:
 
     @property
     def native(self) -> Any:
-        """The raw backend array (no copy).  Do not modify it in place."""
+        """The raw backend array (no copy).  Do not modify it in place.  What is computed from it is
+        outside the tape: warns ``GradientLeakWarning`` while a recording tape connects this tensor to
+        a watched source (wrap library calls in ``gt.custom_gradient`` to keep the gradient)."""
+        if _ACTIVE[0]:
+            _check_leak(self, "Tensor.native")
         return self._v
 
     # ------------------------------------------------------------------ conversion
@@ -881,7 +885,7 @@ def convert_to_tensor(
     if like is not None:
         b = like._b
         if device is None:
-            device = b.device_of(like._v)  # values beside a tensor go to its device
+            device = b.device_beside(like._v)  # values beside a tensor go to its device
     elif backend is not None:
         b = _backends.get(backend)
     elif device.__class__ is Device and device.backend is not None:

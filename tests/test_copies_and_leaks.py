@@ -98,6 +98,7 @@ CONVERSIONS = {
     "numpy()": lambda y: y.numpy(),
     "tolist()": lambda y: y.tolist(),
     "np.from_dlpack": lambda y: np.from_dlpack(y),
+    ".native": lambda y: y.native,
 }
 
 
@@ -144,6 +145,7 @@ def test_no_warning_where_no_gradient_is_lost(backend):
             tape.watch(x)
             z = x * 3
             np.asarray(y)  # y is not connected to x on this tape
+            y.native, gt.stop_gradient(z).native
             np.asarray(gt.stop_gradient(z))  # a deliberate cut
             float(gt.argmax(z))  # integers carry no gradient
             repr(z), f"{gt.sum(z):.3f}"  # display is not a conversion
@@ -265,3 +267,26 @@ def test_assigning_a_tensor_of_another_dtype_is_an_error_as_in_tensorflow(backen
     v.assign(np.array([3.0, 4.0]))  # NumPy arrays and Python values are converted, as in TF
     v.assign_add([1, 1])
     np.testing.assert_array_equal(v.numpy(), [4.0, 5.0])
+
+
+def test_native_inside_custom_gradient_keeps_the_gradient_and_is_quiet(backend):
+    """The recorded way to call the library's own function on ``.native`` (docs/scaling.md): inside
+    ``gt.custom_gradient`` nothing leaks, and the gradient is the one given."""
+
+    @gt.custom_gradient
+    def native_sin(x):
+        y = gt.asarray(x._b.xp.sin(x.native))
+
+        def grad(dy):
+            return dy * gt.cos(x)
+
+        return y, grad
+
+    x = gt.constant([0.1, 0.5, 2.0], dtype=gt.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.GradientLeakWarning)
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            loss = gt.sum(native_sin(x) ** 2)
+        g = tape.gradient(loss, x)
+    np.testing.assert_allclose(g.numpy(), np.sin(2 * x.numpy()), rtol=1e-12)

@@ -323,15 +323,43 @@ def check_arrays_made_beside_a_sharded_one_are_on_its_mesh():
 
 
 @check
-def check_mixing_a_mesh_and_one_device_is_an_error_naming_both():
+def check_mixing_a_mesh_and_one_committed_device_is_an_error_naming_both():
     _, split = _placements()
     with gt.use_backend("jax"):
         x = gt.constant(_data(16, 4), device=split)
-        bias = gt.constant(np.ones(4))  # on the default device, cpu:0
+        bias = gt.constant(np.ones(4), device="cpu:0")  # placed on one device by the call: committed
+        assert bias.native.committed
         with pytest.raises(ValueError) as info:
             x + bias
     msg = str(info.value)
     assert "cpu:0-7 mesh(batch=8) P('batch',)" in msg and "'cpu'" in msg, msg
+
+
+@check
+def check_unplaced_arrays_follow_a_sharded_one_as_jax_uncommitted_arrays():
+    """Made without ``device=`` (a Variable of a NumPy array, a constant, a creation function), an
+    array is uncommitted, as JAX makes it: it combines with a sharded array, the result and the
+    gradients are placed as JAX places them, and the values are NumPy's."""
+    jax = _jax()
+    _, split = _placements()
+    a, w0, b0 = _data(16, 4), _data(4, 3, seed=1), _data(3, seed=2)
+    with gt.use_backend("jax"):
+        x = gt.constant(a, device=split)
+        w, b = gt.Variable(w0), gt.Variable(gt.zeros((3,), dtype=gt.float64) + b0)
+        for t in (w, b, gt.constant(np.ones(4)), gt.ones((4,)), gt.random.normal((4,), seed=0)):
+            assert not t.native.committed, t
+        with gt.GradientTape() as tape:
+            out = gt.tanh(x @ w + b)
+            loss = gt.reduce_sum(out * out)
+        gw, gb = tape.gradient(loss, [w, b])
+        assert split_rows(out)
+    jw, jb = jax.grad(lambda w, b: jax.numpy.sum(jax.numpy.tanh(x.native @ w + b) ** 2), argnums=(0, 1))(
+        w.native, b.native
+    )
+    assert gw.native.sharding == jw.sharding and gb.native.sharding == jb.sharding, (gw.device, jw.sharding)
+    _, (_, rw, rb) = _on_numpy(lambda x, w, b: gt.tanh(x @ w + b) ** 2, a, w0, b0)
+    close(gw.numpy(), rw)
+    close(gb.numpy(), rb)
 
 
 @check

@@ -49,7 +49,7 @@ def _backend_and_device(device, backend=None):
         b = _config.get_backend()
     if device is None:
         cfg = _config.current()
-        dev = cfg.device if cfg.backend is b and cfg.device is not None else b.default_device()
+        dev = cfg.device if cfg.backend is b and cfg.device is not None else b.unplaced_device()
     elif isinstance(device, str):
         dev = b.parse_device(device)
     else:
