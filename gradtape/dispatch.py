@@ -131,6 +131,8 @@ def _convert(a, b, op, like, passthrough=True):
     if isinstance(a, _SCALARS):
         if like is not None:
             d = like.dtype
+            if a.__class__ is bool and d.kind != "b":
+                a = int(a)  # True beside numbers is 1 (torch and array_api_strict refuse a bool there)
             if passthrough and op.scalars and b.python_scalars and _dt.scalar_fits(a, d):
                 return a
             return b.asarray(a, dtype=_dt.scalar_dtype(a, d), device=b.device_of(like._v))

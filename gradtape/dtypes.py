@@ -133,7 +133,10 @@ def as_dtype(d: DTypeLike) -> DType:
         return floatx()
     if d is complex:
         return default_complex()
-    name = getattr(d, "name", None) or getattr(getattr(d, "dtype", None), "name", None)
+    if isinstance(d, type) and issubclass(d, _np.generic):  # a NumPy scalar type (np.float64)
+        name = _np.dtype(d).name
+    else:
+        name = getattr(d, "name", None) or getattr(getattr(d, "dtype", None), "name", None)
     if name is None:
         name = str(d).rsplit(".", 1)[-1]
     if name in _BY_NAME:
