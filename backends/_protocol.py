@@ -49,8 +49,9 @@ class DataDependentShapeError(NotImplementedError):
     names the op, the backend's limitation and what to do instead."""
 
 
-#: the dtype a Python scalar gets when no dtype is asked for (TensorFlow's, the same on every backend)
-_PY_DEFAULT = {bool: _dt.bool, int: _dt.int64, float: _dt.float32, complex: _dt.complex64}
+#: the dtype a Python scalar gets when no dtype is asked for (TensorFlow's, the same on every backend;
+#: ``float`` and ``complex`` follow ``gt.config.floatx()``, which ``_dt.as_dtype`` reads)
+_PY_DEFAULT = {bool: _dt.bool, int: _dt.int64, float: float, complex: complex}
 #: what a failed DLPack import raises, depending on the library (then :meth:`Backend.from_dlpack` copies)
 _DLPACK_ERRORS = (TypeError, ValueError, RuntimeError, BufferError, AttributeError)
 
@@ -228,7 +229,8 @@ class Backend:
     def asarray(self, value, dtype=None, device=None):
         """A native array from a Python scalar, nested list, NumPy array or native array.  A native
         array is cast and moved only where it differs (else it is returned as is); a Python scalar
-        without ``dtype`` gets TensorFlow's dtype (float32, int64, complex64, bool) on every backend;
+        without ``dtype`` gets TensorFlow's dtype (float32, int64, complex64, bool; float64 and complex128
+        under ``gt.config.set_floatx("float64")``) on every backend;
         a NumPy scalar becomes a 0-d NumPy array; what is made goes to ``device``, else to the
         configured default device."""
         nd = None if dtype is None else self.dtype_to_native(dtype)
@@ -239,7 +241,7 @@ class Backend:
         if isinstance(value, np.generic):
             value = np.asarray(value)
         elif nd is None and type(value) in _PY_DEFAULT:
-            nd = self.dtype_to_native(_PY_DEFAULT[type(value)])
+            nd = self.dtype_to_native(_dt.as_dtype(_PY_DEFAULT[type(value)]))
         return self._new_array(value, nd, self.unplaced_device() if device is None else device)
 
     def _cast_and_move(self, x, native_dtype, device):

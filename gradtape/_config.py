@@ -18,6 +18,7 @@ import contextvars
 import os
 
 from gradtape import backends as _backends
+from gradtape import dtypes as _dt
 
 __all__ = [
     "INSTALL_COMMANDS",
@@ -205,6 +206,9 @@ class Config:
     warns :class:`gradtape.GradientLeakWarning` once per call site; ``"raise"`` raises
     :class:`gradtape.GradientLeakError`.  The environment variable ``GRADTAPE_GRADIENT_LEAK`` sets
     the default (read on first use).
+
+    ``floatx()`` / ``set_floatx("float64")`` (Keras's names): the default floating dtype, float32
+    (TensorFlow's) unless set; the environment variable ``GRADTAPE_FLOATX`` sets it (read on first use).
     """
 
     __slots__ = ("_gradient_leak", "_functions_eagerly")
@@ -212,6 +216,18 @@ class Config:
     def __init__(self):
         self._gradient_leak = None
         self._functions_eagerly = False
+
+    def floatx(self):
+        """The default floating dtype's name, ``"float32"`` or ``"float64"`` (``keras.config.floatx``):
+        what Python floats, float lists, creation functions, integer inputs of floating functions,
+        random draws, initializers and new layers get when no dtype is given."""
+        return _dt.floatx().name
+
+    def set_floatx(self, value):
+        """Set the default floating dtype process-wide (``keras.config.set_floatx``): ``"float32"``
+        (the default, TensorFlow's) or ``"float64"`` (NumPy's, which SciPy and scikit-learn expect);
+        complex defaults follow (complex64 / complex128).  Tensors made before keep their dtype."""
+        _dt.set_floatx(value)
 
     def run_functions_eagerly(self, run_eagerly):
         """Run every ``gt.function`` as its plain Python function (no trace, no program), as
@@ -238,7 +254,10 @@ class Config:
         self._gradient_leak = _leak_mode(mode)
 
     def __repr__(self):
-        return f"gt.config(gradient_leak={self.gradient_leak!r}, functions_run_eagerly={self._functions_eagerly!r})"
+        return (
+            f"gt.config(gradient_leak={self.gradient_leak!r}, functions_run_eagerly={self._functions_eagerly!r}, "
+            f"floatx={self.floatx()!r})"
+        )
 
 
 def _leak_mode(mode):

@@ -133,11 +133,12 @@ class _Unsaved:
 
 def _scalar_tensor(v, like):
     """A 0-d tensor of Python scalar ``v`` on ``like``'s backend and device, in ``like``'s dtype
-    where the scalar fits it (as the forward computed)."""
+    where the scalar fits it, else in the dtype it took beside it (as the forward computed)."""
     b = like._b
-    if _dt.scalar_fits(v, b.dtype_of(like._v)):
+    d = b.dtype_of(like._v)
+    if _dt.scalar_fits(v, d):
         return _wrap(b.xp.asarray(v, dtype=like._v.dtype, device=b.device_of(like._v)), b)
-    return convert_to_tensor(v, like=like)
+    return convert_to_tensor(v, dtype=_dt.scalar_dtype(v, d), like=like)
 
 
 class TensorOp:

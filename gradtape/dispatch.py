@@ -29,12 +29,12 @@ def _floats(b):
 
 
 def _to_float(v, b):
-    """A bool / integer native array cast to the default float dtype (float32), for the functions
+    """A bool / integer native array cast to the default float dtype (``gt.config.floatx()``), for the functions
     declared ``floating``: the same dtype on every backend (NumPy alone would pick float16 for bool
     and float64 for int64).  Not recorded: a bool or integer tensor carries no gradient."""
     if v.__class__ in _SCALARS or v.dtype in (_FLOATS.get(b) or _floats(b)):
         return v
-    return b.xp.astype(v, b.dtype_to_native(_dt.float32))
+    return b.xp.astype(v, b.dtype_to_native(_dt.floatx()))
 
 
 def apply1(op, x, attrs=None):
@@ -125,15 +125,17 @@ def apply(op, args, attrs=None):
 
 def _convert(a, b, op, like, passthrough=True):
     """A non-Tensor input: Python scalars take the dtype of the tensor beside them (or pass through
-    untouched where the backend keeps the array's dtype); everything else is converted."""
+    untouched where the backend keeps the array's dtype), or across kinds the dtype of the array's
+    precision (``_dt.scalar_dtype``: a complex beside float64 is complex128, never rounded to
+    complex64); everything else is converted."""
     if isinstance(a, _SCALARS):
         if like is not None:
             d = like.dtype
+            if a.__class__ is bool and d.kind != "b":
+                a = int(a)  # True beside numbers is 1 (torch and array_api_strict refuse a bool there)
             if passthrough and op.scalars and b.python_scalars and _dt.scalar_fits(a, d):
                 return a
-            if _dt.scalar_fits(a, d):
-                return b.asarray(a, dtype=d, device=b.device_beside(like._v))
-            return convert_to_tensor(a, like=like)._v
+            return b.asarray(a, dtype=_dt.scalar_dtype(a, d), device=b.device_beside(like._v))
         return convert_to_tensor(a, backend=b)._v
     if isinstance(a, (list, tuple)) or not b.is_native(a):
         if a is None:

@@ -7,7 +7,10 @@ adapter maps its library's dtype objects to these (``Backend.dtype_from_native``
 from __future__ import annotations
 
 import builtins
+import os
 from typing import TypeAlias
+
+import numpy as _np
 
 __all__ = [
     "DType",
@@ -32,6 +35,10 @@ __all__ = [
     "real_dtype",
     "complex_dtype",
     "isdtype",
+    "floatx",
+    "set_floatx",
+    "default_complex",
+    "scalar_dtype",
 ]
 
 _builtin_bool = builtins.bool
@@ -57,6 +64,12 @@ class DType:
 
     def __reduce__(self) -> tuple[object, tuple[str]]:
         return (as_dtype, (self.name,))
+
+    @property
+    def dtype(self) -> _np.dtype:
+        """NumPy's dtype of the same name: ``numpy.dtype(gt.float64)`` reads this attribute (NumPy
+        converts any object whose ``dtype`` is a NumPy dtype), as scikit-learn does after ``.kind``."""
+        return _np.dtype(self.name)
 
     @property
     def is_floating(self) -> builtins.bool:
@@ -117,10 +130,13 @@ def as_dtype(d: DTypeLike) -> DType:
     if d is int:
         return int64
     if d is float:
-        return float32
+        return floatx()
     if d is complex:
-        return complex64
-    name = getattr(d, "name", None) or getattr(getattr(d, "dtype", None), "name", None)
+        return default_complex()
+    if isinstance(d, type) and issubclass(d, _np.generic):  # a NumPy scalar type (np.float64)
+        name = _np.dtype(d).name
+    else:
+        name = getattr(d, "name", None) or getattr(getattr(d, "dtype", None), "name", None)
     if name is None:
         name = str(d).rsplit(".", 1)[-1]
     if name in _BY_NAME:
@@ -213,6 +229,60 @@ def _promote2(a: DType, b: DType) -> DType:
     if ka == "c" and kb == "f":
         return complex128 if (b.itemsize == 8 or a.itemsize == 16) else complex64
     return a
+
+
+# --- the default floating dtype (``gt.config.set_floatx``) ---
+_FLOATX: list[DType | None] = [None]  # float32 or float64; None until first asked (GRADTAPE_FLOATX)
+_FLOATX_CHOICES = ("float32", "float64")
+
+
+def _parse_floatx(value: DTypeLike) -> DType:
+    try:
+        d = as_dtype(value.strip() if isinstance(value, str) else value)
+    except TypeError:
+        d = None
+    if d is None or d.name not in _FLOATX_CHOICES:
+        raise ValueError(f"floatx must be one of {_FLOATX_CHOICES} (a name or gt.float32 / gt.float64), got {value!r}")
+    return d
+
+
+def floatx() -> DType:
+    """The default floating dtype: what Python floats, float lists, creation functions, integer
+    inputs of floating functions, random draws and layers get when no dtype is given.  float32
+    (TensorFlow's and Keras's) unless ``gt.config.set_floatx`` or ``GRADTAPE_FLOATX`` says float64."""
+    d = _FLOATX[0]
+    if d is None:
+        env = os.environ.get("GRADTAPE_FLOATX", "").strip() or "float32"
+        try:
+            d = _parse_floatx(env)
+        except ValueError as e:
+            raise ValueError(f"GRADTAPE_FLOATX={env!r}: {e}; unset it for float32") from None
+        _FLOATX[0] = d
+    return d
+
+
+def set_floatx(value: DTypeLike) -> None:
+    """Set the default floating dtype, process-wide: ``"float32"`` or ``"float64"``."""
+    _FLOATX[0] = _parse_floatx(value)
+
+
+def default_complex() -> DType:
+    """The default complex dtype: complex64 under float32, complex128 under float64."""
+    return complex128 if floatx() is float64 else complex64
+
+
+def scalar_dtype(value: object, dtype: DType) -> DType:
+    """The dtype a Python scalar ``value`` takes beside an array of dtype ``dtype`` (the standard's
+    rule: the array's dtype where the scalar's kind fits it; across kinds, the array's precision:
+    a ``complex`` beside float32 is complex64, beside float64 complex128; a ``float`` beside an
+    integer or bool array is the default float; an ``int`` beside a bool array int64)."""
+    if scalar_fits(value, dtype):
+        return dtype
+    if isinstance(value, complex):
+        return complex_dtype(dtype) if dtype.kind == "f" else default_complex()
+    if isinstance(value, float):
+        return floatx()
+    return int64
 
 
 def scalar_fits(value: object, dtype: DType) -> builtins.bool:

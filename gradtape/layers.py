@@ -165,14 +165,14 @@ class Zeros(Initializer):
     """Initializer of all zeros (Keras' ``zeros``)."""
 
     def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
-        return zeros(tuple(shape), dtype=dtype or _dt.float32)
+        return zeros(tuple(shape), dtype=dtype or _dt.floatx())
 
 
 class Ones(Initializer):
     """Initializer of all ones (Keras' ``ones``)."""
 
     def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
-        return ones(tuple(shape), dtype=dtype or _dt.float32)
+        return ones(tuple(shape), dtype=dtype or _dt.floatx())
 
 
 class Constant(Initializer):
@@ -182,7 +182,7 @@ class Constant(Initializer):
         self.value = value
 
     def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
-        return full(tuple(shape), float(self.value), dtype=dtype or _dt.float32)
+        return full(tuple(shape), float(self.value), dtype=dtype or _dt.floatx())
 
     def get_config(self) -> dict[str, Any]:
         return {"value": self.value}
@@ -195,7 +195,7 @@ class RandomNormal(Initializer):
         self.mean, self.stddev, self.seed = mean, stddev, seed
 
     def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
-        return _random.normal(tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.float32, seed=self.seed)
+        return _random.normal(tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.floatx(), seed=self.seed)
 
 
 class TruncatedNormal(Initializer):
@@ -206,7 +206,7 @@ class TruncatedNormal(Initializer):
 
     def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
         return _random.truncated_normal(
-            tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.float32, seed=self.seed
+            tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.floatx(), seed=self.seed
         )
 
 
@@ -217,7 +217,7 @@ class RandomUniform(Initializer):
         self.minval, self.maxval, self.seed = minval, maxval, seed
 
     def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
-        return _random.uniform(tuple(shape), self.minval, self.maxval, dtype=dtype or _dt.float32, seed=self.seed)
+        return _random.uniform(tuple(shape), self.minval, self.maxval, dtype=dtype or _dt.floatx(), seed=self.seed)
 
 
 class VarianceScaling(Initializer):
@@ -240,7 +240,7 @@ class VarianceScaling(Initializer):
         self.scale, self.mode, self.distribution, self.seed = scale, mode, distribution, seed
 
     def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
-        dtype = dtype or _dt.float32
+        dtype = dtype or _dt.floatx()
         fan_in, fan_out = _fans(shape)
         fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         scale = self.scale / max(1.0, fan)
@@ -400,7 +400,7 @@ class Layer(Module):
             raise ValueError(f"layer names must be strings without '/', got {name!r}")
         self._name = name
         self._trainable = bool(trainable)
-        self._dtype = _dt.float32 if dtype is None else _dt.as_dtype(dtype)
+        self._dtype = _dt.floatx() if dtype is None else _dt.as_dtype(dtype)
         self._added_weights: list[Variable] = []
         self._regularizers: list[tuple[Variable, Callable[[Variable], Tensor]]] = []
         self.built = False
@@ -408,7 +408,8 @@ class Layer(Module):
     # ------------------------------------------------------------------ properties
     @property
     def dtype(self) -> _dt.DType:
-        """The dtype of the layer's variables and computations (float32 by default)."""
+        """The dtype of the layer's variables and computations (``gt.config.floatx()`` when the layer
+        was made: float32 by default)."""
         return self._dtype
 
     @property

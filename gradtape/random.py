@@ -92,7 +92,7 @@ class Generator:
         shape: ShapeLike,
         mean: float = 0.0,
         stddev: float = 1.0,
-        dtype: DTypeLike = _dt.float32,
+        dtype: DTypeLike | None = None,
         name: str | None = None,
         *,
         device: Any = None,
@@ -107,7 +107,7 @@ class Generator:
         shape: ShapeLike,
         mean: float = 0.0,
         stddev: float = 1.0,
-        dtype: DTypeLike = _dt.float32,
+        dtype: DTypeLike | None = None,
         name: str | None = None,
         *,
         device: Any = None,
@@ -122,7 +122,7 @@ class Generator:
         shape: ShapeLike,
         minval: float = 0,
         maxval: float | None = None,
-        dtype: DTypeLike = _dt.float32,
+        dtype: DTypeLike | None = None,
         name: str | None = None,
         *,
         device: Any = None,
@@ -240,13 +240,13 @@ def normal(
     shape: ShapeLike,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: DTypeLike = _dt.float32,
+    dtype: DTypeLike | None = None,
     seed: int | None = None,
     name: str | None = None,
     *,
     device: Any = None,
 ) -> Tensor:
-    """Samples of a normal distribution (as ``tf.random.normal``); float32 by default."""
+    """Samples of a normal distribution (as ``tf.random.normal``); ``gt.config.floatx()`` (float32) by default."""
     d = float_dtype(dtype, "normal")
     return emit(host_draw(_draw, seed, "normal", shape, mean, stddev), d, device)
 
@@ -255,7 +255,7 @@ def truncated_normal(
     shape: ShapeLike,
     mean: float = 0.0,
     stddev: float = 1.0,
-    dtype: DTypeLike = _dt.float32,
+    dtype: DTypeLike | None = None,
     seed: int | None = None,
     name: str | None = None,
     *,
@@ -271,7 +271,7 @@ def uniform(
     shape: ShapeLike,
     minval: float = 0,
     maxval: float | None = None,
-    dtype: DTypeLike = _dt.float32,
+    dtype: DTypeLike | None = None,
     seed: int | None = None,
     name: str | None = None,
     *,

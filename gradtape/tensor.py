@@ -810,7 +810,8 @@ _PY_SCALARS = (bool, int, float, complex)
 
 def _default_native(value, b, device):
     """Native array from a non-tensor value with TensorFlow's default dtypes: Python floats (and
-    nested lists of them) become float32, ints int64, complex complex64; NumPy arrays keep theirs."""
+    nested lists of them) become float32, ints int64, complex complex64 (float64 and complex128
+    under ``gt.config.set_floatx("float64")``); NumPy arrays keep theirs."""
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
         return b.asarray(np.asarray(value), device=device)
     if b.is_native(value):
@@ -822,17 +823,17 @@ def _default_native(value, b, device):
     if isinstance(value, int):
         return b.asarray(value, dtype=_dt.int64, device=device)
     if isinstance(value, float):
-        return b.asarray(value, dtype=_dt.float32, device=device)
+        return b.asarray(value, dtype=_dt.floatx(), device=device)
     if isinstance(value, complex):
-        return b.asarray(value, dtype=_dt.complex64, device=device)
+        return b.asarray(value, dtype=_dt.default_complex(), device=device)
     if isinstance(value, (list, tuple)):
         if any(isinstance(e, Tensor) for e in _leaves(value)):
             return ops.stack([convert_to_tensor(e, like=None) for e in value])._v
         arr = np.asarray(value)
         if arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
+            arr = arr.astype(_dt.floatx().name, copy=False)
         elif arr.dtype == np.complex128:
-            arr = arr.astype(np.complex64)
+            arr = arr.astype(_dt.default_complex().name, copy=False)
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
         elif arr.dtype.kind not in "bfc":
@@ -955,7 +956,8 @@ def constant(
     name: str | None = None,
     device: Any = None,
 ) -> Tensor:
-    """As ``tf.constant``: a Tensor from a value (Python float -> float32, int -> int64, ...)."""
+    """As ``tf.constant``: a Tensor from a value (Python float -> float32, or ``gt.config.floatx()``;
+    int -> int64, ...)."""
     t = convert_to_tensor(value, dtype=dtype, device=device)
     if isinstance(value, Tensor) and t is value:
         t = _wrap(t._v, t._b)  # a constant is a new tensor, not the same identity

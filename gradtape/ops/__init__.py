@@ -44,9 +44,10 @@ what the rule reads, and its input domain beside it:
   rules always do, and are declared so): ``tape.jacobian`` on a backend without ``vmap`` then walks
   once with a batch of cotangents instead of once per row.
 * ``floating=True`` declares a function defined on floating inputs (``sin``, ``divide``): bool and
-  integer inputs are computed in the default float dtype (float32), so every backend gives the same
-  dtype (NumPy alone would give float16 for bool, float64 for int64).  The standard's functions
-  that require floating inputs (``FLOATING_FUNCTIONS``) are declared so by default.
+  integer inputs are computed in the default float dtype (``gt.config.floatx()``, float32 unless
+  set), so every backend gives the same dtype (NumPy alone would give float16 for bool, float64
+  for int64).  The standard's functions that require floating inputs (``FLOATING_FUNCTIONS``)
+  are declared so by default.
 * ``differentiable=False`` declares an op whose outputs carry no gradient (``gt.NotDifferentiable``).
 * ``composite(name, fn, domain=...)`` declares a function of the standard that gradtape composes of
   other ops (``moveaxis`` is a ``permute_dims``): it has no rule of its own (it is differentiated
@@ -58,6 +59,7 @@ what the rule reads, and its input domain beside it:
 from __future__ import annotations
 
 from gradtape import domains as _domains
+from gradtape import dtypes as _dt
 from gradtape.dispatch import _FLOATS, _floats, _reraise, apply, apply1
 from gradtape.registry import OpDef, register
 from gradtape._engine import _NO_ATTRS, Node, _Meta, _tuple_new, record1, record2, saved_inputs
@@ -67,7 +69,8 @@ from gradtape.tensor import Tensor, Variable, _new, _next_id
 __all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
 
 #: the standard's element-wise functions whose inputs "should have a floating-point data type" (and
-#: gradtape's ``reciprocal``): a bool or integer input is computed in float32 on every backend
+#: gradtape's ``reciprocal``): a bool or integer input is computed in the default float dtype
+#: (``gt.config.floatx()``) on every backend
 FLOATING_FUNCTIONS = frozenset(
     {
         "acos",
@@ -238,13 +241,13 @@ def unary(
                         return apply1(op, x)  # a library refusing bool / int: cast to float32
                     _reraise(op, b, (x,), (xv,), e)
                 # a floating function keeps a floating dtype; a bool / int input is computed again
-                # in float32 (cheaper here, where the dtype is compared by identity, than a check
-                # before the call)
+                # in the default float dtype, gt.config.floatx() (cheaper here, where the dtype is
+                # compared by identity, than a check before the call)
                 if (
                     floating
-                    and not b.floating_ints_to_float32
                     and v.dtype is not xv.dtype
                     and xv.dtype not in (_FLOATS.get(b) or _floats(b))
+                    and (not b.floating_ints_to_float32 or _dt.floatx() is not _dt.float32)
                 ):
                     return apply1(op, x)
                 if v.__class__ is not b.array_type:
@@ -371,9 +374,9 @@ def binary(
                 if (
                     floating
                     and c1 is c2
-                    and not b.floating_ints_to_float32
                     and v.dtype is not v1.dtype
                     and v1.dtype not in (_FLOATS.get(b) or _floats(b))
+                    and (not b.floating_ints_to_float32 or _dt.floatx() is not _dt.float32)
                 ):
                     return apply(op, (x1, x2))
                 if v.__class__ is not b.array_type:

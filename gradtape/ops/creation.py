@@ -57,8 +57,15 @@ def _backend_and_device(device, backend=None):
     return b, dev
 
 
-def _native_dtype(b, dtype, default=_dt.float32):
-    d = default if dtype is None else _dt.as_dtype(dtype)
+#: the ``default=`` of :func:`_native_dtype` / :func:`_make` that means ``gt.config.floatx()`` (read at
+#: each call: ``gt.config.set_floatx`` applies to every creation function)
+FLOATX = float
+
+
+def _native_dtype(b, dtype, default=FLOATX):
+    """The native dtype for ``dtype``; ``default`` (a dtype, :data:`FLOATX`, ``complex`` for the default
+    complex dtype, or None: the library's own) when ``dtype`` is None."""
+    d = (None if default is None else _dt.as_dtype(default)) if dtype is None else _dt.as_dtype(dtype)
     return None if d is None else b.dtype_to_native(d)
 
 
@@ -68,19 +75,19 @@ def _shape(shape):
     return (int(shape),) if not isinstance(shape, (tuple, list)) else tuple(int(s) for s in shape)
 
 
-def _make(fname, *args, dtype=None, device=None, default=_dt.float32, backend=None, **kw):
+def _make(fname, *args, dtype=None, device=None, default=FLOATX, backend=None, **kw):
     b, dev = _backend_and_device(device, backend)
     v = getattr(b.xp, fname)(*args, dtype=_native_dtype(b, dtype, default), device=dev, **kw)
     return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
 def zeros(shape, *, dtype=None, device=None):
-    """A tensor of zeros (float32 unless ``dtype`` says otherwise)."""
+    """A tensor of zeros (``gt.config.floatx()``, float32 by default, unless ``dtype`` says otherwise)."""
     return _make("zeros", _shape(shape), dtype=dtype, device=device)
 
 
 def ones(shape, *, dtype=None, device=None):
-    """A tensor of ones (float32 unless ``dtype`` says otherwise)."""
+    """A tensor of ones (``gt.config.floatx()``, float32 by default, unless ``dtype`` says otherwise)."""
     return _make("ones", _shape(shape), dtype=dtype, device=device)
 
 
@@ -95,14 +102,15 @@ def _scalar_dtype(value):
     if isinstance(value, int):
         return _dt.int64
     if isinstance(value, complex):
-        return _dt.complex64
+        return _dt.default_complex()
     if isinstance(value, Tensor):
         return value.dtype
-    return _dt.float32
+    return _dt.floatx()
 
 
 def full(shape, fill_value, *, dtype=None, device=None):
-    """A tensor filled with ``fill_value`` (dtype from the value: float32, int64, bool, complex64)."""
+    """A tensor filled with ``fill_value`` (dtype from the value: float32, int64, bool, complex64;
+    float64 and complex128 under ``gt.config.set_floatx("float64")``)."""
     if isinstance(fill_value, Tensor):
         fill_value = fill_value._scalar(
             complex
@@ -159,18 +167,19 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    """Evenly spaced values in ``[start, stop)`` (int64 for integer arguments, else float32)."""
+    """Evenly spaced values in ``[start, stop)`` (int64 for integer arguments, else ``gt.config.floatx()``)."""
     ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step) if v is not None)
-    return _make("arange", start, stop, step, dtype=dtype, device=device, default=_dt.int64 if ints else _dt.float32)
+    return _make("arange", start, stop, step, dtype=dtype, device=device, default=_dt.int64 if ints else FLOATX)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
-    """``num`` evenly spaced values from ``start`` to ``stop`` (float32 unless told)."""
+    """``num`` evenly spaced values from ``start`` to ``stop`` (``gt.config.floatx()`` unless told;
+    complex ends: the default complex dtype)."""
     if isinstance(start, Tensor):
         start = float(start)
     if isinstance(stop, Tensor):
         stop = float(stop)
-    default = _dt.complex64 if isinstance(start, complex) or isinstance(stop, complex) else _dt.float32
+    default = complex if isinstance(start, complex) or isinstance(stop, complex) else FLOATX
     return _make("linspace", start, stop, int(num), dtype=dtype, device=device, default=default, endpoint=endpoint)
 
 

@@ -9,7 +9,8 @@
 * ``result_type`` is gradtape's promotion (the standard's table, plus its mixed-kind rules: int and
   float give the float, uint64 and a signed integer give float64); Python scalars (2024.12) keep
   the dtype they fit in the kind of (an ``int`` beside float32 stays float32) and promote only
-  across kinds (a ``complex`` beside float64 gives complex128, a ``float`` beside int32 float32).
+  across kinds, as ``gt.dtypes.scalar_dtype`` says (a ``complex`` beside float32 gives complex64,
+  beside float64 complex128; a ``float`` beside int32 the default float, ``gt.config.floatx()``).
 * ``finfo`` / ``iinfo`` take a dtype (or anything ``gt.as_dtype`` reads: a name, a native dtype) or a
   tensor; for complex dtypes ``finfo`` describes the real component type.
 """
@@ -97,7 +98,7 @@ def result_type(*arrays_and_dtypes):
     out = _dt.result_type(*dtypes)
     for s in scalars:
         if out.kind not in _SCALAR_FITS[type(s)]:
-            out = _dt.result_type(out, _dt.as_dtype(type(s)))
+            out = _dt.scalar_dtype(s, out)
     return out
 
 

@@ -22,7 +22,7 @@ Dtypes follow the standard (and ``array_api_strict``): ``fft``, ``ifft``, ``fftn
 ``irfft``, ``irfftn`` and ``hfft`` take complex input, ``rfft``, ``rfftn`` and ``ihfft`` real
 floating input; anything else is a ``TypeError`` naming the op.  ``complex64`` pairs with
 ``float32``, ``complex128`` with ``float64``.  ``fftfreq`` and ``rfftfreq`` are creation functions
-(the active backend and device, float32 unless ``dtype`` says otherwise), not ops.
+(the active backend and device, ``gt.config.floatx()`` unless ``dtype`` says otherwise), not ops.
 """
 
 from __future__ import annotations
@@ -481,13 +481,13 @@ def _freq(fname, n, d, dtype, device):
     if dtype is not None and not _dt.as_dtype(dtype).is_floating:
         raise TypeError(f"fft.{fname}: dtype must be a real floating-point dtype, not {dtype}")
     b, dev = _backend_and_device(device)
-    v = getattr(b.xp.fft, fname)(n, d=d, dtype=_native_dtype(b, dtype, _dt.float32), device=dev)
+    v = getattr(b.xp.fft, fname)(n, d=d, dtype=_native_dtype(b, dtype), device=dev)
     return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
     """The sample frequencies of a transform of length ``n`` with sample spacing ``d``:
-    ``[0, 1, ..., -1] / (d * n)`` (float32 unless ``dtype`` says otherwise; the active backend)."""
+    ``[0, 1, ..., -1] / (d * n)`` (``gt.config.floatx()`` unless ``dtype`` says otherwise; the active backend)."""
     return _freq("fftfreq", n, d, dtype, device)
 
 

@@ -4,7 +4,9 @@ The info object answers for gradtape's *current* backend (``gt.set_backend`` / `
 asked at each call: devices are gradtape's backend-neutral device names (``"cpu"``, ``"cuda:0"``,
 ``"gpu:0"``: what ``Tensor.device`` returns and every ``device=`` accepts), dtypes are gradtape's
 dtype objects, and the defaults are gradtape's, the same on every backend (float32, complex64,
-int64; indices int64).  Boolean indexing and data-dependent shapes (``nonzero``, ``unique_*``) work
+int64; indices int64; float64 and complex128 under ``gt.config.set_floatx("float64")``).  ``devices()``
+is a tuple (2025.12) that also concatenates with a list, as the list it was before 2025.12 did
+(SciPy 1.17 writes ``devices() + [None]``).  Boolean indexing and data-dependent shapes (``nonzero``, ``unique_*``) work
 on every backend, JAX included, since gradtape runs eagerly.
 """
 
@@ -15,12 +17,24 @@ from gradtape import dtypes as _dt
 
 __all__ = ["__array_namespace_info__"]
 
-_DEFAULT_DTYPES = {
-    "real floating": _dt.float32,
-    "complex floating": _dt.complex64,
-    "integral": _dt.int64,
-    "indexing": _dt.int64,
-}
+
+class Devices(tuple):
+    """The devices, a tuple (2025.12), which a list also joins (``devices() + [None]``,
+    ``[None] + devices()``: a list, as the list ``devices()`` returned before 2025.12 would give)."""
+
+    __slots__ = ()
+
+    def __add__(self, other):
+        if isinstance(other, list):
+            return list(self) + other
+        return tuple.__add__(self, other)
+
+    def __radd__(self, other):
+        if isinstance(other, list):
+            return other + list(self)
+        if isinstance(other, tuple):
+            return other + tuple(self)
+        return NotImplemented
 
 
 def _backend():
@@ -73,13 +87,19 @@ class Info:
 
     def devices(self):
         """The devices of the current backend (backend-neutral names, usable as ``device=``), as a
-        tuple (2025.12; a list before)."""
-        return tuple(_backend().devices())
+        tuple (2025.12; a list before) that a list also joins (:class:`Devices`)."""
+        return Devices(_backend().devices())
 
     def default_dtypes(self, *, device=None):
-        """gradtape's default dtypes (the same on every backend and device)."""
+        """gradtape's default dtypes (the same on every backend and device): the floating ones follow
+        ``gt.config.floatx()``."""
         _check_device(_backend(), device)
-        return dict(_DEFAULT_DTYPES)
+        return {
+            "real floating": _dt.floatx(),
+            "complex floating": _dt.default_complex(),
+            "integral": _dt.int64,
+            "indexing": _dt.int64,
+        }
 
     def dtypes(self, *, device=None, kind=None):
         """The dtypes the current backend supports (on ``device``), by canonical name; ``kind``

@@ -21,15 +21,15 @@ __all__ = ["Stream", "emit", "float_dtype", "int_or_float_dtype"]
 
 
 def float_dtype(dtype, what):
-    """The gradtape dtype ``dtype`` (default float32), which must be floating."""
-    d = _dt.float32 if dtype is None else _dt.as_dtype(dtype)
+    """The gradtape dtype ``dtype`` (default ``gt.config.floatx()``), which must be floating."""
+    d = _dt.floatx() if dtype is None else _dt.as_dtype(dtype)
     if not d.is_floating:
         raise ValueError(f"{what}: dtype must be a floating dtype (float32, float64), got {d}")
     return d
 
 
 def int_or_float_dtype(dtype, what):
-    d = _dt.float32 if dtype is None else _dt.as_dtype(dtype)
+    d = _dt.floatx() if dtype is None else _dt.as_dtype(dtype)
     if not (d.is_floating or d.is_integer):
         raise ValueError(f"{what}: dtype must be floating or integer, got {d}")
     return d
