@@ -31,6 +31,7 @@ cancels).  A constant learning rate stays a Python float.
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -203,6 +204,7 @@ class Optimizer:
         self._slot_order = []
         self._exclude_ids = {}  # id(variable) -> variable
         self._exclude_names: tuple[str, ...] = ()
+        self._slots_lock = threading.Lock()  # (two threads' first applies make one set of slots)
 
     # ------------------------------------------------------------------ learning rate
     @staticmethod
@@ -328,11 +330,13 @@ class Optimizer:
         state = self.__dict__.copy()
         state.pop("_xp", None)
         state.pop("_shared", None)
+        state.pop("_slots_lock", None)
         return state
 
     def __setstate__(self, state):
         """Unpickled or deep-copied: the slot table is re-keyed by the ids of the (copied) variables."""
         self.__dict__.update(state)
+        self._slots_lock = threading.Lock()
         self._slots = {id(v): (v, slots) for v, slots in state["_slots"].values()}
         self._exclude_ids = {id(v): v for v in state["_exclude_ids"].values()}
 
@@ -406,9 +410,25 @@ class Optimizer:
             )
         natives = [self._native_gradient(g, v) for g, v in kept]
         natives = self._clip(natives, [v for _, v in kept])
+        # the variables, their slots, the step count and the learning rate are locked for the whole
+        # apply: another thread's apply (or update of one of them) waits, and no update is lost
+        with self._slots_lock:
+            updated = [self.iterations, self._lr_variable]
+            for _, v in kept:
+                updated.append(v)
+                updated.extend(self._ensure_slots(v).values())
+        locks = Variable._locks(updated)
+        for lock in locks:
+            lock.acquire()
+        try:
+            return self._apply_locked(kept, natives)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    def _apply_locked(self, kept, natives):
         groups, memo, of_var = {}, [], []
         for _, v in kept:
-            self._ensure_slots(v)
             b, x = v._b, v._v
             key = (b, x.dtype, b.device_of(x))
             group = groups.get(key)
