@@ -443,7 +443,7 @@ class Optimizer:
             self._xp, self._shared = xp, values
             self.update_step(g, v, lr)
         # drop the references (iterations is updated in place)
-        groups = memo = of_var = group = self._shared = None  # type: ignore[assignment]
+        groups = memo = of_var = group = self._shared = None
         it = self.iterations
         it.assign_add(_tensor(it._b.xp.ones_like(it._v), it))
         return it
