@@ -294,7 +294,9 @@ class Optimizer:
         """``iterations`` and every slot variable, in order of creation."""
         return [self.iterations] + list(self._slot_order)
 
-    def _ensure_slots(self, var):
+    def _ensure_slots(self, var, created=None):
+        """``var``'s slots, made on first use; with ``created`` (a list), a slot table just made is
+        appended there for the caller to hand to a waiting restore, rather than handed now."""
         entry = self._slots.get(id(var))
         if entry is None:
             base = var.name.removesuffix(":0")
@@ -309,7 +311,9 @@ class Optimizer:
                 slots[s] = slot
                 self._slot_order.append(slot)
             entry = self._slots[id(var)] = (var, slots)
-            if _DEFERRED_SLOTS:
+            if created is not None:
+                created.append((var, slots))
+            elif _DEFERRED_SLOTS:
                 _restore_deferred_slots(self, var, slots)
         return entry[1]
 
@@ -412,11 +416,15 @@ class Optimizer:
         natives = self._clip(natives, [v for _, v in kept])
         # the variables, their slots, the step count and the learning rate are locked for the whole
         # apply: another thread's apply (or update of one of them) waits, and no update is lost
+        created = []
         with self._slots_lock:
             updated = [self.iterations, self._lr_variable]
             for _, v in kept:
                 updated.append(v)
-                updated.extend(self._ensure_slots(v).values())
+                updated.extend(self._ensure_slots(v, created).values())
+        if created and _DEFERRED_SLOTS:  # (a restore waits for them: assigned outside the lock above)
+            for v, slots in created:
+                _restore_deferred_slots(self, v, slots)
         locks = Variable._locks(updated)
         for lock in locks:
             lock.acquire()
