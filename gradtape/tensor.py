@@ -720,10 +720,10 @@ class Variable(Tensor):
     ) -> Variable:
         """Set the value to ``value`` (same shape and dtype) in place, as ``tf.Variable.assign``; returns the
         variable."""
-        v = self._coerce(value, "assign")
-        if isinstance(value, Tensor) and v is value._v or isinstance(value, np.ndarray):
-            v = self._b.xp.asarray(v, copy=True)
-        with self._lock:  # (not inside a compiled step that writes this variable)
+        with self._lock:  # (not inside another thread's compiled step or trace that holds this variable)
+            v = self._coerce(value, "assign")
+            if isinstance(value, Tensor) and v is value._v or isinstance(value, np.ndarray):
+                v = self._b.xp.asarray(v, copy=True)
             self._v = v
         return self
 
@@ -760,8 +760,8 @@ class Variable(Tensor):
         return self._coerce(value, what)
 
     def _update(self, name: str, delta: TensorLike, what: str) -> Variable:
-        d = self._delta(delta, what)
         with self._lock:  # read, add, write: atomic with respect to other threads
+            d = self._delta(delta, what)
             cur = self._v
             # in place when nothing but this variable references the value (no Tensor read from it,
             # no tape's saved value, no caller's array: see _SOLE) and the backend can tell that no

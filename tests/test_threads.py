@@ -167,8 +167,10 @@ def test_apply_gradients_loses_nothing(backend, name, compiled):
         opt.apply_gradients([(g, var)])
 
     step = gt.function(apply) if compiled else apply
-    hammer(lambda k: [step(grad) for _ in range(CALLS)])
+    hammer(lambda k: [step(grad) for _ in range(CALLS)])  # (the first calls: all at once)
     n = TOTAL
+    if compiled:
+        assert step.experimental_get_tracing_count() == 1  # traced by one thread; the others waited
     assert int(opt.iterations) == n
     if name == "SGD":
         np.testing.assert_array_equal(var.numpy(), np.full(2, n))
@@ -179,3 +181,21 @@ def test_apply_gradients_loses_nothing(backend, name, compiled):
             expect = expect + (1.0 - expect) * (1 - 0.999)
         # (a lost step would leave it 1e-3 * 0.999**n ~ 3e-4 short)
         np.testing.assert_allclose(m, np.full(2, expect), rtol=0, atol=1e-12)
+
+
+def test_traces_while_other_threads_update_lose_nothing(backend):
+    """A trace swaps every variable's value for a stand-in while it runs: other threads' updates
+    wait for it (and it for theirs)."""
+    v = gt.Variable(0.0, dtype=gt.float64)
+    traces = 5
+
+    def work(k):
+        if k == 0:
+            for _ in range(traces):  # a new function each time: each call traces
+                gt.function(lambda: v.assign_add(1.0).read_value())()
+        else:
+            for _ in range(CALLS):
+                v.assign_add(1.0)
+
+    hammer(work)
+    assert float(v.numpy()) == traces + (THREADS - 1) * CALLS
