@@ -15,8 +15,11 @@ JSON header, the raw little-endian tensors), written here without the ``safetens
 readable with it or with NumPy alone; the header's ``__metadata__["gradtape"]`` holds the index
 (JSON: format, version and, per path, the kind, dtype, shape and the backend it came from).  See
 docs/checkpoints.md.  Files are written atomically: a save that fails or is killed halfway leaves the
-previous checkpoints as they were.  A restore validates every value (shape, dtype, kind) before it
-assigns any.
+previous checkpoints as they were (and no new file, nor an advanced ``save_counter``; the next
+manager on the directory deletes a killed save's temporaries).  Every tensor and the header carry a
+CRC-32 (``zlib.crc32``), checked with every value's shape, dtype and kind before anything is
+assigned: a damaged file is a :class:`DataLossError`.  Saves into one directory are serialised
+across threads.
 """
 
 from __future__ import annotations
