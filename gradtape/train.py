@@ -752,7 +752,6 @@ class Checkpoint:
         object.__setattr__(self, "_objects", {})
         object.__setattr__(self, "_root", None)
         object.__setattr__(self, "_save_counter", None)
-        object.__setattr__(self, "_lock", threading.RLock())  # one numbered save at a time
         if root is not None:
             self._check(root, "root")
             object.__setattr__(self, "_root", root)
@@ -860,7 +859,7 @@ class Checkpoint:
         """Write ``<file_prefix>-<n>``, then ``record(path)`` (the directory's list): one save of the
         directory at a time (threads), and a failure of either (an error, a full disk) leaves no new
         file and the save counter where it was."""
-        with _directory_lock(directory), self._lock:
+        with _directory_lock(directory), _checkpoint_lock(self):
             counter = self.save_counter
             before = int(counter._b.to_numpy(counter._v))
             path = f"{file_prefix}-{before + 1 if number is None else int(number)}"
@@ -936,6 +935,19 @@ class Checkpoint:
 # ---------------------------------------------------------------------------------------- the directory
 _DIRECTORY_LOCKS: dict[str, threading.RLock] = {}
 _DIRECTORY_LOCKS_LOCK = threading.Lock()
+
+
+_CHECKPOINT_LOCKS: weakref.WeakKeyDictionary[Checkpoint, threading.RLock] = weakref.WeakKeyDictionary()
+
+
+def _checkpoint_lock(checkpoint):
+    """The lock of ``checkpoint``'s numbered saves (its save counter read, advanced, written); kept
+    beside it, so that a Checkpoint still deep-copies."""
+    with _DIRECTORY_LOCKS_LOCK:
+        lock = _CHECKPOINT_LOCKS.get(checkpoint)
+        if lock is None:
+            lock = _CHECKPOINT_LOCKS[checkpoint] = threading.RLock()
+        return lock
 
 
 def _directory_lock(directory):
