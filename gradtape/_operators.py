@@ -123,8 +123,10 @@ def value(self):
 
 def _variable_setitem(self, key, value):
     """A state update, not recorded (assignment is not differentiable)."""
-    v = convert_to_tensor(value, dtype=self.dtype, like=self)
-    self._v = self._b.setitem(self._v, _native_key(key, self._b, self.ndim, self._b.device_of(self._v)), v._v)
+    with self._lock:  # read, write the elements, write back: atomic with respect to other threads
+        v = convert_to_tensor(value, dtype=self.dtype, like=self)
+        cur = self._v
+        self._v = self._b.setitem(cur, _native_key(key, self._b, self.ndim, self._b.device_of(cur)), v._v)
 
 
 Tensor.T = property(_T)

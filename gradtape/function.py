@@ -284,56 +284,66 @@ class Function:
     def _trace(self, key, leaves, treedef, predrawn, new_path=False):
         with _TRACE_LOCK, self._lock:
             paths = self._cache.get(key)
-            if paths is not None and len(paths) >= MAX_PATHS:
+            if paths is not None and not new_path and predrawn is None:
+                traced = paths  # another thread traced this signature while this one waited
+            else:
+                traced = None
+                result = self._trace_locked(key, leaves, treedef, predrawn, new_path, paths)
+        if traced is not None:
+            return self._run(key, traced, leaves, treedef)
+        return result
+
+    def _trace_locked(self, key, leaves, treedef, predrawn, new_path, paths):
+        if paths is not None and len(paths) >= MAX_PATHS:
+            warnings.warn(
+                f"gt.function {self._name!r} has been traced {len(paths)} times for one signature (one per "
+                "path through its gt.cond / gt.while_loop predicates) and this call takes yet another path: it "
+                "runs eagerly. A loop whose trip count changes from call to call makes a path per count: pass "
+                "the count as a Python argument, or run the function without gt.function",
+                UserWarning,
+                stacklevel=4,
+            )
+            args, kwargs = optree.tree_unflatten(treedef, leaves)
+            return self._python_function(*args, **kwargs)
+        try:
+            result, concrete = _trace_once(self, leaves, treedef, predrawn, new_path, LOWER_CONTROL_FLOW)
+        except NotLowerable as e:
+            # a gt.cond / gt.while_loop that cannot be one step: traced again, its predicates
+            # guards (the numbers drawn are drawn once)
+            result, concrete = _trace_once(self, leaves, treedef, e.raw_draws, new_path, lower=False)
+        self._tracing_count += 1
+        self._traced_in_a_row += 1
+        if self._traced_in_a_row == RETRACE_WARNING and not self._warned_retracing:
+            self._warned_retracing = True
+            warnings.warn(
+                f"gt.function {self._name!r} traced again on each of its last {RETRACE_WARNING} calls: tracing "
+                "is expensive. New values of Python arguments (pass numbers that change as tensors), new "
+                "shapes or dtypes of tensor arguments, and new paths through gt.cond / gt.while_loop "
+                "each trace; see experimental_get_tracing_count()",
+                UserWarning,
+                stacklevel=5,
+            )
+        if concrete is not None:
+            self._cache.setdefault(key, []).append(concrete)
+            real = concrete.backend
+            if (
+                new_path
+                and concrete.guards
+                and not self._warned_paths
+                and _compiling(self, real)
+                and not real.compiles_control_flow
+            ):
+                # (a compiler without structured control flow: every path compiles anew)
+                self._warned_paths = True
                 warnings.warn(
-                    f"gt.function {self._name!r} has been traced {len(paths)} times for one signature (one per "
-                    "path through its gt.cond / gt.while_loop predicates) and this call takes yet another path: it "
-                    "runs eagerly. A loop whose trip count changes from call to call makes a path per count: pass "
-                    "the count as a Python argument, or run the function without gt.function",
-                    UserWarning,
-                    stacklevel=3,
-                )
-                args, kwargs = optree.tree_unflatten(treedef, leaves)
-                return self._python_function(*args, **kwargs)
-            try:
-                result, concrete = _trace_once(self, leaves, treedef, predrawn, new_path, LOWER_CONTROL_FLOW)
-            except NotLowerable as e:
-                # a gt.cond / gt.while_loop that cannot be one step: traced again, its predicates
-                # guards (the numbers drawn are drawn once)
-                result, concrete = _trace_once(self, leaves, treedef, e.raw_draws, new_path, lower=False)
-            self._tracing_count += 1
-            self._traced_in_a_row += 1
-            if self._traced_in_a_row == RETRACE_WARNING and not self._warned_retracing:
-                self._warned_retracing = True
-                warnings.warn(
-                    f"gt.function {self._name!r} traced again on each of its last {RETRACE_WARNING} calls: tracing "
-                    "is expensive. New values of Python arguments (pass numbers that change as tensors), new "
-                    "shapes or dtypes of tensor arguments, and new paths through gt.cond / gt.while_loop "
-                    "each trace; see experimental_get_tracing_count()",
+                    f"gt.function {self._name!r} compiles a program for each path through its gt.cond / "
+                    f"gt.while_loop predicates: {real.name}'s compiler here takes one path at a "
+                    "time, and this call took a new one. With jit_compile=False each is one step of a "
+                    "replayed program, traced once",
                     UserWarning,
                     stacklevel=4,
                 )
-            if concrete is not None:
-                self._cache.setdefault(key, []).append(concrete)
-                real = concrete.backend
-                if (
-                    new_path
-                    and concrete.guards
-                    and not self._warned_paths
-                    and _compiling(self, real)
-                    and not real.compiles_control_flow
-                ):
-                    # (a compiler without structured control flow: every path compiles anew)
-                    self._warned_paths = True
-                    warnings.warn(
-                        f"gt.function {self._name!r} compiles a program for each path through its gt.cond / "
-                        f"gt.while_loop predicates: {real.name}'s compiler here takes one path at a "
-                        "time, and this call took a new one. With jit_compile=False each is one step of a "
-                        "replayed program, traced once",
-                        UserWarning,
-                        stacklevel=3,
-                    )
-            return result
+        return result
 
     def _check_input_signature(self, args, kwargs):
         if kwargs:
@@ -442,10 +452,16 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
     # the active backend is the trace's: tensors made inside (gt.constant, random draws) are traced
     active = _config.active(trace.backend, setting.device if setting.backend is real else None)
     active.__enter__()
+    # every live variable's lock, held while its value is a stand-in: other threads' updates and
+    # compiled calls wait for the trace to end (and the trace for theirs)
+    live = [v for v in list(LIVE_VARIABLES) if not v._b.traced]
+    locks = Variable._locks(live)
+    held = []
     try:
-        for v in list(LIVE_VARIABLES):
-            if v._b.traced:
-                continue
+        for lock in locks:
+            lock.acquire()
+            held.append(lock)
+        for v in live:
             ph = trace.input(v._v, "var", v)
             swapped.append((v, v._v, v._b, ph))
             v._v, v._b = ph, tracing_backend(v._b)
@@ -488,6 +504,8 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
                 v._v = ph.c
             else:  # assigned (or created) while tracing: the value eager code leaves
                 v._v = final.c if final.__class__ is TraceArray else final
+        for lock in reversed(held):
+            lock.release()
     # the first call's results: the concrete values computed while tracing
     outputs = []
     out_spec = []
@@ -578,6 +596,22 @@ def _caller(c):
         else:
             ins.append(f"drawn[{what}]")
     lines = ["def call(leaves, drawn):"]
+    # the variables the program reads and writes are locked from reading their values to writing
+    # them back: another thread's update of one (eager, or another program's) waits, and none is
+    # lost; a trace (which swaps every variable's value for a stand-in) waits for the call to end
+    locks = Variable._locks(
+        [v for kind, v in c.state_out if kind == "var"] + [v for kind, v in c.feed if kind == "var"]
+    )
+    if len(locks) == 1:
+        g["L0"] = locks[0]
+        lines.append("    with L0:")
+    elif locks:
+        g["LOCKS"] = locks
+        g["UNLOCKS"] = tuple(reversed(g["LOCKS"]))
+        lines.append("    for lock in LOCKS:")
+        lines.append("        lock.acquire()")
+        lines.append("    try:")
+    body = len(lines)
     checks = c.checks if c.guards_out else ()  # (a replayed program checks them inline)
     results = "outs, state" + (", checks" if checks else "") + (", seen" if c.guards_out else "")
     lines.append(f"    {results} = run({', '.join(ins)})")
@@ -597,6 +631,12 @@ def _caller(c):
         else:  # an argument updated in place: a new value and identity, as Tensor._become
             lines.append(f"    leaves[{what}]._v = state[{k}]")
             lines.append(f"    leaves[{what}]._id = next_id()")
+    if locks:
+        lines[body:] = ["    " + line for line in lines[body:]]
+    if len(locks) > 1:
+        lines.append("    finally:")
+        lines.append("        for lock in UNLOCKS:")
+        lines.append("            lock.release()")
     parts = []
     for k, (kind, what) in enumerate(c.out_leaves):
         if kind == "out":
@@ -626,7 +666,7 @@ def _compile(f, trace, outputs, state_vals, real_b):
             f"gt.function {f._name!r} prints (gt.print) and {real_b.name}'s compiler would print only while "
             "compiling: the program is replayed call by call instead, and prints on every call",
             UserWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
     elif _compiling(f, real_b):
         try:
@@ -640,7 +680,7 @@ def _compile(f, trace, outputs, state_vals, real_b):
                 f"gt.function {f._name!r}: {real_b.name}'s compiler failed on the traced program "
                 f"({type(e).__name__}: {str(e)[:300]}); the program is replayed call by call instead",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
     run, source, used = trace.program(outputs, state_vals, guards_as_outputs=False)
     if not _agrees(f, trace, run, used, outputs, state_vals, False, real_b):
@@ -688,7 +728,7 @@ def _disagree(f, why):
         f"({why}); the function runs eagerly from now on. This is a gradtape bug: please report it with the "
         "function",
         UserWarning,
-        stacklevel=5,
+        stacklevel=6,
     )
     f._eager = True
     return False

@@ -31,6 +31,7 @@ cancels).  A constant learning rate stays a Python float.
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -203,6 +204,7 @@ class Optimizer:
         self._slot_order = []
         self._exclude_ids = {}  # id(variable) -> variable
         self._exclude_names: tuple[str, ...] = ()
+        self._slots_lock = threading.Lock()  # (two threads' first applies make one set of slots)
 
     # ------------------------------------------------------------------ learning rate
     @staticmethod
@@ -292,7 +294,9 @@ class Optimizer:
         """``iterations`` and every slot variable, in order of creation."""
         return [self.iterations] + list(self._slot_order)
 
-    def _ensure_slots(self, var):
+    def _ensure_slots(self, var, created=None):
+        """``var``'s slots, made on first use; with ``created`` (a list), a slot table just made is
+        appended there for the caller to hand to a waiting restore, rather than handed now."""
         entry = self._slots.get(id(var))
         if entry is None:
             base = var.name.removesuffix(":0")
@@ -307,7 +311,9 @@ class Optimizer:
                 slots[s] = slot
                 self._slot_order.append(slot)
             entry = self._slots[id(var)] = (var, slots)
-            if _DEFERRED_SLOTS:
+            if created is not None:
+                created.append((var, slots))
+            elif _DEFERRED_SLOTS:
                 _restore_deferred_slots(self, var, slots)
         return entry[1]
 
@@ -328,11 +334,13 @@ class Optimizer:
         state = self.__dict__.copy()
         state.pop("_xp", None)
         state.pop("_shared", None)
+        state.pop("_slots_lock", None)
         return state
 
     def __setstate__(self, state):
         """Unpickled or deep-copied: the slot table is re-keyed by the ids of the (copied) variables."""
         self.__dict__.update(state)
+        self._slots_lock = threading.Lock()
         self._slots = {id(v): (v, slots) for v, slots in state["_slots"].values()}
         self._exclude_ids = {id(v): v for v in state["_exclude_ids"].values()}
 
@@ -406,9 +414,29 @@ class Optimizer:
             )
         natives = [self._native_gradient(g, v) for g, v in kept]
         natives = self._clip(natives, [v for _, v in kept])
+        # the variables, their slots, the step count and the learning rate are locked for the whole
+        # apply: another thread's apply (or update of one of them) waits, and no update is lost
+        created = []
+        with self._slots_lock:
+            updated = [self.iterations, self._lr_variable]
+            for _, v in kept:
+                updated.append(v)
+                updated.extend(self._ensure_slots(v, created).values())
+        if created and _DEFERRED_SLOTS:  # (a restore waits for them: assigned outside the lock above)
+            for v, slots in created:
+                _restore_deferred_slots(self, v, slots)
+        locks = Variable._locks(updated)
+        for lock in locks:
+            lock.acquire()
+        try:
+            return self._apply_locked(kept, natives)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    def _apply_locked(self, kept, natives):
         groups, memo, of_var = {}, [], []
         for _, v in kept:
-            self._ensure_slots(v)
             b, x = v._b, v._v
             key = (b, x.dtype, b.device_of(x))
             group = groups.get(key)
@@ -423,7 +451,7 @@ class Optimizer:
             self._xp, self._shared = xp, values
             self.update_step(g, v, lr)
         # drop the references (iterations is updated in place)
-        groups = memo = of_var = group = self._shared = None  # type: ignore[assignment]
+        groups = memo = of_var = group = self._shared = None
         it = self.iterations
         it.assign_add(_tensor(it._b.xp.ones_like(it._v), it))
         return it

@@ -15,6 +15,7 @@ import itertools
 import numbers
 import os
 import sys
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -635,7 +636,11 @@ class Variable(Tensor):
     """A mutable, trainable value, as ``tf.Variable``.  Reading it inside a tape watches it (if
     trainable); arithmetic on it returns Tensors; assignment is not differentiable."""
 
-    __slots__ = ("_trainable", "_name")
+    # ``_lock`` makes each update atomic with respect to other threads (assign, assign_add,
+    # assign_sub, ``v[k] = x``; a gt.function program holds the locks of the variables it reads and
+    # writes while it runs, an optimizer's apply those of every variable it updates, a trace all):
+    # no update is lost.  Several are always taken in the order of ``_locks``
+    __slots__ = ("_trainable", "_name", "_lock")
     _is_var = True
 
     if TYPE_CHECKING:  # bound in gradtape/_operators.py (see Tensor)
@@ -666,6 +671,7 @@ class Variable(Tensor):
         else:
             v = t._v
         self._v, self._b, self._id = v, t._b, _next_id()
+        self._lock = threading.RLock()
         self._trainable = bool(trainable)
         base = "Variable" if name is None else str(name)
         self._name = base if base.endswith(tuple(f":{i}" for i in range(10))) else base + ":0"
@@ -692,8 +698,9 @@ class Variable(Tensor):
                 f"{self._name!r} is {self.dtype}; cast it first (gt.cast(value, {self.dtype}))"
             )
         t = convert_to_tensor(value, dtype=self.dtype, like=self)
-        if t._b is not self._b:
-            t = lift(t, self._b) or t
+        if t._b is not self._b:  # (a tensor made outside the running trace: captured)
+            lifted = lift(t, self._b)
+            t = t if lifted is None else lifted
         if t._b is not self._b:
             raise ValueError(
                 f"Variable.{what}: the value lives on backend {t._b.name!r} but the "
@@ -717,11 +724,18 @@ class Variable(Tensor):
     ) -> Variable:
         """Set the value to ``value`` (same shape and dtype) in place, as ``tf.Variable.assign``; returns the
         variable."""
-        v = self._coerce(value, "assign")
-        if isinstance(value, Tensor) and v is value._v or isinstance(value, np.ndarray):
-            v = self._b.xp.asarray(v, copy=True)
-        self._v = v
+        with self._lock:  # (not inside another thread's compiled step or trace that holds this variable)
+            v = self._coerce(value, "assign")
+            if isinstance(value, Tensor) and v is value._v or isinstance(value, np.ndarray):
+                v = self._b.xp.asarray(v, copy=True)
+            self._v = v
         return self
+
+    @staticmethod
+    def _locks(variables: Any) -> tuple:
+        """The locks of ``variables`` in the one order every holder of several takes them (that of
+        creation), so that no two threads each wait for a lock the other holds."""
+        return tuple(v._lock for v in sorted({id(v): v for v in variables}.values(), key=lambda v: v._id))
 
     def _restore(self, value: Any) -> Variable:
         """Take ``value`` (a NumPy array of this variable's shape and dtype) from a checkpoint
@@ -750,13 +764,14 @@ class Variable(Tensor):
         return self._coerce(value, what)
 
     def _update(self, name: str, delta: TensorLike, what: str) -> Variable:
-        d = self._delta(delta, what)
-        cur = self._v
-        # in place when nothing but this variable references the value (no Tensor read from it, no
-        # tape's saved value, no caller's array: see _SOLE) and the backend can tell that no view
-        # shares its memory; otherwise a new value
-        if _getrefcount(cur) != _SOLE or not self._b.update_inplace(name, cur, d):
-            self._v = getattr(self._b.xp, name)(cur, d)
+        with self._lock:  # read, add, write: atomic with respect to other threads
+            d = self._delta(delta, what)
+            cur = self._v
+            # in place when nothing but this variable references the value (no Tensor read from it,
+            # no tape's saved value, no caller's array: see _SOLE) and the backend can tell that no
+            # view shares its memory; otherwise a new value
+            if _getrefcount(cur) != _SOLE or not self._b.update_inplace(name, cur, d):
+                self._v = getattr(self._b.xp, name)(cur, d)
         return self
 
     def assign_add(

@@ -15,8 +15,11 @@ JSON header, the raw little-endian tensors), written here without the ``safetens
 readable with it or with NumPy alone; the header's ``__metadata__["gradtape"]`` holds the index
 (JSON: format, version and, per path, the kind, dtype, shape and the backend it came from).  See
 docs/checkpoints.md.  Files are written atomically: a save that fails or is killed halfway leaves the
-previous checkpoints as they were.  A restore validates every value (shape, dtype, kind) before it
-assigns any.
+previous checkpoints as they were (and no new file, nor an advanced ``save_counter``; the next
+manager on the directory deletes a killed save's temporaries).  Every tensor and the header carry a
+CRC-32 (``zlib.crc32``), checked with every value's shape, dtype and kind before anything is
+assigned: a damaged file is a :class:`DataLossError`.  Saves into one directory are serialised
+across threads.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ import json
 import os
 import re
 import sys
+import threading
 import uuid
 import warnings
 import weakref
+import zlib
 
 import numpy as np
 
@@ -46,6 +51,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointLoadStatus",
     "CheckpointManager",
+    "DataLossError",
     "InitializationOnlyStatus",
     "NotFoundError",
     "latest_checkpoint",
@@ -60,6 +66,22 @@ SLOT = ".OPTIMIZER_SLOT"  # <variable path>/.OPTIMIZER_SLOT/<optimizer path>/<sl
 
 class NotFoundError(FileNotFoundError):
     """No checkpoint at the path given (TensorFlow's ``tf.errors.NotFoundError``)."""
+
+
+class DataLossError(ValueError):
+    """A checkpoint file is damaged: a tensor or the header does not match its checksum, or the file
+    is cut short or not a checkpoint (TensorFlow's ``tf.errors.DataLossError``; a ``ValueError`` too).
+    Raised before any value is assigned."""
+
+
+#: the checksums (CRC-32 of zlib, IEEE 802.3): per tensor in its index entry (``"crc32"``), and of
+#: the header in ``__metadata__[HEADER_CRC]`` (8 hex digits; the CRC of the 8 length bytes and the
+#: header with those digits as ``0``); the index says ``"checksums": CHECKSUMS``.  A file of an
+#: earlier gradtape has neither and is read with a warning
+CHECKSUMS = "gradtape-crc32"
+HEADER_CRC = "gradtape_crc32"
+_HEADER_CRC_FIELD = re.compile(rb'"' + HEADER_CRC.encode() + rb'"\s*:\s*"([0-9a-f]{8})"')
+_NO_CRC = b"00000000"
 
 
 # ---------------------------------------------------------------------------------------- the file
@@ -104,10 +126,15 @@ def _write_array(f, arr):
     f.write(arr.reshape(-1).view(np.uint8).data)
 
 
+def _crc(arr):
+    """The checksum of a stored array's bytes."""
+    return zlib.crc32(np.ascontiguousarray(arr).reshape(-1).view(np.uint8).data)
+
+
 def _write_safetensors(f, tensors, metadata):
     """A safetensors file: ``tensors`` (key -> (safetensors dtype, stored array)) and the string
-    ``metadata``, keys sorted, data contiguous."""
-    header = {"__metadata__": metadata}
+    ``metadata``, keys sorted, data contiguous; the header's checksum in ``metadata[HEADER_CRC]``."""
+    header = {"__metadata__": dict(metadata, **{HEADER_CRC: _NO_CRC.decode()})}
     offset = 0
     for key in sorted(tensors):
         st, a = tensors[key]
@@ -115,37 +142,60 @@ def _write_safetensors(f, tensors, metadata):
         offset += a.nbytes
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned
-    f.write(len(raw).to_bytes(8, "little"))
-    f.write(raw)
+    head = len(raw).to_bytes(8, "little") + raw
+    crc = b"%08x" % zlib.crc32(head)
+    (field,) = [m for m in _HEADER_CRC_FIELD.finditer(head)]
+    f.write(head[: field.start(1)] + crc + head[field.end(1) :])
     for key in sorted(tensors):
         _write_array(f, tensors[key][1])
 
 
 def _read_safetensors(path):
-    """``(header, arrays)`` of the safetensors file at ``path`` (arrays by key, NumPy)."""
+    """``(header, arrays, checked)`` of the safetensors file at ``path`` (arrays by key, NumPy);
+    ``checked``: the header matched its checksum (False: a file without one, of an earlier gradtape).
+    A damaged file is a :class:`DataLossError`."""
     with open(path, "rb") as f:
         blob = f.read()
-    bad = f"{path!r} is not a gradtape checkpoint (a safetensors file)"
+    bad = f"gt.train.Checkpoint: {path!r} is damaged or not a gradtape checkpoint (a safetensors file)"
     if len(blob) < 8:
-        raise ValueError(f"{bad}: the file is {len(blob)} bytes long")
+        raise DataLossError(f"{bad}: the file is {len(blob)} bytes long")
     n = int.from_bytes(blob[:8], "little")
     if n > len(blob) - 8:
-        raise ValueError(f"{bad}: its header is cut short")
+        raise DataLossError(f"{bad}: its header is cut short (the file is {len(blob)} bytes, the header {n})")
+    head = blob[: 8 + n]
+    fields = list(_HEADER_CRC_FIELD.finditer(head))
+    if len(fields) == 1:
+        m = fields[0]
+        if zlib.crc32(head[: m.start(1)] + _NO_CRC + head[m.end(1) :]) != int(m.group(1), 16):
+            raise DataLossError(
+                f"gt.train.Checkpoint: {path!r} is damaged: its header does not match its checksum; restore an "
+                "earlier checkpoint"
+            )
+        checked = True
+    elif fields or CHECKSUMS.encode() in head or HEADER_CRC.encode() in head:
+        raise DataLossError(f"gt.train.Checkpoint: {path!r} is damaged: the checksum of its header is damaged")
+    else:
+        checked = False
     try:
-        header = json.loads(blob[8 : 8 + n].decode("utf-8"))
+        header = json.loads(head[8:].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{bad}: its header is not JSON ({e})") from None
+        raise DataLossError(f"{bad}: its header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise DataLossError(f"{bad}: its header is not a JSON object")
     data = memoryview(blob)[8 + n :]
     arrays = {}
     for key, info in header.items():
         if key == "__metadata__":
             continue
-        begin, end = info["data_offsets"]
-        dtype = _NUMPY_OF.get(info["dtype"])
-        if dtype is None or not 0 <= begin <= end <= len(data):
-            raise ValueError(f"{bad}: the tensor {key!r} is damaged ({info})")
-        arrays[key] = np.frombuffer(data[begin:end], dtype=dtype).reshape(info["shape"])
-    return header, arrays
+        try:
+            begin, end = info["data_offsets"]
+            dtype = _NUMPY_OF[info["dtype"]]
+            if not 0 <= begin <= end <= len(data):
+                raise ValueError("its data lies outside the file")
+            arrays[key] = np.frombuffer(data[begin:end], dtype=dtype).reshape(info["shape"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataLossError(f"{bad}: the entry of the tensor {key!r} is damaged ({info!r}: {e})") from None
+    return header, arrays, checked
 
 
 def _atomic_write(path, write):
@@ -270,12 +320,13 @@ def _slot_entries(leaves, optimizers):
 
 def _variable_value(v):
     """A Variable's value as a NumPy array (read on the host; not a conversion the tape sees)."""
-    if v._b.traced:
-        raise RuntimeError(
-            f"gt.train.Checkpoint: cannot save the variable {v.name!r} inside a gt.function trace; "
-            "save between steps, outside the compiled function"
-        )
-    return np.asarray(v._b.to_numpy(v._v))
+    with v._lock:  # (not halfway through another thread's update or compiled step)
+        if v._b.traced:
+            raise RuntimeError(
+                f"gt.train.Checkpoint: cannot save the variable {v.name!r} inside a gt.function trace; "
+                "save between steps, outside the compiled function"
+            )
+        return np.array(v._b.to_numpy(v._v), copy=True)
 
 
 def _generator_state(g):
@@ -337,8 +388,10 @@ class _Restore:
                 node = node.children.setdefault(part, _Node())
             node.entry = (path, e)
         self.optimizers = {}  # path -> weak reference to the optimizer the checkpoint names there
+        self.slots_of = {}  # optimizer path -> [(slot path, entry)]
         for path, e in entries.items():
             if e["kind"] == "slot":
+                self.slots_of.setdefault(e["optimizer"], []).append((path, e))
                 opt = _resolve(checkpoint, e["optimizer"])
                 if isinstance(opt, Optimizer):
                     self.optimizers[e["optimizer"]] = weakref.ref(opt)
@@ -351,6 +404,8 @@ class _Restore:
     def match(self, node, obj, path, plan, errors):
         if node.entry is not None:
             self._match_leaf(node, obj, plan, errors)
+        if isinstance(obj, Optimizer) and path in self.slots_of:
+            self._match_optimizer(obj, path, plan, errors)
         live = None
         for name, child_node in node.children.items():
             if live is None:
@@ -418,6 +473,21 @@ class _Restore:
                 plan.append(("generator", obj, v, path))
         else:
             errors.append(f"{path}: the checkpoint holds a {e['kind']} here, the object is a {type(obj).__name__}")
+
+    def _match_optimizer(self, opt, path, plan, errors):
+        """An optimizer found (now, or attached after the restore, at any depth): the slots of the
+        variables restored before it appeared are restored (or wait for their creation)."""
+        ref = self.optimizers.get(path)
+        if ref is not None and ref() is opt:
+            return  # (known from the start: its slots are matched with their variables)
+        self.optimizers[path] = weakref.ref(opt)
+        waiting = {}
+        for spath, se in self.slots_of[path]:
+            var = self.restored.get(se["variable"])
+            if isinstance(var, Variable) and self._match_slot(var, spath, se, plan, errors) is not None:
+                waiting.setdefault(id(var), (var, []))[1].append(spath)
+        for var, paths in waiting.values():
+            plan.append(("defer_slots", opt, var, paths))
 
     def _match_slot(self, var, path, e, plan, errors):
         """Plan the restore of one slot; the optimizer, where it has no slots for ``var`` yet."""
@@ -507,6 +577,59 @@ class _Restore:
         return restore_slots
 
 
+_ENTRY_FIELDS = {"variable": (), "generator": (), "slot": ("variable", "optimizer", "slot")}
+
+
+def _verified(file, index, arrays, checked):
+    """The index's entries, every one checked against the file before anything is assigned: each
+    names a tensor the file holds (and each tensor has an entry), its fields are whole, and (in a
+    file with checksums) its bytes match its checksum.  Any mismatch is a :class:`DataLossError`
+    naming the file and the tensor."""
+    damaged = f"gt.train.Checkpoint: {file!r} is damaged"
+    if not checked:
+        if index.get("checksums") is not None:
+            raise DataLossError(f"{damaged}: the checksum of its header is missing")
+        warnings.warn(
+            f"gt.train.Checkpoint: {file!r} was written by an earlier gradtape, without checksums: damage to its "
+            "values cannot be detected. Save it again to add them",
+            UserWarning,
+            stacklevel=4,
+        )
+    elif index.get("checksums") != CHECKSUMS:
+        raise DataLossError(f"{damaged}: its index names the checksums {index.get('checksums')!r}, not {CHECKSUMS!r}")
+    entries = index.get("tensors")
+    if not isinstance(entries, dict):
+        raise DataLossError(f"{damaged}: its index has no table of tensors")
+    keys = set()
+    for path, e in entries.items():
+        try:
+            ok = (
+                isinstance(e, dict)
+                and e["kind"] in _ENTRY_FIELDS
+                and all(isinstance(e[f], str) for f in _ENTRY_FIELDS[e["kind"]])
+                and e["key"] == path
+                and e["dtype"] in _STORED
+                and isinstance(e["shape"], list)
+            )
+        except (KeyError, TypeError):
+            ok = False
+        if not ok:
+            raise DataLossError(f"{damaged}: the index entry of the tensor {path!r} is damaged ({e!r})")
+        a = arrays.get(path)
+        if a is None:
+            raise DataLossError(f"{damaged}: the index names the tensor {path!r} but the file does not hold it")
+        if checked and _crc(a) != e.get("crc32"):
+            raise DataLossError(
+                f"{damaged}: the tensor {path!r} does not match its checksum (crc32 {e.get('crc32')!r} stored, "
+                f"{_crc(a)} read); restore an earlier checkpoint"
+            )
+        keys.add(path)
+    extra = sorted(set(arrays) - keys)
+    if extra:
+        raise DataLossError(f"{damaged}: the file holds tensors its index does not name: {extra[:8]}")
+    return entries
+
+
 def _resolve(root, path):
     """The object at ``path`` of the graph from ``root``, or None."""
     obj = root
@@ -520,7 +643,7 @@ def _resolve(root, path):
 def _deferrable(obj, name):
     """``(object, attribute)`` where a value for ``obj``'s child ``name`` can wait (a Module's
     attribute, or a layer's weight by name), else None."""
-    if isinstance(obj, Module) and re.fullmatch(r"[A-Za-z_]\w*", name):
+    if isinstance(obj, (Module, Checkpoint)) and re.fullmatch(r"[A-Za-z_]\w*", name) and name != "save_counter":
         return obj, name
     if isinstance(obj, _Weights):
         return obj.layer, WEIGHTS + _unescape(name)
@@ -652,6 +775,8 @@ class Checkpoint:
             raise AttributeError("Checkpoint.save_counter is kept by the checkpoint itself")
         self._check(value, name)
         self._objects[name] = value
+        if _module._DEFERRED:  # a restore (of a checkpoint holding this one) waits for this name
+            _module._restore_deferred(self, name, value)
 
     def __getattr__(self, name):
         objects = self.__dict__.get("_objects", {})
@@ -690,6 +815,7 @@ class Checkpoint:
             e.update(key=path, dtype=dtype, shape=list(a.shape))
             index[path] = e
             tensors[path] = _stored(a, dtype)
+            e["crc32"] = _crc(tensors[path][1])
         for path, slot, vp, op, s in _slot_entries(leaves, optimizers):
             a = _variable_value(slot)
             index[path] = {
@@ -705,6 +831,7 @@ class Checkpoint:
                 "shape": list(a.shape),
             }
             tensors[path] = _stored(a, slot.dtype.name)
+            index[path]["crc32"] = _crc(tensors[path][1])
         meta = {
             "format": "np",
             "gradtape": json.dumps(
@@ -712,6 +839,7 @@ class Checkpoint:
                     "format": FORMAT,
                     "version": VERSION,
                     "gradtape_version": sys.modules["gradtape"].__version__,
+                    "checksums": CHECKSUMS,
                     "tensors": index,
                 },
                 sort_keys=True,
@@ -724,19 +852,31 @@ class Checkpoint:
         """Write a numbered checkpoint ``<file_prefix>-<n>`` (``n`` = the new ``save_counter``),
         record it as the latest in its directory, and return its path."""
         file_prefix = os.fspath(file_prefix)
-        path = self._write_numbered(file_prefix, None)
-        _write_state(os.path.dirname(file_prefix) or ".", path, [path])
-        return path
+        directory = os.path.dirname(file_prefix) or "."
+        return self._save_numbered(file_prefix, None, directory, lambda path: _write_state(directory, path, [path]))
 
-    def _write_numbered(self, file_prefix, number):
-        counter = self.save_counter
-        before = int(counter._b.to_numpy(counter._v))
-        counter.assign(before + 1)
-        try:
-            return self.write(f"{file_prefix}-{before + 1 if number is None else int(number)}")
-        except BaseException:
-            counter.assign(before)
-            raise
+    def _save_numbered(self, file_prefix, number, directory, record):
+        """Write ``<file_prefix>-<n>``, then ``record(path)`` (the directory's list): one save of the
+        directory at a time (threads), and a failure of either (an error, a full disk) leaves no new
+        file and the save counter where it was."""
+        with _directory_lock(directory), _checkpoint_lock(self):
+            counter = self.save_counter
+            before = int(counter._b.to_numpy(counter._v))
+            path = f"{file_prefix}-{before + 1 if number is None else int(number)}"
+            existed = os.path.exists(path + SUFFIX)
+            counter.assign(before + 1)
+            try:
+                self.write(path)
+                try:
+                    record(path)
+                except BaseException:
+                    if not existed:  # (a file saved over an older one of its number stays)
+                        _unlink(path + SUFFIX)
+                    raise
+            except BaseException:
+                counter.assign(before)
+                raise
+            return path
 
     # ------------------------------------------------------------------ reading
     def read(self, save_path: str | os.PathLike) -> CheckpointLoadStatus:
@@ -757,9 +897,11 @@ class Checkpoint:
                 f"gt.train.Checkpoint: no checkpoint at {save_path!r} (no file {file!r}); pass what save() "
                 "returned, or gt.train.latest_checkpoint(directory)"
             )
-        header, arrays = _read_safetensors(file)
+        header, arrays, checked = _read_safetensors(file)
         try:
             index = json.loads(header["__metadata__"]["gradtape"])
+            if not isinstance(index, dict):
+                raise TypeError
         except (KeyError, TypeError, json.JSONDecodeError):
             raise ValueError(
                 f"{file!r} is a safetensors file but not a gradtape checkpoint (its metadata has no 'gradtape' index)"
@@ -769,8 +911,9 @@ class Checkpoint:
                 f"{file!r} is a checkpoint of format {index.get('format')!r} version {index.get('version')!r}; "
                 f"this gradtape reads {FORMAT!r} up to version {VERSION}: upgrade gradtape"
             )
+        entries = _verified(file, index, arrays, checked)
         self.save_counter  # noqa: B018  (created now, so that it is restored)
-        restore = _Restore(self, file, index["tensors"], arrays)
+        restore = _Restore(self, file, entries, arrays)
         plan, errors = [], []
         restore.match(restore.root, self, "", plan, errors)
         restore.partial = bool(errors)  # a restore that raises warns of nothing more
@@ -790,6 +933,73 @@ class Checkpoint:
 
 
 # ---------------------------------------------------------------------------------------- the directory
+_DIRECTORY_LOCKS: dict[str, threading.RLock] = {}
+_DIRECTORY_LOCKS_LOCK = threading.Lock()
+
+
+_CHECKPOINT_LOCKS: weakref.WeakKeyDictionary[Checkpoint, threading.RLock] = weakref.WeakKeyDictionary()
+
+
+def _checkpoint_lock(checkpoint):
+    """The lock of ``checkpoint``'s numbered saves (its save counter read, advanced, written); kept
+    beside it, so that a Checkpoint still deep-copies."""
+    with _DIRECTORY_LOCKS_LOCK:
+        lock = _CHECKPOINT_LOCKS.get(checkpoint)
+        if lock is None:
+            lock = _CHECKPOINT_LOCKS[checkpoint] = threading.RLock()
+        return lock
+
+
+def _directory_lock(directory):
+    """The lock of the saves into ``directory`` in this process (its list is read, changed and
+    written by one save at a time)."""
+    key = os.path.realpath(directory)
+    with _DIRECTORY_LOCKS_LOCK:
+        lock = _DIRECTORY_LOCKS.get(key)
+        if lock is None:
+            lock = _DIRECTORY_LOCKS[key] = threading.RLock()
+        return lock
+
+
+def _unlink(file):
+    try:
+        os.unlink(file)
+    except FileNotFoundError:
+        pass
+
+
+def _pid_alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # (another user's, or a system that cannot tell: left alone)
+    return True
+
+
+def _remove_stale_temporaries(directory, checkpoint_name):
+    """Delete the temporary files that a save killed halfway left in ``directory`` (only this
+    manager's kind: ``<checkpoint_name>-<n>.safetensors.tmp-<pid>-<hex>`` and the list's
+    ``checkpoint.tmp-<pid>-<hex>``, of a process that no longer runs); returns their names."""
+    pattern = re.compile(
+        rf"(?:{re.escape(checkpoint_name)}-\d+{re.escape(SUFFIX)}|{re.escape(STATE_FILE)})\.tmp-(\d+)-[0-9a-f]{{8}}"
+    )
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is not None and not _pid_alive(int(m.group(1))):
+            _unlink(os.path.join(directory, name))
+            removed.append(name)
+    return removed
+
+
 def _read_state(directory, name=STATE_FILE):
     try:
         with open(os.path.join(directory, name), encoding="utf-8") as f:
@@ -855,12 +1065,14 @@ class CheckpointManager:
         self._directory = os.fspath(directory)
         self._max_to_keep = None if max_to_keep is None else int(max_to_keep)
         self._prefix = os.path.join(self._directory, checkpoint_name)
-        state = _read_state(self._directory) or {}
-        self._checkpoints = [
-            os.path.join(self._directory, p)
-            for p in state.get("all_model_checkpoint_paths", [])
-            if os.path.exists(os.path.join(self._directory, p) + SUFFIX)
-        ]
+        with _directory_lock(self._directory):
+            _remove_stale_temporaries(self._directory, checkpoint_name)
+            state = _read_state(self._directory) or {}
+            self._checkpoints = [
+                os.path.join(self._directory, p)
+                for p in state.get("all_model_checkpoint_paths", [])
+                if os.path.exists(os.path.join(self._directory, p) + SUFFIX)
+            ]
 
     @property
     def directory(self) -> str:
@@ -886,18 +1098,22 @@ class CheckpointManager:
         """Save ``<directory>/<checkpoint_name>-<n>`` (``n``: ``checkpoint_number``, else the new
         ``save_counter``), list it as the latest, delete the oldest beyond ``max_to_keep``; returns
         the path."""
-        path = self._checkpoint._write_numbered(self._prefix, checkpoint_number)
-        kept = [p for p in self._checkpoints if p != path] + [path]
-        dropped = []
-        if self._max_to_keep is not None and len(kept) > self._max_to_keep:
-            dropped, kept = kept[: -self._max_to_keep], kept[-self._max_to_keep :]
-        _write_state(self._directory, path, kept)  # first the list, then the files it no longer names
-        self._checkpoints = kept
-        for p in dropped:
-            try:
-                os.unlink(p + SUFFIX)
-            except FileNotFoundError:
-                pass
+        listed = {}
+
+        def record(path):  # first the list, then (below) the files it no longer names
+            kept = [p for p in self._checkpoints if p != path] + [path]
+            dropped = []
+            if self._max_to_keep is not None and len(kept) > self._max_to_keep:
+                dropped, kept = kept[: -self._max_to_keep], kept[-self._max_to_keep :]
+            _write_state(self._directory, path, kept)
+            listed.update(kept=kept, dropped=dropped)
+
+        # (one save of the directory at a time: the list read, changed and written whole)
+        with _directory_lock(self._directory):
+            path = self._checkpoint._save_numbered(self._prefix, checkpoint_number, self._directory, record)
+            self._checkpoints = listed["kept"]
+            for p in listed["dropped"]:
+                _unlink(p + SUFFIX)
         return path
 
     def restore_or_initialize(self) -> str | None:

@@ -401,7 +401,8 @@ def test_missing_files_and_keys(backend, tmp_path):
         gt.train.Checkpoint(other=v).restore(path).expect_partial()
         gc.collect()
 
-    # a damaged file: the index names a tensor the data does not hold
+    # a damaged file (here: a header edited without its checksum; tests/test_checkpoint_integrity.py
+    # flips every bit of a file)
     file = path + ".safetensors"
     raw = open(file, "rb").read()
     n = int.from_bytes(raw[:8], "little")
@@ -410,11 +411,11 @@ def test_missing_files_and_keys(backend, tmp_path):
     new = json.dumps(header).encode()
     with open(file, "wb") as f:
         f.write(len(new).to_bytes(8, "little") + new + raw[8 + n :])
-    with pytest.raises(ValueError, match=r"v: the index names the tensor 'v' but the file does not hold it"):
+    with pytest.raises(gt.train.DataLossError, match=r"is damaged: its header does not match its checksum"):
         gt.train.Checkpoint(v=v).restore(path)
     with open(file, "wb") as f:
         f.write(b"not a checkpoint")
-    with pytest.raises(ValueError, match="is not a gradtape checkpoint"):
+    with pytest.raises(gt.train.DataLossError, match="is damaged or not a gradtape checkpoint"):
         gt.train.Checkpoint(v=v).restore(path)
 
 
@@ -492,9 +493,19 @@ def test_a_killed_save_loses_nothing(backend, tmp_path):
     latest = gt.train.latest_checkpoint(tmp_path)
     assert latest == str(tmp_path / "ckpt-1")
     v, w = gt.Variable(np.zeros(1000)), gt.Variable(np.zeros((50, 50)))
-    gt.train.Checkpoint(v=v, w=w).restore(latest).assert_consumed()
+    ckpt = gt.train.Checkpoint(v=v, w=w)
+    ckpt.restore(latest).assert_consumed()
     np.testing.assert_array_equal(v.numpy(), np.arange(1000.0))
     np.testing.assert_array_equal(w.numpy(), np.ones((50, 50)))
+    # the next manager on the directory deletes what the killed process left (and only that), and
+    # goes on from the list
+    other = tmp_path / "other.safetensors.tmp-1-0123abcd"
+    other.write_bytes(b"not ours")
+    manager = gt.train.CheckpointManager(ckpt, tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-1.safetensors", other.name]
+    assert manager.checkpoints == [latest]
+    assert manager.save() == str(tmp_path / "ckpt-2")
+    assert manager.checkpoints == [latest, str(tmp_path / "ckpt-2")]
 
 
 # ---------------------------------------------------------------------------------------- pickle, deepcopy
