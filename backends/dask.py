@@ -33,6 +33,7 @@ import numpy as np
 
 from gradtape import dtypes as _dt
 
+from ._indexing import advanced_first
 from ._protocol import Backend, DataDependentShapeError
 
 
@@ -323,6 +324,16 @@ class DaskBackend(Backend):
                 "the mask first (`x[mask.numpy()]`: a NumPy mask keeps the shape known), or keep the shape "
                 "with `gt.where(mask, x, 0.0)`"
             )
+        moved = advanced_first(
+            keys,
+            x.ndim,
+            lambda k: isinstance(k, (np.ndarray, self._da.Array)),
+            lambda k: k.ndim if k.dtype == bool else 1,
+        )
+        if moved is not None:  # NumPy's placement of advanced-index dimensions (backends/_indexing.py)
+            perm, keys = moved
+            x = x.transpose(perm)
+            key = keys
         try:
             out = x[key]
             if not _has_unknown(out.shape):
