@@ -12,7 +12,7 @@ library places their dimensions first, as NumPy does.
 
 from __future__ import annotations
 
-__all__ = ["advanced_first"]
+__all__ = ["advanced_first", "plain_slices"]
 
 
 def advanced_first(key, ndim, is_array, array_axes):
@@ -58,3 +58,35 @@ def advanced_first(key, ndim, is_array, array_axes):
     perm = tuple(first) + tuple(a for a in range(ndim) if a not in first)
     key2 = tuple(key[i] for i in adv) + tuple(k for i, k in enumerate(key) if i not in adv)
     return perm, key2
+
+
+def plain_slices(key, shape, array_axes):
+    """``key`` (a tuple) with each slice in its plain form for the axis it indexes: non-negative
+    ``start`` and ``stop`` within the axis (``stop`` None where a negative step runs past the first
+    element), so a library whose slicing of out-of-range or negative bounds differs from Python's
+    (Dask with a negative step) reads it as NumPy does.  ``array_axes(k)``: how many axes an entry that
+    is no int, slice, ``None``, ``Ellipsis`` or Python bool consumes."""
+    used = []
+    for k in key:
+        c = k.__class__
+        if k is None or c is bool or k is Ellipsis:
+            used.append(0)
+        elif c is int or c is slice:
+            used.append(1)
+        else:
+            used.append(array_axes(k))
+    rest = len(shape) - sum(used)
+    out = []
+    axis = 0
+    for k, n in zip(key, used):
+        if k is Ellipsis:
+            n = rest
+        elif k.__class__ is slice:
+            r = range(*k.indices(int(shape[axis])))
+            if not len(r):
+                k = slice(0, 0, 1)
+            else:
+                k = slice(r.start, r.stop if r.stop >= 0 else None, r.step)
+        out.append(k)
+        axis += n
+    return tuple(out)
