@@ -170,15 +170,15 @@ class _Family:
 
     def __init__(self, root):
         self.root = root
-        self.views = {}  # sequence number -> weakref to the view
+        self.views = {}  # sequence number -> the view's link (a weak reference to it)
 
 
-class _Link:
-    """What a view knows: the tensor it was indexed from (``base``, kept alive as NumPy's
-    ``.base``), the native key, the key that writes it back (no ``None``: ``write_key``) and the
-    axes its ``None`` entries made (``new_axes``), its family."""
+class _Link(weakref.ref):
+    """A view's link: a weak reference to the view that also holds the tensor it was indexed from
+    (``base``, kept alive, as NumPy's ``.base``), the native key, its family, its place in the
+    family (``seq``) and the view's ``id``; it drops itself from the registry when the view goes."""
 
-    __slots__ = ("ref", "base", "key", "write_key", "new_axes", "family", "seq")
+    __slots__ = ("base", "key", "family", "seq", "vid")
 
 
 _LINKS: dict[int, _Link] = {}  # id(view) -> its link, while the view lives
@@ -204,7 +204,7 @@ def _family_of(t):
     """The family ``t`` belongs to (as a view, or as the root of live views), else None."""
     tid = id(t)
     link = _LINKS.get(tid)
-    if link is not None and link.ref() is t:
+    if link is not None and link() is t:
         return link.family
     fam = _FAMILIES.get(tid)
     if fam is not None and fam.root is t:
@@ -217,24 +217,24 @@ def _link(view, base, key):
     fam = _family_of(base)
     if fam is None:
         fam = _FAMILIES[id(base)] = _Family(base)
-    link = _Link()
+    link = _Link(view, _gone)
     link.base = base
     link.key = key
-    link.write_key, link.new_axes = _without_newaxes(key, base.ndim) if any(k is None for k in key) else (key, ())
     link.family = fam
     link.seq = seq = next(_seq)
-    vid = id(view)
-
-    def gone(_ref):
-        if _LINKS.get(vid) is link:
-            del _LINKS[vid]
-        fam.views.pop(seq, None)
-        if not fam.views and _FAMILIES.get(id(fam.root)) is fam:
-            del _FAMILIES[id(fam.root)]
-
-    link.ref = ref = weakref.ref(view, gone)
-    fam.views[seq] = ref
+    link.vid = vid = id(view)
+    fam.views[seq] = link
     _LINKS[vid] = link
+
+
+def _gone(link):
+    """A view went: drop its link, and its family with its last view."""
+    if _LINKS.get(link.vid) is link:
+        del _LINKS[link.vid]
+    fam = link.family
+    fam.views.pop(link.seq, None)
+    if not fam.views and _FAMILIES.get(id(fam.root)) is fam:
+        del _FAMILIES[id(fam.root)]
 
 
 def _check_writable(fam):
@@ -251,19 +251,19 @@ def _store(t, new, fam):
     done = {id(t)}
     link = _LINKS.get(id(t))
     child = t
-    while link is not None and link.ref() is child:
+    while link is not None and link() is child:
         base = link.base
-        value = squeeze(child, axis=link.new_axes) if link.new_axes else child
-        base._become(apply(_setitem_op, (base, value), {"key": link.write_key}))
+        key = link.key
+        if any(k is None for k in key):  # the standard's setitem takes no None: drop the new axes
+            key, new_axes = _without_newaxes(key, base.ndim)
+            child = squeeze(child, axis=new_axes)
+        base._become(apply(_setitem_op, (base, child), {"key": key}))
         done.add(id(base))
         child = base
         link = _LINKS.get(id(base))
-    for ref in list(fam.views.values()):
-        v = ref()
-        if v is None or id(v) in done:
-            continue
-        link = _LINKS.get(id(v))
-        if link is not None and link.ref() is v:
+    for link in list(fam.views.values()):
+        v = link()
+        if v is not None and id(v) not in done:
             v._become(apply1(_getitem_op, link.base, {"key": link.key}))
 
 
