@@ -324,7 +324,9 @@ class DaskBackend(Backend):
     def _dask_indexes(self, key):
         """Whether dask indexes ``key`` as NumPy does: basic entries, with at most one 1-D array and
         no ``None`` beside it (dask misreads 0-d and n-d integer arrays, n-d masks, ``None`` beside
-        an array; those keys run as one NumPy task)."""
+        an array, Python bools; those keys run as one NumPy task)."""
+        if any(k.__class__ is bool for k in key):
+            return False
         arrays = [k for k in key if self._is_index_array(k)]
         if not arrays:
             return True

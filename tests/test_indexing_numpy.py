@@ -1,7 +1,7 @@
 """Every backend indexes as NumPy does (issue 21, item 6): ``x[key]``, ``x[key] = v`` and the gradient
 of ``x[key]`` give NumPy's shape and values, over random keys (hypothesis) that mix what the standard
 allows and what NumPy allows beside it: ints, slices with negative steps, ``...``, ``None``, integer
-arrays (broadcasting against each other), boolean masks of one or more axes.
+arrays (broadcasting against each other), boolean masks of one or more axes, Python bools.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ def keys(draw, shape):
     if draw(st.booleans()):  # an Ellipsis for the axes head..tail (maybe none)
         tail = draw(st.integers(head, nd))
         entries += [Ellipsis] + draw(_entries(shape, tail, nd, state))
-    for _ in range(draw(st.integers(0, 2))):
-        entries.insert(draw(st.integers(0, len(entries))), None)
+    for _ in range(draw(st.integers(0, 2))):  # None, or (NumPy's 0-d mask) a Python bool
+        entries.insert(draw(st.integers(0, len(entries))), draw(st.sampled_from([None, None, True, False])))
     return tuple(entries)
 
 
