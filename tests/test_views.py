@@ -227,3 +227,21 @@ def test_views_follow_numpy(backend, data):
     for t, n in objs:
         assert t.shape == n.shape
         np.testing.assert_array_equal(t.numpy(), n)
+
+
+def test_an_argument_written_through_a_view_inside_gt_function(backend):
+    """A view made inside the step writes into its argument: the caller's tensor is updated, as eagerly."""
+
+    def step(x, w):
+        row = x[0]
+        row[1] = w
+        return x * 2.0
+
+    f = gt.function(step)
+    for w in (1.0, 2.0):
+        x, x_eager = gt.zeros((2, 3)), gt.zeros((2, 3))
+        out = f(x, gt.asarray(w))
+        step(x_eager, gt.asarray(w))
+        np.testing.assert_array_equal(x.numpy(), x_eager.numpy())
+        np.testing.assert_array_equal(out.numpy(), 2.0 * x_eager.numpy())
+        assert float(x[0, 1]) == w
