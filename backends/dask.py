@@ -33,6 +33,7 @@ import numpy as np
 
 from gradtape import dtypes as _dt
 
+from ._indexing import advanced_first, plain_slices
 from ._protocol import Backend, DataDependentShapeError
 
 
@@ -99,6 +100,11 @@ def _np_setitem(x, value, *key):
     out = np.array(x, copy=True)
     out[key] = value
     return out
+
+
+def _array_axes(k):
+    """How many axes an index array consumes: a mask its rank, integers one."""
+    return k.ndim if k.dtype == bool else 1
 
 
 def _has_unknown(shape):
@@ -312,6 +318,20 @@ class DaskBackend(Backend):
     def _basic(key):
         return all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in key)
 
+    def _is_index_array(self, k):
+        return isinstance(k, (np.ndarray, self._da.Array))
+
+    def _dask_indexes(self, key):
+        """Whether dask indexes ``key`` as NumPy does: basic entries, with at most one 1-D array and
+        no ``None`` beside it (dask misreads 0-d and n-d integer arrays, n-d masks, ``None`` beside
+        an array, Python bools; those keys run as one NumPy task)."""
+        if any(k.__class__ is bool for k in key):
+            return False
+        arrays = [k for k in key if self._is_index_array(k)]
+        if not arrays:
+            return True
+        return len(arrays) == 1 and arrays[0].ndim == 1 and not any(k is None for k in key)
+
     def _getitem(self, x, *, key):
         """``x[key]`` by dask where it takes the key; integer arrays in several axes (which dask refuses)
         as one task over the whole array, its shape from the key's shapes."""
@@ -323,14 +343,21 @@ class DaskBackend(Backend):
                 "the mask first (`x[mask.numpy()]`: a NumPy mask keeps the shape known), or keep the shape "
                 "with `gt.where(mask, x, 0.0)`"
             )
-        try:
-            out = x[key]
-            if not _has_unknown(out.shape):
-                return out
-        except (NotImplementedError, IndexError):
-            # dask refuses integer arrays in several axes, and misreads an n-d mask beside an integer:
-            # the probe below raises NumPy's IndexError where the key is really out of bounds
-            pass
+        moved = advanced_first(keys, x.ndim, self._is_index_array, _array_axes)
+        if moved is not None:  # NumPy's placement of advanced-index dimensions (backends/_indexing.py)
+            perm, keys = moved
+            x = x.transpose(perm)
+        if not _has_unknown(x.shape):
+            keys = plain_slices(keys, x.shape, _array_axes)
+        if self._dask_indexes(keys):
+            try:
+                out = x[keys]
+                if not _has_unknown(out.shape):
+                    return out
+            except (NotImplementedError, IndexError):
+                # dask refuses some keys: the probe below raises NumPy's IndexError where the key is
+                # really out of bounds
+                pass
         # one task over the whole array, its shape from the key (host masks are known; native integer
         # arrays count by their shapes)
         self._known("getitem", x, *keys)
@@ -347,7 +374,7 @@ class DaskBackend(Backend):
         ):  # no repeated positions: a lazy assignment into zeros
             out = da.zeros(tuple(shape), dtype=nd)
             try:
-                out[key] = values
+                out[plain_slices(key, shape, _array_axes)] = values
                 return out
             except (ValueError, NotImplementedError, IndexError, TypeError):
                 pass
@@ -362,7 +389,7 @@ class DaskBackend(Backend):
         if self._basic(key) and None not in key:
             out = x.copy()
             try:
-                out[key] = value
+                out[plain_slices(key, x.shape, _array_axes)] = value
                 return out
             except (ValueError, NotImplementedError, IndexError, TypeError):
                 pass

@@ -145,6 +145,10 @@ class JaxBackend(Backend):
     #: pay nothing for it
     lays_out = False
 
+    def __init__(self):
+        super().__init__()
+        self.overrides = {"getitem": self._getitem}
+
     def load(self):
         import jax
 
@@ -371,6 +375,24 @@ class JaxBackend(Backend):
         return self._jnp.asarray(out)
 
     # ------------------------------------------------------------------ what the standard lacks
+    @staticmethod
+    def _misread(key):
+        """Whether JAX may misread ``key``: it holds a Python bool (NumPy's 0-d mask), which JAX
+        places wrongly beside ``None``, slices or another bool."""
+        return key.__class__ is tuple and any(k.__class__ is bool for k in key)
+
+    def _positions(self, shape, key):
+        """For each element NumPy's ``x[key]`` selects, its flat position (NumPy reads the key)."""
+        host = tuple(np.asarray(k) if isinstance(k, self._abstract) else k for k in key)
+        n = int(np.prod(shape, dtype=np.int64))
+        return self._jnp.asarray(np.arange(n).reshape(tuple(shape))[host])
+
+    def _getitem(self, x, *, key):
+        """``x[key]``; a key JAX misreads is a gather at the flat positions NumPy reads from it."""
+        if self._misread(key):
+            return x.reshape(-1)[self._positions(x.shape, key)]
+        return x[key]
+
     def index_add(self, shape, dtype, key, values):
         """``.at[key].add``: JAX's functional scatter-add (repeated indices accumulate)."""
         jnp = self._jnp
@@ -383,10 +405,19 @@ class JaxBackend(Backend):
             zeros = jnp.zeros(shape, dtype=nd, device=self._fit(placed, shape))
         else:
             zeros = jnp.zeros_like(values, dtype=nd, shape=shape)
-        return zeros.at[key].add(values.astype(nd) if values.dtype != nd else values)
+        values = values.astype(nd) if values.dtype != nd else values
+        if self._misread(key):
+            pos = self._positions(shape, key)
+            values = self._jnp.broadcast_to(values, pos.shape)
+            return zeros.reshape(-1).at[pos].add(values).reshape(shape)
+        return zeros.at[key].add(values)
 
     def setitem(self, x, key, value):
         """``.at[key].set``: a new array, ``x`` untouched."""
+        if self._misread(key):
+            pos = self._positions(x.shape, key)
+            value = self._jnp.broadcast_to(self._jnp.asarray(value, dtype=x.dtype), pos.shape)
+            return x.reshape(-1).at[pos].set(value).reshape(x.shape)
         return x.at[key].set(value)
 
     def erf(self, x):

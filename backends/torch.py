@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 
+from ._indexing import advanced_first
 from ._protocol import Backend
 
 # name: (torch function name, compat turns a scalar x1 into a tensor, ... a scalar x2)
@@ -317,6 +318,23 @@ class TorchBackend(Backend):
         return torch.as_tensor(np.asarray(out))
 
     # ------------------------------------------------------------------ indexing
+    def _numpy_order(self, x, key):
+        """``x`` and ``key`` with NumPy's placement of advanced-index dimensions (torch applies the
+        integers of a key with arrays first, as basic indices: see ``backends/_indexing.py``)."""
+        torch = self._torch
+        if key.__class__ is not tuple:
+            return x, key
+        moved = advanced_first(
+            key,
+            x.ndim,
+            lambda k: isinstance(k, torch.Tensor),
+            lambda k: k.ndim if k.dtype == torch.bool else 1,
+        )
+        if moved is None:
+            return x, key
+        perm, key = moved
+        return x.permute(perm), key
+
     def _flat_positions(self, shape, key, device):
         """``arange(n).reshape(shape)[key]``: for each element that ``key`` selects, its flat position.
         Keys with negative-step slices (which torch refuses) are resolved by NumPy on the host."""
@@ -325,7 +343,8 @@ class TorchBackend(Backend):
         for s in shape:
             n *= int(s)
         if not _negative_step(key):
-            return torch.arange(n, device=device).reshape(tuple(shape))[key]
+            pos, key = self._numpy_order(torch.arange(n, device=device).reshape(tuple(shape)), key)
+            return pos[key]
         host = tuple(self.to_numpy(k) if isinstance(k, torch.Tensor) else k for k in key)
         # a copy, not ascontiguousarray: a selection of one element counts as contiguous and
         # keeps its negative stride, which torch.from_numpy refuses
@@ -333,7 +352,9 @@ class TorchBackend(Backend):
         return torch.from_numpy(flat).to(device)
 
     def _getitem(self, x, *, key):
-        """``x[key]``; a negative-step slice becomes a gather at the flat positions it selects."""
+        """``x[key]`` (NumPy's meaning); a negative-step slice becomes a gather at the flat positions
+        it selects."""
+        x, key = self._numpy_order(x, key)
         if _negative_step(key):
             return x.reshape(-1)[self._flat_positions(x.shape, key, x.device)]
         return x[key]
@@ -382,8 +403,9 @@ class TorchBackend(Backend):
             value = value.to(device=x.device, dtype=x.dtype)
         if not _negative_step(key):
             out = x.clone()
+            target, tkey = self._numpy_order(out, key)  # (a permuted view of out: it writes into out)
             try:
-                out[key] = value
+                target[tkey] = value
                 return out
             except RuntimeError as e:  # a batched value inside torch.func.vmap
                 if "vmap" not in str(e):

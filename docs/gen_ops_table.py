@@ -76,6 +76,7 @@ OPERATORS = {
 
 # Ops reached through something other than a namespace function or an operator (Markdown).
 INDIRECT = {
+    "getitem": "`x[key]`",
     "setitem": "`x[key] = v`",
     "identity": "reading a `gt.Variable`",
     "index_add": "internal: the gradient of `x[key]`",

@@ -5,17 +5,33 @@ Forward operators are the public functions themselves (``Tensor.__add__ is gt.ad
 operator costs exactly one op call.  Reflected operators swap the arguments; in-place operators
 are functional updates: the tensor takes the new value and a new identity on the tape.  This module
 sits above the op chapters and below the tape: ``gradtape.tensor`` imports no op.
+
+Views (NumPy's semantics, on every backend): ``t[key]`` with a basic key (ints, slices, ``...``,
+``None``; not ints alone on every axis, which NumPy answers with a scalar copy) returns a Tensor that
+shares its values with ``t``: ``t[key] = v`` (or ``t += v``) on either one, or on any other view of
+the same base, views of views included, updates all of them.  gradtape does it itself, with recorded
+ops (a write is a ``setitem`` into each ancestor, then a ``getitem`` refreshes every other live
+view), so gradients through the base and the views stay right and no library's memory sharing is
+relied on.  The bookkeeping lives here, off the Tensor: a view's link (:class:`_Link`, keyed by the
+view's ``id``) and its base's family of live views (:class:`_Family`, keyed by the base's ``id``),
+dropped with the last view; a tensor never indexed pays nothing.  A Variable's slice is a copy, as in
+TensorFlow (:class:`_VariableSlice`: its ``assign`` is TensorFlow's sliced assignment).  See
+docs/conventions.md, "Views".
 """
 
 from __future__ import annotations
 
+import itertools
+import weakref
+
 from gradtape import tensor as _tensor
+from gradtape.ops import apply, apply1
 from gradtape.ops import elementwise as E
 from gradtape.ops.creation import to_device as _to_device
-from gradtape.ops.indexing import _getitem, _native_key, _setitem
+from gradtape.ops.indexing import _getitem_op, _native_key, _setitem, _setitem_op, _without_newaxes
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose
-from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape, stack
-from gradtape.tensor import Tensor, Variable, convert_to_tensor
+from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape, squeeze, stack
+from gradtape.tensor import Tensor, Variable, _new, convert_to_tensor
 
 _BINARY = {
     "add": E.add,
@@ -44,17 +60,29 @@ def _reflected(fn):
 
 def _inplace(fn):
     def i(self, other):
-        return self._become(fn(self, other))
+        new = fn(self, other)
+        fam = _family_of(self) if _LINKS else None
+        if fam is None:
+            return self._become(new)
+        # a view, or a base with views: the new value goes where they share it, so it keeps their
+        # shape and dtype (NumPy refuses the same in-place updates)
+        if new.shape != self.shape:
+            raise ValueError(
+                f"in-place {fn.__name__}: the result has shape {new.shape} but the tensor (shape "
+                f"{self.shape}) shares its values with views (NumPy's basic indexing), which cannot "
+                "change shape; write x = x <op> y for a new tensor"
+            )
+        if new.dtype != self.dtype:
+            raise TypeError(
+                f"in-place {fn.__name__}: the result is {new.dtype} but the tensor ({self.dtype}) shares "
+                "its values with views (NumPy's basic indexing), which keep their dtype; cast the other "
+                "operand first, or write x = x <op> y for a new tensor"
+            )
+        _store(self, new, fam)
+        return self
 
     i.__name__ = f"i{fn.__name__}"
     return i
-
-
-for _name, _fn in _BINARY.items():
-    setattr(Tensor, f"__{_name}__", _fn)
-    setattr(Tensor, f"__r{_name}__", _reflected(_fn))
-    setattr(Tensor, f"__i{_name}__", _inplace(_fn))
-    setattr(Variable, f"__i{_name}__", _fn)  # on a Variable, ``v += 1`` rebinds to a Tensor (TF 2)
 
 
 def __eq__(self, other):
@@ -80,7 +108,6 @@ Tensor.__neg__ = E.negative
 Tensor.__pos__ = E.positive
 Tensor.__abs__ = E.abs
 Tensor.__invert__ = E.bitwise_invert
-Tensor.__getitem__ = _getitem
 Tensor.__hash__ = object.__hash__
 Variable.__hash__ = object.__hash__
 
@@ -113,7 +140,14 @@ def __deepcopy__(self, memo):
 
 
 def __setitem__(self, key, value):
-    self._become(_setitem(self, key, value))
+    """``t[key] = value``: a recorded functional update; a view's base and the other views of that
+    base see it (NumPy's semantics)."""
+    fam = _family_of(self) if _LINKS else None
+    if fam is None:
+        self._become(_setitem(self, key, value))
+    else:
+        _check_writable(fam)
+        _store(self, _setitem(self, key, value), fam)
 
 
 def value(self):
@@ -129,6 +163,169 @@ def _variable_setitem(self, key, value):
         self._v = self._b.setitem(cur, _native_key(key, self._b, self.ndim, self._b.device_of(cur)), v._v)
 
 
+# --------------------------------------------------------------------------- views
+class _Family:
+    """A base tensor (the root: no view itself) and its live views, in the order they were made
+    (a view is made after its own base, so that order refreshes a base before its views)."""
+
+    __slots__ = ("root", "views")
+
+    def __init__(self, root):
+        self.root = root
+        self.views = {}  # sequence number -> the view's link (a weak reference to it)
+
+
+class _Link(weakref.ref):
+    """A view's link: a weak reference to the view that also holds the tensor it was indexed from
+    (``base``, kept alive, as NumPy's ``.base``), the native key, its family, its place in the
+    family (``seq``) and the view's ``id``; it drops itself from the registry when the view goes."""
+
+    __slots__ = ("base", "key", "family", "seq", "vid")
+
+
+_LINKS: dict[int, _Link] = {}  # id(view) -> its link, while the view lives
+_FAMILIES: dict[int, _Family] = {}  # id(root) -> its family, while a view of it lives
+_seq = itertools.count()
+
+
+def _basic_kind(key):
+    """For a native key: 0 when it is not basic (an array, a bool), 1 when it is ints alone on every
+    axis (NumPy answers a scalar, a copy), 2 for the other basic keys (ints, slices, ``...``,
+    ``None``: a view)."""
+    kind = 1
+    for k in key:
+        c = k.__class__
+        if c is slice or k is None or k is Ellipsis:
+            kind = 2
+        elif c is not int:
+            return 0
+    return kind
+
+
+def _family_of(t):
+    """The family ``t`` belongs to (as a view, or as the root of live views), else None."""
+    tid = id(t)
+    link = _LINKS.get(tid)
+    if link is not None and link() is t:
+        return link.family
+    fam = _FAMILIES.get(tid)
+    if fam is not None and fam.root is t:
+        return fam
+    return None
+
+
+def _link(view, base, key):
+    """Make ``view`` (just computed as ``base[key]``) a view of ``base``."""
+    fam = _family_of(base)
+    if fam is None:
+        fam = _FAMILIES[id(base)] = _Family(base)
+    link = _Link(view, _gone)
+    link.base = base
+    link.key = key
+    link.family = fam
+    link.seq = seq = next(_seq)
+    link.vid = vid = id(view)
+    fam.views[seq] = link
+    _LINKS[vid] = link
+
+
+def _gone(link):
+    """A view went: drop its link, and its family with its last view."""
+    if _LINKS.get(link.vid) is link:
+        del _LINKS[link.vid]
+    fam = link.family
+    fam.views.pop(link.seq, None)
+    if not fam.views and _FAMILIES.get(id(fam.root)) is fam:
+        del _FAMILIES[id(fam.root)]
+
+
+def _check_writable(fam):
+    if fam.root.__class__ is _VariableSlice:
+        raise TypeError(_SLICE_WRITE)
+
+
+def _store(t, new, fam):
+    """``t`` (a view, or a root with views) takes the value ``new``; each of its bases in turn takes
+    it at the view's key, then every other live view of the family reads its base again (recorded
+    ops: the tape sees the writes as the functional updates they are)."""
+    _check_writable(fam)
+    t._become(new)
+    done = {id(t)}
+    link = _LINKS.get(id(t))
+    child = t
+    while link is not None and link() is child:
+        base = link.base
+        key = link.key
+        if any(k is None for k in key):  # the standard's setitem takes no None: drop the new axes
+            key, new_axes = _without_newaxes(key, base.ndim)
+            child = squeeze(child, axis=new_axes)
+        base._become(apply(_setitem_op, (base, child), {"key": key}))
+        done.add(id(base))
+        child = base
+        link = _LINKS.get(id(base))
+    for link in list(fam.views.values()):
+        v = link()
+        if v is not None and id(v) not in done:
+            v._become(apply1(_getitem_op, link.base, {"key": link.key}))
+
+
+def _propagate(t):
+    """After ``t`` took a new value other than through ``t[k] = v`` or an in-place operator (a
+    ``gt.function`` writing an argument back), its bases and views take it too."""
+    fam = _family_of(t) if _LINKS else None
+    if fam is not None:
+        _store(t, t, fam)
+
+
+_SLICE_WRITE = (
+    "a slice of a gt.Variable is a copy of the values read, as in TensorFlow: writing into it would "
+    "leave the variable unchanged. Write into the variable with v[key] = value, or "
+    "v[key].assign(value) (TensorFlow's sliced assignment)"
+)
+
+
+class _VariableSlice(Tensor):
+    """``v[key]`` of a Variable with a basic key: a Tensor of the values read (a recorded read, a
+    copy: later updates of the variable do not reach it, as a ``tf.Variable``'s slice), whose
+    ``assign`` writes into the variable (TensorFlow's sliced assignment)."""
+
+    __slots__ = ("_var", "_key")
+
+    def assign(self, value, use_locking=False, name=None, read_value=True):
+        """``v[key] = value`` on the variable this slice was read from (not recorded: an assignment
+        is a state update); returns the variable, as ``tf.Variable``'s sliced ``assign``."""
+        var = self._var
+        key = self._key
+        if any(k is None for k in key):
+            key, new_axes = _without_newaxes(key, var.ndim)
+            value = convert_to_tensor(value, dtype=var.dtype, like=var)
+            value = squeeze(broadcast_to(value, self.shape), axis=new_axes)
+        var[key] = value
+        return var
+
+    def __setitem__(self, key, value):
+        raise TypeError(_SLICE_WRITE)
+
+
+def __getitem__(self, key):
+    """``t[key]`` (recorded): with a basic key a view of ``t`` (NumPy's semantics; a Variable's
+    slice is a copy whose ``assign`` writes into the variable, as TensorFlow's), else a copy."""
+    b = self._b
+    nkey = _native_key(key, b, self.ndim, b.device_of(self._v))
+    out = apply1(_getitem_op, self, {"key": nkey})
+    kind = _basic_kind(nkey)
+    if kind and self._is_var:
+        s = _new(_VariableSlice)
+        s._v, s._b, s._id = out._v, out._b, out._id
+        s._var = self
+        s._key = nkey
+        return s
+    if kind == 2:
+        _link(out, self, nkey)
+    return out
+
+
+Tensor.__getitem__ = __getitem__
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
 Tensor.to_device = to_device
@@ -137,6 +334,14 @@ Tensor.__deepcopy__ = __deepcopy__
 Tensor.__setitem__ = __setitem__
 Variable.value = Variable.read_value = value
 Variable.__setitem__ = _variable_setitem
+
+for _name, _fn in _BINARY.items():
+    setattr(Tensor, f"__{_name}__", _fn)
+    setattr(Tensor, f"__r{_name}__", _reflected(_fn))
+    setattr(Tensor, f"__i{_name}__", _inplace(_fn))
+    # on a Variable, ``v += 1`` rebinds to a Tensor (TF 2); so on a Variable's slice (a TF Tensor)
+    setattr(Variable, f"__i{_name}__", _fn)
+    setattr(_VariableSlice, f"__i{_name}__", _fn)
 
 # the ops that gradtape.tensor's conversions call
 for _fn in (E.astype, stack, reshape, broadcast_to):

@@ -118,6 +118,8 @@ _getitem_op = defop(
             Case(REAL[2, 3, 4], key=(0, None, slice(0, 3, 2))),
             Case(REAL[5], key=(slice(None, None, -2),)),
             Case(REAL[3, 4], key=(slice(2, 0, -1), -1)),
+            # ints beside an array are advanced indices (NumPy): apart, their axis comes first
+            Case(REAL[3, 4, 5], key=(1, slice(1, None), np.array([0, 2, 3]))),
         ]
     ),
     saves="inputs",
@@ -228,6 +230,7 @@ _setitem_op = defop(
             Case(REAL[4], (1,), REAL[()]),
             Case(REAL[3, 4], (slice(0, 2),), REAL[4]),
             Case(REAL[5], (np.array([0, 3]),), REAL[2]),
+            Case(REAL[3, 4, 5], (1, slice(1, None), np.array([0, 2, 3])), REAL[3, 3]),
         ]
     ),
     saves=(),

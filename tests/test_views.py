@@ -1,0 +1,247 @@
+"""Views (issue 21, item 4): basic indexing returns a view that shares its values with its base, as in
+NumPy, on every backend, and the writes are recorded so gradients through base and views stay right."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import gradtape as gt
+from gradtape import _operators
+
+
+def test_a_write_into_a_slice_reaches_its_base(backend):
+    """The issue's repro (scikit-learn's GaussianMixture lost reg_covar this way)."""
+    c = gt.zeros((2, 2), dtype=gt.float64)
+    v = c[0, :]
+    v[0] = 5.0
+    assert float(c[0, 0]) == 5.0
+    np.testing.assert_array_equal(v.numpy(), [5.0, 0.0])
+
+
+def test_base_views_and_views_of_views_see_every_write(backend):
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = gt.asarray(a)
+    row = x[1]  # (3, 4)
+    col = row[:, 2]  # a view of a view
+    other = x[..., ::-2]  # a sibling, negative step
+    new = x[None, 0, 1:]  # None in the key
+    x[1, 0, 2] = -1.0  # through the base
+    a[1, 0, 2] = -1.0
+    col[2] = -2.0  # through the view of a view
+    a[1, 2, 2] = -2.0
+    new[0, 0, 3] += 10.0  # in place, through a view with a new axis
+    a[0, 1, 3] += 10.0
+    row += 0.5  # in place on a view
+    a[1] += 0.5
+    for t, want in ((x, a), (row, a[1]), (col, a[1][:, 2]), (other, a[..., ::-2]), (new, a[None, 0, 1:])):
+        np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_scikit_learn_add_to_diagonal(backend):
+    """scikit-learn's ``_add_to_diagonal`` on a covariance slice: ``array[i, i] += value``."""
+    cov = gt.zeros((3, 2, 2), dtype=gt.float64)
+    block = cov[1, :, :]
+    for i in range(2):
+        block[i, i] += 0.25
+    want = np.zeros((3, 2, 2))
+    want[1] += 0.25 * np.eye(2)
+    np.testing.assert_array_equal(cov.numpy(), want)
+
+
+def test_advanced_indexing_and_scalars_are_copies(backend):
+    """As NumPy: integer arrays and masks copy, and so do ints on every axis (NumPy's scalar)."""
+    x = gt.asarray(np.arange(6.0).reshape(2, 3))
+    picked = x[gt.asarray([1, 0])]
+    scalar = x[1, 2]
+    masked = x[np.array([True, False])]
+    picked[0, 0] = 100.0
+    scalar += 1.0
+    masked[0] = 7.0
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))
+    x[1, 2] = -5.0
+    assert float(scalar) == 6.0 and float(picked[0, 2]) == 5.0
+
+
+def test_in_place_update_that_changes_dtype_or_shape_raises(backend):
+    x = gt.asarray(np.arange(6).reshape(2, 3))
+    row = x[0]
+    with pytest.raises(TypeError, match="shares its values with views"):
+        row += 0.5
+    with pytest.raises(ValueError, match="shares its values with views"):
+        x += gt.ones((4, 2, 3), dtype=x.dtype)
+    np.testing.assert_array_equal(x.numpy(), np.arange(6).reshape(2, 3))
+    del row
+    x += 0.5  # no view left: the rebinding update as before
+    assert x.dtype.is_floating
+
+
+def test_views_are_dropped_with_their_last_reference(backend):
+    x = gt.ones((4, 3))
+    gc.collect()
+    before = len(_operators._LINKS), len(_operators._FAMILIES)
+    total = gt.zeros((3,))
+    for i in range(4):
+        total = total + x[i]  # each view dies with its line
+    kept = x[0]
+    assert len(_operators._LINKS) == before[0] + 1
+    del kept
+    assert (len(_operators._LINKS), len(_operators._FAMILIES)) == before
+    x[0, 0] = 2.0  # no view: a plain update
+    np.testing.assert_array_equal(total.numpy(), [4.0, 4.0, 4.0])
+
+
+def _brief_example(x, w, tape=None):
+    """The brief's: y = x * 1; v = y[0]; v[1] = w * 3, then a write through a view of the view and one
+    through the base that reads the view."""
+    y = x * 1
+    v = y[0]
+    v[1] = w * 3
+    vv = v[1:]
+    vv[1] += w
+    y[1, 0] = v[2] * 2
+    return gt.sum(y**2) + gt.sum(v * vv[0])
+
+
+X = np.array([[1.0, -2.0, 3.0], [0.5, 5.0, -6.0]])
+W = 0.7
+
+
+def _gradients(backend):
+    x = gt.asarray(X, dtype=gt.float64)
+    w = gt.asarray(W, dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch([x, w])
+        loss = _brief_example(x, w)
+    gx, gw = tape.gradient(loss, [x, w])
+    return gx.numpy(), float(gw)
+
+
+def test_gradients_through_base_and_views_match_finite_differences(backend):
+    gx, gw = _gradients(backend)
+
+    def f(xa, wa):
+        return float(_brief_example(gt.asarray(xa, dtype=gt.float64), gt.asarray(wa, dtype=gt.float64)))
+
+    h = 1e-6
+    fd_x = np.zeros_like(X)
+    for idx in np.ndindex(X.shape):
+        e = np.zeros_like(X)
+        e[idx] = h
+        fd_x[idx] = (f(X + e, W) - f(X - e, W)) / (2 * h)
+    fd_w = (f(X, W + h) - f(X, W - h)) / (2 * h)
+    np.testing.assert_allclose(gx, fd_x, rtol=1e-7, atol=1e-6)
+    np.testing.assert_allclose(gw, fd_w, rtol=1e-7)
+
+
+def test_gradients_through_base_and_views_match_torch_autograd(backend):
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(X, requires_grad=True)
+    w = torch.tensor(W, dtype=torch.float64, requires_grad=True)
+    y = x * 1
+    v = y[0]
+    v[1] = w * 3
+    vv = v[1:]
+    vv[1] += w
+    y[1, 0] = v[2] * 2
+    loss = (y**2).sum() + (v * vv[0]).sum()
+    loss.backward()
+    gx, gw = _gradients(backend)
+    np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gw, w.grad.item(), rtol=1e-12)
+
+
+def test_variable_slices_follow_tensorflow(backend):
+    """``v[k]`` of a Variable is a recorded read, a copy (tf.Variable's slice); its ``assign`` is
+    TensorFlow's sliced assignment; writing into it raises, naming the ways that reach the variable."""
+    v = gt.Variable(np.arange(6.0).reshape(2, 3))
+    s = v[0]
+    with gt.GradientTape() as tape:
+        loss = gt.sum(v[1, 1:] * 2.0)
+    np.testing.assert_array_equal(tape.gradient(loss, v).numpy(), [[0, 0, 0], [0, 2, 2]])
+    v[0, 0] = 9.0  # a state update of the variable; the slice read before keeps its values
+    np.testing.assert_array_equal(s.numpy(), [0.0, 1.0, 2.0])
+    assert v[1, ::2].assign([-1.0, -2.0]) is v
+    assert v[None, 0, 1].assign(7.0) is v
+    np.testing.assert_array_equal(v.numpy(), [[9.0, 7.0, 2.0], [-1.0, 4.0, -2.0]])
+    with pytest.raises(TypeError, match="sliced assignment"):
+        s[0] = 1.0
+    view_of_slice = s[1:]
+    with pytest.raises(TypeError, match="sliced assignment"):
+        view_of_slice[0] = 1.0
+    s += 1.0  # rebinds to a new Tensor, as TensorFlow's (and a Variable's own ``v += 1``)
+    assert type(s) is gt.Tensor
+    np.testing.assert_array_equal(v.numpy()[0], [9.0, 7.0, 2.0])
+
+
+def test_setitem_through_a_view_inside_gt_function(backend):
+    def step(x, w):
+        y = x * 1.0
+        v = y[0]
+        v[1] = w * 3.0
+        return y
+
+    f = gt.function(step)
+    x = gt.asarray(X)
+    for w in (0.5, 1.5):
+        want = step(x, gt.asarray(w, dtype=x.dtype)).numpy()
+        np.testing.assert_allclose(f(x, gt.asarray(w, dtype=x.dtype)).numpy(), want)
+        assert want[0, 1] == w * 3.0
+
+
+# ------------------------------------------------------------------------------- against NumPy
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(data=st.data())
+def test_views_follow_numpy(backend, data):
+    """Random basic keys and writes through the base, its views and views of views (and scalar
+    copies), each done to a NumPy array too: every tensor ends equal to its NumPy twin."""
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), label="shape")
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    objs = [(gt.asarray(a.copy()), a)]  # (no memory shared with the NumPy twin)
+    for step in range(data.draw(st.integers(1, 8), label="steps")):
+        i = data.draw(st.integers(0, len(objs) - 1))
+        t, n = objs[i]
+        what = data.draw(st.sampled_from(["view", "view", "write", "write", "iadd"]))
+        key = data.draw(hnp.basic_indices(n.shape, allow_newaxis=True, allow_ellipsis=True), label="key")
+        if what == "view":
+            nv = n[key]
+            objs.append((t[key], nv if isinstance(nv, np.ndarray) else np.array(nv)))  # a scalar: a copy
+        elif what == "write":
+            target = n[key]
+            value = 100.0 * (step + 1) + np.arange(np.size(target), dtype=np.float64).reshape(np.shape(target))
+            n[key] = value
+            t[key] = gt.asarray(value)
+        else:
+            n += 1.0
+            t += 1.0
+    for t, n in objs:
+        assert t.shape == n.shape
+        np.testing.assert_array_equal(t.numpy(), n)
+
+
+def test_an_argument_written_through_a_view_inside_gt_function(backend):
+    """A view made inside the step writes into its argument: the caller's tensor is updated, as eagerly."""
+
+    def step(x, w):
+        row = x[0]
+        row[1] = w
+        return x * 2.0
+
+    f = gt.function(step)
+    for w in (1.0, 2.0):
+        x, x_eager = gt.zeros((2, 3)), gt.zeros((2, 3))
+        out = f(x, gt.asarray(w))
+        step(x_eager, gt.asarray(w))
+        np.testing.assert_array_equal(x.numpy(), x_eager.numpy())
+        np.testing.assert_array_equal(out.numpy(), 2.0 * x_eager.numpy())
+        assert float(x[0, 1]) == w
