@@ -127,6 +127,8 @@ def _convert(a, b, op, like, passthrough=True):
     """A non-Tensor input: Python scalars take the dtype of the tensor beside them (or pass through
     untouched where the backend keeps the array's dtype); everything else is converted."""
     if isinstance(a, _SCALARS):
+        if a.__class__ not in _SCALARS:  # NumPy's float64 / complex128: typed, as a 0-d array (NEP 50)
+            return b.asarray(a, device=None if like is None else b.device_of(like._v))
         if like is not None:
             d = like.dtype
             if passthrough and op.scalars and b.python_scalars and _dt.scalar_fits(a, d):

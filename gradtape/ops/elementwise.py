@@ -196,6 +196,12 @@ def _full(xp, like, v):
     return v if hasattr(v, "shape") else xp.full_like(like, v)
 
 
+def scalar_as_array(xp, v, like):
+    """``v``, or where it is a Python scalar (a native walk passes an op's scalar input as it is) an
+    array of it shaped and typed like the array ``like``: the Array API's functions take arrays."""
+    return v if hasattr(v, "shape") else xp.full_like(like, v)
+
+
 def _multiply_no_nan_forward(xp, x1, x2):
     """x1 * x2, and 0 where x2 == 0 (x1 is masked first: no invalid-value warning for inf * 0)."""
     if not hasattr(x1, "shape"):
@@ -332,13 +338,23 @@ pow = binary(
 
 @pow.gradient
 def _pow_grad(xp, op, grad):
-    """d(x1^x2) = x2 x1^(x2-1) dx1 + x1^x2 log(x1) dx2 (the log term is 0 where x1 <= 0, as TF)."""
+    """d(x1^x2) = x2 x1^(x2-1) dx1 + x1^x2 log(x1) dx2 (the log term is 0 where x1 <= 0, as TF).
+    Where x2 == 0, x1^x2 is 1 for every x1: d/dx1 is 0, also at x1 = 0 (as JAX and PyTorch; x1^(x2-1)
+    is not evaluated there, so higher orders see no infinity either)."""
     x1, x2 = op.inputs
     g1 = g2 = None
     if op.needs_grad(0):
-        g1 = xp.multiply_no_nan(conj_(xp, x2 * xp.pow(x1, x2 - 1)), grad)
+        if hasattr(x2, "shape"):
+            zero = x2 == 0
+            d = xp.where(zero, 0, x2 * xp.pow(x1, xp.where(zero, 1, x2) - 1))
+        elif x2 == 0:
+            d = xp.zeros_like(x1)
+        else:
+            d = x2 * xp.pow(x1, x2 - 1)
+        g1 = xp.multiply_no_nan(conj_(xp, d), grad)
     if op.needs_grad(1):
         y = op.outputs[0]
+        x1 = scalar_as_array(xp, x1, y)
         if is_complex(x1):
             zero = x1 == 0
             logx = xp.where(zero, 0, xp.log(xp.where(zero, 1, x1)))
@@ -427,6 +443,7 @@ atan2 = binary("atan2", (NONZERO, NONZERO))
 def _atan2_grad(xp, op, grad):
     """atan2(x1, x2) = angle of (x2, x1): d = (x2 dx1 - x1 dx2) / (x1^2 + x2^2)."""
     x1, x2 = op.inputs
+    x1, x2 = scalar_as_array(xp, x1, x2), scalar_as_array(xp, x2, x1)
     g = xp.xdivy(grad, xp.square(x1) + xp.square(x2))
     return (g * x2 if op.needs_grad(0) else None, -g * x1 if op.needs_grad(1) else None)
 
@@ -513,6 +530,7 @@ copysign = binary(
 def _copysign_grad(xp, op, grad):
     """copysign(x1, x2) = |x1| sgn(x2): d/dx1 = +-1 (-1 where the sign bits differ), d/dx2 = 0."""
     x1, x2 = op.inputs
+    x1, x2 = scalar_as_array(xp, x1, x2), scalar_as_array(xp, x2, x1)
     flip = xp.logical_xor(xp.signbit(x1), xp.signbit(x2))
     return (
         xp.where(flip, -grad, grad) if op.needs_grad(0) else None,

@@ -42,6 +42,7 @@ from gradtape.ops import apply1, binary, composite, defop, public, unary
 from gradtape.ops import nn as _nn
 from gradtape.ops.elementwise import (
     abs,
+    conj_,
     equal,
     exp,
     less,
@@ -208,7 +209,7 @@ erf = composite("special.erf", _erf_fn, domain=REAL, chapter="special", doc="The
 _named(erf, "erf", "The error function, ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.")
 
 erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, accurate for large x.", saves="inputs")
-erfc.gradient(lambda xp, op, grad: grad * ((-2.0 / _SQRT_PI) * xp.exp(-xp.square(op.inputs[0]))))
+erfc.gradient(lambda xp, op, grad: grad * conj_(xp, (-2.0 / _SQRT_PI) * xp.exp(-xp.square(op.inputs[0]))))
 
 
 def _erfcinv_torch(t, x):
