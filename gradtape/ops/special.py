@@ -51,7 +51,7 @@ from gradtape.ops.elementwise import (
     sin,
     square,
 )
-from gradtape.ops.manipulation import permute_dims, reshape
+from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, max, sum
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
@@ -447,24 +447,25 @@ _polygamma = defop(
 
 @public(_polygamma)
 def polygamma(n, x, /):
-    """The n-th derivative of ``psi`` (``n`` a non-negative int, or an integer array: one op per
-    distinct value)."""
+    """The n-th derivative of ``psi`` (``n`` an int, or an integer array: one op per distinct value),
+    as ``scipy.special.polygamma``: NaN where ``n`` is negative, the shape of ``n`` and ``x``
+    broadcast together."""
     x = x if isinstance(x, Tensor) else convert_to_tensor(x)
-    if isinstance(n, (int, np.integer)):
-        if n < 0:
-            raise ValueError(f"polygamma: n must be non-negative, got {n}")
+    if isinstance(n, (int, np.integer)) and n >= 0:
         return apply1(_polygamma, x, {"n": int(n)})
     n_host = np.asarray(n.numpy() if isinstance(n, Tensor) else n)
-    if n_host.dtype.kind not in "iu":
+    if n_host.dtype.kind not in "iub":
         raise TypeError(f"polygamma: n must be integers, got dtype {n_host.dtype}")
-    if n_host.ndim == 0:
-        return polygamma(int(n_host), x)
+    n_host = n_host.astype(np.int64)
+    shape = np.broadcast_shapes(n_host.shape, tuple(x.shape))
     nt = convert_to_tensor(n_host, like=x)
-    out = None
-    for k in np.unique(n_host):
-        v = polygamma(int(k), x)
-        out = v if out is None else where(equal(nt, int(k)), v, out)
-    return out
+    orders = [int(k) for k in np.unique(n_host) if k >= 0]
+    out = apply1(_polygamma, x, {"n": orders[0] if orders else 0})
+    for k in orders[1:]:
+        out = where(equal(nt, k), apply1(_polygamma, x, {"n": k}), out)
+    if not orders or orders[0] != int(n_host.min(initial=0)):  # a negative order: NaN there
+        out = where(less(nt, 0), math.nan, out)
+    return broadcast_to(out, shape)
 
 
 _polygamma.gradient(
