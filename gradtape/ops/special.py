@@ -114,6 +114,11 @@ def _host(backend, fn, *xs):
     return backend.asarray(out.astype(dt, copy=False), device=backend.device_of(like))
 
 
+def _complex_input(x):
+    d = getattr(x, "dtype", None)
+    return d is not None and "complex" in str(d)
+
+
 def _forward(name, *, torch=None, jax=None):
     """``forward(backend, *xs)``: ``scipy.special.<name>`` on NumPy; on PyTorch ``torch.special.<torch>``
     (a name, default ``name``) or ``torch(torch_module, *xs)``; on JAX ``jax.scipy.special.<jax>`` or
@@ -121,6 +126,8 @@ def _forward(name, *, torch=None, jax=None):
 
     def forward(backend, *xs):
         b = backend.name
+        if b in ("torch", "jax") and any(_complex_input(x) for x in xs):
+            b = "host"  # torch.special and jax.scipy.special take real inputs only: SciPy's, as NumPy's
         if b == "numpy":
             return getattr(_scipy_special(name), name)(*xs)
         if b == "torch":
