@@ -435,8 +435,9 @@ def _polygamma_forward(backend, *args, n=None):
 
         return jsp.polygamma(n, x)
     sc = _scipy_special("polygamma")
-    if b == "numpy":
-        return sc.polygamma(n, x)
+    if b == "numpy":  # in x's floating dtype (SciPy computes float32 in float64), as torch and JAX
+        out = np.asarray(sc.polygamma(n, x))
+        return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
     return _host(backend, lambda h: sc.polygamma(n, h), x)
 
 
@@ -444,6 +445,7 @@ _polygamma = defop(
     "special.polygamma",
     _polygamma_forward,
     chapter="special",
+    floating=True,
     domain=[Case(1, POSITIVE[2, 3]), Case(0, OFF_POLES[4]), Case(2, POSITIVE[3])],
     convention=_POLES,
     saves="inputs",
