@@ -332,7 +332,9 @@ def _remainder_grad(xp, op, grad):
 
 
 pow = binary(
-    "pow", [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)], convention="d/dx2 of x1**x2 is 0 where x1 <= 0 (real), as TF"
+    "pow",
+    [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)],
+    convention="d/dx2 of x1**x2 is 0 where x1 <= 0 (real), as TF; d/dx1 is 0 where x2 == 0 (x1 = 0 too), as PyTorch",
 )
 
 
