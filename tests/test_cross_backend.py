@@ -14,6 +14,8 @@ import zlib
 import numpy as np
 import pytest
 import scipy.special
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gradtape as gt
 from gradtape import backends as _backends
@@ -310,3 +312,56 @@ def test_every_op_agrees_with_numpy(backend, op):
             ref = _run_op(op, c, variant)
         got = _run_op(op, c, variant)
         _agree(ref, got, f"{op.name} {c!r} [{variant}]")
+
+
+# --------------------------------------------------------------------------- hypothesis: dtypes and scalars
+ARITHMETIC = ["add", "subtract", "multiply", "divide", "floor_divide", "remainder", "maximum", "minimum", "pow"]
+#: (uint64 is left out: PyTorch 2.13 implements no arithmetic on it, a NotImplementedError from
+#: torch where the other backends compute; listed as open in the issue's report)
+DTYPES = ["uint8", "int32", "int64", "float32", "float64", "complex128"]
+
+
+@st.composite
+def _binary_programs(draw):
+    op = draw(st.sampled_from(ARITHMETIC))
+    dtype = draw(st.sampled_from(DTYPES))
+    shape = draw(st.sampled_from([(), (0,), (3,), (2, 0), (2, 3)]))
+    kind = np.dtype(dtype).kind
+    lo, hi = (1, 5) if kind in "ui" else (0.5, 3.0)
+    values = draw(st.lists(st.integers(lo, hi) if kind in "ui" else st.floats(lo, hi), min_size=6, max_size=6))
+    x = np.resize(np.asarray(values, dtype=dtype), shape)
+    other = draw(st.sampled_from(["python int", "python float", "numpy float64", "numpy int32", "0-d tensor"]))
+    scalar = {
+        "python int": 2,
+        "python float": 1.5,
+        "numpy float64": np.float64(1.5),
+        "numpy int32": np.int32(2),
+        "0-d tensor": None,
+    }[other]
+    swap = draw(st.booleans())
+    return op, x, other, scalar, swap
+
+
+def _binary_outcome(op, x, other, scalar, swap):
+    def run():
+        t = gt.asarray(x)
+        s = gt.asarray(np.asarray(2, dtype=x.dtype)) if other == "0-d tensor" else scalar
+        a, b = (s, t) if swap else (t, s)
+        return getattr(gt, op)(a, b)
+
+    return _outcome(run)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(program=_binary_programs())
+def test_binary_ops_with_scalars_and_dtypes_agree_with_numpy(backend, program):
+    """A binary op of a tensor (unsigned, signed, floating, complex; 0-d, empty or not) and a Python
+    scalar, a NumPy scalar or a 0-d tensor, either side: the same dtype, shape and values (or the
+    same class of error) as on NumPy's backend."""
+    op, x, other, scalar, swap = program
+    with gt.use_backend("numpy"):
+        ref = _binary_outcome(*program)
+    got = _binary_outcome(*program)
+    _agree([ref], [got], f"{op}({'scalar, x' if swap else 'x, scalar'}) x: {x.dtype}{x.shape}, scalar: {other}")

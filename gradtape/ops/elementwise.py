@@ -83,6 +83,25 @@ def conj_(xp, x):
     return xp.conj(x) if _dtype_is_complex(d) else x
 
 
+def _ordered(name, fn=None):
+    """The forward of ``name`` (the library's, or ``fn(xp, x1, x2)``), a function the standard
+    defines on real values only (it needs an order): complex input is a TypeError naming the op on
+    every backend (NumPy orders complex numbers lexicographically, array_api_strict refuses them,
+    PyTorch fails in its kernel)."""
+
+    def forward(xp, x1, x2):
+        if is_complex(x1) or is_complex(x2):
+            raise TypeError(
+                f"{name}: complex input; the Array API standard defines {name} for real-valued inputs only "
+                "(complex numbers have no order), and gradtape refuses complex ones on every backend "
+                "(use gt.real(x) or gt.abs(x))"
+            )
+        return getattr(xp, name)(x1, x2) if fn is None else fn(xp, x1, x2)
+
+    forward.__name__ = f"_{name}_forward"
+    return forward
+
+
 # --------------------------------------------------------------------------- non-differentiable
 # Outputs are integers or booleans, or piecewise constant (TensorFlow registers these as
 # NotDifferentiable too).
@@ -124,14 +143,16 @@ def _floor_divide_forward(xp, x1, x2):
     return xp.where(xp.logical_xor(xp.isinf(a), xp.isinf(b)), xp.floor(a / b), q)
 
 
-floor_divide = binary("floor_divide", (REAL, NONZERO), forward=_floor_divide_forward, differentiable=False)
-greater = binary("greater", (REAL, REAL), differentiable=False)
-greater_equal = binary("greater_equal", (REAL, REAL), differentiable=False)
+floor_divide = binary(
+    "floor_divide", (REAL, NONZERO), forward=_ordered("floor_divide", _floor_divide_forward), differentiable=False
+)
+greater = binary("greater", (REAL, REAL), forward=_ordered("greater"), differentiable=False)
+greater_equal = binary("greater_equal", (REAL, REAL), forward=_ordered("greater_equal"), differentiable=False)
 isfinite = unary("isfinite", REAL, differentiable=False, complex=True)
 isinf = unary("isinf", REAL, differentiable=False, complex=True)
 isnan = unary("isnan", REAL, differentiable=False, complex=True)
-less = binary("less", (REAL, REAL), differentiable=False)
-less_equal = binary("less_equal", (REAL, REAL), differentiable=False)
+less = binary("less", (REAL, REAL), forward=_ordered("less"), differentiable=False)
+less_equal = binary("less_equal", (REAL, REAL), forward=_ordered("less_equal"), differentiable=False)
 logical_and = binary("logical_and", (BOOL, BOOL), differentiable=False)
 logical_not = unary("logical_not", BOOL, differentiable=False)
 logical_or = binary("logical_or", (BOOL, BOOL), differentiable=False)
@@ -321,7 +342,12 @@ negative.gradient(lambda xp, op, grad: -grad)
 positive = unary("positive", REAL, complex=True, saves=())
 positive.gradient(lambda xp, op, grad: grad)
 
-remainder = binary("remainder", (REAL, NONZERO), convention="as TF's FloorMod: d/dx1 = 1, d/dx2 = -floor(x1 / x2)")
+remainder = binary(
+    "remainder",
+    (REAL, NONZERO),
+    forward=_ordered("remainder"),
+    convention="as TF's FloorMod: d/dx1 = 1, d/dx2 = -floor(x1 / x2)",
+)
 
 
 @remainder.gradient
@@ -540,7 +566,9 @@ def _copysign_grad(xp, op, grad):
     )
 
 
-maximum = binary("maximum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
+maximum = binary(
+    "maximum", (REAL, REAL), forward=_ordered("maximum"), convention="at x1 == x2 the gradient goes to x1, as TF"
+)
 
 
 @maximum.gradient
@@ -551,7 +579,9 @@ def _maximum_grad(xp, op, grad):
     return (xp.where(m, grad, 0) if op.needs_grad(0) else None, xp.where(m, 0, grad) if op.needs_grad(1) else None)
 
 
-minimum = binary("minimum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
+minimum = binary(
+    "minimum", (REAL, REAL), forward=_ordered("minimum"), convention="at x1 == x2 the gradient goes to x1, as TF"
+)
 
 
 @minimum.gradient
