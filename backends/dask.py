@@ -207,10 +207,19 @@ class DaskBackend(Backend):
                 and all(kwargs.get(k, v[0]) in v for k, v in allowed.items())
             ):
                 return native(*args, **kwargs)
-            self._known(f"linalg.{name}", *arrays)
-            res = host(*[_probe(a) if isinstance(a, da.Array) else a for a in args], **kwargs)
-            batch = _batch_shape(arrays)
+            self._known(f"linalg.{name}", *arrays, *[v for v in kwargs.values() if isinstance(v, da.Array)])
             task = delayed(host, pure=True)(*args, **kwargs)
+            if name == "cross":  # vectors along ``axis``, every other axis broadcast: the arguments' shape
+                shape = np.broadcast_shapes(*(a.shape for a in arrays))
+                dtype = host(*[np.ones(3, a.dtype) for a in arrays]).dtype
+                return da.from_delayed(task, shape=shape, dtype=dtype)
+            # an array keyword (``rtol``, ``tol``) is a batch of scalars: it broadcasts against the
+            # matrices' batch axes, so its probe is all ones and its shape joins the batch shape
+            probe_kw = {k: np.ones((1,) * v.ndim, v.dtype) if isinstance(v, da.Array) else v for k, v in kwargs.items()}
+            res = host(*[_probe(a) if isinstance(a, da.Array) else a for a in args], **probe_kw)
+            batch = np.broadcast_shapes(
+                _batch_shape(arrays), *(v.shape for v in kwargs.values() if isinstance(v, da.Array))
+            )
 
             def lazy(probe, part):
                 p = np.asarray(probe)

@@ -151,6 +151,24 @@ def _namespace(torch):
         return torch.permute(x, axes)
 
     ns.permute_dims = permute_dims
+
+    def _no_identity(f):
+        # a max / min over an empty axis: torch raises IndexError, NumPy (and so the other backends)
+        # ValueError; gradtape raises the same class everywhere
+        def g(x, /, **kw):
+            try:
+                return f(x, **kw)
+            except IndexError as e:
+                if x.numel() != 0:
+                    raise
+                raise ValueError(f"zero-size array to reduction operation {f.__name__} which has no identity") from e
+
+        g.__name__ = g.__qualname__ = f.__name__
+        g.__doc__ = f.__doc__
+        return g
+
+    ns.max = _no_identity(compat.max)
+    ns.min = _no_identity(compat.min)
     return ns
 
 
@@ -413,6 +431,8 @@ class TorchBackend(Backend):
         return self._scatter(x, key, value, accumulate=False)
 
     def erf(self, x):
+        if x.is_complex():  # torch has no complex erf: SciPy's, on the host, as NumPy's backend
+            return super().erf(x)
         return self._torch.special.erf(x)
 
     def vmap(self, fn, in_axes=0, out_axes=0):

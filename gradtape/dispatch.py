@@ -129,6 +129,8 @@ def _convert(a, b, op, like, passthrough=True):
     precision (``_dt.scalar_dtype``: a complex beside float64 is complex128, never rounded to
     complex64); everything else is converted."""
     if isinstance(a, _SCALARS):
+        if a.__class__ not in _SCALARS:  # NumPy's float64 / complex128: typed, as a 0-d array (NEP 50)
+            return b.asarray(a, device=None if like is None else b.device_of(like._v))
         if like is not None:
             d = like.dtype
             if a.__class__ is bool and d.kind != "b":

@@ -83,6 +83,25 @@ def conj_(xp, x):
     return xp.conj(x) if _dtype_is_complex(d) else x
 
 
+def _ordered(name, fn=None):
+    """The forward of ``name`` (the library's, or ``fn(xp, x1, x2)``), a function the standard
+    defines on real values only (it needs an order): complex input is a TypeError naming the op on
+    every backend (NumPy orders complex numbers lexicographically, array_api_strict refuses them,
+    PyTorch fails in its kernel)."""
+
+    def forward(xp, x1, x2):
+        if is_complex(x1) or is_complex(x2):
+            raise TypeError(
+                f"{name}: complex input; the Array API standard defines {name} for real-valued inputs only "
+                "(complex numbers have no order), and gradtape refuses complex ones on every backend "
+                "(use gt.real(x) or gt.abs(x))"
+            )
+        return getattr(xp, name)(x1, x2) if fn is None else fn(xp, x1, x2)
+
+    forward.__name__ = f"_{name}_forward"
+    return forward
+
+
 # --------------------------------------------------------------------------- non-differentiable
 # Outputs are integers or booleans, or piecewise constant (TensorFlow registers these as
 # NotDifferentiable too).
@@ -124,14 +143,16 @@ def _floor_divide_forward(xp, x1, x2):
     return xp.where(xp.logical_xor(xp.isinf(a), xp.isinf(b)), xp.floor(a / b), q)
 
 
-floor_divide = binary("floor_divide", (REAL, NONZERO), forward=_floor_divide_forward, differentiable=False)
-greater = binary("greater", (REAL, REAL), differentiable=False)
-greater_equal = binary("greater_equal", (REAL, REAL), differentiable=False)
+floor_divide = binary(
+    "floor_divide", (REAL, NONZERO), forward=_ordered("floor_divide", _floor_divide_forward), differentiable=False
+)
+greater = binary("greater", (REAL, REAL), forward=_ordered("greater"), differentiable=False)
+greater_equal = binary("greater_equal", (REAL, REAL), forward=_ordered("greater_equal"), differentiable=False)
 isfinite = unary("isfinite", REAL, differentiable=False, complex=True)
 isinf = unary("isinf", REAL, differentiable=False, complex=True)
 isnan = unary("isnan", REAL, differentiable=False, complex=True)
-less = binary("less", (REAL, REAL), differentiable=False)
-less_equal = binary("less_equal", (REAL, REAL), differentiable=False)
+less = binary("less", (REAL, REAL), forward=_ordered("less"), differentiable=False)
+less_equal = binary("less_equal", (REAL, REAL), forward=_ordered("less_equal"), differentiable=False)
 logical_and = binary("logical_and", (BOOL, BOOL), differentiable=False)
 logical_not = unary("logical_not", BOOL, differentiable=False)
 logical_or = binary("logical_or", (BOOL, BOOL), differentiable=False)
@@ -193,6 +214,12 @@ def _divide_grad(xp, op, grad):
 # cotangent) see the true derivative, never a mask.
 def _full(xp, like, v):
     """``v`` (an array, or a Python scalar made an array like ``like``)."""
+    return v if hasattr(v, "shape") else xp.full_like(like, v)
+
+
+def scalar_as_array(xp, v, like):
+    """``v``, or where it is a Python scalar (a native walk passes an op's scalar input as it is) an
+    array of it shaped and typed like the array ``like``: the Array API's functions take arrays."""
     return v if hasattr(v, "shape") else xp.full_like(like, v)
 
 
@@ -315,7 +342,12 @@ negative.gradient(lambda xp, op, grad: -grad)
 positive = unary("positive", REAL, complex=True, saves=())
 positive.gradient(lambda xp, op, grad: grad)
 
-remainder = binary("remainder", (REAL, NONZERO), convention="as TF's FloorMod: d/dx1 = 1, d/dx2 = -floor(x1 / x2)")
+remainder = binary(
+    "remainder",
+    (REAL, NONZERO),
+    forward=_ordered("remainder"),
+    convention="as TF's FloorMod: d/dx1 = 1, d/dx2 = -floor(x1 / x2)",
+)
 
 
 @remainder.gradient
@@ -326,19 +358,31 @@ def _remainder_grad(xp, op, grad):
 
 
 pow = binary(
-    "pow", [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)], convention="d/dx2 of x1**x2 is 0 where x1 <= 0 (real), as TF"
+    "pow",
+    [(POSITIVE, REAL), (OFF_AXES, OFF_AXES)],
+    convention="d/dx2 of x1**x2 is 0 where x1 <= 0 (real), as TF; d/dx1 is 0 where x2 == 0 (x1 = 0 too), as PyTorch",
 )
 
 
 @pow.gradient
 def _pow_grad(xp, op, grad):
-    """d(x1^x2) = x2 x1^(x2-1) dx1 + x1^x2 log(x1) dx2 (the log term is 0 where x1 <= 0, as TF)."""
+    """d(x1^x2) = x2 x1^(x2-1) dx1 + x1^x2 log(x1) dx2 (the log term is 0 where x1 <= 0, as TF).
+    Where x2 == 0, x1^x2 is 1 for every x1: d/dx1 is 0, also at x1 = 0 (as JAX and PyTorch; x1^(x2-1)
+    is not evaluated there, so higher orders see no infinity either)."""
     x1, x2 = op.inputs
     g1 = g2 = None
     if op.needs_grad(0):
-        g1 = xp.multiply_no_nan(conj_(xp, x2 * xp.pow(x1, x2 - 1)), grad)
+        if hasattr(x2, "shape"):
+            zero = x2 == 0
+            d = xp.where(zero, 0, x2 * xp.pow(x1, xp.where(zero, 1, x2) - 1))
+        elif x2 == 0:
+            d = xp.zeros_like(x1)
+        else:
+            d = x2 * xp.pow(x1, x2 - 1)
+        g1 = xp.multiply_no_nan(conj_(xp, d), grad)
     if op.needs_grad(1):
         y = op.outputs[0]
+        x1 = scalar_as_array(xp, x1, y)
         if is_complex(x1):
             zero = x1 == 0
             logx = xp.where(zero, 0, xp.log(xp.where(zero, 1, x1)))
@@ -427,6 +471,7 @@ atan2 = binary("atan2", (NONZERO, NONZERO))
 def _atan2_grad(xp, op, grad):
     """atan2(x1, x2) = angle of (x2, x1): d = (x2 dx1 - x1 dx2) / (x1^2 + x2^2)."""
     x1, x2 = op.inputs
+    x1, x2 = scalar_as_array(xp, x1, x2), scalar_as_array(xp, x2, x1)
     g = xp.xdivy(grad, xp.square(x1) + xp.square(x2))
     return (g * x2 if op.needs_grad(0) else None, -g * x1 if op.needs_grad(1) else None)
 
@@ -513,6 +558,7 @@ copysign = binary(
 def _copysign_grad(xp, op, grad):
     """copysign(x1, x2) = |x1| sgn(x2): d/dx1 = +-1 (-1 where the sign bits differ), d/dx2 = 0."""
     x1, x2 = op.inputs
+    x1, x2 = scalar_as_array(xp, x1, x2), scalar_as_array(xp, x2, x1)
     flip = xp.logical_xor(xp.signbit(x1), xp.signbit(x2))
     return (
         xp.where(flip, -grad, grad) if op.needs_grad(0) else None,
@@ -520,7 +566,9 @@ def _copysign_grad(xp, op, grad):
     )
 
 
-maximum = binary("maximum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
+maximum = binary(
+    "maximum", (REAL, REAL), forward=_ordered("maximum"), convention="at x1 == x2 the gradient goes to x1, as TF"
+)
 
 
 @maximum.gradient
@@ -531,7 +579,9 @@ def _maximum_grad(xp, op, grad):
     return (xp.where(m, grad, 0) if op.needs_grad(0) else None, xp.where(m, 0, grad) if op.needs_grad(1) else None)
 
 
-minimum = binary("minimum", (REAL, REAL), convention="at x1 == x2 the gradient goes to x1, as TF")
+minimum = binary(
+    "minimum", (REAL, REAL), forward=_ordered("minimum"), convention="at x1 == x2 the gradient goes to x1, as TF"
+)
 
 
 @minimum.gradient

@@ -1075,8 +1075,17 @@ def outer(x1, x2, /):
 
 
 # ---------------------------------------------------------------------------------------- trace, diagonal
+def _trace_forward(xp, x, *, offset=0):
+    """The library's trace, in ``x``'s dtype (the public function casts integers to int64 / uint64
+    first; ``array_api_compat.torch`` sums uint64 into int64)."""
+    out = xp.linalg.trace(x, offset=offset)
+    return out if out.dtype == x.dtype else xp.astype(out, x.dtype)
+
+
 _trace = defop(
     "linalg.trace",
+    _trace_forward,
+    xp_callable=True,
     chapter="linalg",
     saves="inputs",
     batched=True,

@@ -42,6 +42,7 @@ from gradtape.ops import apply1, binary, composite, defop, public, unary
 from gradtape.ops import nn as _nn
 from gradtape.ops.elementwise import (
     abs,
+    conj_,
     equal,
     exp,
     less,
@@ -50,7 +51,7 @@ from gradtape.ops.elementwise import (
     sin,
     square,
 )
-from gradtape.ops.manipulation import permute_dims, reshape
+from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, max, sum
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
@@ -113,6 +114,11 @@ def _host(backend, fn, *xs):
     return backend.asarray(out.astype(dt, copy=False), device=backend.device_of(like))
 
 
+def _complex_input(x):
+    d = getattr(x, "dtype", None)
+    return d is not None and "complex" in str(d)
+
+
 def _forward(name, *, torch=None, jax=None):
     """``forward(backend, *xs)``: ``scipy.special.<name>`` on NumPy; on PyTorch ``torch.special.<torch>``
     (a name, default ``name``) or ``torch(torch_module, *xs)``; on JAX ``jax.scipy.special.<jax>`` or
@@ -120,6 +126,8 @@ def _forward(name, *, torch=None, jax=None):
 
     def forward(backend, *xs):
         b = backend.name
+        if b in ("torch", "jax") and any(_complex_input(x) for x in xs):
+            b = "host"  # torch.special and jax.scipy.special take real inputs only: SciPy's, as NumPy's
         if b == "numpy":
             return getattr(_scipy_special(name), name)(*xs)
         if b == "torch":
@@ -208,7 +216,7 @@ erf = composite("special.erf", _erf_fn, domain=REAL, chapter="special", doc="The
 _named(erf, "erf", "The error function, ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.")
 
 erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, accurate for large x.", saves="inputs")
-erfc.gradient(lambda xp, op, grad: grad * ((-2.0 / _SQRT_PI) * xp.exp(-xp.square(op.inputs[0]))))
+erfc.gradient(lambda xp, op, grad: grad * conj_(xp, (-2.0 / _SQRT_PI) * xp.exp(-xp.square(op.inputs[0]))))
 
 
 def _erfcinv_torch(t, x):
@@ -427,8 +435,9 @@ def _polygamma_forward(backend, *args, n=None):
 
         return jsp.polygamma(n, x)
     sc = _scipy_special("polygamma")
-    if b == "numpy":
-        return sc.polygamma(n, x)
+    if b == "numpy":  # in x's floating dtype (SciPy computes float32 in float64), as torch and JAX
+        out = np.asarray(sc.polygamma(n, x))
+        return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
     return _host(backend, lambda h: sc.polygamma(n, h), x)
 
 
@@ -436,6 +445,7 @@ _polygamma = defop(
     "special.polygamma",
     _polygamma_forward,
     chapter="special",
+    floating=True,
     domain=[Case(1, POSITIVE[2, 3]), Case(0, OFF_POLES[4]), Case(2, POSITIVE[3])],
     convention=_POLES,
     saves="inputs",
@@ -446,24 +456,25 @@ _polygamma = defop(
 
 @public(_polygamma)
 def polygamma(n, x, /):
-    """The n-th derivative of ``psi`` (``n`` a non-negative int, or an integer array: one op per
-    distinct value)."""
+    """The n-th derivative of ``psi`` (``n`` an int, or an integer array: one op per distinct value),
+    as ``scipy.special.polygamma``: NaN where ``n`` is negative, the shape of ``n`` and ``x``
+    broadcast together."""
     x = x if isinstance(x, Tensor) else convert_to_tensor(x)
-    if isinstance(n, (int, np.integer)):
-        if n < 0:
-            raise ValueError(f"polygamma: n must be non-negative, got {n}")
+    if isinstance(n, (int, np.integer)) and n >= 0:
         return apply1(_polygamma, x, {"n": int(n)})
     n_host = np.asarray(n.numpy() if isinstance(n, Tensor) else n)
-    if n_host.dtype.kind not in "iu":
+    if n_host.dtype.kind not in "iub":
         raise TypeError(f"polygamma: n must be integers, got dtype {n_host.dtype}")
-    if n_host.ndim == 0:
-        return polygamma(int(n_host), x)
+    n_host = n_host.astype(np.int64)
+    shape = np.broadcast_shapes(n_host.shape, tuple(x.shape))
     nt = convert_to_tensor(n_host, like=x)
-    out = None
-    for k in np.unique(n_host):
-        v = polygamma(int(k), x)
-        out = v if out is None else where(equal(nt, int(k)), v, out)
-    return out
+    orders = [int(k) for k in np.unique(n_host) if k >= 0]
+    out = apply1(_polygamma, x, {"n": orders[0] if orders else 0})
+    for k in orders[1:]:
+        out = where(equal(nt, k), apply1(_polygamma, x, {"n": k}), out)
+    if not orders or orders[0] != int(n_host.min(initial=0)):  # a negative order: NaN there
+        out = where(less(nt, 0), math.nan, out)
+    return broadcast_to(out, shape)
 
 
 _polygamma.gradient(

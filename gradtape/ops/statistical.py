@@ -7,6 +7,7 @@ shape (re-inserting the reduced axes, then broadcasting; leading batch axes of t
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
@@ -190,7 +191,17 @@ def mean(x, /, *, axis=None, keepdims=False):
     return apply1(_mean, x, {"axis": axes, "keepdims": bool(keepdims)})
 
 
+def _var_over_no_axes(xp, x, correction):
+    """The variance over no axes (a 0-d input, or ``axis=()``): each element alone, N = 1, so
+    ``(x - x)^2 / (1 - correction)``: NaN for a NaN or infinite element, and for ``correction >= 1``,
+    as NumPy (``array_api_compat.torch`` reads ``axis=()`` as "no reduction" and gives 0)."""
+    c = x - x
+    return c * c * (1.0 / (1.0 - correction) if correction < 1 else math.nan)
+
+
 def _var_forward(xp, x, *, axis, correction=0.0, keepdims=False):
+    if axis == ():
+        return _var_over_no_axes(xp, x, correction)
     return xp.var(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
@@ -218,6 +229,8 @@ def var(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 def _std_forward(xp, x, *, axis, correction=0.0, keepdims=False):
+    if axis == ():
+        return xp.sqrt(_var_over_no_axes(xp, x, correction))
     return xp.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
@@ -244,9 +257,12 @@ def _std_grad(xp, op, grad):
         y = xp.reshape(y, _keep_shape(x.shape, axes))
     centred = x - xp.mean(x, axis=axes, keepdims=True)
     # 0 for a zero grad; where std = 0 (constant values) the centred values are 0 and so is the
-    # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's
+    # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's.
+    # The divisor is 1 there, not 0: no infinity for a higher order to meet (one element's std is
+    # 0 for every x, and its second derivative 0, not inf - inf)
+    safe = xp.where(y == 0, 1, y)
     return xp.multiply_no_nan(
-        xp.xdivy(_unreduce(xp, grad, op), y * builtins.max(n - op.attrs["correction"], 1e-300)), centred
+        xp.xdivy(_unreduce(xp, grad, op), safe * builtins.max(n - op.attrs["correction"], 1e-300)), centred
     )
 
 
@@ -301,17 +317,30 @@ _min = defop(
 _min.gradient(_minmax_grad)
 
 
+def _real_only(name, x):
+    if x.dtype.kind == "c":
+        raise TypeError(
+            f"{name}: complex input ({x.dtype}) has no order; the Array API standard defines {name} for "
+            f"real-valued inputs only, and gradtape refuses complex ones on every backend (take {name} of "
+            "gt.real(x) or gt.abs(x))"
+        )
+
+
 @public(_max)
 def max(x, /, *, axis=None, keepdims=False):
-    """Maximum over ``axis``; ties share the gradient evenly."""
+    """Maximum over ``axis``; ties share the gradient evenly.  Real inputs only: complex values
+    have no order (the standard leaves them unspecified), a TypeError on every backend."""
     x, axes = _prep(x, axis)
+    _real_only("max", x)
     return apply1(_max, x, {"axis": axes, "keepdims": bool(keepdims)})
 
 
 @public(_min)
 def min(x, /, *, axis=None, keepdims=False):
-    """Minimum over ``axis``; ties share the gradient evenly."""
+    """Minimum over ``axis``; ties share the gradient evenly.  Real inputs only: complex values
+    have no order (the standard leaves them unspecified), a TypeError on every backend."""
     x, axes = _prep(x, axis)
+    _real_only("min", x)
     return apply1(_min, x, {"axis": axes, "keepdims": bool(keepdims)})
 
 
