@@ -421,6 +421,8 @@ class JaxBackend(Backend):
         return x.at[key].set(value)
 
     def erf(self, x):
+        if self._jnp.iscomplexobj(x):  # jax.scipy.special.erf is real-only: SciPy's, on the host
+            return super().erf(x)
         from jax.scipy.special import erf
 
         return erf(x)

@@ -21,13 +21,6 @@ from gradtape.testing import finite_differences
 
 CHAPTERS = ("elementwise", "special", "math")
 
-#: erf's op and rule live in gradtape/ops/nn.py (``_erf_grad`` lacks ``conj_``) and JAX's forward in
-#: backends/jax.py (``jax.scipy.special.erf`` refuses complex input): outside this branch's files,
-#: asked of their owners.  Strict: this fails as soon as they are fixed, so the mark goes with them
-ERF_XFAIL = pytest.mark.xfail(
-    strict=True, reason="complex erf: ops/nn.py's _erf_grad must conjugate; backends/jax.py's erf is real-only"
-)
-
 
 def _complex_cases():
     out = []
@@ -41,7 +34,7 @@ def _complex_cases():
                 break  # one complex case per op: the rule is the same at every shape
     # erf and erfc are declared on real samples (not every library computes them on complex
     # values); the rule must still be right where one does (NumPy's backend: SciPy)
-    out.append(pytest.param(gt.special.erf, Case(OFF_AXES[3]), id="special.erf-complex", marks=ERF_XFAIL))
+    out.append(pytest.param(gt.special.erf, Case(OFF_AXES[3]), id="special.erf-complex"))
     out.append(pytest.param(gt.special.erfc, Case(OFF_AXES[3]), id="special.erfc-complex"))
     return out
 
@@ -89,7 +82,6 @@ def test_complex_rule_matches_finite_differences(backend, fn, case):
         np.testing.assert_allclose(g.numpy(), fd[k][0], rtol=1e-5, atol=1e-6, err_msg=f"argument {k}")
 
 
-@ERF_XFAIL
 def test_erf_gradient_at_the_issue_point(backend):
     """At z = -0.6-0.12j the gradient of Re(erf(z)) is conj(erf'(z)) = 0.7904+0.1146j (TF's
     convention: dL/dRe + 1j dL/dIm), not erf'(z)."""

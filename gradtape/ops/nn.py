@@ -30,6 +30,7 @@ from gradtape.domains import NONZERO, POSITIVE, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import (
     astype,
+    conj_,
     exp,
     greater_equal,
     log1p,
@@ -187,9 +188,9 @@ def erf(x, name=None):
 
 @_erf.gradient
 def _erf_grad(xp, op, grad):
-    """d erf = 2 / sqrt(pi) exp(-x^2) dx."""
+    """d erf = 2 / sqrt(pi) exp(-x^2) dx (conjugated for complex x: TensorFlow's convention)."""
     x = op.inputs[0]
-    return grad * ((2.0 / math.sqrt(math.pi)) * xp.exp(-xp.square(x)))
+    return grad * conj_(xp, (2.0 / math.sqrt(math.pi)) * xp.exp(-xp.square(x)))
 
 
 def _gelu_forward(backend, x, *, approximate=False):
