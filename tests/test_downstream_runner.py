@@ -46,7 +46,7 @@ def test_compare_lists_only_failures_the_reference_does_not_share():
         "m.py::t[array_api_strict-3]": {"namespace": "array_api_strict", "outcome": "skipped", "error": ""},
     }
     counts, only = run.compare({"reference": "array_api_strict", "tests": tests})
-    assert only == [("m.py::t[gradtape-1]", "E1")]
+    assert only == [("m.py::t[gradtape-1]", "E1", "", "passed")]
     assert dict(counts["gradtape"]) == {"failed": 2, "skipped": 1}
     assert dict(counts["array_api_strict"]) == {"passed": 1, "failed": 1, "skipped": 1}
 

@@ -8,6 +8,7 @@ configured through the environment, which the runner sets:
 ``GRADTAPE_DOWNSTREAM_SUITE``  ``scipy`` or ``sklearn``
 ``GRADTAPE_DOWNSTREAM_REF``    the reference namespace: ``array_api_strict`` or ``torch``
 ``GRADTAPE_DOWNSTREAM_OUT``    the JSON file the outcomes are written to
+``GRADTAPE_DOWNSTREAM_ONLY``   optional: a file of node ids to run (the runner's ``--only``)
 
 Nothing of SciPy's or scikit-learn's is edited: SciPy's ``xp`` fixture (``scipy/conftest.py``) is
 re-declared with the two namespaces as its parameters, and scikit-learn's
@@ -97,15 +98,28 @@ def namespace_of(nodeid):
 _results: dict[str, dict] = {}
 
 
+#: ``--only``: a file of node ids (one a line); every other test is deselected
+_ONLY = os.environ.get("GRADTAPE_DOWNSTREAM_ONLY")
+
+
 def pytest_collection_modifyitems(session, config, items):
+    only = set(open(_ONLY).read().splitlines()) if _ONLY else None
     keep, drop = [], []
     for item in items:
-        (keep if namespace_of(item.nodeid) else drop).append(item)
+        wanted = namespace_of(item.nodeid) and (only is None or item.nodeid in only)
+        (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
     items[:] = keep
     for item in keep:
         _results[item.nodeid] = {"namespace": namespace_of(item.nodeid), "outcome": None, "error": ""}
+
+
+def _error(excinfo, when):
+    """The exception's first line, and up to four more non-blank lines of it (an ``AssertionError`` of
+    ``xp_assert_close`` says what differs on its second and later lines)."""
+    lines = [ln.strip() for ln in excinfo.exconly().strip().splitlines() if ln.strip()] or [""]
+    return f"[{when}] " + lines[0][:300], " | ".join(lines[1:5])[:600]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -117,12 +131,11 @@ def pytest_runtest_makereport(item, call):
     if report.failed and rec["outcome"] != "failed":
         rec["outcome"] = "failed"
         if call.excinfo is not None:
-            lines = call.excinfo.exconly().strip().splitlines() or [""]
-            rec["error"] = f"[{report.when}] " + lines[0][:300]
+            rec["error"], rec["detail"] = _error(call.excinfo, report.when)
     elif report.skipped and rec["outcome"] is None:
         rec["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
         if call.excinfo is not None:
-            rec["error"] = call.excinfo.exconly().strip().splitlines()[0][:300] if call.excinfo.exconly() else ""
+            rec["error"] = _error(call.excinfo, report.when)[0]
     elif report.when == "call" and report.passed and rec["outcome"] is None:
         rec["outcome"] = "xpassed" if hasattr(report, "wasxfail") else "passed"
     return report

@@ -54,7 +54,12 @@ def sklearn_test_files():
     return [str(p) for p in [*files, root / "tests" / "test_common.py"]]
 
 
-def pytest_args(args):
+def pytest_args(args, only=None):
+    if only:  # the modules of the node ids to rerun
+        root = _site_package(args.suite).parent
+        files = sorted({n.split("::")[0] for n in only})
+        targets = [str(root / f) for f in files]
+        return _pytest_cmd(args, ["-m", "array_api_backends"] if args.suite == "scipy" else []) + targets
     if args.suite == "scipy":
         modules = args.modules.split(",") if args.modules else SCIPY_MODULES
         targets = ["--pyargs", *(f"scipy.{m}" for m in modules)]
@@ -65,24 +70,29 @@ def pytest_args(args):
             wanted = args.modules.split(",")
             files = [f for f in files if any(w in f for w in wanted)]
         targets, extra = files, []
+    return _pytest_cmd(args, extra) + targets
+
+
+def _pytest_cmd(args, extra):
     cmd = [sys.executable, "-m", "pytest", "-p", "downstream_plugin", "-p", "no:cacheprovider", "-q", "--tb=no"]
     cmd += ["-o", "addopts=", "-W", "ignore::DeprecationWarning", *extra]
     if args.k:
         cmd += ["-k", args.k]
-    return cmd + targets + args.pytest_args
+    return cmd + args.pytest_args
 
 
 def compare(data):
-    """Counts per namespace, and the tests that fail on gradtape but not on the reference."""
+    """Counts per namespace, and the tests that fail on gradtape but not on the reference: (node id, the
+    error's first line, its next lines, the reference's outcome)."""
     ref = data["reference"]
     counts = {ns: collections.Counter() for ns in ("gradtape", ref)}
     by_key: dict[str, dict] = collections.defaultdict(dict)
     for nodeid, rec in data["tests"].items():
         outcome = {"xfailed": "skipped", "xpassed": "passed", None: "skipped"}.get(rec["outcome"], rec["outcome"])
         counts[rec["namespace"]][outcome] += 1
-        by_key[pair_key(nodeid, ref)][rec["namespace"]] = (nodeid, outcome, rec["error"])
+        by_key[pair_key(nodeid, ref)][rec["namespace"]] = (nodeid, outcome, rec["error"], rec.get("detail", ""))
     only = sorted(
-        (v["gradtape"][0], v["gradtape"][2])
+        (v["gradtape"][0], v["gradtape"][2], v["gradtape"][3], v[ref][1] if ref in v else "missing")
         for v in by_key.values()
         if "gradtape" in v and v["gradtape"][1] == "failed" and v.get(ref, (None, None))[1] != "failed"
     )
@@ -114,8 +124,14 @@ def markdown(meta, counts, only):
     ]
     for ns in ("gradtape", ref):
         lines.append(f"| {ns} | " + " | ".join(str(counts[ns][o]) for o in OUTCOMES) + " |")
-    lines += ["", f"**{len(only)} fail on gradtape only**", ""]
-    lines += [f"- `{nodeid}`: {err}" for nodeid, err in only]
+    skipped = [o for o in only if o[3] != "passed"]
+    lines += [
+        "",
+        f"**{len(only)} fail on gradtape only**: {len(only) - len(skipped)} that {ref} passes, "
+        f"{len(skipped)} that SciPy's/scikit-learn's markers skip on {ref} (by its name) and not on gradtape",
+        "",
+    ]
+    lines += [f"- `{nodeid}`: {err}" + ("" if r == "passed" else f" ({ref}: {r})") for nodeid, err, _, r in only]
     return "\n".join(lines) + "\n"
 
 
@@ -128,6 +144,7 @@ def main(argv=None):
     p.add_argument("-k", default=None, help="pytest's -k expression")
     p.add_argument("--json", default=None, help="write every test's outcome and the comparison here")
     p.add_argument("--out", default=None, help="write the markdown comparison here")
+    p.add_argument("--only", default=None, help="rerun only these tests: a --json file (its gradtape-only failures)")
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     p.add_argument("pytest_args", nargs="*", help="passed on to pytest (after --)")
     args = p.parse_args(argv)
@@ -144,7 +161,12 @@ def main(argv=None):
         env["GRADTAPE_DOWNSTREAM_OUT"] = out = os.path.join(tmp, "outcomes.json")
         ini = os.path.join(tmp, "pytest.ini")
         Path(ini).write_text("[pytest]\n")
-        cmd = pytest_args(args)
+        only = None
+        if args.only:
+            only = [n for n, *_ in json.loads(Path(args.only).read_text())["gradtape_only"]]
+            env["GRADTAPE_DOWNSTREAM_ONLY"] = os.path.join(tmp, "only.txt")
+            Path(env["GRADTAPE_DOWNSTREAM_ONLY"]).write_text("\n".join(only) + "\n")
+        cmd = pytest_args(args, only)
         # node ids relative to site-packages (scipy/fft/tests/...); pyproject's settings left out
         cmd[3:3] = ["-c", ini, "--rootdir", str(_site_package(args.suite).parent)]
         print("running:", " ".join(cmd), flush=True)
