@@ -44,11 +44,13 @@ def test_compare_lists_only_failures_the_reference_does_not_share():
         "m.py::t[array_api_strict-2]": {"namespace": "array_api_strict", "outcome": "failed", "error": "E2"},
         "m.py::t[gradtape-3]": {"namespace": "gradtape", "outcome": "xfailed", "error": ""},
         "m.py::t[array_api_strict-3]": {"namespace": "array_api_strict", "outcome": "skipped", "error": ""},
+        "m.py::mixed[array_api_strict-numpy]": {"namespace": "array_api_strict", "outcome": "passed", "error": ""},
     }
     counts, only = run.compare({"reference": "array_api_strict", "tests": tests})
     assert only == [("m.py::t[gradtape-1]", "E1", "", "passed")]
     assert dict(counts["gradtape"]) == {"failed": 2, "skipped": 1}
     assert dict(counts["array_api_strict"]) == {"passed": 1, "failed": 1, "skipped": 1}
+    assert dict(counts["unpaired"]) == {"passed": 1}  # no gradtape twin: not in the reference's counts
 
 
 def test_the_normal_suite_does_not_collect_the_runner():
