@@ -25,6 +25,11 @@ def test_axis_out_of_bounds_says_numpys_words(backend):
     for call in calls:
         with pytest.raises(IndexError, match=pattern):
             call()
+    # with NumPy's prefixes, which SciPy's pattern '...axis 10 is out of bounds for array...' needs
+    with pytest.raises(IndexError, match="^source: axis 10 is out of bounds for array of dimension 1$"):
+        gt.moveaxis(x, 10, 0)
+    with pytest.raises(IndexError, match="^destination: axis 10 is out of bounds for array of dimension 1$"):
+        gt.moveaxis(x, 0, 10)
 
 
 def test_broadcast_shapes_error_says_numpys_words(backend):

@@ -35,10 +35,10 @@ __all__ = [
 ]
 
 
-def _norm_axis(axis, ndim):
+def _norm_axis(axis, ndim, prefix=""):
     if not -ndim <= axis < builtins.max(ndim, 1):
-        # NumPy's AxisError wording, which SciPy's tests match (issue 21)
-        raise IndexError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        # NumPy's AxisError wording (and prefix: moveaxis' "source: "), which SciPy's tests match (issue 21)
+        raise IndexError(f"{prefix}axis {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim if ndim else 0
 
 
@@ -213,8 +213,8 @@ def moveaxis(x, source, destination, /):
     nd = x.ndim
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
-    src = [_norm_axis(a, nd) for a in src]
-    dst = [_norm_axis(a, nd) for a in dst]
+    src = [_norm_axis(a, nd, "source: ") for a in src]
+    dst = [_norm_axis(a, nd, "destination: ") for a in dst]
     order = [a for a in range(nd) if a not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
