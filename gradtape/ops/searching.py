@@ -125,10 +125,23 @@ def _searchsorted_forward(xp, x1, x2, *, side="left", sorter=None):
     try:
         out = xp.searchsorted(x1, x2, side=side, sorter=sorter)
     except (NotImplementedError, RuntimeError, TypeError):
-        if x1.dtype not in (xp.uint16, xp.uint32) or x2.dtype not in (xp.uint8, xp.uint16, xp.uint32):
+        unsigned = (xp.uint8, xp.uint16, xp.uint32, xp.uint64)
+        if x1.dtype not in unsigned[1:] or x2.dtype not in unsigned:
             raise
-        # torch has no searchsorted for its wider unsigned types: int64 holds their values in order
-        out = xp.searchsorted(xp.astype(x1, xp.int64), xp.astype(x2, xp.int64), side=side, sorter=sorter)
+        # torch has no searchsorted for its wider unsigned types: int64 holds uint16/uint32 values in
+        # order; uint64's from 2**63 up wrap to negative int64s, and flipping the sign bit of every key
+        # (v - 2**63, modulo 2**64) puts all of them back in order (scikit-learn's label_binarize)
+        if xp.uint64 in (x1.dtype, x2.dtype):
+
+            def key(v):
+                v = xp.astype(v, xp.int64)
+                return xp.bitwise_xor(v, xp.full_like(v, -(2**63)))
+        else:
+
+            def key(v):
+                return xp.astype(v, xp.int64)
+
+        out = xp.searchsorted(key(x1), key(x2), side=side, sorter=sorter)
     return out if out.dtype == xp.int64 else xp.astype(out, xp.int64)  # JAX gives int32
 
 
