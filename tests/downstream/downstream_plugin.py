@@ -102,6 +102,7 @@ _results: dict[str, dict] = {}
 _ONLY = os.environ.get("GRADTAPE_DOWNSTREAM_ONLY")
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected theirs: only what runs is recorded
 def pytest_collection_modifyitems(session, config, items):
     only = set(open(_ONLY).read().splitlines()) if _ONLY else None
     keep, drop = [], []
