@@ -53,9 +53,11 @@ def _patch_scipy():
     params = [*ref, pytest.param(gradtape, id=GT, marks=marks)]
     # np_only / cpu_only / eager_only markers name gradtape like any non-NumPy backend
     sc.xp_known_backends.add(GT)
-    backend = gradtape.backends.get(os.environ.get("GRADTAPE_BACKEND", "numpy").split(":")[0])
-    if getattr(backend, "lazy", False):
+    name, _, device = os.environ.get("GRADTAPE_BACKEND", "numpy").partition(":")
+    if getattr(gradtape.backends.get(name), "lazy", False):
         sc.xp_skip_eager_only_backends.add(GT)
+    if device and device != "cpu":  # SciPy's cpu_only markers skip GPU backends
+        sc.xp_skip_cpu_only_backends.add(GT)
     sc.xp_available_backends[:] = params
     sc.xp = pytest.fixture(params=params)(sc.xp.__wrapped__)
 
@@ -142,6 +144,22 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+_done = [0]
+
+
+def _dump(exitstatus):
+    done = {k: v for k, v in _results.items() if v["outcome"] is not None}
+    with open(OUT + ".tmp", "w") as f:
+        json.dump({"suite": SUITE, "reference": REF, "exitstatus": exitstatus, "tests": done}, f, indent=0)
+    os.replace(OUT + ".tmp", OUT)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    # every 200 tests the outcomes so far: a run cut short by the runner's --timeout still reports
+    _done[0] += 1
+    if _done[0] % 200 == 0:
+        _dump(None)
+
+
 def pytest_sessionfinish(session, exitstatus):
-    with open(OUT, "w") as f:
-        json.dump({"suite": SUITE, "reference": REF, "exitstatus": int(exitstatus), "tests": _results}, f, indent=0)
+    _dump(int(exitstatus))

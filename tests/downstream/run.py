@@ -124,7 +124,8 @@ def markdown(meta, counts, only):
         f"## {meta['suite']} on gradtape ({meta['backend']}) vs {ref}",
         "",
         f"{meta['date']}; {meta['versions']}; GRADTAPE_BACKEND={meta['backend']}, "
-        f"GRADTAPE_FLOATX={meta['floatx'] or '(unset)'}; {meta['seconds']:.0f} s",
+        f"GRADTAPE_FLOATX={meta['floatx'] or '(unset)'}; {meta['seconds']:.0f} s"
+        + ("; **partial: cut short by --timeout**" if meta.get("partial") else ""),
         "",
         "| namespace | passed | failed | skipped |",
         "|---|---|---|---|",
@@ -180,10 +181,13 @@ def main(argv=None):
         cmd[3:3] = ["-c", ini, "--rootdir", str(_site_package(args.suite).parent)]
         print("running:", " ".join(cmd), flush=True)
         start = datetime.datetime.now(datetime.timezone.utc)
-        proc = subprocess.run(cmd, env=env, cwd=tmp, timeout=args.timeout)
+        try:
+            returncode = subprocess.run(cmd, env=env, cwd=tmp, timeout=args.timeout).returncode
+        except subprocess.TimeoutExpired:
+            returncode = None  # the outcomes written so far (every 200 tests) are reported, marked partial
         seconds = (datetime.datetime.now(datetime.timezone.utc) - start).total_seconds()
         if not os.path.exists(out):
-            sys.exit(f"pytest exited {proc.returncode} without writing outcomes")
+            sys.exit(f"pytest exited {returncode} without writing outcomes")
         data = json.loads(Path(out).read_text())
     versions = subprocess.run(
         [
@@ -204,10 +208,11 @@ def main(argv=None):
         "date": start.strftime("%Y-%m-%d %H:%M UTC"),
         "versions": versions,
         "seconds": seconds,
+        "partial": data["exitstatus"] is None,
     }
     counts, only = compare(data)
     text = markdown(meta, counts, only)
-    print(text)
+    print("\n" + text)
     if args.out:
         Path(args.out).write_text(text)
     if args.json:
