@@ -122,6 +122,8 @@ def count_nonzero(x, /, *, axis=None, keepdims=False):
 
 
 def _searchsorted_forward(xp, x1, x2, *, side="left", sorter=None):
+    if xp.isdtype(x1.dtype, "real floating") and xp.isdtype(x2.dtype, "real floating"):
+        return _searchsorted_nan_last(xp, x1, x2, side=side, sorter=sorter)
     try:
         out = xp.searchsorted(x1, x2, side=side, sorter=sorter)
     except (NotImplementedError, RuntimeError, TypeError):
@@ -143,6 +145,27 @@ def _searchsorted_forward(xp, x1, x2, *, side="left", sorter=None):
 
         out = xp.searchsorted(key(x1), key(x2), side=side, sorter=sorter)
     return out if out.dtype == xp.int64 else xp.astype(out, xp.int64)  # JAX gives int32
+
+
+def _searchsorted_nan_last(xp, x1, x2, *, side, sorter):
+    """NumPy's answer on every backend where NaNs are involved: NaN sorts after +inf (torch's own
+    searchsorted places a NaN of ``x2`` after the NaNs of ``x1``, and ``+inf`` on the right after them
+    too; SciPy's quantile tests, issue 21).  The search runs with NaNs as +inf; then a NaN of ``x2``
+    goes before the first NaN of ``x1`` (left) or after the last (right), and ``+inf`` on the right
+    before the first NaN."""
+    inf = xp.full_like(x1, float("inf"))
+    out = xp.searchsorted(
+        xp.where(xp.isnan(x1), inf, x1),
+        xp.where(xp.isnan(x2), xp.full_like(x2, float("inf")), x2),
+        side=side,
+        sorter=sorter,
+    )
+    out = xp.astype(out, xp.int64)
+    n = x1.shape[-1]
+    n_valid = xp.astype(n - xp.count_nonzero(xp.isnan(x1)), xp.int64)  # NaNs sort last: they are x1's tail
+    if side == "left":
+        return xp.where(xp.isnan(x2), n_valid, out)
+    return xp.where(xp.isnan(x2), xp.full_like(out, n), xp.where(x2 == float("inf"), n_valid, out))
 
 
 _searchsorted = defop(
