@@ -23,6 +23,10 @@ import pytest
 import gradtape as gt
 from gradtape import backends as _backends
 
+#: SciPy's and scikit-learn's own suites with gradtape (issue 21): a runner, not tests of this suite;
+#: ``python tests/downstream/run.py --help``
+collect_ignore = ["downstream"]
+
 
 def pytest_addoption(parser):
     parser.addoption(

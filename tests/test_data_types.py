@@ -195,7 +195,7 @@ def test_result_type_with_python_scalars():
     assert gt.result_type(1j, gt.float64) is gt.complex128
     assert gt.result_type(gt.int16, 1.5) is gt.float32  # unspecified: gradtape's default float
     assert gt.result_type(gt.bool, 1) is gt.int64  # unspecified: gradtape's default integer
-    with pytest.raises(ValueError, match="at least one tensor or dtype"):
+    with pytest.raises(ValueError, match="at least one array or dtype is required"):
         gt.result_type(1, 2.0)
 
 

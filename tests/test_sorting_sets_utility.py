@@ -275,3 +275,34 @@ def test_diff_errors(backend):
         gt.diff(x, axis=2)
     with pytest.raises(ValueError, match=r"diff: prepend must have the shape of x \(1, 3\) except along axis 1"):
         gt.diff(x, prepend=gt.zeros((2, 1)))
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "uint64"])
+def test_searchsorted_wide_unsigned_matches_numpy(backend, dtype):
+    # torch has no searchsorted for uint16/32/64 (issue 21: scikit-learn's label_binarize on uint64);
+    # uint64 values from 2**63 up must keep their order, not wrap to negative int64s
+    top = int(np.iinfo(dtype).max)
+    x1 = np.array([0, 1, 7, top // 2, top // 2 + 1, top - 3, top], dtype=dtype)
+    x2 = np.array([0, 7, 8, top // 2 + 1, top - 4, top], dtype=dtype)
+    for side in ("left", "right"):
+        got = gt.searchsorted(gt.asarray(x1), gt.asarray(x2), side=side)
+        assert got.dtype == gt.int64
+        np.testing.assert_array_equal(np.asarray(got), np.searchsorted(x1, x2, side=side))
+    # a narrower unsigned x2 beside a uint64 x1
+    got = gt.searchsorted(gt.asarray(x1), gt.asarray(np.array([1, 8], dtype=np.uint8)))
+    np.testing.assert_array_equal(np.asarray(got), np.searchsorted(x1, np.array([1, 8], dtype=np.uint8)))
+
+
+def test_searchsorted_nans_and_infinities_match_numpy(backend):
+    # NaN sorts after +inf, as in NumPy, on every backend (torch's own searchsorted differs there:
+    # SciPy's quantile tests, issue 21); x1 sorted with its NaNs last, as every sort leaves them
+    inf, nan = float("inf"), float("nan")
+    x1 = np.array([-inf, -1.0, 0.0, 0.0, 2.0, inf, inf, nan, nan])
+    x2 = np.array([nan, inf, -inf, 0.0, 1.0, 3.0, -2.0, nan])
+    for a in (x1, x1[:-2], x1[1:5]):
+        for side in ("left", "right"):
+            got = gt.searchsorted(gt.asarray(a, dtype=gt.float64), gt.asarray(x2, dtype=gt.float64), side=side)
+            assert got.dtype == gt.int64
+            np.testing.assert_array_equal(np.asarray(got), np.searchsorted(a, x2, side=side), err_msg=side)
+    got = gt.searchsorted(gt.asarray(x1, dtype=gt.float64), nan, side="left")
+    assert int(got) == 7 and int(gt.searchsorted(gt.asarray(x1, dtype=gt.float64), inf, side="right")) == 7

@@ -105,7 +105,7 @@ def _axis(name, axis, ndim):
     axis = int(axis)
     if not -ndim <= axis < ndim:
         raise IndexError(
-            f"fft.{name}: axis {axis} is out of bounds for a tensor of {ndim} dimensions"
+            f"fft.{name}: axis {axis} is out of bounds for array of dimension {ndim}"
             + (" (a 0-d tensor has no axis to transform)" if ndim == 0 else "")
         )
     return axis % ndim

@@ -35,9 +35,10 @@ __all__ = [
 ]
 
 
-def _norm_axis(axis, ndim):
+def _norm_axis(axis, ndim, prefix=""):
     if not -ndim <= axis < builtins.max(ndim, 1):
-        raise IndexError(f"axis {axis} is out of bounds for a tensor of {ndim} dimensions")
+        # NumPy's AxisError wording (and prefix: moveaxis' "source: "), which SciPy's tests match (issue 21)
+        raise IndexError(f"{prefix}axis {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim if ndim else 0
 
 
@@ -212,8 +213,8 @@ def moveaxis(x, source, destination, /):
     nd = x.ndim
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
-    src = [_norm_axis(a, nd) for a in src]
-    dst = [_norm_axis(a, nd) for a in dst]
+    src = [_norm_axis(a, nd, "source: ") for a in src]
+    dst = [_norm_axis(a, nd, "destination: ") for a in dst]
     order = [a for a in range(nd) if a not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -265,7 +266,8 @@ def broadcast_shapes(*shapes):
             elif n != 1 and n != out[k]:
                 raise ValueError(
                     f"broadcast_shapes: shapes {', '.join(map(str, shapes))} do not broadcast "
-                    f"(size {n} against {out[k]})"
+                    # NumPy's words after ours: SciPy matches "not be broadcast" (issue 21)
+                    f"(size {n} against {out[k]}); shape mismatch: objects cannot be broadcast to a single shape"
                 )
     return tuple(out)
 
@@ -312,13 +314,12 @@ def flip(x, /, *, axis=None):
     nd = x.ndim
     if axis is None:
         axis = tuple(range(-nd, 0)) if nd else None
-    elif isinstance(axis, (tuple, list)):
-        axes = tuple(operator.index(a) for a in axis)
-        axis = tuple(a % nd - nd for a in axes) if all(-nd <= a < nd for a in axes) else axes
     else:
-        axis = operator.index(axis)
-        if -nd <= axis < nd:
-            axis = axis % nd - nd
+        axes = tuple(operator.index(a) for a in axis) if isinstance(axis, (tuple, list)) else operator.index(axis)
+        for a in axes if isinstance(axes, tuple) else (axes,):
+            if not -nd <= a < nd:  # the same words on every backend (NumPy's AxisError's)
+                raise IndexError(f"flip: axis {a} is out of bounds for array of dimension {nd}")
+        axis = tuple(a % nd - nd for a in axes) if isinstance(axes, tuple) else axes % nd - nd
     return apply1(_flip, x, {"axis": axis})
 
 

@@ -122,14 +122,50 @@ def count_nonzero(x, /, *, axis=None, keepdims=False):
 
 
 def _searchsorted_forward(xp, x1, x2, *, side="left", sorter=None):
+    if xp.isdtype(x1.dtype, "real floating") and xp.isdtype(x2.dtype, "real floating"):
+        return _searchsorted_nan_last(xp, x1, x2, side=side, sorter=sorter)
     try:
         out = xp.searchsorted(x1, x2, side=side, sorter=sorter)
     except (NotImplementedError, RuntimeError, TypeError):
-        if x1.dtype not in (xp.uint16, xp.uint32) or x2.dtype not in (xp.uint8, xp.uint16, xp.uint32):
+        unsigned = (xp.uint8, xp.uint16, xp.uint32, xp.uint64)
+        if x1.dtype not in unsigned[1:] or x2.dtype not in unsigned:
             raise
-        # torch has no searchsorted for its wider unsigned types: int64 holds their values in order
-        out = xp.searchsorted(xp.astype(x1, xp.int64), xp.astype(x2, xp.int64), side=side, sorter=sorter)
+        # torch has no searchsorted for its wider unsigned types: int64 holds uint16/uint32 values in
+        # order; uint64's from 2**63 up wrap to negative int64s, and flipping the sign bit of every key
+        # (v - 2**63, modulo 2**64) puts all of them back in order (scikit-learn's label_binarize)
+        if xp.uint64 in (x1.dtype, x2.dtype):
+
+            def key(v):
+                v = xp.astype(v, xp.int64)
+                return xp.bitwise_xor(v, xp.full_like(v, -(2**63)))
+        else:
+
+            def key(v):
+                return xp.astype(v, xp.int64)
+
+        out = xp.searchsorted(key(x1), key(x2), side=side, sorter=sorter)
     return out if out.dtype == xp.int64 else xp.astype(out, xp.int64)  # JAX gives int32
+
+
+def _searchsorted_nan_last(xp, x1, x2, *, side, sorter):
+    """NumPy's answer on every backend where NaNs are involved: NaN sorts after +inf (torch's own
+    searchsorted places a NaN of ``x2`` after the NaNs of ``x1``, and ``+inf`` on the right after them
+    too; SciPy's quantile tests, issue 21).  The search runs with NaNs as +inf; then a NaN of ``x2``
+    goes before the first NaN of ``x1`` (left) or after the last (right), and ``+inf`` on the right
+    before the first NaN."""
+    inf = xp.full_like(x1, float("inf"))
+    out = xp.searchsorted(
+        xp.where(xp.isnan(x1), inf, x1),
+        xp.where(xp.isnan(x2), xp.full_like(x2, float("inf")), x2),
+        side=side,
+        sorter=sorter,
+    )
+    out = xp.astype(out, xp.int64)
+    n = x1.shape[-1]
+    n_valid = xp.astype(n - xp.count_nonzero(xp.isnan(x1)), xp.int64)  # NaNs sort last: they are x1's tail
+    if side == "left":
+        return xp.where(xp.isnan(x2), n_valid, out)
+    return xp.where(xp.isnan(x2), xp.full_like(out, n), xp.where(x2 == float("inf"), n_valid, out))
 
 
 _searchsorted = defop(

@@ -30,7 +30,7 @@ def _prep(name, x, axis):
             raise TypeError(f"{name}: axis must be an int, not {type(axis).__name__}") from None
     if not -x.ndim <= axis < x.ndim:
         raise IndexError(
-            f"{name}: axis {axis} is out of bounds for a tensor of {x.ndim} dimensions; "
+            f"{name}: axis {axis} is out of bounds for array of dimension {x.ndim}; "
             f"use an axis in [-{x.ndim}, {x.ndim})"
         )
     return x, axis % x.ndim

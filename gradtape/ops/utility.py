@@ -176,8 +176,7 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
         raise TypeError(f"diff: axis must be an int, not {type(axis).__name__}")
     if not -x.ndim <= axis < x.ndim:
         raise IndexError(
-            f"diff: axis {axis} is out of bounds for a tensor of {x.ndim} dimensions; "
-            f"use an axis in [-{x.ndim}, {x.ndim})"
+            f"diff: axis {axis} is out of bounds for array of dimension {x.ndim}; use an axis in [-{x.ndim}, {x.ndim})"
         )
     axis = int(axis) % x.ndim
     args, parts = [x], "x"
