@@ -241,6 +241,7 @@ from gradtape.function import (  # noqa: E402,F401
 )
 from gradtape.function import print_ as print  # noqa: E402, F401  (gt.print, as tf.print)
 from gradtape import train  # noqa: E402,F401  (gt.train: Checkpoint, CheckpointManager)
+from gradtape import errors  # noqa: E402,F401  (gt.errors: TensorFlow's exception names)
 from gradtape import _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)
 
 from gradtape._rule_namespace import set_tensor_module as _set_tensor_module  # noqa: E402

@@ -321,3 +321,10 @@ def test_deferred_restoration_at_any_depth_matches_tensorflow(backend, tmp_path)
     assert np.array_equal(var2.numpy(), var.numpy()) == TF_STEP_AFTER_RESTORE_EQUALS_UNINTERRUPTED
     assert int(opt2.iterations) == TF_ITERATIONS_AFTER_ATTACH + 1
     status.assert_consumed()
+
+
+def test_tensorflows_error_names_are_under_gt_errors():
+    """``except gt.errors.DataLossError`` catches what a damaged checkpoint raises, as ``tf.errors``."""
+    assert gt.errors.DataLossError is gt.train.DataLossError and issubclass(gt.errors.DataLossError, ValueError)
+    assert gt.errors.NotFoundError is gt.train.NotFoundError and issubclass(gt.errors.NotFoundError, FileNotFoundError)
+    assert issubclass(gt.errors.OperatorNotAllowedInGraphError, TypeError)

@@ -74,6 +74,7 @@ LAYERS = [
             "gradtape.crosscheck",
             "gradtape.function",
             "gradtape.train",
+            "gradtape.errors",
             "gradtape.testing",
             "gradtape._einops",
             "gradtape",
