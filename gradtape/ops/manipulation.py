@@ -331,7 +331,8 @@ def flip(x, /, *, axis=None):
         axis = operator.index(axis)
         if -nd <= axis < nd:
             axis = axis % nd - nd
-    return _linked(apply1(_flip, x, {"axis": axis}), x, _flip, {"axis": axis})
+    out = apply1(_flip, x, {"axis": axis})
+    return _linked(out, x, _flip, {"axis": axis}) if nd else out  # of a 0-D x, NumPy's is a scalar: a copy
 
 
 # --------------------------------------------------------------------------- joining and splitting
@@ -434,14 +435,16 @@ def stack(arrays, /, *, axis=0):
 
 
 def unstack(x, /, *, axis=0):
-    """The slices of ``x`` along ``axis`` (each a differentiable indexing)."""
+    """The slices of ``x`` along ``axis`` (each a differentiable indexing, a view of ``x`` as NumPy's)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
     axis = _norm_axis(axis, x.ndim)
     out = []
     for k in range(x.shape[axis]):
         key = _native_key((slice(None),) * axis + (k,), x._b, x.ndim, x._b.device_of(x._v))
-        out.append(_linked(apply1(_getitem_op, x, {"key": key}), x, _getitem_op, {"key": key}))
+        piece = apply1(_getitem_op, x, {"key": key})
+        # views of x, as NumPy's; of a 1-D x, NumPy's pieces are scalars: copies
+        out.append(_linked(piece, x, _getitem_op, {"key": key}) if x.ndim > 1 else piece)
     return tuple(out)
 
 
