@@ -34,7 +34,7 @@ from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape._recording_state import _ACTIVE, _state, active_trace, tracing
 from gradtape._control_flow import lowered_cond, lowered_while
-from gradtape._operators import _propagate
+from gradtape import _operators
 from gradtape._trace import (
     GuardFailed,
     QUIET,
@@ -541,7 +541,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
             state_vars.append(("arg", k))
             state_vals.append(t._v)
             leaves[k]._v, leaves[k]._id = t._v.c, _next_id()
-            _propagate(leaves[k])  # a view's base and a base's views see it (NumPy's views)
+            _operators._propagate(leaves[k])  # a view's base and a base's views see it (NumPy's views)
     run, used, how, source = _compile(f, trace, outputs, state_vals, real_b)
     if run is None:
         return result, None
@@ -587,7 +587,7 @@ def _caller(c):
         "GuardFailed": GuardFailed,
         "first_change": _first_change,
         "next_id": _next_id,
-        "propagate": _propagate,
+        "propagate": _operators._propagate,
     }
     ins = []
     for k, (kind, what) in enumerate(c.feed):
