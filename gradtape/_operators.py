@@ -12,9 +12,13 @@ shares its values with ``t``: ``t[key] = v`` (or ``t += v``) on either one, or o
 the same base, views of views included, updates all of them.  gradtape does it itself, with recorded
 ops (a write is a ``setitem`` into each ancestor, then a ``getitem`` refreshes every other live
 view), so gradients through the base and the views stay right and no library's memory sharing is
-relied on.  The bookkeeping lives here, off the Tensor: a view's link (:class:`_Link`, keyed by the
+relied on.  The functions whose NumPy result is a view make views the same way (``reshape`` where
+NumPy's is one, ``permute_dims`` / ``.T`` / ``.mT`` / ``moveaxis``, ``squeeze``, ``expand_dims``,
+``flip``, ``unstack``: :func:`_linked`, hooked into ``gradtape.ops.manipulation``); a link holds the
+op that reads the view from its base, and :func:`_write_back` writes a new value back with its
+inverse.  The bookkeeping lives here, off the Tensor: a view's link (:class:`_Link`, keyed by the
 view's ``id``) and its base's family of live views (:class:`_Family`, keyed by the base's ``id``),
-dropped with the last view; a tensor never indexed pays nothing.  A Variable's slice is a copy, as in
+dropped with the last view; a tensor that has no views pays nothing.  A Variable's slice is a copy, as in
 TensorFlow (:class:`_VariableSlice`: its ``assign`` is TensorFlow's sliced assignment).  See
 docs/conventions.md, "Views".
 """
