@@ -307,6 +307,9 @@ def test_reshape_copies_where_numpy_copies(backend):
     c = gt.reshape(x, (3, 2), copy=True)
     c[0, 0] = 9.0
     assert float(x[0, 0]) == 0.0
+    r = gt.reshape(x, (3, 2), copy=False)  # a tensor that is no view: always a view
+    r[0, 1] = 8.0
+    assert float(x[0, 1]) == 8.0
 
 
 def test_a_variable_reshape_or_transpose_is_a_copy(backend):
