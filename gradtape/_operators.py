@@ -12,9 +12,13 @@ shares its values with ``t``: ``t[key] = v`` (or ``t += v``) on either one, or o
 the same base, views of views included, updates all of them.  gradtape does it itself, with recorded
 ops (a write is a ``setitem`` into each ancestor, then a ``getitem`` refreshes every other live
 view), so gradients through the base and the views stay right and no library's memory sharing is
-relied on.  The bookkeeping lives here, off the Tensor: a view's link (:class:`_Link`, keyed by the
+relied on.  The functions whose NumPy result is a view make views the same way (``reshape`` where
+NumPy's is one, ``permute_dims`` / ``.T`` / ``.mT`` / ``moveaxis``, ``squeeze``, ``expand_dims``,
+``flip``, ``unstack``: :func:`_linked`, hooked into ``gradtape.ops.manipulation``); a link holds the
+op that reads the view from its base, and :func:`_write_back` writes a new value back with its
+inverse.  The bookkeeping lives here, off the Tensor: a view's link (:class:`_Link`, keyed by the
 view's ``id``) and its base's family of live views (:class:`_Family`, keyed by the base's ``id``),
-dropped with the last view; a tensor never indexed pays nothing.  A Variable's slice is a copy, as in
+dropped with the last view; a tensor that has no views pays nothing.  A Variable's slice is a copy, as in
 TensorFlow (:class:`_VariableSlice`: its ``assign`` is TensorFlow's sliced assignment).  See
 docs/conventions.md, "Views".
 """
@@ -24,12 +28,15 @@ from __future__ import annotations
 import itertools
 import weakref
 
+import numpy as np
+
 from gradtape import tensor as _tensor
 from gradtape.ops import apply, apply1
 from gradtape.ops import elementwise as E
 from gradtape.ops.creation import to_device as _to_device
 from gradtape.ops.indexing import _getitem_op, _native_key, _setitem, _setitem_op, _without_newaxes
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose
+from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape, squeeze, stack
 from gradtape.tensor import Tensor, Variable, _new, convert_to_tensor
 
@@ -121,8 +128,8 @@ def _T(self):
 
 
 def _mT(self):
-    """The transpose of the last two axes (``gt.matrix_transpose``); recorded."""
-    return matrix_transpose(self)
+    """The transpose of the last two axes (``gt.matrix_transpose``), a view as NumPy's; recorded."""
+    return _linked(matrix_transpose(self), self, matrix_transpose.op, {})
 
 
 def to_device(self, device, /, *, stream=None):
@@ -176,16 +183,21 @@ class _Family:
 
 
 class _Link(weakref.ref):
-    """A view's link: a weak reference to the view that also holds the tensor it was indexed from
-    (``base``, kept alive, as NumPy's ``.base``), the native key, its family, its place in the
-    family (``seq``) and the view's ``id``; it drops itself from the registry when the view goes."""
+    """A view's link: a weak reference to the view that also holds the tensor it was made from
+    (``base``, kept alive, as NumPy's ``.base``), how to read the view from the base (``op``, a
+    registered op, with ``attrs``: ``getitem``, ``permute_dims``, ``matrix_transpose``, ``reshape``,
+    ``squeeze``, ``expand_dims``, ``flip``), its family, its place in the family (``seq``), the view's
+    ``id``, and its strides within the root (``proxy``: a stride-only NumPy array, made when asked);
+    it drops itself from the registry when the view goes.  How a new view value is written back into
+    the base follows from ``op`` (:func:`_write_back`)."""
 
-    __slots__ = ("base", "key", "family", "seq", "vid")
+    __slots__ = ("base", "op", "attrs", "family", "seq", "vid", "proxy")
 
 
 _LINKS: dict[int, _Link] = {}  # id(view) -> its link, while the view lives
 _FAMILIES: dict[int, _Family] = {}  # id(root) -> its family, while a view of it lives
 _seq = itertools.count()
+_BYTE = np.zeros(1, dtype=np.int8)  # the one byte every stride-only proxy points at (never read)
 
 
 def _basic_kind(key):
@@ -214,19 +226,104 @@ def _family_of(t):
     return None
 
 
-def _link(view, base, key):
-    """Make ``view`` (just computed as ``base[key]``) a view of ``base``."""
+def _link(view, base, op, attrs, proxy=None):
+    """Make ``view`` (just computed as ``op(base, **attrs)``) a view of ``base``."""
     fam = _family_of(base)
     if fam is None:
         fam = _FAMILIES[id(base)] = _Family(base)
     link = _Link(view, _gone)
     link.base = base
-    link.key = key
+    link.op = op
+    link.attrs = attrs
     link.family = fam
     link.seq = seq = next(_seq)
     link.vid = vid = id(view)
+    link.proxy = proxy
     fam.views[seq] = link
     _LINKS[vid] = link
+
+
+def _proxy(t):
+    """A stride-only NumPy array with ``t``'s shape and its strides within its root (a root is
+    C-contiguous, itemsize 1): what NumPy would hold for ``t``, without its data."""
+    link = _LINKS.get(id(t))
+    if link is None or link() is not t:
+        shape = tuple(t.shape)
+        strides = []
+        step = 1
+        for n in reversed(shape):
+            strides.append(step)
+            step *= max(n, 1)
+        return np.lib.stride_tricks.as_strided(_BYTE, shape, tuple(reversed(strides)), writeable=False)
+    if link.proxy is None:
+        link.proxy = _proxy_step(_proxy(link.base), link.op.name, link.attrs)
+    return link.proxy
+
+
+def _proxy_step(p, name, attrs):
+    """The proxy of ``op(base)`` from the base's proxy ``p`` (NumPy's own view functions)."""
+    if name == "getitem":
+        return p[attrs["key"]]
+    if name == "permute_dims":
+        return p.transpose(attrs["axes"])
+    if name == "matrix_transpose":
+        return np.swapaxes(p, -1, -2)
+    if name == "reshape":
+        return p.reshape(attrs["shape"], copy=False)
+    if name == "squeeze":
+        return np.squeeze(p, axis=attrs["axis"])
+    if name == "expand_dims":
+        for a in attrs["axis"]:
+            p = np.expand_dims(p, a)
+        return p
+    return np.flip(p, axis=attrs["axis"])  # flip
+
+
+def _linked(view, base, op, attrs, copy=None):
+    """``view`` (just computed as ``op(base, **attrs)``) made a view of ``base`` where NumPy's result
+    is one: always, except a Variable's (a copy, as TensorFlow's) and a reshape that NumPy copies
+    (a non-contiguous layout; with ``copy=False`` that raises NumPy's ``ValueError``)."""
+    if view is base or not isinstance(base, Tensor) or base._is_var:
+        return view
+    proxy = None
+    if op.name == "reshape":
+        link = _LINKS.get(id(base))
+        if link is not None and link() is base:  # a view: its layout may not allow it
+            try:
+                proxy = _proxy(base).reshape(attrs["shape"], copy=False)
+            except ValueError:
+                if copy is False:
+                    raise ValueError(
+                        f"reshape(copy=False): a view of shape {tuple(base.shape)} cannot be reshaped to "
+                        f"{attrs['shape']} without a copy (its values are not contiguous in its base, as "
+                        "after a transpose or a strided slice; NumPy refuses the same); use copy=None"
+                    ) from None
+                return view  # NumPy copies: the result shares nothing
+    _link(view, base, op, attrs, proxy)
+    return view
+
+
+def _write_back(link, base, child):
+    """The base's new value once its view ``child`` (read through ``link``) took a new value:
+    recorded ops, the inverse of the read."""
+    op = link.op
+    name = op.name
+    attrs = link.attrs
+    if name == "getitem":
+        key = attrs["key"]
+        if any(k is None for k in key):  # the standard's setitem takes no None: drop the new axes
+            key, new_axes = _without_newaxes(key, base.ndim)
+            child = squeeze(child, axis=new_axes)
+        return apply(_setitem_op, (base, child), {"key": key})
+    if name == "permute_dims":
+        axes = attrs["axes"]
+        inv = [0] * len(axes)
+        for i, a in enumerate(axes):
+            inv[a] = i
+        return apply1(op, child, {"axes": tuple(inv)})
+    if name in ("matrix_transpose", "flip"):  # their own inverses
+        return apply1(op, child, attrs)
+    return apply1(reshape.op, child, {"shape": tuple(base.shape)})  # reshape, squeeze, expand_dims
 
 
 def _gone(link):
@@ -255,18 +352,14 @@ def _store(t, new, fam):
     child = t
     while link is not None and link() is child:
         base = link.base
-        key = link.key
-        if any(k is None for k in key):  # the standard's setitem takes no None: drop the new axes
-            key, new_axes = _without_newaxes(key, base.ndim)
-            child = squeeze(child, axis=new_axes)
-        base._become(apply(_setitem_op, (base, child), {"key": key}))
+        base._become(_write_back(link, base, child))
         done.add(id(base))
         child = base
         link = _LINKS.get(id(base))
     for link in list(fam.views.values()):
         v = link()
         if v is not None and id(v) not in done:
-            v._become(apply1(_getitem_op, link.base, {"key": link.key}))
+            v._become(apply1(link.op, link.base, link.attrs))
 
 
 def _propagate(t):
@@ -321,7 +414,7 @@ def __getitem__(self, key):
         s._key = nkey
         return s
     if kind == 2:
-        _link(out, self, nkey)
+        _link(out, self, _getitem_op, {"key": nkey})
     return out
 
 
@@ -342,6 +435,8 @@ for _name, _fn in _BINARY.items():
     # on a Variable, ``v += 1`` rebinds to a Tensor (TF 2); so on a Variable's slice (a TF Tensor)
     setattr(Variable, f"__i{_name}__", _fn)
     setattr(_VariableSlice, f"__i{_name}__", _fn)
+
+_manipulation._linked = _linked  # reshape, permute_dims, flip, ... make views (NumPy's)
 
 # the ops that gradtape.tensor's conversions call
 for _fn in (E.astype, stack, reshape, broadcast_to):

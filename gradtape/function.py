@@ -34,6 +34,7 @@ from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape._recording_state import _ACTIVE, _state, active_trace, tracing
 from gradtape._control_flow import lowered_cond, lowered_while
+from gradtape import _operators
 from gradtape._trace import (
     GuardFailed,
     QUIET,
@@ -540,6 +541,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
             state_vars.append(("arg", k))
             state_vals.append(t._v)
             leaves[k]._v, leaves[k]._id = t._v.c, _next_id()
+            _operators._propagate(leaves[k])  # a view's base and a base's views see it (NumPy's views)
     run, used, how, source = _compile(f, trace, outputs, state_vals, real_b)
     if run is None:
         return result, None
@@ -585,6 +587,7 @@ def _caller(c):
         "GuardFailed": GuardFailed,
         "first_change": _first_change,
         "next_id": _next_id,
+        "propagate": _operators._propagate,
     }
     ins = []
     for k, (kind, what) in enumerate(c.feed):
@@ -631,6 +634,7 @@ def _caller(c):
         else:  # an argument updated in place: a new value and identity, as Tensor._become
             lines.append(f"    leaves[{what}]._v = state[{k}]")
             lines.append(f"    leaves[{what}]._id = next_id()")
+            lines.append(f"    propagate(leaves[{what}])")
     if locks:
         lines[body:] = ["    " + line for line in lines[body:]]
     if len(locks) > 1:

@@ -52,6 +52,8 @@ LAZY_BACKEND_MODULES = {
     "test_tape",
     "test_tensorflow_examples",
     "test_third_party",
+    "test_views",
+    "test_indexing_numpy",
 }
 
 

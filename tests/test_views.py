@@ -245,3 +245,269 @@ def test_an_argument_written_through_a_view_inside_gt_function(backend):
         np.testing.assert_array_equal(x.numpy(), x_eager.numpy())
         np.testing.assert_array_equal(out.numpy(), 2.0 * x_eager.numpy())
         assert float(x[0, 1]) == w
+
+
+# ------------------------------------------------------------------------------- views beyond indexing
+def test_reshape_and_transpose_are_views(backend):
+    """The brief's repros: a write into a reshape or a transpose reaches its base (NumPy: 5.0)."""
+    c = gt.zeros((2, 3), dtype=gt.float64)
+    r = gt.reshape(c, (3, 2))
+    r[0, 0] = 5.0
+    assert float(c[0, 0]) == 5.0
+    c = gt.zeros((2, 3), dtype=gt.float64)
+    t = c.T
+    t[0, 0] = 5.0
+    assert float(c[0, 0]) == 5.0
+    c[1, 2] = 7.0  # and the other way round
+    assert float(t[2, 1]) == 7.0
+
+
+def test_every_view_making_function(backend):
+    """permute_dims, .mT, matrix_transpose, moveaxis, squeeze, expand_dims, flip, unstack: each result shares its values
+    with its base, as NumPy's (np.shares_memory holds for each on NumPy, checked here too)."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = gt.asarray(a)
+    made = [
+        (gt.permute_dims(x, (2, 0, 1)), np.permute_dims(a, (2, 0, 1))),
+        (x.mT, a.mT),
+        (gt.matrix_transpose(x), np.matrix_transpose(a)),
+        (gt.moveaxis(x, 0, -1), np.moveaxis(a, 0, -1)),
+        (gt.expand_dims(x, axis=(0, 2)), np.expand_dims(a, axis=(0, 2))),
+        (gt.squeeze(x[:1], axis=0), np.squeeze(a[:1], axis=0)),
+        (gt.flip(x, axis=1), np.flip(a, axis=1)),
+        (gt.unstack(x, axis=-1)[2], np.unstack(a, axis=-1)[2]),
+        (gt.reshape(x, (4, 6)), np.reshape(a, (4, 6))),
+    ]
+    for k, (t, n) in enumerate(made):
+        assert np.shares_memory(n, a)
+        t += float(k + 1)
+        n += float(k + 1)
+        for u, m in [(x, a)] + made:
+            np.testing.assert_array_equal(u.numpy(), m)
+
+
+def test_reshape_copies_where_numpy_copies(backend):
+    """A reshape that NumPy cannot do without a copy (a transpose flattened, a strided slice) is a copy;
+    with copy=False it raises, as NumPy's; copy=True always copies."""
+    a = np.arange(6.0).reshape(2, 3)
+    x = gt.asarray(a)
+    flat_t = gt.reshape(x.T, (6,))
+    assert not np.shares_memory(np.reshape(a.T, (6,)), a)
+    flat_t[0] = 100.0
+    np.testing.assert_array_equal(x.numpy(), a)
+    with pytest.raises(ValueError, match="without a copy"):
+        gt.reshape(x.T, (6,), copy=False)
+    with pytest.raises(ValueError):
+        np.reshape(a.T, (6,), copy=False)
+    with pytest.raises(ValueError, match="without a copy"):
+        gt.reshape(x[:, ::2], (4,), copy=False)
+    split = gt.reshape(x.T, (3, 2, 1), copy=False)  # splitting an axis keeps the strides: a view
+    assert np.shares_memory(np.reshape(a.T, (3, 2, 1), copy=False), a)
+    split[2, 1, 0] = -1.0
+    assert float(x[1, 2]) == -1.0
+    c = gt.reshape(x, (3, 2), copy=True)
+    c[0, 0] = 9.0
+    assert float(x[0, 0]) == 0.0
+    r = gt.reshape(x, (3, 2), copy=False)  # a tensor that is no view: always a view
+    r[0, 1] = 8.0
+    assert float(x[0, 1]) == 8.0
+
+
+def test_a_variable_reshape_or_transpose_is_a_copy(backend):
+    """As a Variable's slice (TensorFlow): its manipulations are reads, and writing them leaves it."""
+    v = gt.Variable(np.arange(6.0).reshape(2, 3))
+    t = v.T
+    r = gt.reshape(v, (3, 2))
+    t[0, 0] = 50.0
+    r[0, 0] = 60.0
+    np.testing.assert_array_equal(v.numpy(), np.arange(6.0).reshape(2, 3))
+
+
+def test_scipy_patterns(backend):
+    """What SciPy does: oaconvolve's ``swapaxes`` of a slice of a ``swapaxes`` written in place,
+    ndimage's ``output = moveaxis(output, ...); output[...] = r``, tanhsinh's ``fr, fl =
+    reshape(fj.T, (2, n, m)); fr[mask] = ...``."""
+    ret = gt.zeros((4, 3), dtype=gt.float64)
+    sary = gt.permute_dims(ret, (1, 0))
+    sub = gt.permute_dims(sary[:, 1:3], (1, 0))
+    sub += gt.ones((2, 3), dtype=gt.float64)
+    want = np.zeros((4, 3))
+    want[1:3] = 1.0
+    np.testing.assert_array_equal(ret.numpy(), want)
+
+    output = gt.zeros((2, 3, 4), dtype=gt.float64)
+    moved = gt.moveaxis(output, 0, -1)
+    r = np.arange(24.0).reshape(3, 4, 2)
+    moved[...] = gt.asarray(r)
+    np.testing.assert_array_equal(output.numpy(), np.moveaxis(r, -1, 0))
+
+    n, m = 2, 3
+    fj_np = np.arange(12.0).reshape(m * n, 2).T.copy().T  # (6, 2), as tanhsinh's (m*n, 2)
+    fj = gt.asarray(fj_np)
+    fr, fl = gt.reshape(fj.T, (2, n, m))
+    nfr, nfl = np.reshape(fj_np.T, (2, n, m))
+    mask = np.array([[True, False, True], [False, True, False]])
+    fr[gt.asarray(mask)] = -1.0
+    nfr[mask] = -1.0
+    fl[0] = 7.0
+    nfl[0] = 7.0
+    np.testing.assert_array_equal(fj.numpy(), fj_np)
+    np.testing.assert_array_equal(fr.numpy(), nfr)
+
+
+def _manip_example(x, w):
+    """Writes through a transpose, a reshape of it, a flip and an unstacked row, then a read of all."""
+    y = x * 1.0
+    t = y.T  # (3, 2)
+    r = gt.reshape(t, (3, 2, 1))
+    r[1, 0, 0] = w * 3.0
+    f = gt.flip(y, axis=1)
+    f[0] += w
+    row = gt.unstack(y)[1]
+    row[2] = t[0, 0] * w
+    return gt.sum(y**2) + gt.sum(t[:, 0] * r[:, 1, 0]) + gt.sum(gt.squeeze(r, axis=2) ** 3)
+
+
+def _manip_gradients(backend):
+    x = gt.asarray(X, dtype=gt.float64)
+    w = gt.asarray(W, dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch([x, w])
+        loss = _manip_example(x, w)
+    gx, gw = tape.gradient(loss, [x, w])
+    return gx.numpy(), float(gw)
+
+
+def test_gradients_through_manipulation_views_match_finite_differences(backend):
+    gx, gw = _manip_gradients(backend)
+
+    def f(xa, wa):
+        return float(_manip_example(gt.asarray(xa, dtype=gt.float64), gt.asarray(wa, dtype=gt.float64)))
+
+    h = 1e-6
+    fd_x = np.zeros_like(X)
+    for idx in np.ndindex(X.shape):
+        e = np.zeros_like(X)
+        e[idx] = h
+        fd_x[idx] = (f(X + e, W) - f(X - e, W)) / (2 * h)
+    fd_w = (f(X, W + h) - f(X, W - h)) / (2 * h)
+    np.testing.assert_allclose(gx, fd_x, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(gw, fd_w, rtol=1e-6)
+
+
+def test_gradients_through_manipulation_views_match_torch_autograd(backend):
+    """The same program on torch's own views (torch has no negative strides: the flip's write is
+    written as the base write it is, ``y[0] += w``)."""
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(X, requires_grad=True)
+    w = torch.tensor(W, dtype=torch.float64, requires_grad=True)
+    y = x * 1.0
+    t = y.T
+    r = torch.reshape(t, (3, 2, 1))
+    r[1, 0, 0] = w * 3.0
+    y[0] += w
+    row = y[1]  # (torch.unbind's views refuse in-place writes)
+    row[2] = t[0, 0].clone() * w
+    loss = (y**2).sum() + (t[:, 0] * r[:, 1, 0]).sum() + (torch.squeeze(r, 2) ** 3).sum()
+    loss.backward()
+    gx, gw = _manip_gradients(backend)
+    np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gw, w.grad.item(), rtol=1e-12)
+
+
+def test_an_argument_view_written_inside_gt_function_updates_its_base(backend):
+    """A view passed to gt.function and written inside: its base (and the base's other views) see it,
+    on the tracing call and on the compiled ones."""
+
+    def step(x, w):
+        x[1] = w
+        return x * 2.0
+
+    f = gt.function(step)
+    for w in (1.0, 2.0, 3.0):
+        base = gt.zeros((2, 3))
+        row = base[0]
+        other = base.T
+        f(row, gt.asarray(w))
+        np.testing.assert_array_equal(base.numpy(), [[0.0, w, 0.0], [0.0, 0.0, 0.0]])
+        assert float(other[1, 0]) == w
+
+
+def _manipulation(data, n):
+    """A view-making function drawn for NumPy array ``n``: (its name, NumPy's result, gradtape's)."""
+    nd = n.ndim
+    kinds = ["permute_dims", "reshape", "expand_dims", "flip", "moveaxis", "key"]
+    if nd >= 1 and 0 not in n.shape:
+        kinds.append("unstack")
+    if nd >= 2:
+        kinds += ["mT", "T"] if nd == 2 else ["mT"]
+    if 1 in n.shape:
+        kinds.append("squeeze")
+    kind = data.draw(st.sampled_from(kinds), label="function")
+    if kind == "key":
+        key = data.draw(hnp.basic_indices(n.shape, allow_newaxis=True, allow_ellipsis=True), label="key")
+        return kind, n[key], lambda t: t[key]
+    if kind == "permute_dims":
+        axes = tuple(data.draw(st.permutations(range(nd)), label="axes"))
+        return kind, np.permute_dims(n, axes), lambda t: gt.permute_dims(t, axes)
+    if kind == "reshape":
+        shapes = [(-1,), tuple(reversed(n.shape)), (1, *n.shape)]
+        if nd >= 2:
+            shapes += [(*n.shape[:-2], n.shape[-2] * n.shape[-1]), (n.shape[0], -1)]
+        shape = data.draw(st.sampled_from(shapes), label="shape")
+        return kind, np.reshape(n, shape), lambda t: gt.reshape(t, shape)
+    if kind == "expand_dims":
+        axis = data.draw(st.integers(-nd - 1, nd), label="axis")
+        return kind, np.expand_dims(n, axis), lambda t: gt.expand_dims(t, axis=axis)
+    if kind == "squeeze":
+        axis = n.shape.index(1)
+        return kind, np.squeeze(n, axis=axis), lambda t: gt.squeeze(t, axis=axis)
+    if kind == "flip":
+        axis = data.draw(st.one_of(st.none(), st.integers(-nd, nd - 1)) if nd else st.none(), label="axis")
+        return kind, np.flip(n, axis=axis), lambda t: gt.flip(t, axis=axis)
+    if kind == "moveaxis":
+        if not nd:
+            return kind, n[...], lambda t: t[...]
+        src, dst = data.draw(st.integers(-nd, nd - 1)), data.draw(st.integers(-nd, nd - 1))
+        return kind, np.moveaxis(n, src, dst), lambda t: gt.moveaxis(t, src, dst)
+    if kind == "unstack":
+        axis = data.draw(st.integers(-nd, nd - 1), label="axis")
+        k = data.draw(st.integers(0, n.shape[axis] - 1), label="k")
+        return kind, np.unstack(n, axis=axis)[k], lambda t: gt.unstack(t, axis=axis)[k]
+    if kind == "T":
+        return kind, n.T, lambda t: t.T
+    return kind, n.mT, lambda t: t.mT
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(data=st.data())
+def test_manipulation_views_follow_numpy(backend, data):
+    """Views made by indexing and by every view-making function (reshape where NumPy's is a view, a
+    copy where NumPy copies), in chains, and writes through any of them, each done to a NumPy array
+    too: every tensor ends equal to its NumPy twin."""
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), label="shape")
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    objs = [(gt.asarray(a.copy()), a)]
+    for step in range(data.draw(st.integers(1, 8), label="steps")):
+        t, n = objs[data.draw(st.integers(0, len(objs) - 1))]
+        what = data.draw(st.sampled_from(["view", "view", "write", "iadd"]))
+        if what == "view":
+            _, nv, fn = _manipulation(data, n)
+            objs.append((fn(t), nv if isinstance(nv, np.ndarray) else np.array(nv)))
+        elif what == "write":
+            key = data.draw(hnp.basic_indices(n.shape, allow_newaxis=False, allow_ellipsis=True), label="key")
+            target = n[key]
+            value = 100.0 * (step + 1) + np.arange(np.size(target), dtype=np.float64).reshape(np.shape(target))
+            n[key] = value
+            t[key] = gt.asarray(value)
+        else:
+            n += 1.0
+            t += 1.0
+    for t, n in objs:
+        assert t.shape == n.shape
+        np.testing.assert_array_equal(t.numpy(), n)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from gradtape.domains import REAL, Case, with_complex
 from gradtape.dispatch import apply2
 from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.elementwise import conj_
 from gradtape.tensor import Tensor, convert_to_tensor
 
@@ -43,7 +44,8 @@ def matrix_transpose(x, /):
         x = convert_to_tensor(x)
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose needs at least 2 dimensions, got shape {x.shape}")
-    return apply1(_matrix_transpose, x)
+    # a view of x, as NumPy's (docs/conventions.md, "Views"); through the module: _operators links
+    return _manipulation._linked(apply1(_matrix_transpose, x), x, _matrix_transpose, {})
 
 
 _matmul = defop(

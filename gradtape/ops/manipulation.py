@@ -13,7 +13,7 @@ import numpy as np
 
 from gradtape.domains import REAL, Case, Pack, with_complex
 from gradtape.ops import apply, apply1, composite, defop, public
-from gradtape.ops.indexing import _getitem
+from gradtape.ops.indexing import _getitem_op, _native_key
 from gradtape.tensor import Tensor, convert_to_tensor
 
 __all__ = [
@@ -55,6 +55,14 @@ def _ndim(a):
     return np.ndim(a) if nd is None else nd
 
 
+def _linked(view, base, op, attrs, copy=None):
+    """``view``, just computed as ``op(base, **attrs)``, shares its values with ``base`` where NumPy's
+    result is a view.  A no-op here: ``gradtape._operators`` (above this layer) replaces it with the
+    function that links them (docs/conventions.md, "Views"); ``copy=False`` (reshape) raises there
+    where NumPy would copy."""
+    return view
+
+
 # --------------------------------------------------------------------------- reshape family
 _reshape = defop(
     "reshape",
@@ -84,6 +92,8 @@ def reshape(x, /, shape, *, copy=None):
         if old == shape and not copy:
             return x
         _check_reshape(old, shape)
+        out = apply1(_reshape, x, {"shape": shape})
+        return out if copy else _linked(out, x, _reshape, {"shape": shape}, copy)
     return apply1(_reshape, x, {"shape": shape})
 
 
@@ -145,7 +155,8 @@ def expand_dims(x, /, axis):
         norm.append(a % m)
     if len(set(norm)) != len(norm):
         raise ValueError(f"expand_dims: axis {axis!r} names an output position twice")
-    return apply1(_expand_dims, x, {"axis": tuple(sorted(norm))})
+    attrs = {"axis": tuple(sorted(norm))}
+    return _linked(apply1(_expand_dims, x, attrs), x, _expand_dims, attrs)
 
 
 _squeeze = defop(
@@ -170,7 +181,8 @@ def _squeeze_grad(xp, op, grad):
 def squeeze(x, /, axis):
     """``x`` without the size-one axes ``axis`` (an int or a tuple)."""
     axis = tuple(int(a) for a in axis) if isinstance(axis, (tuple, list)) else int(axis)
-    return apply1(_squeeze, x, {"axis": axis})
+    out = apply1(_squeeze, x, {"axis": axis})
+    return _linked(out, x, _squeeze, {"axis": axis}) if isinstance(x, Tensor) else out
 
 
 _permute_dims = defop(
@@ -205,7 +217,7 @@ def permute_dims(x, /, axes):
         raise ValueError(
             f"permute_dims: axes {tuple(axes)} are not a permutation of the {nd} axes of a tensor of shape {x.shape}"
         )
-    return apply1(_permute_dims, x, {"axes": axes})
+    return _linked(apply1(_permute_dims, x, {"axes": axes}), x, _permute_dims, {"axes": axes})
 
 
 def moveaxis(x, source, destination, /):
@@ -320,7 +332,8 @@ def flip(x, /, *, axis=None):
             if not -nd <= a < nd:  # the same words on every backend (NumPy's AxisError's)
                 raise IndexError(f"flip: axis {a} is out of bounds for array of dimension {nd}")
         axis = tuple(a % nd - nd for a in axes) if isinstance(axes, tuple) else axes % nd - nd
-    return apply1(_flip, x, {"axis": axis})
+    out = apply1(_flip, x, {"axis": axis})
+    return _linked(out, x, _flip, {"axis": axis}) if nd else out  # of a 0-D x, NumPy's is a scalar: a copy
 
 
 # --------------------------------------------------------------------------- joining and splitting
@@ -423,9 +436,17 @@ def stack(arrays, /, *, axis=0):
 
 
 def unstack(x, /, *, axis=0):
-    """The slices of ``x`` along ``axis`` (each a differentiable indexing)."""
+    """The slices of ``x`` along ``axis`` (each a differentiable indexing, a view of ``x`` as NumPy's)."""
+    if not isinstance(x, Tensor):
+        x = convert_to_tensor(x)
     axis = _norm_axis(axis, x.ndim)
-    return tuple(_getitem(x, (slice(None),) * axis + (k,)) for k in range(x.shape[axis]))
+    out = []
+    for k in range(x.shape[axis]):
+        key = _native_key((slice(None),) * axis + (k,), x._b, x.ndim, x._b.device_of(x._v))
+        piece = apply1(_getitem_op, x, {"key": key})
+        # views of x, as NumPy's; of a 1-D x, NumPy's pieces are scalars: copies
+        out.append(_linked(piece, x, _getitem_op, {"key": key}) if x.ndim > 1 else piece)
+    return tuple(out)
 
 
 composite(
