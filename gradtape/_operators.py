@@ -191,7 +191,7 @@ class _Link(weakref.ref):
     it drops itself from the registry when the view goes.  How a new view value is written back into
     the base follows from ``op`` (:func:`_write_back`)."""
 
-    __slots__ = ("base", "op", "attrs", "family", "seq", "vid", "proxy")
+    __slots__ = ("base", "op", "attrs", "family", "seq", "vid", "proxy", "read_only")
 
 
 _LINKS: dict[int, _Link] = {}  # id(view) -> its link, while the view lives
@@ -226,8 +226,9 @@ def _family_of(t):
     return None
 
 
-def _link(view, base, op, attrs, proxy=None):
-    """Make ``view`` (just computed as ``op(base, **attrs)``) a view of ``base``."""
+def _link(view, base, op, attrs, proxy=None, read_only=False):
+    """Make ``view`` (just computed as ``op(base, **attrs)``) a view of ``base`` (``read_only``: one
+    that sees its base's writes but refuses its own, NumPy's ``broadcast_to`` and ``diagonal``)."""
     fam = _family_of(base)
     if fam is None:
         fam = _FAMILIES[id(base)] = _Family(base)
@@ -239,6 +240,7 @@ def _link(view, base, op, attrs, proxy=None):
     link.seq = seq = next(_seq)
     link.vid = vid = id(view)
     link.proxy = proxy
+    link.read_only = read_only or _read_only(base)
     fam.views[seq] = link
     _LINKS[vid] = link
 
@@ -262,6 +264,10 @@ def _proxy(t):
 
 def _proxy_step(p, name, attrs):
     """The proxy of ``op(base)`` from the base's proxy ``p`` (NumPy's own view functions)."""
+    if name == "broadcast_to":
+        return np.broadcast_to(p, attrs["shape"])
+    if name == "linalg.diagonal":
+        return np.diagonal(p, offset=attrs["offset"], axis1=-2, axis2=-1)
     if name == "getitem":
         return p[attrs["key"]]
     if name == "permute_dims":
@@ -279,7 +285,13 @@ def _proxy_step(p, name, attrs):
     return np.flip(p, axis=attrs["axis"])  # flip
 
 
-def _linked(view, base, op, attrs, copy=None):
+def _read_only(t):
+    """Whether ``t`` is a read-only view (or a view of one): NumPy refuses writes into it."""
+    link = _LINKS.get(id(t))
+    return link is not None and link() is t and link.read_only
+
+
+def _linked(view, base, op, attrs, copy=None, read_only=False):
     """``view`` (just computed as ``op(base, **attrs)``) made a view of ``base`` where NumPy's result
     is one: always, except a Variable's (a copy, as TensorFlow's) and a reshape that NumPy copies
     (a non-contiguous layout; with ``copy=False`` that raises NumPy's ``ValueError``)."""
@@ -299,7 +311,7 @@ def _linked(view, base, op, attrs, copy=None):
                         "after a transpose or a strided slice; NumPy refuses the same); use copy=None"
                     ) from None
                 return view  # NumPy copies: the result shares nothing
-    _link(view, base, op, attrs, proxy)
+    _link(view, base, op, attrs, proxy, read_only)
     return view
 
 
@@ -336,16 +348,26 @@ def _gone(link):
         del _FAMILIES[id(fam.root)]
 
 
-def _check_writable(fam):
+def _check_writable(fam, t=None):
     if fam.root.__class__ is _VariableSlice:
         raise TypeError(_SLICE_WRITE)
+    if t is not None and _read_only(t):
+        link = _LINKS[id(t)]
+        raise ValueError(
+            f"assignment destination is read-only: this tensor (shape {tuple(t.shape)}) is a read-only "
+            f"view of a tensor of shape {tuple(link.family.root.shape)} ({_READ_ONLY_MAKERS}), as NumPy's; "
+            "write into a copy (gt.asarray(x, copy=True)) or into the base"
+        )
+
+
+_READ_ONLY_MAKERS = "made by broadcast_to or linalg.diagonal, or a view of one"
 
 
 def _store(t, new, fam):
     """``t`` (a view, or a root with views) takes the value ``new``; each of its bases in turn takes
     it at the view's key, then every other live view of the family reads its base again (recorded
     ops: the tape sees the writes as the functional updates they are)."""
-    _check_writable(fam)
+    _check_writable(fam, t)
     t._become(new)
     done = {id(t)}
     link = _LINKS.get(id(t))
@@ -439,6 +461,7 @@ for _name, _fn in _BINARY.items():
 _manipulation._linked = _linked  # reshape, permute_dims, flip, ... make views (NumPy's)
 
 # the ops that gradtape.tensor's conversions call
-for _fn in (E.astype, stack, reshape, broadcast_to):
+for _fn in (E.astype, stack, reshape):
     setattr(_tensor.ops, _fn.__name__, _fn)
+_tensor.ops.broadcast_to = _manipulation._broadcast  # (a constant's fill: a new, writable tensor)
 _tensor.ops.identity = E._identity

@@ -511,3 +511,68 @@ def test_manipulation_views_follow_numpy(backend, data):
     for t, n in objs:
         assert t.shape == n.shape
         np.testing.assert_array_equal(t.numpy(), n)
+
+
+def test_broadcast_to_and_diagonal_are_read_only_views(backend):
+    """NumPy's broadcast_to and linalg.diagonal are read-only views: they see writes into their
+    argument and refuse writes of their own (a ValueError, as NumPy's), also through a view of them;
+    gradtape's own broadcasts (a constant's fill, meshgrid, broadcast_arrays) stay new, writable tensors."""
+    a = np.zeros(3)
+    x = gt.asarray(a)
+    b, nb = gt.broadcast_to(x, (2, 3)), np.broadcast_to(a, (2, 3))
+    assert np.shares_memory(nb, a) and not nb.flags.writeable
+    x[1] = 5.0
+    a[1] = 5.0
+    np.testing.assert_array_equal(b.numpy(), nb)
+    for write in (lambda: b.__setitem__((0, 0), 1.0), lambda: b.__iadd__(1.0), lambda: b[0].__setitem__(0, 1.0)):
+        with pytest.raises(ValueError, match="read-only"):
+            write()
+    np.testing.assert_array_equal(x.numpy(), a)  # nothing changed
+    m = np.arange(9.0).reshape(3, 3)
+    t = gt.asarray(m)
+    d, nd = gt.linalg.diagonal(t), np.linalg.diagonal(m)
+    assert np.shares_memory(nd, m) and not nd.flags.writeable
+    t[1, 1] = 7.0
+    m[1, 1] = 7.0
+    np.testing.assert_array_equal(d.numpy(), nd)
+    with pytest.raises(ValueError, match="read-only"):
+        d[0] = 1.0
+    c = gt.constant(1.0, shape=(3,))
+    c[0] = 2.0
+    gx, _ = gt.meshgrid(gt.arange(3.0), gt.arange(2.0))
+    gx[0, 0] = 9.0
+    p, q = gt.broadcast_arrays(gt.zeros((3,)), gt.zeros((2, 3)))
+    p[0, 0] = 1.0
+    assert float(c[0]) == 2.0 and float(gx[0, 0]) == 9.0 and float(p[0, 0]) == 1.0
+
+
+def test_gradient_through_a_broadcast_view_after_a_write_into_its_base(backend):
+    """A broadcast view read after its base was written follows the write, and the gradient flows to
+    both the base's original entries and the value written (finite differences)."""
+
+    def f(xv, wv):
+        y = xv * 1.0
+        b = gt.broadcast_to(y, (2, 3))
+        y[0] = wv * 3.0
+        return gt.sum(b * b)
+
+    x0, w0 = np.array([0.5, -1.0, 2.0]), np.array(0.7)
+    x, w = gt.Variable(x0), gt.Variable(w0)
+    with gt.GradientTape() as tape:
+        loss = f(x, w)
+    gx, gw = tape.gradient(loss, [x, w])
+    eps = 1e-6
+    for v0, g, k in ((x0, gx, 0), (w0, gw, 1)):
+        flat = v0.reshape(-1)
+        for i in range(flat.size):
+            up, down = flat.copy(), flat.copy()
+            up[i] += eps
+            down[i] -= eps
+            args_up = [x0, w0]
+            args_down = [x0, w0]
+            args_up[k], args_down[k] = up.reshape(v0.shape), down.reshape(v0.shape)
+            fd = (
+                float(f(gt.asarray(args_up[0]), gt.asarray(args_up[1])))
+                - float(f(gt.asarray(args_down[0]), gt.asarray(args_down[1])))
+            ) / (2 * eps)
+            np.testing.assert_allclose(g.numpy().reshape(-1)[i], fd, rtol=1e-6, atol=1e-8)

@@ -16,7 +16,7 @@ from gradtape.domains import REAL, Case, with_complex
 from gradtape._recording_state import _ACTIVE
 from gradtape.ops import apply1, composite, defop, public
 from gradtape.ops.elementwise import _identity, astype
-from gradtape.ops.manipulation import broadcast_to, reshape
+from gradtape.ops.manipulation import _broadcast, reshape
 from gradtape.tensor import Tensor, _check_leak, _wrap, convert_to_tensor
 
 __all__ = [
@@ -312,7 +312,7 @@ def meshgrid(*arrays, indexing="xy"):
             pos = 1 - i
         shape = [1] * n
         shape[pos] = -1
-        out.append(broadcast_to(reshape(a, tuple(shape)), tuple(sizes)))
+        out.append(_broadcast(reshape(a, tuple(shape)), tuple(sizes)))
     return tuple(out)
 
 

@@ -58,6 +58,7 @@ from gradtape import dtypes as _dt
 from gradtape._rule_namespace import tensor_namespace
 from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
 from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.elementwise import astype, conj_, is_complex
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, mT, tensordot, vecdot
 from gradtape.ops.statistical import _axes
@@ -1143,4 +1144,6 @@ def _diagonal_grad(xp, op, grad):
 def diagonal(x, /, *, offset=0):
     """The ``offset``-th diagonal of the last two axes."""
     x = _prep("linalg.diagonal", x, floating=False)
-    return apply1(_diagonal, x, {"offset": operator.index(offset)})
+    attrs = {"offset": operator.index(offset)}
+    # a read-only view of x, as NumPy's (docs/conventions.md, "Views"); through the module: _operators links
+    return _manipulation._linked(apply1(_diagonal, x, attrs), x, _diagonal, attrs, read_only=True)

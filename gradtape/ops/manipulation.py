@@ -55,7 +55,7 @@ def _ndim(a):
     return np.ndim(a) if nd is None else nd
 
 
-def _linked(view, base, op, attrs, copy=None):
+def _linked(view, base, op, attrs, copy=None, read_only=False):
     """``view``, just computed as ``op(base, **attrs)``, shares its values with ``base`` where NumPy's
     result is a view.  A no-op here: ``gradtape._operators`` (above this layer) replaces it with the
     function that links them (docs/conventions.md, "Views"); ``copy=False`` (reshape) raises there
@@ -253,13 +253,22 @@ _broadcast_to = defop(
 _broadcast_to.gradient(lambda xp, op, grad: grad)  # the engine sums the gradient back to the input's shape
 
 
-@public(_broadcast_to)
-def broadcast_to(x, /, shape):
-    """``x`` broadcast to ``shape``; the gradient sums over the broadcast axes."""
+def _broadcast(x, shape):
+    """``x`` broadcast to ``shape`` as a new tensor (gradtape's own uses: a constant's fill, a grid)."""
     shape = tuple(int(s) for s in shape)
     if isinstance(x, Tensor) and tuple(x._v.shape) == shape:
         return x
     return apply1(_broadcast_to, x, {"shape": shape})
+
+
+@public(_broadcast_to)
+def broadcast_to(x, /, shape):
+    """``x`` broadcast to ``shape``, a read-only view of ``x`` as NumPy's (it sees writes into ``x``;
+    a write into it is a ``ValueError``); the gradient sums over the broadcast axes."""
+    out = _broadcast(x, shape)
+    if out is x:
+        return out
+    return _linked(out, x, _broadcast_to, {"shape": out.shape}, read_only=True)
 
 
 def broadcast_shapes(*shapes):
@@ -288,7 +297,7 @@ def broadcast_arrays(*arrays):
     """The arrays broadcast against each other (each a differentiable broadcast_to), as a tuple
     (2025.12; a list before)."""
     shape = broadcast_shapes(*[tuple(a.shape) if hasattr(a, "shape") else () for a in arrays])
-    return tuple(broadcast_to(a, shape) for a in arrays)
+    return tuple(_broadcast(a, shape) for a in arrays)  # (new tensors: NumPy's are writable views, deprecated)
 
 
 composite(

@@ -51,7 +51,7 @@ from gradtape.ops.elementwise import (
     sin,
     square,
 )
-from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape
+from gradtape.ops.manipulation import _broadcast, permute_dims, reshape
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, max, sum
 from gradtape.tensor import Tensor, _wrap, convert_to_tensor
@@ -474,7 +474,7 @@ def polygamma(n, x, /):
         out = where(equal(nt, k), apply1(_polygamma, x, {"n": k}), out)
     if not orders or orders[0] != int(n_host.min(initial=0)):  # a negative order: NaN there
         out = where(less(nt, 0), math.nan, out)
-    return broadcast_to(out, shape)
+    return _broadcast(out, shape)
 
 
 _polygamma.gradient(

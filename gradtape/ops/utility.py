@@ -16,7 +16,7 @@ from array_api_compat import device as _device
 
 from gradtape.domains import BOOL, COMPLEX, INT, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
-from gradtape.ops.manipulation import broadcast_to
+from gradtape.ops.manipulation import _broadcast
 from gradtape.ops.statistical import _axes
 from gradtape.tensor import Tensor, convert_to_tensor
 
@@ -156,7 +156,7 @@ def _side(name, v, x, axis):
     if v.ndim == 0:
         shape = list(x.shape)
         shape[axis] = 1
-        v = broadcast_to(v, tuple(shape))
+        v = _broadcast(v, tuple(shape))
     if v.ndim != x.ndim or builtins.any(s != t for i, (s, t) in enumerate(zip(v.shape, x.shape)) if i != axis):
         raise ValueError(f"diff: {name} must have the shape of x {x.shape} except along axis {axis}, got {v.shape}")
     return v
