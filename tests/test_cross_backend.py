@@ -302,11 +302,15 @@ def _agree(ref, got, where):
             np.testing.assert_allclose(b[2], a[2], rtol=1e-6, atol=1e-9, equal_nan=True, err_msg=f"{where}: {what}")
 
 
-@pytest.mark.slow  # (JAX: about 6 minutes, an XLA compilation per shape and order; NumPy 5 s, torch 15 s)
+@pytest.mark.slow  # (JAX: an XLA compilation per shape and order; NumPy 5 s, torch 15 s)
 @pytest.mark.parametrize("op", _sweep_ops(), ids=lambda o: o.name)
 def test_every_op_agrees_with_numpy(backend, op):
     variants = _variants(op)
     assert variants or op.domain is None, f"{op.name}: no case to sweep"
+    if backend.startswith("jax") and any(v != "case" for v, _ in variants):
+        # JAX compiles each new shape: its plain cases are the conformance suite's (tests/test_gradients.py,
+        # first and second order, against jax.grad); here its Python / NumPy scalars and empty arrays
+        variants = [(v, c) for v, c in variants if v != "case"]
     for variant, c in variants:
         with gt.use_backend("numpy"):
             ref = _run_op(op, c, variant)
