@@ -15,6 +15,21 @@ from __future__ import annotations
 __all__ = ["advanced_first", "plain_slices"]
 
 
+def _axes_used(key, array_axes):
+    """How many axes of the array each entry of ``key`` consumes (an ``Ellipsis``: 0 here, its share
+    is what the others leave)."""
+    used = []
+    for k in key:
+        c = k.__class__
+        if k is None or c is bool or k is Ellipsis:
+            used.append(0)
+        elif c is int or c is slice:
+            used.append(1)
+        else:
+            used.append(array_axes(k))
+    return used
+
+
 def advanced_first(key, ndim, is_array, array_axes):
     """``None`` where NumPy and a library that applies integers first agree on ``key`` (a tuple of
     a native key: ints, slices, ``None``, ``Ellipsis``, Python bools and arrays); else ``(perm, key2)``
@@ -36,16 +51,7 @@ def advanced_first(key, ndim, is_array, array_axes):
             arrays = True
     if not arrays or adv[-1] - adv[0] + 1 == len(adv):
         return None  # no advanced indexing, or its indices are adjacent: the libraries agree
-    # the axes of x each entry consumes
-    used = []
-    for k in key:
-        c = k.__class__
-        if k is None or c is bool or k is Ellipsis:
-            used.append(0)
-        elif c is int or c is slice:
-            used.append(1)
-        else:
-            used.append(array_axes(k))
+    used = _axes_used(key, array_axes)
     rest = ndim - sum(used)
     axes = []
     start = 0
@@ -66,15 +72,7 @@ def plain_slices(key, shape, array_axes):
     element), so a library whose slicing of out-of-range or negative bounds differs from Python's
     (Dask with a negative step) reads it as NumPy does.  ``array_axes(k)``: how many axes an entry that
     is no int, slice, ``None``, ``Ellipsis`` or Python bool consumes."""
-    used = []
-    for k in key:
-        c = k.__class__
-        if k is None or c is bool or k is Ellipsis:
-            used.append(0)
-        elif c is int or c is slice:
-            used.append(1)
-        else:
-            used.append(array_axes(k))
+    used = _axes_used(key, array_axes)
     rest = len(shape) - sum(used)
     out = []
     axis = 0

@@ -940,25 +940,25 @@ _DIRECTORY_LOCKS_LOCK = threading.Lock()
 _CHECKPOINT_LOCKS: weakref.WeakKeyDictionary[Checkpoint, threading.RLock] = weakref.WeakKeyDictionary()
 
 
+def _lock_in(table, key):
+    """The lock ``table`` keeps for ``key``, made on first use."""
+    with _DIRECTORY_LOCKS_LOCK:
+        lock = table.get(key)
+        if lock is None:
+            lock = table[key] = threading.RLock()
+        return lock
+
+
 def _checkpoint_lock(checkpoint):
     """The lock of ``checkpoint``'s numbered saves (its save counter read, advanced, written); kept
     beside it, so that a Checkpoint still deep-copies."""
-    with _DIRECTORY_LOCKS_LOCK:
-        lock = _CHECKPOINT_LOCKS.get(checkpoint)
-        if lock is None:
-            lock = _CHECKPOINT_LOCKS[checkpoint] = threading.RLock()
-        return lock
+    return _lock_in(_CHECKPOINT_LOCKS, checkpoint)
 
 
 def _directory_lock(directory):
     """The lock of the saves into ``directory`` in this process (its list is read, changed and
     written by one save at a time)."""
-    key = os.path.realpath(directory)
-    with _DIRECTORY_LOCKS_LOCK:
-        lock = _DIRECTORY_LOCKS.get(key)
-        if lock is None:
-            lock = _DIRECTORY_LOCKS[key] = threading.RLock()
-        return lock
+    return _lock_in(_DIRECTORY_LOCKS, os.path.realpath(directory))
 
 
 def _unlink(file):

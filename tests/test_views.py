@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gradtape as gt
+from gradtape.testing import finite_differences
 from gradtape import _operators
 
 
@@ -112,31 +113,30 @@ X = np.array([[1.0, -2.0, 3.0], [0.5, 5.0, -6.0]])
 W = 0.7
 
 
-def _gradients(backend):
+def _gradients(example):
+    """d example(x, w) / dx and / dw at (X, W), by gradtape, for the example's writes through views."""
     x = gt.asarray(X, dtype=gt.float64)
     w = gt.asarray(W, dtype=gt.float64)
     with gt.GradientTape() as tape:
         tape.watch([x, w])
-        loss = _brief_example(x, w)
+        loss = example(x, w)
     gx, gw = tape.gradient(loss, [x, w])
     return gx.numpy(), float(gw)
 
 
+def _assert_matches_finite_differences(example, rtol):
+    gx, gw = _gradients(example)
+    fd = finite_differences(
+        lambda xa, wa: float(example(gt.asarray(xa, dtype=gt.float64), gt.asarray(wa, dtype=gt.float64))),
+        [X, np.asarray(W)],
+        eps=1e-6,
+    )
+    np.testing.assert_allclose(gx, fd[0][0], rtol=rtol, atol=1e-6)
+    np.testing.assert_allclose(gw, fd[1][0], rtol=rtol)
+
+
 def test_gradients_through_base_and_views_match_finite_differences(backend):
-    gx, gw = _gradients(backend)
-
-    def f(xa, wa):
-        return float(_brief_example(gt.asarray(xa, dtype=gt.float64), gt.asarray(wa, dtype=gt.float64)))
-
-    h = 1e-6
-    fd_x = np.zeros_like(X)
-    for idx in np.ndindex(X.shape):
-        e = np.zeros_like(X)
-        e[idx] = h
-        fd_x[idx] = (f(X + e, W) - f(X - e, W)) / (2 * h)
-    fd_w = (f(X, W + h) - f(X, W - h)) / (2 * h)
-    np.testing.assert_allclose(gx, fd_x, rtol=1e-7, atol=1e-6)
-    np.testing.assert_allclose(gw, fd_w, rtol=1e-7)
+    _assert_matches_finite_differences(_brief_example, rtol=1e-7)
 
 
 def test_gradients_through_base_and_views_match_torch_autograd(backend):
@@ -151,7 +151,7 @@ def test_gradients_through_base_and_views_match_torch_autograd(backend):
     y[1, 0] = v[2] * 2
     loss = (y**2).sum() + (v * vv[0]).sum()
     loss.backward()
-    gx, gw = _gradients(backend)
+    gx, gw = _gradients(_brief_example)
     np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(gw, w.grad.item(), rtol=1e-12)
 
@@ -368,31 +368,8 @@ def _manip_example(x, w):
     return gt.sum(y**2) + gt.sum(t[:, 0] * r[:, 1, 0]) + gt.sum(gt.squeeze(r, axis=2) ** 3)
 
 
-def _manip_gradients(backend):
-    x = gt.asarray(X, dtype=gt.float64)
-    w = gt.asarray(W, dtype=gt.float64)
-    with gt.GradientTape() as tape:
-        tape.watch([x, w])
-        loss = _manip_example(x, w)
-    gx, gw = tape.gradient(loss, [x, w])
-    return gx.numpy(), float(gw)
-
-
 def test_gradients_through_manipulation_views_match_finite_differences(backend):
-    gx, gw = _manip_gradients(backend)
-
-    def f(xa, wa):
-        return float(_manip_example(gt.asarray(xa, dtype=gt.float64), gt.asarray(wa, dtype=gt.float64)))
-
-    h = 1e-6
-    fd_x = np.zeros_like(X)
-    for idx in np.ndindex(X.shape):
-        e = np.zeros_like(X)
-        e[idx] = h
-        fd_x[idx] = (f(X + e, W) - f(X - e, W)) / (2 * h)
-    fd_w = (f(X, W + h) - f(X, W - h)) / (2 * h)
-    np.testing.assert_allclose(gx, fd_x, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(gw, fd_w, rtol=1e-6)
+    _assert_matches_finite_differences(_manip_example, rtol=1e-6)
 
 
 def test_gradients_through_manipulation_views_match_torch_autograd(backend):
@@ -410,7 +387,7 @@ def test_gradients_through_manipulation_views_match_torch_autograd(backend):
     row[2] = t[0, 0].clone() * w
     loss = (y**2).sum() + (t[:, 0] * r[:, 1, 0]).sum() + (torch.squeeze(r, 2) ** 3).sum()
     loss.backward()
-    gx, gw = _manip_gradients(backend)
+    gx, gw = _gradients(_manip_example)
     np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(gw, w.grad.item(), rtol=1e-12)
 
@@ -561,18 +538,6 @@ def test_gradient_through_a_broadcast_view_after_a_write_into_its_base(backend):
     with gt.GradientTape() as tape:
         loss = f(x, w)
     gx, gw = tape.gradient(loss, [x, w])
-    eps = 1e-6
-    for v0, g, k in ((x0, gx, 0), (w0, gw, 1)):
-        flat = v0.reshape(-1)
-        for i in range(flat.size):
-            up, down = flat.copy(), flat.copy()
-            up[i] += eps
-            down[i] -= eps
-            args_up = [x0, w0]
-            args_down = [x0, w0]
-            args_up[k], args_down[k] = up.reshape(v0.shape), down.reshape(v0.shape)
-            fd = (
-                float(f(gt.asarray(args_up[0]), gt.asarray(args_up[1])))
-                - float(f(gt.asarray(args_down[0]), gt.asarray(args_down[1])))
-            ) / (2 * eps)
-            np.testing.assert_allclose(g.numpy().reshape(-1)[i], fd, rtol=1e-6, atol=1e-8)
+    fd = finite_differences(lambda xa, wa: float(f(gt.asarray(xa), gt.asarray(wa))), [x0, w0], eps=1e-6)
+    np.testing.assert_allclose(gx.numpy(), fd[0][0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(float(gw), fd[1][0], rtol=1e-6)
