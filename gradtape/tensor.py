@@ -864,8 +864,9 @@ def _default_native(value, b, device):
         )
     if hasattr(value, "__dlpack__") or hasattr(value, "__array__"):
         return b.asarray(np.asarray(value), device=device)
-    raise TypeError(
-        f"cannot convert a {type(value).__name__} to a gradtape tensor; pass a Tensor, "
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise TypeError(  # NumPy's and SciPy's words first: SciPy's tests match "Unsupported"
+        f"Unsupported input type {type(value).__name__}: cannot convert {shown} to a gradtape tensor; pass a Tensor, "
         "a Python scalar, a nested list or a NumPy array"
     )
 
