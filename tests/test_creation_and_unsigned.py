@@ -81,3 +81,17 @@ def test_linspace_integer_dtypes_floor_as_numpy(backend, dtype):
         got = gt.linspace(start, stop, num, dtype=getattr(gt, dtype))
         assert got.dtype == getattr(gt, dtype)
         np.testing.assert_array_equal(np.asarray(got), np.linspace(start, stop, num, dtype=dtype))
+
+
+@pytest.mark.parametrize("np_dtype", ["int8", "int32", "uint16", "float32", "float64", "bool"])
+def test_list_of_numpy_scalars_keeps_their_dtype(backend, np_dtype):
+    # SciPy's differentiate tests: xp.asarray([np.int32(status), ...]) is int32 in NumPy and
+    # array_api_strict; Python scalars alone keep gradtape's (TensorFlow's) defaults
+    values = [np.asarray(v, dtype=np_dtype)[()] for v in (1, 0, 1)]
+    got = gt.asarray(values)
+    assert got.dtype == getattr(gt, np_dtype)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(values))
+    nested = gt.asarray([[values[0]], np.asarray([1], dtype=np_dtype)])
+    assert nested.dtype == getattr(gt, np_dtype) and nested.shape == (2, 1)
+    assert gt.asarray([1, 2]).dtype == gt.int64
+    assert gt.asarray([1.5, 2.0]).dtype.name == gt.config.floatx()
