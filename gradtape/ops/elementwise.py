@@ -577,7 +577,22 @@ def _hypot_grad(xp, op, grad):
 
 
 # --------------------------------------------------------------------------- sign, magnitude, kinks
-abs = unary("abs", NONZERO, complex=True, convention="abs'(0) = 0; complex: grad * z / |z| (0 at z = 0), as TF")
+def _abs_forward(xp, x):
+    try:
+        return xp.abs(x)
+    except NotImplementedError:  # torch: no kernel for uint16/32/64, whose absolute value is themselves
+        if x.dtype not in (xp.uint16, xp.uint32, xp.uint64):
+            raise
+        return x
+
+
+abs = unary(
+    "abs",
+    NONZERO,
+    forward=_abs_forward,
+    complex=True,
+    convention="abs'(0) = 0; complex: grad * z / |z| (0 at z = 0), as TF",
+)
 
 
 @abs.gradient
