@@ -497,7 +497,8 @@ gamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(op.outputs[0] * xp.specia
 def _betaln_poles(gammaln, floor, where, a, b):
     """``log|beta(a, b)|`` as SciPy's (cephes ``lbeta``) where ``a`` or ``b`` is a pole (0, -1, -2, ...):
     ``gammaln(a) + gammaln(b) - gammaln(a + b)`` is inf - inf there.  For a pole ``p = -m`` and an
-    integer ``0 < q <= m``, ``|beta(p, q)| = beta(1 - p - q, q)`` (finite); at any other pole, inf."""
+    integer ``0 < q <= m`` (``q`` and ``1 - p`` 32-bit C ints, as cephes checks), ``|beta(p, q)| = beta(1 - p - q, q)``
+    (finite); at any other pole, inf."""
     out = gammaln(a) + gammaln(b) - gammaln(a + b)
 
     def pole(v):
@@ -506,7 +507,8 @@ def _betaln_poles(gammaln, floor, where, a, b):
     pa, pb = pole(a), pole(b)
     out = where(pa | pb, float("inf"), out)
     for p, q, p_pole in ((a, b, pa), (b, a, pb)):
-        finite = p_pole & (q == floor(q)) & (q > 0) & (1 - p - q > 0)
+        # cephes takes this branch only where q and 1 - p are C ints (32 bits): inf beyond, as SciPy
+        finite = p_pole & (p >= 2 - 2**31) & (q == floor(q)) & (q > 0) & (q < 2**31) & (1 - p - q > 0)
         r, s = where(finite, 1 - p - q, 1.0), where(finite, q, 1.0)
         out = where(finite, gammaln(r) + gammaln(s) - gammaln(r + s), out)
     return out
