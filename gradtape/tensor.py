@@ -826,7 +826,8 @@ _PY_SCALARS = (bool, int, float, complex)
 def _default_native(value, b, device):
     """Native array from a non-tensor value with TensorFlow's default dtypes: Python floats (and
     nested lists of them) become float32, ints int64, complex complex64 (float64 and complex128
-    under ``gt.config.set_floatx("float64")``); NumPy arrays keep theirs."""
+    under ``gt.config.set_floatx("float64")``); NumPy arrays keep theirs, and so do lists that hold
+    NumPy scalars or arrays."""
     if isinstance(value, np.ndarray) or isinstance(value, np.generic):
         return b.asarray(np.asarray(value), device=device)
     if b.is_native(value):
@@ -845,7 +846,9 @@ def _default_native(value, b, device):
         if any(isinstance(e, Tensor) for e in _leaves(value)):
             return ops.stack([convert_to_tensor(e, like=None) for e in value])._v
         arr = np.asarray(value)
-        if arr.dtype == np.float64:
+        if any(type(e) not in _PY_SCALARS for e in _leaves(value)):
+            pass  # NumPy scalars or arrays among the elements: NumPy's dtype ([np.int32(1)] is int32, as in NumPy)
+        elif arr.dtype == np.float64:
             arr = arr.astype(_dt.floatx().name, copy=False)
         elif arr.dtype == np.complex128:
             arr = arr.astype(_dt.default_complex().name, copy=False)
@@ -864,8 +867,9 @@ def _default_native(value, b, device):
         )
     if hasattr(value, "__dlpack__") or hasattr(value, "__array__"):
         return b.asarray(np.asarray(value), device=device)
-    raise TypeError(
-        f"cannot convert a {type(value).__name__} to a gradtape tensor; pass a Tensor, "
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise TypeError(  # NumPy's and SciPy's words first: SciPy's tests match "Unsupported"
+        f"Unsupported input type {type(value).__name__}: cannot convert {shown} to a gradtape tensor; pass a Tensor, "
         "a Python scalar, a nested list or a NumPy array"
     )
 

@@ -47,3 +47,11 @@ def test_result_type_error_is_its_own_pattern(backend):
     msg = str(e.value)
     assert re.search(msg, msg), msg
     assert "at least one array or dtype is required" in msg
+
+
+def test_unconvertible_input_says_unsupported(backend):
+    # SciPy's ndimage tests: match="`cval` must include only numbers.|Unsupported|...|Value 'a duck'"
+    with pytest.raises(TypeError, match="^Unsupported input type str: cannot convert 'a duck'"):
+        gt.asarray("a duck")
+    with pytest.raises(TypeError, match="^Unsupported input type object"):
+        gt.asarray(object())

@@ -7,6 +7,7 @@ and differentiable; ``*_like`` outputs do not depend on the input's values (not 
 
 from __future__ import annotations
 
+import numpy as _np
 from array_api_compat import device as _device
 
 from gradtape import _config
@@ -108,19 +109,21 @@ def _scalar_dtype(value):
     return _dt.floatx()
 
 
+def _python_scalar(value):
+    """A one-element Tensor as the Python scalar of its kind (bool, int, float, complex); anything else
+    as it is.  Creation functions take 0-d tensors where the standard takes scalars (SciPy passes
+    them), and not every library's ``full``/``arange`` does (torch's takes Numbers only)."""
+    if not isinstance(value, Tensor):
+        return value
+    d = value.dtype
+    return value._scalar(complex if d.is_complex else bool if d.is_bool else int if d.is_integer else float)
+
+
 def full(shape, fill_value, *, dtype=None, device=None):
     """A tensor filled with ``fill_value`` (dtype from the value: float32, int64, bool, complex64;
     float64 and complex128 under ``gt.config.set_floatx("float64")``)."""
     if isinstance(fill_value, Tensor):
-        fill_value = fill_value._scalar(
-            complex
-            if fill_value.dtype.is_complex
-            else bool
-            if fill_value.dtype.is_bool
-            else int
-            if fill_value.dtype.is_integer
-            else float
-        )
+        fill_value = _python_scalar(fill_value)
     return _make(
         "full",
         _shape(shape),
@@ -157,8 +160,9 @@ def empty_like(x, /, *, dtype=None, device=None):
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
-    """``fill_value`` in ``x``'s shape, dtype, backend and device (not differentiable)."""
-    return _like("full", x, fill_value, dtype=dtype, device=device)
+    """``fill_value`` (a scalar or a one-element tensor) in ``x``'s shape, dtype, backend and device (not
+    differentiable)."""
+    return _like("full", x, _python_scalar(fill_value), dtype=dtype, device=device)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
@@ -167,7 +171,9 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    """Evenly spaced values in ``[start, stop)`` (int64 for integer arguments, else ``gt.config.floatx()``)."""
+    """Evenly spaced values in ``[start, stop)`` (int64 for integer arguments, else ``gt.config.floatx()``;
+    a 0-d tensor argument counts as the Python scalar of its kind, as NumPy reads it)."""
+    start, stop, step = (_python_scalar(v) for v in (start, stop, step))
     ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step) if v is not None)
     return _make("arange", start, stop, step, dtype=dtype, device=device, default=_dt.int64 if ints else FLOATX)
 
@@ -180,6 +186,11 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     if isinstance(stop, Tensor):
         stop = float(stop)
     default = complex if isinstance(start, complex) or isinstance(stop, complex) else FLOATX
+    if dtype is not None and _dt.as_dtype(dtype).is_integer:
+        # NumPy's values (float64 steps, floored) on every backend: the libraries' own integer linspace
+        # differ (torch truncates towards zero and has no uint16/32/64 kernel, JAX steps in float32)
+        values = _np.linspace(start, stop, int(num), endpoint=endpoint, dtype=_dt.as_dtype(dtype).name)
+        return asarray(values, dtype=dtype, device=device)
     return _make("linspace", start, stop, int(num), dtype=dtype, device=device, default=default, endpoint=endpoint)
 
 

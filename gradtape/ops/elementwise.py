@@ -131,11 +131,49 @@ def _kind_is(xp, native_dtype, kind):
     return r
 
 
+def _unsigned_via_int64(xp, x1, x2):
+    """``(x1, x2, q)``: int64 copies of two unsigned operands (a Python int takes the other's shape) and
+    their floor quotient, for libraries without floor_divide/remainder kernels for uint16/32/64 (torch).
+    uint16/uint32 values fit int64; uint64's are the same bits (from 2**63 up: negative int64s), and
+    the quotient is taken on them modulo 2**64: q = 2 (h // b) + (r >= b) with h = x1 >> 1 (logical)
+    and r = x1 - 2 (h // b) b < 2 b, and q = (x1 >= x2) for divisors from 2**63 up."""
+    if not hasattr(x1, "shape"):
+        x1 = xp.full_like(x2, x1)
+    if not hasattr(x2, "shape"):
+        x2 = xp.full_like(x1, x2)
+    a, b = xp.astype(x1, xp.int64), xp.astype(x2, xp.int64)
+    if xp.uint64 not in (x1.dtype, x2.dtype):
+        return a, b, xp.floor_divide(a, b)
+    sign = xp.full_like(a, -(2**63))
+
+    def unsigned_ge(u, v):  # u >= v as uint64: flipping the sign bit keeps the order in int64
+        return xp.astype(xp.bitwise_xor(u, sign) >= xp.bitwise_xor(v, sign), xp.int64)
+
+    one = xp.ones_like(a)
+    big = b < 0  # a divisor from 2**63 up: the quotient is 0 or 1
+    b_small = xp.where(big, one, b)
+    h = xp.bitwise_and(xp.bitwise_right_shift(a, one), xp.full_like(a, 2**63 - 1))
+    q = xp.bitwise_left_shift(xp.floor_divide(h, b_small), one)
+    q = q + unsigned_ge(a - q * b_small, b_small)
+    return a, b, xp.where(big, unsigned_ge(a, b), q)
+
+
+def _wide_unsigned(xp, x1, x2):
+    unsigned = (xp.uint16, xp.uint32, xp.uint64)
+    return getattr(x1, "dtype", None) in unsigned or getattr(x2, "dtype", None) in unsigned
+
+
 def _floor_divide_forward(xp, x1, x2):
     """The library's floor_divide, with the standard's special cases where exactly one operand is
     infinite (NumPy and others give NaN and -1 there): floor(x1 / x2), e.g. inf // 2 = inf and
     1 // -inf = -0."""
-    q = xp.floor_divide(x1, x2)
+    try:
+        q = xp.floor_divide(x1, x2)
+    except NotImplementedError:  # torch: no kernel for uint16/32/64
+        if not _wide_unsigned(xp, x1, x2):
+            raise
+        dtype = x1.dtype if hasattr(x1, "dtype") else x2.dtype
+        return xp.astype(_unsigned_via_int64(xp, x1, x2)[2], dtype)
     if not _kind_is(xp, q.dtype, "real floating"):
         return q
     a = x1 if hasattr(x1, "shape") else xp.full_like(q, x1)
@@ -342,10 +380,22 @@ negative.gradient(lambda xp, op, grad: -grad)
 positive = unary("positive", REAL, complex=True, saves=())
 positive.gradient(lambda xp, op, grad: grad)
 
+
+def _remainder_forward(xp, x1, x2):
+    try:
+        return xp.remainder(x1, x2)
+    except NotImplementedError:  # torch: no kernel for uint16/32/64
+        if not _wide_unsigned(xp, x1, x2):
+            raise
+        dtype = x1.dtype if hasattr(x1, "dtype") else x2.dtype
+        a, b, q = _unsigned_via_int64(xp, x1, x2)
+        return xp.astype(a - q * b, dtype)  # modulo 2**64: the remainder's bits
+
+
 remainder = binary(
     "remainder",
     (REAL, NONZERO),
-    forward=_ordered("remainder"),
+    forward=_ordered("remainder", _remainder_forward),
     convention="as TF's FloorMod: d/dx1 = 1, d/dx2 = -floor(x1 / x2)",
 )
 
@@ -527,7 +577,22 @@ def _hypot_grad(xp, op, grad):
 
 
 # --------------------------------------------------------------------------- sign, magnitude, kinks
-abs = unary("abs", NONZERO, complex=True, convention="abs'(0) = 0; complex: grad * z / |z| (0 at z = 0), as TF")
+def _abs_forward(xp, x):
+    try:
+        return xp.abs(x)
+    except NotImplementedError:  # torch: no kernel for uint16/32/64, whose absolute value is themselves
+        if x.dtype not in (xp.uint16, xp.uint32, xp.uint64):
+            raise
+        return x
+
+
+abs = unary(
+    "abs",
+    NONZERO,
+    forward=_abs_forward,
+    complex=True,
+    convention="abs'(0) = 0; complex: grad * z / |z| (0 at z = 0), as TF",
+)
 
 
 @abs.gradient

@@ -494,13 +494,42 @@ gamma = _unary(
 gamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(op.outputs[0] * xp.special.psi(op.inputs[0]), grad))
 
 
+def _betaln_poles(gammaln, floor, where, a, b):
+    """``log|beta(a, b)|`` as SciPy's (cephes ``lbeta``) where ``a`` or ``b`` is a pole (0, -1, -2, ...):
+    ``gammaln(a) + gammaln(b) - gammaln(a + b)`` is inf - inf there.  For a pole ``p = -m`` and an
+    integer ``0 < q <= m`` (``q`` and ``1 - p`` 32-bit C ints, as cephes checks), ``|beta(p, q)| = beta(1 - p - q, q)``
+    (finite); at any other pole, inf."""
+    out = gammaln(a) + gammaln(b) - gammaln(a + b)
+
+    def pole(v):
+        return (v <= 0) & (v == floor(v))
+
+    pa, pb = pole(a), pole(b)
+    out = where(pa | pb, float("inf"), out)
+    for p, q, p_pole in ((a, b, pa), (b, a, pb)):
+        # cephes takes this branch only where q and 1 - p are C ints (32 bits): inf beyond, as SciPy
+        finite = p_pole & (p >= 2 - 2**31) & (q == floor(q)) & (q > 0) & (q < 2**31) & (1 - p - q > 0)
+        r, s = where(finite, 1 - p - q, 1.0), where(finite, q, 1.0)
+        out = where(finite, gammaln(r) + gammaln(s) - gammaln(r + s), out)
+    return out
+
+
 def _betaln_torch(t, a, b):
-    g = t.special.gammaln
-    return g(a) + g(b) - g(a + b)
+    return _betaln_poles(t.special.gammaln, t.floor, t.where, a, b)
+
+
+def _betaln_jax(jsp, jnp, a, b):
+    return _betaln_poles(jsp.gammaln, jnp.floor, jnp.where, a, b)
 
 
 betaln = _binary(
-    "betaln", [(POSITIVE, POSITIVE)], "``log|beta(a, b)|``.", convention=_POLES, torch=_betaln_torch, saves="inputs"
+    "betaln",
+    [(POSITIVE, POSITIVE)],
+    "``log|beta(a, b)|``.",
+    convention=_POLES,
+    torch=_betaln_torch,
+    jax=_betaln_jax,
+    saves="inputs",
 )
 
 
