@@ -222,9 +222,11 @@ def _promote2(a: DType, b: DType) -> DType:
     # a is the 'higher' kind
     if kb == "b":
         return a
-    if ka == "f" and kb in "iu":
-        return a
-    if ka == "c" and kb in "iu":
+    if ka in "fc" and kb in "iu":
+        # float32 / complex64 beside an integer: TensorFlow's, torch's and JAX's rule keeps the floating
+        # dtype; under floatx float64 (NumPy-like), NumPy's: an int of 4 or 8 bytes needs float64
+        if a.itemsize == (4 if ka == "f" else 8) and b.itemsize >= 4 and floatx() is float64:
+            return float64 if ka == "f" else complex128
         return a
     if ka == "c" and kb == "f":
         return complex128 if (b.itemsize == 8 or a.itemsize == 16) else complex64

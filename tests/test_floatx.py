@@ -195,3 +195,31 @@ def test_scipy_filter_design_in_float64(backend, floatx):
     assert cb.dtype == ca.dtype == gt.float64
     np.testing.assert_allclose(cb.numpy(), rb, rtol=1e-13)
     np.testing.assert_allclose(ca.numpy(), ra, rtol=1e-13)
+
+
+@pytest.mark.parametrize("mode", ["float32", "float64"])
+def test_mixed_integer_and_float_tensors_promote_by_the_mode_on_every_backend(backend, floatx, mode):
+    """float32 beside an int of 4 or 8 bytes: float32 under TF's default (as torch and JAX), float64 under
+    floatx float64 (NumPy's, what SciPy's special functions expect); small ints keep float32 either way;
+    the same in operators, the special functions and gt.where (whose libraries promote their own ways)."""
+    floatx(mode)
+    wide = gt.float64 if mode == "float64" else gt.float32
+    f = gt.asarray(np.array([0.5, 2.0], dtype=np.float32))
+    for idt, want in (
+        (gt.int64, wide),
+        (gt.int32, wide),
+        (gt.uint32, wide),
+        (gt.int8, gt.float32),
+        (gt.uint16, gt.float32),
+    ):
+        i = gt.asarray(np.array([1, 3]), dtype=idt)
+        assert gt.result_type(i, f) == want, (idt, mode)
+        assert (i + f).dtype == want and (f * i).dtype == want, (idt, mode)
+        assert gt.where(gt.asarray([False, True]), i, f).dtype == want, (idt, mode)
+        got = gt.special.xlogy(i, f)
+        assert got.dtype == want, (idt, mode)
+        np.testing.assert_allclose(got.numpy(), np.array([1, 3]) * np.log(np.array([0.5, 2.0])), rtol=1e-6)
+    c = gt.asarray(np.array([1j], dtype=np.complex64))
+    want_c = gt.complex128 if mode == "float64" else gt.complex64
+    assert (c * gt.asarray(np.array([2]), dtype=gt.int64)).dtype == want_c
+    np.testing.assert_array_equal(gt.where(gt.asarray([True, False]), gt.asarray([1, 2]), f).numpy(), [1.0, 2.0])

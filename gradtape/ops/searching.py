@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradtape.domains import BOOL, REAL, Case, with_complex
-from gradtape.dtypes import float64
+from gradtape.dtypes import float64, result_type
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import astype
 from gradtape.tensor import Tensor, convert_to_tensor
@@ -53,6 +53,11 @@ def where(condition, x1, x2, /):
         x1 = convert_to_tensor(x1, dtype=x2.dtype if isinstance(x1, (int, float, complex)) else None, like=x2)
     if not isinstance(x2, Tensor) and isinstance(x1, Tensor):
         x2 = convert_to_tensor(x2, dtype=x1.dtype if isinstance(x2, (int, float, complex)) else None, like=x1)
+    if isinstance(x1, Tensor) and isinstance(x2, Tensor) and x1.dtype != x2.dtype:
+        # gradtape's promotion, the same on every backend (each library's own where promotes its way,
+        # or refuses: array_api_strict); recorded casts, so the gradient goes back in each dtype
+        rt = result_type(x1.dtype, x2.dtype)
+        x1, x2 = (x if x.dtype == rt else astype(x, rt) for x in (x1, x2))
     return apply(_where, (condition, x1, x2))
 
 
