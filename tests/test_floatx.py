@@ -223,3 +223,16 @@ def test_mixed_integer_and_float_tensors_promote_by_the_mode_on_every_backend(ba
     want_c = gt.complex128 if mode == "float64" else gt.complex64
     assert (c * gt.asarray(np.array([2]), dtype=gt.int64)).dtype == want_c
     np.testing.assert_array_equal(gt.where(gt.asarray([True, False]), gt.asarray([1, 2]), f).numpy(), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("mode", ["float32", "float64"])
+def test_polygamma_of_an_integer_array_order_promotes_with_x(backend, floatx, mode):
+    """``polygamma(n, x)`` with ``n`` an int64 array and ``x`` float32: float64 under floatx float64 (NumPy's,
+    as scipy.special gives), float32 under TF's default; a Python int ``n`` keeps x's dtype."""
+    floatx(mode)
+    x = gt.asarray(np.array([0.5, 1.5], dtype=np.float32))
+    got = gt.special.polygamma(gt.asarray(np.array([1, 2])), x)
+    assert got.dtype == (gt.float64 if mode == "float64" else gt.float32)
+    assert gt.special.polygamma(1, x).dtype == gt.float32
+    scipy_special = pytest.importorskip("scipy.special")
+    np.testing.assert_allclose(got.numpy(), scipy_special.polygamma([1, 2], [0.5, 1.5]), rtol=1e-5)

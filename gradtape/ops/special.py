@@ -37,11 +37,13 @@ import math
 
 import numpy as np
 
+from gradtape import dtypes as _dt
 from gradtape.domains import POSITIVE, REAL, UNIT, Case, Sampler
 from gradtape.ops import apply1, binary, composite, defop, public, unary
 from gradtape.ops import nn as _nn
 from gradtape.ops.elementwise import (
     abs,
+    astype,
     conj_,
     equal,
     exp,
@@ -465,6 +467,10 @@ def polygamma(n, x, /):
     n_host = np.asarray(n.numpy() if isinstance(n, Tensor) else n)
     if n_host.dtype.kind not in "iub":
         raise TypeError(f"polygamma: n must be integers, got dtype {n_host.dtype}")
+    if x.dtype.is_floating:  # an integer array n promotes with x, as any two arrays (NumPy's under floatx float64)
+        rt = _dt.result_type(_dt.as_dtype(n_host.dtype.name), x.dtype)
+        if rt != x.dtype:
+            x = astype(x, rt)
     n_host = n_host.astype(np.int64)
     shape = np.broadcast_shapes(n_host.shape, tuple(x.shape))
     nt = convert_to_tensor(n_host, like=x)
