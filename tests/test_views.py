@@ -205,18 +205,28 @@ def test_setitem_through_a_view_inside_gt_function(backend):
 def test_views_follow_numpy(backend, data):
     """Random basic keys and writes through the base, its views and views of views (and scalar
     copies), each done to a NumPy array too: every tensor ends equal to its NumPy twin."""
+
+    def by_key(data, t, n):
+        key = data.draw(hnp.basic_indices(n.shape, allow_newaxis=True, allow_ellipsis=True), label="key")
+        return t[key], n[key]
+
+    _follow_numpy(data, by_key, ["view", "view", "write", "write", "iadd"], newaxis_writes=True)
+
+
+def _follow_numpy(data, make_view, actions, newaxis_writes):
+    """The model both hypothesis tests run: a base and NumPy's twin; each step makes a view of one of
+    them (``make_view(data, t, n)``: gradtape's and NumPy's), writes through one, or adds in place."""
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), label="shape")
     a = np.arange(float(np.prod(shape))).reshape(shape)
     objs = [(gt.asarray(a.copy()), a)]  # (no memory shared with the NumPy twin)
     for step in range(data.draw(st.integers(1, 8), label="steps")):
-        i = data.draw(st.integers(0, len(objs) - 1))
-        t, n = objs[i]
-        what = data.draw(st.sampled_from(["view", "view", "write", "write", "iadd"]))
-        key = data.draw(hnp.basic_indices(n.shape, allow_newaxis=True, allow_ellipsis=True), label="key")
+        t, n = objs[data.draw(st.integers(0, len(objs) - 1))]
+        what = data.draw(st.sampled_from(actions))
         if what == "view":
-            nv = n[key]
-            objs.append((t[key], nv if isinstance(nv, np.ndarray) else np.array(nv)))  # a scalar: a copy
+            tv, nv = make_view(data, t, n)
+            objs.append((tv, nv if isinstance(nv, np.ndarray) else np.array(nv)))  # a scalar: a copy
         elif what == "write":
+            key = data.draw(hnp.basic_indices(n.shape, allow_newaxis=newaxis_writes, allow_ellipsis=True), label="key")
             target = n[key]
             value = 100.0 * (step + 1) + np.arange(np.size(target), dtype=np.float64).reshape(np.shape(target))
             n[key] = value
@@ -467,27 +477,12 @@ def test_manipulation_views_follow_numpy(backend, data):
     """Views made by indexing and by every view-making function (reshape where NumPy's is a view, a
     copy where NumPy copies), in chains, and writes through any of them, each done to a NumPy array
     too: every tensor ends equal to its NumPy twin."""
-    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), label="shape")
-    a = np.arange(float(np.prod(shape))).reshape(shape)
-    objs = [(gt.asarray(a.copy()), a)]
-    for step in range(data.draw(st.integers(1, 8), label="steps")):
-        t, n = objs[data.draw(st.integers(0, len(objs) - 1))]
-        what = data.draw(st.sampled_from(["view", "view", "write", "iadd"]))
-        if what == "view":
-            _, nv, fn = _manipulation(data, n)
-            objs.append((fn(t), nv if isinstance(nv, np.ndarray) else np.array(nv)))
-        elif what == "write":
-            key = data.draw(hnp.basic_indices(n.shape, allow_newaxis=False, allow_ellipsis=True), label="key")
-            target = n[key]
-            value = 100.0 * (step + 1) + np.arange(np.size(target), dtype=np.float64).reshape(np.shape(target))
-            n[key] = value
-            t[key] = gt.asarray(value)
-        else:
-            n += 1.0
-            t += 1.0
-    for t, n in objs:
-        assert t.shape == n.shape
-        np.testing.assert_array_equal(t.numpy(), n)
+
+    def by_function(data, t, n):
+        _, nv, fn = _manipulation(data, n)
+        return fn(t), nv
+
+    _follow_numpy(data, by_function, ["view", "view", "write", "iadd"], newaxis_writes=False)
 
 
 def test_broadcast_to_and_diagonal_are_read_only_views(backend):
