@@ -195,12 +195,17 @@ def test_setitem_through_a_view_inside_gt_function(backend):
 
 
 # ------------------------------------------------------------------------------- against NumPy
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    derandomize=True,
-)
+def _MODEL_SETTINGS(examples):
+    """The hypothesis settings of the NumPy-twin models: reproducible, no deadline (JAX compiles)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        derandomize=True,
+    )
+
+
+@_MODEL_SETTINGS(40)
 @given(data=st.data())
 def test_views_follow_numpy(backend, data):
     """Random basic keys and writes through the base, its views and views of views (and scalar
@@ -466,12 +471,7 @@ def _manipulation(data, n):
     return kind, n.mT, lambda t: t.mT
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    derandomize=True,
-)
+@_MODEL_SETTINGS(60)
 @given(data=st.data())
 def test_manipulation_views_follow_numpy(backend, data):
     """Views made by indexing and by every view-making function (reshape where NumPy's is a view, a
