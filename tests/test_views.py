@@ -195,7 +195,7 @@ def test_setitem_through_a_view_inside_gt_function(backend):
 
 
 # ------------------------------------------------------------------------------- against NumPy
-def _MODEL_SETTINGS(examples):
+def _model_settings(examples):
     """The hypothesis settings of the NumPy-twin models: reproducible, no deadline (JAX compiles)."""
     return settings(
         max_examples=examples,
@@ -205,7 +205,7 @@ def _MODEL_SETTINGS(examples):
     )
 
 
-@_MODEL_SETTINGS(40)
+@_model_settings(40)
 @given(data=st.data())
 def test_views_follow_numpy(backend, data):
     """Random basic keys and writes through the base, its views and views of views (and scalar
@@ -471,7 +471,7 @@ def _manipulation(data, n):
     return kind, n.mT, lambda t: t.mT
 
 
-@_MODEL_SETTINGS(60)
+@_model_settings(60)
 @given(data=st.data())
 def test_manipulation_views_follow_numpy(backend, data):
     """Views made by indexing and by every view-making function (reshape where NumPy's is a view, a
