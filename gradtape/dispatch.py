@@ -130,7 +130,7 @@ def _convert(a, b, op, like, passthrough=True):
     complex64); everything else is converted."""
     if isinstance(a, _SCALARS):
         if a.__class__ not in _SCALARS:  # NumPy's float64 / complex128: typed, as a 0-d array (NEP 50)
-            return b.asarray(a, device=None if like is None else b.device_of(like._v))
+            return b.asarray(a, device=None if like is None else b.device_beside(like._v))
         if like is not None:
             d = like.dtype
             if a.__class__ is bool and d.kind != "b":
