@@ -83,6 +83,12 @@ def conj_(xp, x):
     return xp.conj(x) if _dtype_is_complex(d) else x
 
 
+def scalar_as_array(xp, v, like):
+    """``v``, or where it is a Python scalar (a native walk passes an op's scalar input as it is) an
+    array of it shaped and typed like the array ``like``: the Array API's functions take arrays."""
+    return v if hasattr(v, "shape") else xp.full_like(like, v)
+
+
 def _ordered(name, fn=None):
     """The forward of ``name`` (the library's, or ``fn(xp, x1, x2)``), a function the standard
     defines on real values only (it needs an order): complex input is a TypeError naming the op on
@@ -137,10 +143,8 @@ def _unsigned_via_int64(xp, x1, x2):
     uint16/uint32 values fit int64; uint64's are the same bits (from 2**63 up: negative int64s), and
     the quotient is taken on them modulo 2**64: q = 2 (h // b) + (r >= b) with h = x1 >> 1 (logical)
     and r = x1 - 2 (h // b) b < 2 b, and q = (x1 >= x2) for divisors from 2**63 up."""
-    if not hasattr(x1, "shape"):
-        x1 = xp.full_like(x2, x1)
-    if not hasattr(x2, "shape"):
-        x2 = xp.full_like(x1, x2)
+    x1 = scalar_as_array(xp, x1, x2)
+    x2 = scalar_as_array(xp, x2, x1)
     a, b = xp.astype(x1, xp.int64), xp.astype(x2, xp.int64)
     if xp.uint64 not in (x1.dtype, x2.dtype):
         return a, b, xp.floor_divide(a, b)
@@ -158,9 +162,14 @@ def _unsigned_via_int64(xp, x1, x2):
     return a, b, xp.where(big, unsigned_ge(a, b), q)
 
 
-def _wide_unsigned(xp, x1, x2):
+def _without_unsigned_kernel(xp, x1, x2, error, result):
+    """Where the library has no floor_divide / remainder kernel for uint16/32/64 (torch): ``result(a, b,
+    q)`` of :func:`_unsigned_via_int64`, in the operands' dtype; any other ``error`` is raised again."""
     unsigned = (xp.uint16, xp.uint32, xp.uint64)
-    return getattr(x1, "dtype", None) in unsigned or getattr(x2, "dtype", None) in unsigned
+    if getattr(x1, "dtype", None) not in unsigned and getattr(x2, "dtype", None) not in unsigned:
+        raise error
+    dtype = x1.dtype if hasattr(x1, "dtype") else x2.dtype
+    return xp.astype(result(*_unsigned_via_int64(xp, x1, x2)), dtype)
 
 
 def _floor_divide_forward(xp, x1, x2):
@@ -169,15 +178,11 @@ def _floor_divide_forward(xp, x1, x2):
     1 // -inf = -0."""
     try:
         q = xp.floor_divide(x1, x2)
-    except NotImplementedError:  # torch: no kernel for uint16/32/64
-        if not _wide_unsigned(xp, x1, x2):
-            raise
-        dtype = x1.dtype if hasattr(x1, "dtype") else x2.dtype
-        return xp.astype(_unsigned_via_int64(xp, x1, x2)[2], dtype)
+    except NotImplementedError as e:  # torch: no kernel for uint16/32/64
+        return _without_unsigned_kernel(xp, x1, x2, e, lambda a, b, q: q)
     if not _kind_is(xp, q.dtype, "real floating"):
         return q
-    a = x1 if hasattr(x1, "shape") else xp.full_like(q, x1)
-    b = x2 if hasattr(x2, "shape") else xp.full_like(q, x2)
+    a, b = scalar_as_array(xp, x1, q), scalar_as_array(xp, x2, q)
     return xp.where(xp.logical_xor(xp.isinf(a), xp.isinf(b)), xp.floor(a / b), q)
 
 
@@ -250,17 +255,6 @@ def _divide_grad(xp, op, grad):
 # by a denominator that may be zero with ``xdivy(grad, denominator)``.  Both are ops with exact rules
 # of their own, so higher orders (and ForwardAccumulator, which differentiates a vjp at a zero
 # cotangent) see the true derivative, never a mask.
-def _full(xp, like, v):
-    """``v`` (an array, or a Python scalar made an array like ``like``)."""
-    return v if hasattr(v, "shape") else xp.full_like(like, v)
-
-
-def scalar_as_array(xp, v, like):
-    """``v``, or where it is a Python scalar (a native walk passes an op's scalar input as it is) an
-    array of it shaped and typed like the array ``like``: the Array API's functions take arrays."""
-    return v if hasattr(v, "shape") else xp.full_like(like, v)
-
-
 def _multiply_no_nan_forward(xp, x1, x2):
     """x1 * x2, and 0 where x2 == 0 (x1 is masked first: no invalid-value warning for inf * 0)."""
     if not hasattr(x1, "shape"):
@@ -295,8 +289,8 @@ def _multiply_no_nan_grad(xp, op, grad):
 
 def _strong_zero_multiply_forward(xp, x1, x2):
     """x1 * x2, and 0 where either is 0 (both masked first: no invalid-value warning for inf * 0)."""
-    a = _full(xp, x2, x1) if not hasattr(x1, "shape") else x1
-    b = _full(xp, a, x2)
+    a = scalar_as_array(xp, x1, x2)
+    b = scalar_as_array(xp, x2, a)
     zero = (a == 0) | (b == 0)
     return xp.where(zero, 0, xp.where(zero, 1, a) * xp.where(zero, 1, b))
 
@@ -326,7 +320,7 @@ def _xdivy_forward(xp, x1, x2):
     """x1 / x2, and 0 where x1 == 0 (the divisor is masked first: no warning for 0 / 0)."""
     if not hasattr(x1, "shape"):
         return x1 / x2 if x1 != 0 else xp.zeros_like(x1 * x2)
-    return x1 / xp.where(x1 == 0, 1, _full(xp, x1, x2))
+    return x1 / xp.where(x1 == 0, 1, scalar_as_array(xp, x2, x1))
 
 
 xdivy = binary(
@@ -384,12 +378,8 @@ positive.gradient(lambda xp, op, grad: grad)
 def _remainder_forward(xp, x1, x2):
     try:
         return xp.remainder(x1, x2)
-    except NotImplementedError:  # torch: no kernel for uint16/32/64
-        if not _wide_unsigned(xp, x1, x2):
-            raise
-        dtype = x1.dtype if hasattr(x1, "dtype") else x2.dtype
-        a, b, q = _unsigned_via_int64(xp, x1, x2)
-        return xp.astype(a - q * b, dtype)  # modulo 2**64: the remainder's bits
+    except NotImplementedError as e:  # torch: no kernel for uint16/32/64
+        return _without_unsigned_kernel(xp, x1, x2, e, lambda a, b, q: a - q * b)  # modulo 2**64
 
 
 remainder = binary(
