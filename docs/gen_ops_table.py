@@ -3,7 +3,7 @@
     python docs/gen_ops_table.py           # rewrite docs/ops.md and the generated parts of conventions.md
     python docs/gen_ops_table.py --check   # change nothing; exit 1 with a diff if either is out of date
 
-Everything here is read from the registry (``gradtape.registry.ops()``): one row per registered op,
+Everything here is read from the registry (``gradtape.core.registry.ops()``): one row per registered op,
 grouped by the chapter of the Array API standard the op belongs to, with its gradient status, the
 number of sample cases its domain gives the conformance suite, and the convention it follows where
 the mathematics leaves a choice (``convention=`` in the op's declaration).  A new op appears here the
@@ -111,7 +111,7 @@ def _status(op):
 
 def _cases(op):
     """How many sample calls the op's domain gives the conformance suite (``domains.op_cases``)."""
-    from gradtape import domains
+    from gradtape.core import domains
 
     return len(domains.op_cases(op))
 

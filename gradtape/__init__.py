@@ -21,8 +21,8 @@ import sys as _sys
 __version__ = "0.1.0"
 __array_api_version__ = "2025.12"
 
-from gradtape import dtypes  # noqa: F401
-from gradtape.dtypes import (  # noqa: F401
+from gradtape.core import dtypes  # noqa: F401
+from gradtape.core.dtypes import (  # noqa: F401
     DType,
     bool,
     complex64,
@@ -39,9 +39,9 @@ from gradtape.dtypes import (  # noqa: F401
     uint32,
     uint64,
 )
-from gradtape.dtypes import as_dtype  # noqa: F401
-from gradtape._config import available_backends, config, get_backend, set_backend, use_backend  # noqa: F401
-from gradtape.tensor import (  # noqa: F401
+from gradtape.core.dtypes import as_dtype  # noqa: F401
+from gradtape.core.config import available_backends, config, get_backend, set_backend, use_backend  # noqa: F401
+from gradtape.core.tensor import (  # noqa: F401
     GradientLeakError,
     GradientLeakWarning,
     Tensor,
@@ -52,8 +52,8 @@ from gradtape.tensor import (  # noqa: F401
     is_tensor,
     persist,
 )
-from gradtape.tape import GradientTape, UnconnectedGradients  # noqa: F401
-from gradtape.registry import NotDifferentiable, RegisterGradient  # noqa: F401
+from gradtape.autodiff.tape import GradientTape, UnconnectedGradients  # noqa: F401
+from gradtape.core.registry import NotDifferentiable, RegisterGradient  # noqa: F401
 from gradtape.ops.elementwise import (  # noqa: F401
     abs,
     acos,
@@ -183,9 +183,11 @@ from gradtape.ops import fft  # noqa: F401  (the extensions: gt.fft.*, gt.linalg
 from gradtape.ops import linalg_extension as linalg
 from gradtape.ops import special  # noqa: F401  (gt.special.*: what SciPy's array-API dispatch looks up)
 from gradtape.ops.nan_functions import *  # noqa: F403  (nansum, nanmean, ...: what xarray looks up)
-from gradtape.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
-from gradtape import _operators  # noqa: F401  (binds the Python operators and computing methods)
-from gradtape import registry  # noqa: F401
+from gradtape.autodiff.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
+from gradtape.ops import operators as _operators  # noqa: F401  (binds the Python operators and computing methods)
+from gradtape.core import registry  # noqa: F401
+from gradtape.core import domains  # noqa: F401  (the input domains op authors declare)
+from gradtape import backends  # noqa: F401  (gt.backends.register / get: the adapters' registry)
 
 e = _math.e
 pi = _math.pi
@@ -201,7 +203,10 @@ def transpose(a, perm=None, conjugate=False, name=None):
     return conj(y) if conjugate else y
 
 
-from gradtape import layers, losses, math, nn, optimizers, random  # noqa: E402,F401
+from gradtape import math, nn, random  # noqa: E402,F401
+from gradtape.training import layers  # noqa: E402,F401
+from gradtape.training import losses  # noqa: E402,F401
+from gradtape.training import optimizers  # noqa: E402,F401
 
 # TensorFlow's top-level names with TensorFlow's signatures, so code ported from TF reads the same.
 from gradtape.math import (  # noqa: E402,F401
@@ -228,10 +233,10 @@ from gradtape.math import (  # noqa: E402,F401
 )
 
 linalg.global_norm = math.global_norm  # type: ignore[attr-defined]  # (tf.linalg.global_norm)
-from gradtape.module import *  # noqa: E402, F403
-from gradtape.forward import ForwardAccumulator  # noqa: E402,F401
-from gradtape.crosscheck import check_gradients  # noqa: E402,F401
-from gradtape.function import (  # noqa: E402,F401
+from gradtape.training.module import *  # noqa: E402, F403
+from gradtape.autodiff.forward import ForwardAccumulator  # noqa: E402,F401
+from gradtape.testing.crosscheck import check_gradients  # noqa: E402,F401
+from gradtape.compile.function import (  # noqa: E402,F401
     Function,
     OperatorNotAllowedInGraphError,
     TensorSpec,
@@ -239,11 +244,11 @@ from gradtape.function import (  # noqa: E402,F401
     function,
     while_loop,
 )
-from gradtape.function import print_ as print  # noqa: E402, F401  (gt.print, as tf.print)
-from gradtape import train  # noqa: E402,F401  (gt.train: Checkpoint, CheckpointManager)
+from gradtape.compile.function import print_ as print  # noqa: E402, F401  (gt.print, as tf.print)
+from gradtape.training import checkpoint as train  # noqa: E402,F401  (gt.train: Checkpoint, CheckpointManager)
 from gradtape import errors  # noqa: E402,F401  (gt.errors: TensorFlow's exception names)
-from gradtape import _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)
+from gradtape.interop import einops as _einops  # noqa: E402,F401  (einops.rearrange & co. on gradtape tensors, whichever is imported first)
 
-from gradtape._rule_namespace import set_tensor_module as _set_tensor_module  # noqa: E402
+from gradtape.core.rule_namespace import set_tensor_module as _set_tensor_module  # noqa: E402
 
 _set_tensor_module(_sys.modules[__name__])  # rules on Tensors call gradtape's own functions

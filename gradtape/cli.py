@@ -18,7 +18,8 @@ import sys
 import traceback
 
 import gradtape as gt
-from gradtape import _config, registry
+from gradtape.core import config as _config
+from gradtape.core import registry
 from gradtape import backends as bk
 from gradtape.conformance.report import run
 

@@ -4,7 +4,7 @@ Python class a Python user would catch (``NotFoundError`` is a ``FileNotFoundErr
 
 from __future__ import annotations
 
-from gradtape._trace import OperatorNotAllowedInGraphError
-from gradtape.train import DataLossError, NotFoundError
+from gradtape.backends.tracing import OperatorNotAllowedInGraphError
+from gradtape.training.checkpoint import DataLossError, NotFoundError
 
 __all__ = ["DataLossError", "NotFoundError", "OperatorNotAllowedInGraphError"]

@@ -23,7 +23,7 @@ import math as _math
 
 import numpy as _np
 
-from gradtape import dtypes as _dt
+from gradtape.core import dtypes as _dt
 from gradtape.ops import elementwise as _E
 from gradtape.ops import nn as _nn
 from gradtape.ops import special as _sp
@@ -35,7 +35,7 @@ from gradtape.ops.indexing import take_along_axis as _take_along_axis
 from gradtape.ops.searching import argmax as _argmax
 from gradtape.ops.searching import argmin as _argmin
 from gradtape.ops.searching import count_nonzero as _count_nonzero
-from gradtape.tensor import Tensor, Variable, convert_to_tensor
+from gradtape.core.tensor import Tensor, Variable, convert_to_tensor
 from gradtape.ops.indexing import _getitem
 from gradtape.ops.manipulation import flip
 from gradtape.ops.creation import full_like, zeros_like

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gradtape import _config
+from gradtape.core import config as _config
 from gradtape.ops.elementwise import greater_equal, tanh
 from gradtape.ops.nn import (
     bias_add,
@@ -37,7 +37,7 @@ from gradtape.ops.nn import (
 )
 from gradtape.ops.searching import where
 from gradtape.random import uniform
-from gradtape.tensor import Tensor, TensorLike, convert_to_tensor
+from gradtape.core.tensor import Tensor, TensorLike, convert_to_tensor
 
 __all__ = [
     "bias_add",

@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from gradtape import dtypes as _dt
-from gradtape._trace import host_draw
+from gradtape.core import dtypes as _dt
+from gradtape.backends.tracing import host_draw
 from gradtape.ops.random import Stream, emit, float_dtype, int_or_float_dtype
-from gradtape.dtypes import DTypeLike
-from gradtape.tensor import ShapeLike, Tensor, TensorLike, convert_to_tensor
+from gradtape.core.dtypes import DTypeLike
+from gradtape.core.tensor import ShapeLike, Tensor, TensorLike, convert_to_tensor
 from gradtape.ops.indexing import _getitem
 
 __all__ = [

@@ -21,7 +21,7 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")
 import pytest
 
 import gradtape as gt
-from gradtape import backends as _backends
+from gradtape.core import backend_registry as _backends
 
 #: SciPy's and scikit-learn's own suites with gradtape (issue 21): a runner, not tests of this suite;
 #: ``python tests/downstream/run.py --help``

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import backends as _backends
+from gradtape.core import backend_registry as _backends
 
 Backend = _backends.Backend
 INSTALLED = gt.available_backends()

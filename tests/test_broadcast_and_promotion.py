@@ -29,7 +29,9 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import domains, registry, testing
+from gradtape import testing
+from gradtape.core import domains
+from gradtape.core import registry
 
 
 def _rng(*parts):

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import train as gt_train
+from gradtape.training import checkpoint as gt_train
 
 DataLossError = gt.train.DataLossError
 

@@ -22,8 +22,9 @@ import textwrap
 import pytest
 
 import gradtape as gt
-from gradtape import _config, cli
-from gradtape import backends as bk
+from gradtape import cli
+from gradtape.core import config as _config
+from gradtape.core import backend_registry as bk
 from gradtape.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape.domains import OFF_AXES, Arg, Case, op_cases
-from gradtape.registry import ops
+from gradtape.core.domains import OFF_AXES, Arg, Case, op_cases
+from gradtape.core.registry import ops
 from gradtape.testing import finite_differences
 
 CHAPTERS = ("elementwise", "special", "math")

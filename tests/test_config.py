@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import _config
-from gradtape import backends as _backends
+from gradtape.core import config as _config
+from gradtape.core import backend_registry as _backends
 
 INSTALLED = gt.available_backends()
 

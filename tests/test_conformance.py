@@ -8,13 +8,13 @@ import sys
 
 
 import gradtape as gt
-from gradtape import registry
+from gradtape.core import registry
 from gradtape.cli import main
 from gradtape.conformance import cases, uncovered_ops
 from gradtape.conformance.checks import check_case_everywhere, check_compiled, known_failures
 from gradtape.conformance.report import run
 
-gt_function = importlib.import_module("gradtape.function")  # (gt.function is the decorator)
+gt_function = importlib.import_module("gradtape.compile.function")  # (gt.function is the decorator)
 COMPILED_OPS = ["sin", "matmul", "sum", "linalg.inv", "getitem", "where", "cumulative_sum"]
 
 

@@ -12,12 +12,12 @@ import math
 import pytest
 
 import gradtape as gt
-from gradtape import registry
+from gradtape.core import registry
 from gradtape.cli import main
 from gradtape.conformance import html_report
 from gradtape.conformance import report as report_mod
 from gradtape.conformance.report import Report, run
-from gradtape.crosscheck import native_method_name
+from gradtape.testing.crosscheck import native_method_name
 
 # the bands of a passing cell, written out here rather than read from html_report.BANDS: (upper bound, class)
 EXPECTED_BANDS = [(1e-12, "e12"), (1e-9, "e9"), (1e-6, "e6"), (1e-3, "e3"), (math.inf, "big")]

@@ -18,11 +18,13 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape._recording_state import _state, tracing
+from gradtape.core.recording_state import _state, tracing
 from gradtape.testing import assert_structures_close
 from gradtape.testing import snapshot as snap
 
-FUNCTION_MODULE = sys.modules["gradtape.function"]  # (``gradtape.function`` the attribute is gt.function)
+FUNCTION_MODULE = sys.modules[
+    "gradtape.compile.function"
+]  # (``gradtape.compile.function`` the attribute is gt.function)
 
 # a program that disagrees with eager code warns and runs eagerly from then on: an error here (the
 # note that a compiler compiles a program per path is not: the fallbacks below take paths on purpose)

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gradtape as gt
-from gradtape import backends as _backends
-from gradtape.domains import Arg, op_cases
-from gradtape.registry import ops
+from gradtape.core import backend_registry as _backends
+from gradtape.core.domains import Arg, op_cases
+from gradtape.core.registry import ops
 
 
 def _usable(name):

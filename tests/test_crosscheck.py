@@ -92,7 +92,8 @@ def test_a_report_that_compared_nothing_does_not_pass():
 
 def test_one_finite_difference_implementation():
     """crosscheck.finite_differences is testing's; numeric_gradient is its central part."""
-    from gradtape import crosscheck, testing
+    from gradtape import testing
+    from gradtape.testing import crosscheck
 
     assert crosscheck.finite_differences is testing.finite_differences
     f = lambda x, n: float(np.sum(np.abs(x)) * n)

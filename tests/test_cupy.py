@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import backends as _backends
+from gradtape.core import backend_registry as _backends
 from gradtape.backends.cupy import CupyBackend
 from gradtape.cli import main as cli_main
 from gradtape.conformance import cases

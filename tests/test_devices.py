@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import backends as _backends
+from gradtape.core import backend_registry as _backends
 
 INSTALLED = gt.available_backends()
 needs_strict = pytest.mark.skipif("array_api_strict" not in INSTALLED, reason="array_api_strict not installed")

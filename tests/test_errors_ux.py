@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import _config
+from gradtape.core import config as _config
 from gradtape import backends as bk
 
 

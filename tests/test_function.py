@@ -18,10 +18,12 @@ import pytest
 import gradtape as gt
 from gradtape.testing import assert_structures_close
 from gradtape.testing import snapshot as snap
-from gradtape._recording_state import _state, tracing
-from gradtape.function import Function
+from gradtape.core.recording_state import _state, tracing
+from gradtape.compile.function import Function
 
-FUNCTION_MODULE = sys.modules["gradtape.function"]  # (``gradtape.function`` the attribute is gt.function)
+FUNCTION_MODULE = sys.modules[
+    "gradtape.compile.function"
+]  # (``gradtape.compile.function`` the attribute is gt.function)
 
 # a traced program that disagrees with eager (or a compiler that fails) warns and falls back: an error here
 pytestmark = [

@@ -1,6 +1,6 @@
 """Every op of the registry, checked from its declared domain (DESIGN.md "Conformance").
 
-The tests are generated from ``gradtape.registry.ops()`` at collection time: for each op and each
+The tests are generated from ``gradtape.core.registry.ops()`` at collection time: for each op and each
 Case its ``domain=`` expands to, on every selected backend,
 
 * the first-order gradient (tape vs central finite differences, float64 and complex128),
@@ -9,7 +9,7 @@ Case its ``domain=`` expands to, on every selected backend,
   real and first complex case,
 * the forward value and dtype against NumPy (``array_api_compat.numpy``),
 
-each through the case's ``Arg.via`` and ``map_outputs`` maps (:mod:`gradtape.domains`).
+each through the case's ``Arg.via`` and ``map_outputs`` maps (:mod:`gradtape.core.domains`).
 
 Plus meta-tests (every built-in op declares a domain with at least one case; every differentiable
 op has a rule; the element-wise chapter of the standard is complete), the non-differentiable ops
@@ -27,7 +27,9 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import domains, registry, testing
+from gradtape import testing
+from gradtape.core import domains
+from gradtape.core import registry
 
 # ---------------------------------------------------------------------------------------- the cases
 _OPS = [op for op in registry.ops() if op.chapter != "user"]

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import registry
-from gradtape._engine import _Meta
+from gradtape.core import registry
+from gradtape.core.engine import _Meta
 
 
 def _args(case, rng):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import registry
+from gradtape.core import registry
 
 _erf = np.vectorize(math.erf)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape.tensor import Tensor
+from gradtape.core.tensor import Tensor
 
 SHAPES = [(3, 4), (4,), ()]
 STEPS = 5

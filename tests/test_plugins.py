@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import backends as _backends
+from gradtape.core import backend_registry as _backends
 
 PLUGIN = '''
 """myplug: a gradtape backend living outside gradtape (a thin variant of the NumPy adapter)."""

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import registry
+from gradtape.core import recording_state
+from gradtape.core import registry
 
 _names = (f"test_op_{i}" for i in itertools.count())
 
@@ -56,7 +57,7 @@ def test_op_without_rule_is_lookup_error(backend):
         y = f(x)
     with pytest.raises(LookupError, match=f"gradient registry has no entry for: {name}"):
         t.gradient(y, x)
-    assert gt.tape._state.tapes == []
+    assert recording_state._state.tapes == []
 
 
 def test_register_gradient_later_and_override(backend):

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import _engine, registry, testing
-from gradtape._recording_state import _state
-from gradtape._rule_namespace import native_namespace
-from gradtape.domains import op_cases
+from gradtape import testing
+from gradtape.core import engine as _engine
+from gradtape.core import registry
+from gradtape.core.recording_state import _state
+from gradtape.core.rule_namespace import native_namespace
+from gradtape.core.domains import op_cases
 
 # gradtape's own ops (tests register ops of chapter "user", some with TensorFlow-style rules)
 OWN_OPS = [op for op in registry.ops() if op.chapter != "user"]

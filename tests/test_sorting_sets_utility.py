@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import registry
+from gradtape.core import registry
 
 # the standard's signatures (array_api_stubs/_2024_12: sorting_functions.py, set_functions.py,
 # utility_functions.py)

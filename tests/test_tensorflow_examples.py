@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import registry
+from gradtape.core import registry
 
 
 def close(t, expected, rtol=1e-5, atol=1e-6):

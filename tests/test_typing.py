@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import gradtape as gt
-from gradtape.tensor import Tensor, Variable
+from gradtape.core.tensor import Tensor, Variable
 
 #: the modules whose public API is fully annotated (mypy's ``disallow_incomplete_defs`` covers them too)
 TYPED_MODULES = (
@@ -112,7 +112,7 @@ def test_methods_bound_at_import_are_declared_for_checkers():
     for cls in (Tensor, Variable):
         for attr, value in vars(cls).items():
             fn = value.fget if isinstance(value, property) else value
-            if not inspect.isfunction(fn) or fn.__module__ == "gradtape.tensor":
+            if not inspect.isfunction(fn) or fn.__module__ == "gradtape.core.tensor":
                 continue
             bound += 1
             if not any(attr in declared[c.__name__] for c in cls.__mro__ if c.__name__ in declared):
@@ -137,12 +137,12 @@ GOOD = """
     with gt.GradientTape(persistent=True) as tape:
         y = x * x + 2.0 * x - x / 4.0
     g = tape.gradient(y, x)
-    reveal_type(g)  # R: gradtape.tensor.Tensor | None
+    reveal_type(g)  # R: gradtape.core.tensor.Tensor | None
     if g is not None:
         arr: np.ndarray = g.numpy()
         f: float = float(g)
     jac = tape.batch_jacobian(gt.reshape(y, (1, 1)), gt.reshape(x, (1, 1)))
-    reveal_type(jac)  # R: gradtape.tensor.Tensor
+    reveal_type(jac)  # R: gradtape.core.tensor.Tensor
 
     model = gt.layers.Sequential([gt.layers.Dense(4, activation="relu"), gt.layers.Dense(1)])
     opt = gt.optimizers.Adam(learning_rate=1e-3)
@@ -151,21 +151,21 @@ GOOD = """
         pred = model(data)
         loss = gt.losses.MeanSquaredError()(gt.zeros((8, 1)), pred)
     grads = tape2.gradient(loss, model.trainable_variables)
-    reveal_type(grads)  # R: list[gradtape.tensor.Tensor | None]
+    reveal_type(grads)  # R: list[gradtape.core.tensor.Tensor | None]
     step = opt.apply_gradients(zip(grads, model.trainable_variables))
-    reveal_type(step)  # R: gradtape.tensor.Variable
+    reveal_type(step)  # R: gradtape.core.tensor.Variable
     pair = tape2.gradient(loss, (x, data))
-    reveal_type(pair)  # R: tuple[gradtape.tensor.Tensor | None, ...]
+    reveal_type(pair)  # R: tuple[gradtape.core.tensor.Tensor | None, ...]
 
     t = gt.constant([[1.0, 2.0]])
     h = gt.layers.Dense(2)(t)
     u = -t @ gt.constant([[1.0], [2.0]]) ** 2 + 1
-    reveal_type(u)  # R: gradtape.tensor.Tensor
-    reveal_type(u.T[0] < 3)  # R: gradtape.tensor.Tensor
+    reveal_type(u)  # R: gradtape.core.tensor.Tensor
+    reveal_type(u.T[0] < 3)  # R: gradtape.core.tensor.Tensor
     reveal_type(t.shape)  # R: tuple[int, ...]
-    reveal_type(t.dtype)  # R: gradtape.dtypes.DType
-    reveal_type(x.assign_add(1.0))  # R: gradtape.tensor.Variable
-    reveal_type(x.value())  # R: gradtape.tensor.Tensor
+    reveal_type(t.dtype)  # R: gradtape.core.dtypes.DType
+    reveal_type(x.assign_add(1.0))  # R: gradtape.core.tensor.Variable
+    reveal_type(x.value())  # R: gradtape.core.tensor.Tensor
     reveal_type(gt.check_gradients(lambda a: a * a, np.ones(3), backends=["numpy"]).passed)  # R: bool
 """
 

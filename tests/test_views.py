@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import gradtape as gt
 from gradtape.testing import finite_differences
-from gradtape import _operators
+from gradtape.ops import operators as _operators
 
 
 def test_a_write_into_a_slice_reaches_its_base(backend):

@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape import domains, registry, testing
+from gradtape import testing
+from gradtape.core import domains
+from gradtape.core import registry
 
 _OPS = [op for op in registry.differentiable_ops() if op.chapter != "user"]
 

@@ -12,7 +12,7 @@ what the rule reads, and its input domain beside it:
 
 * ``unary(name, domain, ...)`` / ``binary(name, domain, ...)`` declare an element-wise op and return
   the public function (``f(x, /)`` / ``f(x1, x2, /)``); ``defop(name, forward, domain, ...)`` declares
-  any other op and returns its :class:`~gradtape.registry.OpDef`; ``public(opdef)`` links it to the
+  any other op and returns its :class:`~gradtape.core.registry.OpDef`; ``public(opdef)`` links it to the
   hand-written public function.
 * ``forward`` is the name of a function of the backend's Array API namespace (the default: the op's
   own name), or a callable ``forward(xp, *native_arrays, **attrs)``.
@@ -20,7 +20,7 @@ what the rule reads, and its input domain beside it:
   written once against the namespace ``xp`` the engine passes (the HIPS autograd idea):
 
   - nothing records the backward walk and the cotangent is real: ``xp`` is the backend's native
-    namespace (:mod:`gradtape._rule_namespace`) and ``op`` the recorded :class:`~gradtape._engine.Node`
+    namespace (:mod:`gradtape.core.rule_namespace`) and ``op`` the recorded :class:`~gradtape.core.engine.Node`
     itself, its ``op.inputs``/``op.outputs`` native arrays (an input passed as a Python scalar stays
     one).  No Tensor is made: this is the fast path, for every op;
   - an outer tape records the walk (higher order), the cotangent is complex, or the rule was set by
@@ -52,19 +52,19 @@ what the rule reads, and its input domain beside it:
 * ``composite(name, fn, domain=...)`` declares a function of the standard that gradtape composes of
   other ops (``moveaxis`` is a ``permute_dims``): it has no rule of its own (it is differentiated
   through the ops it calls), and its domain gets it checked like every op.
-* ``domain`` is a :mod:`gradtape.domains` declaration; ``complex=True`` adds complex samples.
+* ``domain`` is a :mod:`gradtape.core.domains` declaration; ``complex=True`` adds complex samples.
   Every op has one: a meta-test fails otherwise.
 """
 
 from __future__ import annotations
 
-from gradtape import domains as _domains
-from gradtape import dtypes as _dt
-from gradtape.dispatch import _FLOATS, _floats, _reraise, apply, apply1
-from gradtape.registry import OpDef, register
-from gradtape._engine import _NO_ATTRS, Node, _Meta, _tuple_new, record1, record2, saved_inputs
-from gradtape._recording_state import _ACTIVE, _state
-from gradtape.tensor import Tensor, Variable, _new, _next_id
+from gradtape.core import domains as _domains
+from gradtape.core import dtypes as _dt
+from gradtape.core.dispatch import _FLOATS, _floats, _reraise, apply, apply1
+from gradtape.core.registry import OpDef, register
+from gradtape.core.engine import _NO_ATTRS, Node, _Meta, _tuple_new, record1, record2, saved_inputs
+from gradtape.core.recording_state import _ACTIVE, _state
+from gradtape.core.tensor import Tensor, Variable, _new, _next_id
 
 __all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as _np
 from array_api_compat import device as _device
 
-from gradtape import _config
+from gradtape.core import config as _config
 from gradtape import backends as _bk
-from gradtape import dtypes as _dt
-from gradtape.domains import REAL, Case, with_complex
-from gradtape._recording_state import _ACTIVE
+from gradtape.core import dtypes as _dt
+from gradtape.core.domains import REAL, Case, with_complex
+from gradtape.core.recording_state import _ACTIVE
 from gradtape.ops import apply1, composite, defop, public
 from gradtape.ops.elementwise import _identity, astype
 from gradtape.ops.manipulation import _broadcast, reshape
-from gradtape.tensor import Tensor, _check_leak, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, _check_leak, _wrap, convert_to_tensor
 
 __all__ = [
     "arange",

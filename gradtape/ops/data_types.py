@@ -21,9 +21,9 @@ import dataclasses
 
 import numpy as np
 
-from gradtape import dtypes as _dt
-from gradtape.dtypes import isdtype
-from gradtape.tensor import Tensor
+from gradtape.core import dtypes as _dt
+from gradtape.core.dtypes import isdtype
+from gradtape.core.tensor import Tensor
 
 __all__ = ["can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as _np
 
-from gradtape.domains import (
+from gradtape.core.domains import (
     BOOL,
     COMPLEX,
     GT_MINUS_ONE,
@@ -26,9 +26,9 @@ from gradtape.domains import (
     Case,
     Sampler,
 )
-from gradtape.dtypes import as_dtype
+from gradtape.core.dtypes import as_dtype
 from gradtape.ops import apply, apply1, binary, defop, public, unary
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 # --------------------------------------------------------------------------- helpers for rules
 

@@ -31,13 +31,13 @@ import numpy as np
 
 from array_api_compat import device as _device
 
-from gradtape import dtypes as _dt
-from gradtape.domains import COMPLEX, REAL, Case
+from gradtape.core import dtypes as _dt
+from gradtape.core.domains import COMPLEX, REAL, Case
 from gradtape.ops import apply1, defop, public
 from gradtape.ops.creation import _backend_and_device, _native_dtype
 from gradtape.ops.elementwise import conj_
 from gradtape.ops.manipulation import roll
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
     "fft",

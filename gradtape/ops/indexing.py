@@ -12,9 +12,9 @@ import builtins
 
 import numpy as np
 
-from gradtape.domains import REAL, Case, with_complex
+from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.ops import apply, apply1, composite, defop, public
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["take", "take_along_axis"]  # and the ops getitem, setitem, index_add (Tensor methods)
 

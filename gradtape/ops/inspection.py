@@ -12,8 +12,8 @@ on every backend, JAX included, since gradtape runs eagerly.
 
 from __future__ import annotations
 
-from gradtape import _config
-from gradtape import dtypes as _dt
+from gradtape.core import config as _config
+from gradtape.core import dtypes as _dt
 
 __all__ = ["__array_namespace_info__"]
 

@@ -54,15 +54,15 @@ import numpy as np
 
 from array_api_compat import device as _device
 
-from gradtape import dtypes as _dt
-from gradtape._rule_namespace import tensor_namespace
-from gradtape.domains import NONZERO, REAL, SMALL, Case, with_complex
+from gradtape.core import dtypes as _dt
+from gradtape.core.rule_namespace import tensor_namespace
+from gradtape.core.domains import NONZERO, REAL, SMALL, Case, with_complex
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.elementwise import astype, conj_, is_complex
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, mT, tensordot, vecdot
 from gradtape.ops.statistical import _axes
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
     "cholesky",

@@ -6,12 +6,12 @@ gradient; broadcast batch axes are summed back by the engine.
 
 from __future__ import annotations
 
-from gradtape.domains import REAL, Case, with_complex
-from gradtape.dispatch import apply2
+from gradtape.core.domains import REAL, Case, with_complex
+from gradtape.core.dispatch import apply2
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.elementwise import conj_
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 
 def mT(xp, x):

@@ -11,10 +11,10 @@ import operator
 
 import numpy as np
 
-from gradtape.domains import REAL, Case, Pack, with_complex
+from gradtape.core.domains import REAL, Case, Pack, with_complex
 from gradtape.ops import apply, apply1, composite, defop, public
 from gradtape.ops.indexing import _getitem_op, _native_key
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = [
     "broadcast_arrays",
@@ -57,7 +57,7 @@ def _ndim(a):
 
 def _linked(view, base, op, attrs, copy=None, read_only=False):
     """``view``, just computed as ``op(base, **attrs)``, shares its values with ``base`` where NumPy's
-    result is a view.  A no-op here: ``gradtape._operators`` (above this layer) replaces it with the
+    result is a view.  A no-op here: ``gradtape.ops.operators`` (above this layer) replaces it with the
     function that links them (docs/conventions.md, "Views"); ``copy=False`` (reshape) raises there
     where NumPy would copy."""
     return view

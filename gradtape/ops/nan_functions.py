@@ -25,8 +25,8 @@ import types
 
 import numpy as np
 
-from gradtape import dtypes as _dt
-from gradtape.domains import Case, Sampler
+from gradtape.core import dtypes as _dt
+from gradtape.core.domains import Case, Sampler
 from gradtape.ops import apply1, defop, public
 from gradtape.ops.elementwise import astype
 from gradtape.ops.manipulation import reshape
@@ -40,7 +40,7 @@ from gradtape.ops.statistical import (
     _rev_cumsum,
     _unreduce,
 )
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = [
     "nanargmax",

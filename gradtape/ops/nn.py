@@ -23,10 +23,10 @@ import numpy as np
 
 from array_api_compat import device as _device
 
-from gradtape import _config
-from gradtape import dtypes as _dt
-from gradtape._trace import value_check
-from gradtape.domains import NONZERO, POSITIVE, REAL, Case
+from gradtape.core import config as _config
+from gradtape.core import dtypes as _dt
+from gradtape.backends.tracing import value_check
+from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import (
     astype,
@@ -43,7 +43,7 @@ from gradtape.ops.manipulation import reshape, squeeze
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, _keep_shape, mean
 from gradtape.ops.statistical import sum as _sum
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = [
     "bias_add",

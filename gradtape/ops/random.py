@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradtape import dtypes as _dt
-from gradtape._trace import host_then
+from gradtape.core import dtypes as _dt
+from gradtape.backends.tracing import host_then
 from gradtape.ops.creation import _backend_and_device, _shape
-from gradtape.tensor import Tensor, _wrap
+from gradtape.core.tensor import Tensor, _wrap
 
 __all__ = ["Stream", "emit", "float_dtype", "int_or_float_dtype"]
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradtape.domains import BOOL, REAL, Case, with_complex
-from gradtape.dtypes import float64, result_type
+from gradtape.core.domains import BOOL, REAL, Case, with_complex
+from gradtape.core.dtypes import float64, result_type
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.elementwise import astype
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 

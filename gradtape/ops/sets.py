@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gradtape.domains import INT, REAL, Case
+from gradtape.core.domains import INT, REAL, Case
 from gradtape.ops import apply, defop, public
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 

@@ -8,9 +8,9 @@ indices and is not differentiable.
 
 from __future__ import annotations
 
-from gradtape.domains import REAL, Case
+from gradtape.core.domains import REAL, Case
 from gradtape.ops import apply1, defop, public
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["argsort", "sort"]
 

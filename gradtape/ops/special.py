@@ -37,8 +37,8 @@ import math
 
 import numpy as np
 
-from gradtape import dtypes as _dt
-from gradtape.domains import POSITIVE, REAL, UNIT, Case, Sampler
+from gradtape.core import dtypes as _dt
+from gradtape.core.domains import POSITIVE, REAL, UNIT, Case, Sampler
 from gradtape.ops import apply1, binary, composite, defop, public, unary
 from gradtape.ops import nn as _nn
 from gradtape.ops.elementwise import (
@@ -56,7 +56,7 @@ from gradtape.ops.elementwise import (
 from gradtape.ops.manipulation import _broadcast, permute_dims, reshape
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, max, sum
-from gradtape.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, _wrap, convert_to_tensor
 
 __all__ = [
     "betaln",

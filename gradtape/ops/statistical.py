@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from gradtape import dtypes as _dt
-from gradtape.domains import NONZERO, POSITIVE, REAL, Case, with_complex
+from gradtape.core import dtypes as _dt
+from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case, with_complex
 from gradtape.ops import apply1, defop, public
 from gradtape.ops.elementwise import astype, conj_
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
 

@@ -14,11 +14,11 @@ import numpy as np
 
 from array_api_compat import device as _device
 
-from gradtape.domains import BOOL, COMPLEX, INT, REAL, Case
+from gradtape.core.domains import BOOL, COMPLEX, INT, REAL, Case
 from gradtape.ops import apply, apply1, defop, public
 from gradtape.ops.manipulation import _broadcast
 from gradtape.ops.statistical import _axes
-from gradtape.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["all", "any", "diff"]
 

@@ -1,0 +1,213 @@
+"""``custom_gradient``, ``stop_gradient`` and ``register_op``: the user's ways to say how
+something differentiates."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import optree
+
+from gradtape.ops import apply, defop
+from gradtape.core.registry import _OPS, OpDef
+from gradtape.core.engine import _Recording, record
+from gradtape.core.recording_state import _activate, _state
+from gradtape.core.tensor import Nested, Tensor, _wrap, convert_to_tensor
+
+__all__ = ["custom_gradient", "stop_gradient", "register_op"]
+
+
+def stop_gradient(x: Nested) -> Nested:
+    """The value of ``x`` as a new tensor that no tape connects to ``x``."""
+    leaves, spec = optree.tree_flatten(x, none_is_leaf=True)
+    out = []
+    for t in leaves:
+        if not isinstance(t, Tensor):
+            t = convert_to_tensor(t)
+        out.append(_wrap(t._v, t._b))
+    return optree.tree_unflatten(spec, out)
+
+
+def _custom_rule(op, *grads):
+    """Calls the user's ``grad_fn`` recorded with this call (see :func:`custom_gradient`)."""
+    grad_fn = op.attrs["grad_fn"]
+    n_in = op.attrs["n_inputs"]
+    variables = op.inputs[n_in:]
+    if op.attrs["variables"]:
+        if not op.attrs["accepts_variables"]:
+            raise TypeError(
+                "If using @custom_gradient with a function that uses variables, then "
+                "grad_fn must accept a keyword argument 'variables'."
+            )
+        result = grad_fn(*grads, variables=list(op.attrs["variables"]))
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
+            raise ValueError(
+                "custom_gradient: with variables, grad_fn must return (input_gradients, variable_gradients)"
+            )
+        in_grads, var_grads = result
+        in_grads = list(in_grads) if isinstance(in_grads, (tuple, list)) else [in_grads]
+        var_grads = list(var_grads)
+        if len(var_grads) != len(variables):
+            raise ValueError(
+                f"custom_gradient: grad_fn returned {len(var_grads)} variable gradients for {len(variables)} variables"
+            )
+    else:
+        result = grad_fn(*grads)
+        in_grads = list(result) if isinstance(result, (tuple, list)) else [result]
+        var_grads = []
+    positions = op.attrs["positions"]
+    if len(in_grads) == op.attrs["n_args"] and len(in_grads) != n_in:
+        in_grads = [in_grads[p] for p in positions]
+    if len(in_grads) != n_in:
+        raise ValueError(f"custom_gradient: grad_fn returned {len(in_grads)} gradients for {n_in} tensor inputs")
+    return tuple(in_grads) + tuple(var_grads)
+
+
+_CUSTOM = OpDef("custom_gradient", forward=None, grad=_custom_rule, chapter="user")
+
+
+def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
+    """Decorator (as ``tf.custom_gradient``): ``f(*x)`` returns ``(y, grad_fn)``; ``grad_fn(*dy)``
+    returns the gradients of the inputs, or with ``variables=`` ``(input_grads, variable_grads)``."""
+    if f is None:
+        return custom_gradient
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        outer = _state.tapes
+        private = _Recording(True)
+        _state.tapes = [private]  # outer tapes see nothing of f's inside
+        _activate(1)  # (the private tape collects the variables f reads)
+        try:
+            result = f(*args, **kwargs)
+        finally:
+            _state.tapes = outer
+            _activate(-1)
+        if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
+            raise TypeError("a @custom_gradient function must return (outputs, grad_fn)")
+        y, grad_fn = result
+        leaves, spec = optree.tree_flatten(y, none_is_leaf=True)
+        outs = [_wrap(t._v, t._b) if isinstance(t, Tensor) else convert_to_tensor(t) for t in leaves]
+        # as TF: grad_fn owes gradients only to the variables used inside f that are not its inputs
+        flat_inputs = optree.tree_leaves((args, kwargs), none_is_leaf=True)
+        variables = [v for _, v in sorted(private.variables.items()) if not any(v is a for a in flat_inputs)]
+        if outer:
+            positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
+            inputs = [args[k] for k in positions] + variables
+            try:
+                accepts = "variables" in inspect.signature(grad_fn).parameters or any(
+                    p.kind is p.VAR_KEYWORD for p in inspect.signature(grad_fn).parameters.values()
+                )
+            except (TypeError, ValueError):
+                accepts = True
+            attrs = {
+                "grad_fn": grad_fn,
+                "n_inputs": len(positions),
+                "positions": positions,
+                "n_args": len(args),
+                "variables": tuple(variables),
+                "accepts_variables": accepts,
+            }
+            record(_CUSTOM, tuple(inputs), tuple(t._v for t in inputs), attrs, tuple(outs))
+        return optree.tree_unflatten(spec, outs)
+
+    return wrapper
+
+
+def _describe(o):
+    r = repr(o)
+    return f"{type(o).__name__} {r[:60] + '...' if len(r) > 60 else r}"
+
+
+def _check_output(name, backend, out, k=None):
+    """One output of a registered op's forward: a native array of ``backend`` (or what it turns
+    into one: a NumPy array or scalar, a Python number); a gt.Tensor of that backend is unwrapped."""
+    if isinstance(out, Tensor) and out._b is backend:
+        return out._v
+    if backend.is_native(out):
+        return out
+    if isinstance(out, (bool, int, float, complex, np.ndarray, np.generic)) and np.asarray(out).dtype.kind in "biufc":
+        return out
+    which = "forward" if k is None else f"output {k} of forward"
+    raise TypeError(
+        f"register_op({name!r}): {which} returned {_describe(out)}, not an array of "
+        f"backend {backend.name!r}; forward(xp, *arrays, **attrs) must compute on the "
+        "namespace xp and return its array" + ("s" if k is not None else "")
+    )
+
+
+def register_op(
+    name: str,
+    forward: Callable[..., Any],
+    gradient: Callable[..., Any] | None = None,
+    *,
+    nout: int | None = None,
+    domain: Any = None,
+    differentiable: bool = True,
+    saves: tuple[str | int, ...] | None = None,
+) -> Callable[..., Any]:
+    """Add an op: ``forward(xp, *native_arrays, **attrs)`` computes it on the backend's namespace
+    ``xp``; ``gradient(xp, op, *grads)`` is its rule, on the namespace the backward walk passes
+    (native arrays in a first-order walk, gradtape Tensors when an outer tape records), or
+    TensorFlow's ``gradient(op, *grads)``, always on Tensors (or register one later with
+    ``gt.RegisterGradient(name)``).  ``saves``: what the rule reads (``("inputs",)``,
+    ``("outputs",)``, ``()`` or input indices; default everything), the rest is freed with the
+    forward.  Returns the function users call: ``f(*arrays, **attrs)``.
+
+    The arguments are checked before anything is registered; what ``forward`` returns is checked
+    on every call (one array, or a tuple of ``nout`` arrays), a ``TypeError`` naming the op."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"register_op: the op's name must be a non-empty str, got {_describe(name)}")
+    if not callable(forward):
+        raise TypeError(
+            f"register_op({name!r}): forward must be callable forward(xp, *arrays, **attrs), got {_describe(forward)}"
+        )
+    if gradient is not None and not callable(gradient):
+        raise TypeError(
+            f"register_op({name!r}): gradient must be None or a rule gradient(xp, op, *grads) "
+            "(or gradient(op, *grads)), "
+            f"got {_describe(gradient)}"
+        )
+    if nout is not None and (isinstance(nout, bool) or not isinstance(nout, int) or nout < 1):
+        raise ValueError(f"register_op({name!r}): nout must be None (one output) or a positive int, got {nout!r}")
+    if name in _OPS:
+        raise KeyError(
+            f"an op named {name!r} is already registered ({_OPS[name]!r}); pick another "
+            "name or override its gradient with gt.RegisterGradient"
+        )
+
+    def fwd(backend, *arrays, **attrs):
+        out = forward(backend.xp, *arrays, **attrs)
+        if nout is None:
+            return _check_output(name, backend, out)
+        if not isinstance(out, (tuple, list)) or len(out) != nout:
+            raise TypeError(
+                f"register_op({name!r}): declared with nout={nout}, forward must return a "
+                f"tuple of {nout} arrays, got {_describe(out)}"
+            )
+        return tuple(_check_output(name, backend, o, k) for k, o in enumerate(out))
+
+    op = defop(
+        name,
+        fwd,
+        grad=gradient,
+        chapter="user",
+        nout=nout,
+        domain=domain,
+        differentiable=differentiable,
+        saves=saves,
+        doc=(forward.__doc__ or "").strip() or None,
+    )
+
+    def f(*arrays, **attrs):
+        return apply(op, arrays, attrs)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = forward.__doc__
+    f.op = op  # type: ignore[attr-defined]
+    f.gradient = op.gradient  # type: ignore[attr-defined]
+    op.public = f
+    return f

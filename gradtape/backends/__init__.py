@@ -1,0 +1,31 @@
+"""The adapters: one module per array library, each saying only what differs from the Array API.
+
+``gradtape.backends.numpy``, ``.torch``, ``.jax``, ``.array_api_strict``, ``.dask``, ``.cupy`` implement the
+core's :class:`~gradtape.core.backend.Backend` protocol; ``.tracing`` is the stand-in backend a
+``gt.function`` trace computes on.  Adapters are imported only when first asked for.  The registry's
+functions (``register``, ``get``, ...) are re-exported here, where plugin authors look for them.
+"""
+
+from __future__ import annotations
+
+from gradtape.core.backend_registry import (
+    Backend,
+    DataDependentShapeError,
+    available_backends,
+    get,
+    is_gpu_device,
+    known_backends,
+    register,
+    unregister,
+)
+
+__all__ = [
+    "Backend",
+    "DataDependentShapeError",
+    "available_backends",
+    "get",
+    "is_gpu_device",
+    "known_backends",
+    "register",
+    "unregister",
+]

@@ -1,0 +1,83 @@
+"""The NumPy backend, gradtape's embedded default.  NumPy 2 follows the Array API standard
+closely; ``array_api_compat.numpy`` fills the remaining gaps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradtape.core.backend import Backend
+
+
+def _reciprocal(x, /):
+    """``1 / x``: NumPy's reciprocal of integers is integer division (1 // x); the standard's
+    is floating, so an integer input is computed in float32, as gradtape's other backends do."""
+    if x.dtype.kind in "biu":
+        x = x.astype(np.float32)
+    return np.reciprocal(x)
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    install_hint = "pip install numpy"
+    array_type = np.ndarray
+    python_scalars = True
+
+    def __init__(self):
+        super().__init__()
+        self.overrides = {"reciprocal": _reciprocal}
+
+    def load(self):
+        import array_api_compat.numpy as xp
+
+        return xp
+
+    def _extra_dtype_aliases(self):
+        for nd, d in list(self._from_native.items()):
+            self._from_native[np.dtype(nd)] = d
+
+    # ------------------------------------------------------------------ conversion
+    def asarray(self, value, dtype=None, device=None):
+        """Not the shared ``Backend.asarray``: the default backend's conversion is one type check
+        (an ndarray of the asked dtype is returned as is) and ``np.asarray``, and Python scalars
+        keep NumPy's default dtypes (gradtape's converters pass TensorFlow's explicitly)."""
+        if device is not None:
+            self.parse_device(device)
+        nd = None if dtype is None else self.dtype_to_native(dtype)
+        if type(value) is np.ndarray and (nd is None or value.dtype == nd):
+            return value
+        return np.asarray(value, dtype=nd)
+
+    def update_inplace(self, name, x, delta):
+        # a view keeps its base alive (so the base's refcount shows it); x itself must own its data
+        if (
+            x.__class__ is np.ndarray
+            and x.base is None
+            and x.flags.writeable
+            and delta.__class__ is np.ndarray
+            and delta.dtype == x.dtype
+        ):
+            (np.add if name == "add" else np.subtract)(x, delta, out=x)
+            return True
+        return False
+
+    def fix_output(self, out):
+        # NumPy ufuncs return NumPy scalars for 0-d inputs; gradtape keeps 0-d arrays.
+        return np.asarray(out)
+
+    # ------------------------------------------------------------------ what the standard lacks
+    def index_add(self, shape, dtype, key, values):
+        out = np.zeros(shape, dtype=self.dtype_to_native(dtype))
+        np.add.at(out, key, values)
+        return out
+
+    def setitem(self, x, key, value):
+        out = x.copy()
+        out[key] = value
+        return out
+
+    def erf(self, x):
+        try:
+            from scipy.special import erf
+        except ImportError:  # pragma: no cover - scipy is optional
+            return super().erf(x)
+        return np.asarray(erf(x), dtype=x.dtype)

@@ -1,0 +1,685 @@
+"""The engine: what a tape records (the :class:`Node`), how an op call is recorded, and the one
+backward walk.
+
+A node keeps the op, the identities and native values of its inputs and outputs, and the attributes.
+The walk visits the recorded nodes in reverse and calls each op's rule once, ``rule(xp, op, *grads)``,
+with the namespace that fits the walk:
+
+* nothing records the walk and the cotangent is real floating: the backend's native namespace
+  (:func:`gradtape.core.rule_namespace.native_namespace`); ``op`` is the node itself, its ``inputs`` and
+  ``outputs`` native arrays (the fast path: no Tensor is made);
+* an outer tape records the walk (higher order), the cotangent is complex, or the rule is a
+  TensorFlow-style ``rule(op, *grads)`` (``gt.RegisterGradient``): gradtape's own namespace, on
+  Tensors that carry the recorded identities, so outer tapes record what the rule computes.
+
+Broadcasting is undone in one place (:func:`gradtape.core.unbroadcast.fit`).  This module never imports
+an op chapter: it sits below ``dispatch`` and the ops.
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from typing import NamedTuple
+
+from gradtape.core import dtypes as _dt
+from gradtape.core.recording_state import _state
+from gradtape.core.rule_namespace import native_namespace, tensor_namespace
+from gradtape.core.unbroadcast import bad_gradient, broadcasts_to, fit
+from gradtape.core.registry import OpDef, rule_location
+from gradtape.core.tensor import Tensor, Variable, _wrap, convert_to_tensor
+
+__all__ = ["Node", "TensorOp", "UnconnectedGradients", "record", "record1", "record2", "backward"]
+
+
+class UnconnectedGradients(enum.Enum):
+    """What ``gradient`` returns for a source not connected to the target."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+_NO_ATTRS = {}
+_PY_SCALARS = (bool, int, float, complex)
+
+
+class _Meta:
+    """The shape and dtype of an input whose value the op's rule does not need."""
+
+    __slots__ = ("shape", "dtype", "chunks")
+
+    def __init__(self, v):
+        self.shape = v.shape
+        self.dtype = v.dtype
+        self.chunks = getattr(v, "chunks", None)  # (dask: a gradient gets its input's chunks)
+
+    def __repr__(self):
+        return f"<not saved: shape {tuple(self.shape)}, dtype {self.dtype}>"
+
+
+class Node(NamedTuple):
+    """One recorded op call.  In a native walk it is the ``op`` a rule receives.
+
+    ``inputs``/``outputs`` hold the native values the op's rule reads (``OpDef.saves``): an input that
+    is not saved is None (shaped and typed like the output) or a ``_Meta`` (its shape and dtype, for
+    undoing broadcasting); an output not saved is None.  ``in_ids``/``out_ids`` are the identities
+    of the recorded tensors (0: a Python scalar input, or an output that carries no gradient)."""
+
+    opdef: OpDef
+    in_ids: tuple
+    inputs: tuple
+    attrs: dict
+    out_ids: tuple
+    outputs: tuple
+    backend: object
+
+    @property
+    def name(self):
+        return self.opdef.name
+
+    type = name  # type: ignore[misc]  # (a second name for the property, as TF's Operation.type)
+
+    def needs_grad(self, k):
+        """Whether the gradient of input ``k`` is wanted in this backward walk (rules may skip the
+        work for inputs that are not).  A Python scalar input (identity 0) never is."""
+        i = self.in_ids[k]
+        if not i:
+            return False
+        r = _state.reach
+        return r is None or i in r
+
+    def __repr__(self):
+        return f"<Node {self.opdef.name} in={self.in_ids} out={self.out_ids}>"
+
+
+_tuple_new = tuple.__new__
+
+
+def _not_saved(opdef, what):
+    raise RuntimeError(
+        f"the gradient rule of {opdef.name!r} reads op.{what}, which this call did not keep when it was "
+        f"recorded (the op declares saves={opdef.saves!r}, the values it keeps for its rule; a rule "
+        "replaced after the call sees what the rule of the time declared): add it to the op's saves "
+        "(saves= where the op is declared, or op.saves = ...)"
+    )
+
+
+class _Unsaved:
+    """Where a rule on Tensors finds a value its op did not save: any use of it is the
+    ``RuntimeError`` of :func:`_not_saved` (so a rule may unpack ``op.inputs`` and read only what
+    its op saves)."""
+
+    __slots__ = ("_opdef", "_what")
+
+    def __init__(self, opdef, what):
+        self._opdef = opdef
+        self._what = what
+
+    def _fail(self, *args, **kwargs):
+        _not_saved(self._opdef, self._what)
+
+    def __getattr__(self, name):
+        _not_saved(self._opdef, self._what)
+
+    __array__ = __array_namespace__ = __bool__ = __len__ = __iter__ = __getitem__ = __float__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
+    __neg__ = __pos__ = __abs__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __index__ = __int__ = __complex__ = _fail
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return f"<op.{self._what} of {self._opdef.name!r}: not saved>"
+
+
+def _scalar_tensor(v, like):
+    """A 0-d tensor of Python scalar ``v`` on ``like``'s backend and device, in ``like``'s dtype
+    where the scalar fits it, else in the dtype it took beside it (as the forward computed)."""
+    b = like._b
+    d = b.dtype_of(like._v)
+    if _dt.scalar_fits(v, d):
+        return _wrap(b.xp.asarray(v, dtype=like._v.dtype, device=b.device_of(like._v)), b)
+    return convert_to_tensor(v, dtype=_dt.scalar_dtype(v, d), like=like)
+
+
+class TensorOp:
+    """The ``op`` a rule receives on gradtape's namespace: the node's inputs and outputs as Tensors
+    carrying their recorded identities (an outer tape that watches them records the rule)."""
+
+    __slots__ = ("node", "_inputs", "_outputs")
+
+    def __init__(self, node):
+        self.node = node
+        self._inputs = None
+        self._outputs = None
+
+    opdef = property(lambda self: self.node.opdef)
+    name = property(lambda self: self.node.opdef.name)
+    type = name
+    attrs = property(lambda self: self.node.attrs)
+    in_ids = property(lambda self: self.node.in_ids)
+    out_ids = property(lambda self: self.node.out_ids)
+    backend = property(lambda self: self.node.backend)
+
+    def needs_grad(self, k):
+        return self.node.needs_grad(k)
+
+    @property
+    def inputs(self):
+        """The recorded inputs, as Tensors with their recorded identities (Python scalars as
+        0-d tensors of their partner's dtype)."""
+        if self._inputs is None:
+            n = self.node
+            b = n.backend
+            ins = []
+            scalars = False
+            for k, (i, v) in enumerate(zip(n.in_ids, n.inputs)):
+                if v is None or v.__class__ is _Meta:
+                    ins.append(_Unsaved(n.opdef, f"inputs[{k}]"))
+                    continue
+                if i:
+                    t = _wrap(v, b)
+                    t._id = i
+                elif v.__class__ in _PY_SCALARS:
+                    scalars = True
+                    t = v
+                else:
+                    t = _wrap(v, b)
+                ins.append(t)
+            if scalars:
+                like = next((t for t in ins if isinstance(t, Tensor)), None)
+                if like is None:
+                    _not_saved(n.opdef, "inputs")
+                ins = [t if isinstance(t, Tensor) else _scalar_tensor(t, like) for t in ins]
+            self._inputs = tuple(ins)
+        return self._inputs
+
+    @property
+    def outputs(self):
+        """The recorded outputs, as Tensors with their recorded identities."""
+        if self._outputs is None:
+            n = self.node
+            b = n.backend
+            outs = []
+            for k, (i, v) in enumerate(zip(n.out_ids, n.outputs)):
+                if v is None:
+                    outs.append(_Unsaved(n.opdef, f"outputs[{k}]"))
+                    continue
+                t = _wrap(v, b)
+                if i:
+                    t._id = i
+                outs.append(t)
+            self._outputs = tuple(outs)
+        return self._outputs
+
+    def __repr__(self):
+        return f"<op {self.node.opdef.name} in={self.node.in_ids} out={self.node.out_ids}>"
+
+
+class _Recording:
+    """What one tape holds: the watched identities (``roots``: watched by the user or on variable
+    access; ``watched``: those and every recorded output), the recorded nodes, the watched
+    variables."""
+
+    __slots__ = ("watched", "roots", "nodes", "variables", "watch_accessed", "__weakref__")
+
+    def __init__(self, watch_accessed):
+        self.watched = set()
+        self.roots = set()
+        self.nodes = []
+        self.variables = {}
+        self.watch_accessed = watch_accessed
+
+    def watch_id(self, i):
+        self.watched.add(i)
+        self.roots.add(i)
+
+    def watch_variable(self, v):
+        if v._id not in self.variables:
+            self.variables[v._id] = v
+            self.watched.add(v._id)
+            self.roots.add(v._id)
+
+
+# ---------------------------------------------------------------------------------------- recording
+def make_node(op, ids, natives, attrs, out_ids, outs, b):
+    """The node of one call, keeping only what ``op.saves`` declares (``outs``: the native outputs);
+    the one constructor of :class:`Node` (the hot paths inline its single-output case)."""
+    saves = op._saves
+    if saves is not None:
+        natives = saved_inputs(saves, natives, outs[0])
+        if not saves.outputs:
+            outs = (None,) * len(outs)
+    return _tuple_new(Node, (op, ids, natives, attrs if attrs is not None else _NO_ATTRS, out_ids, outs, b))
+
+
+def saved_inputs(saves, natives, ov):
+    """The inputs a node keeps: the saved ones, Python scalars, and for the others None (shaped
+    like output ``ov``) or their shape and dtype."""
+    ins = saves.inputs
+    if ins is True:
+        return natives
+    out = []
+    for k, v in enumerate(natives):
+        if (ins and k in ins) or v.__class__ in _PY_SCALARS:
+            out.append(v)
+        elif v.shape == ov.shape and v.dtype == ov.dtype:
+            out.append(None)
+        else:
+            out.append(_Meta(v))
+    return tuple(out)
+
+
+def _differentiable_outputs(op, outs, b):
+    """The identities of the outputs that carry a gradient (0 for the others); None if none does."""
+    if len(outs) == 1:
+        o = outs[0]
+        if not op.float_out and b.dtype_of(o._v).kind not in "fc":
+            return None
+        return (o._id,)
+    mask = op.output_differentiable
+    out_ids = tuple(
+        o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0 for k, o in enumerate(outs)
+    )
+    return out_ids if any(out_ids) else None
+
+
+def record(op, args, natives, attrs, outs):
+    """Record one op call (``outs``: its output Tensors) on every active tape that watches one of
+    its inputs; trainable Variables read are watched first where the tape watches on access."""
+    ids = []
+    variables = None
+    for a in args:
+        c = a.__class__
+        if c is Tensor:
+            ids.append(a._id)
+        elif c is Variable:
+            ids.append(a._id)
+            if a._trainable:
+                variables = (variables or []) + [a]
+        elif isinstance(a, Tensor):
+            ids.append(a._id)
+        else:
+            ids.append(0)
+    ids = tuple(ids)
+    node = None
+    for rec in _state.tapes:
+        if variables is not None and rec.watch_accessed:
+            for v in variables:
+                if v._id not in rec.variables:
+                    rec.watch_variable(v)
+        w = rec.watched
+        for i in ids:
+            if i in w:
+                break
+        else:
+            continue
+        if node is None:
+            b = outs[0]._b
+            out_ids = _differentiable_outputs(op, outs, b)
+            if out_ids is None:
+                return
+            node = make_node(op, ids, tuple(natives), attrs, out_ids, tuple(o._v for o in outs), b)
+        rec.nodes.append(node)
+        w.update(i for i in node.out_ids if i)
+
+
+def record1(op, xid, xv, yv, yid, b, tapes, attrs=None):
+    """``record`` for one (non-Variable) Tensor input and one output: the fast path."""
+    node = None
+    for rec in tapes:
+        w = rec.watched
+        if xid in w:
+            if node is None:
+                if not op.float_out and b.dtype_of(yv).kind not in "fc":
+                    return
+                node = make_node(op, (xid,), (xv,), attrs, (yid,), (yv,), b)
+            rec.nodes.append(node)
+            w.add(yid)
+
+
+def record2(op, id1, id2, v1, v2, yv, yid, b, tapes):
+    """``record`` for two inputs (Tensors or passed-through Python scalars, id 0) and one output."""
+    node = None
+    for rec in tapes:
+        w = rec.watched
+        if id1 in w or id2 in w:
+            if node is None:
+                if not op.float_out and b.dtype_of(yv).kind not in "fc":
+                    return
+                node = make_node(op, (id1, id2), (v1, v2), None, (yid,), (yv,), b)
+            rec.nodes.append(node)
+            w.add(yid)
+
+
+# ---------------------------------------------------------------------------------------- backward
+class NotBatchable(Exception):
+    """A batched walk (``backward(batch=...)``) met a node whose rule does not take a leading batch
+    axis on its cotangent (or must run on Tensors)."""
+
+
+_NATIVE_DTYPES = {}
+
+
+def native_dtypes(b, kinds):
+    """The native dtypes of backend ``b`` whose gradtape kind is in ``kinds`` ("f": real floating,
+    "fc": floating and complex), both as the library names them and as its arrays carry them
+    (NumPy's ``np.dtype``, not the scalar type); cached."""
+    s = _NATIVE_DTYPES.get((b, kinds))
+    if s is None:
+        s = set()
+        for d in _dt.ALL_DTYPES:
+            if d.kind not in kinds:
+                continue
+            try:
+                nd = b.dtype_to_native(d)
+                s.add(nd)
+                s.add(b.xp.zeros((0,), dtype=nd).dtype)
+            except Exception:  # a dtype the library lacks
+                continue
+        s = _NATIVE_DTYPES[(b, kinds)] = frozenset(s)
+    return s
+
+
+def _real_natives(b):
+    """The native dtypes of ``b`` that are real floating (rules run on the native namespace for
+    these gradients)."""
+    return native_dtypes(b, "f")
+
+
+def _path(rec, source_ids):
+    """The identities reachable from the sources, and the nodes on a path from them.  When the
+    sources include every watched root, that is everything recorded: no filtering pass."""
+    roots = rec.roots
+    ids = {i for i in source_ids if i}
+    if roots <= ids:
+        return rec.watched | ids, None
+    reach = ids
+    path = []
+    for n in rec.nodes:
+        for i in n.in_ids:
+            if i in reach:
+                break
+        else:
+            continue
+        path.append(n)
+        reach.update(i for i in n.out_ids if i)
+    return reach, path
+
+
+def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=None):
+    """The reverse walk over ``rec``'s nodes.  Returns one gradient (or None / zeros) per source.
+
+    When no tape of this thread records, the walk keeps native arrays and runs each rule on the
+    native namespace (real cotangents; Tensors for the others); otherwise every rule runs on
+    gradtape's namespace and outer tapes record it.  ``consume`` (a non-persistent tape's only walk)
+    drops each node once walked, freeing its saved values.  ``batch``: native cotangents with one
+    leading batch axis for the (single) target, walked in one pass (raises ``NotBatchable`` at a
+    node whose rule does not take the batch axis).
+    """
+    for t in targets:
+        if not isinstance(t, Tensor):
+            raise ValueError(f"GradientTape.gradient: targets must be Tensors or Variables, got {type(t).__name__}")
+        if not t.dtype.differentiable:
+            warnings.warn(
+                f"The dtype of the target tensor must be floating (e.g. gt.float32) when "
+                f"calling GradientTape.gradient, got {t.dtype}",
+                UserWarning,
+                stacklevel=3,
+            )
+    source_ids = []
+    for s in sources:
+        if not s.dtype.differentiable:
+            warnings.warn(
+                f"The dtype of the source tensor must be floating (e.g. gt.float32) when "
+                f"calling GradientTape.gradient, got {s.dtype}",
+                UserWarning,
+                stacklevel=3,
+            )
+            source_ids.append(0)
+        else:
+            # a source the tape does not watch (not watched, not a variable it saw read, not computed
+            # from one) gets no gradient, as TensorFlow's: an unwatched non-trainable variable in
+            # ``x * frozen`` is None, not ``x`` (a source that is a target is its own gradient, watched
+            # or not, as in TensorFlow)
+            i = s._id
+            source_ids.append(i if i in rec.watched or any(t._id == i for t in targets) else 0)
+    native = not _state.tapes
+    reach, path = _path(rec, source_ids)
+    if native:
+        nodes = rec.nodes if path is None else path
+    else:
+        # the walk's own ops may be recorded on this tape (a persistent tape inside its context)
+        reach = set(reach)
+        nodes = list(rec.nodes) if path is None else path
+        consume = False
+    if path is not None:
+        consume = False
+
+    nb = 0
+    grads = {}
+    for k, t in enumerate(targets):
+        if not t.dtype.differentiable:
+            continue
+        g = None if tgrads is None else tgrads[k]
+        if batch is not None:
+            g = batch
+            nb = 1
+        elif g is not None:
+            g = g if isinstance(g, Tensor) else convert_to_tensor(g, dtype=t.dtype, like=t)
+            if tuple(g.shape) != tuple(t.shape):
+                raise ValueError(
+                    f"output_gradients[{k}] has shape {tuple(g.shape)} but its target has "
+                    f"shape {tuple(t.shape)}; they must match"
+                )
+        tid = t._id
+        if tid not in reach:
+            continue
+        if native:
+            if g is None:
+                g = t._b.xp.ones_like(t._v)
+            elif isinstance(g, Tensor):
+                g = g._v
+        elif g is None:
+            g = tensor_namespace().ones_like(t)
+        prev = grads.get(tid)
+        grads[tid] = g if prev is None else prev + g
+
+    keep = set(source_ids)
+    saved_reach = _state.reach
+    _state.reach = reach
+    try:
+        _walk(nodes, grads, reach, keep, consume, nb, native)
+    finally:
+        _state.reach = saved_reach
+        if consume:
+            nodes.clear()
+
+    out = []
+    for s, sid in zip(sources, source_ids):
+        g = grads.get(sid) if sid else None
+        if g is None:
+            if unconnected is UnconnectedGradients.ZERO and not nb:
+                g = tensor_namespace().zeros_like(s)
+        elif native and not nb:
+            b = s._b
+            if g.__class__ is not b.array_type:
+                g = b.fix_output(g)
+            if b.lays_out and isinstance(s, Tensor):
+                # a gradient laid out as its source (dask's chunks, a JAX sharding); not for a sub-trace's
+                # stand-in source (gt.cond / gt.while_loop), which has an identity and no value
+                g = b.match_layout(g, s._v)
+            g = _wrap(g, b)
+        out.append(g)
+    return out
+
+
+def _walk(nodes, grads, reach, keep, consume, nb, native):
+    """Call each node's rule in reverse order, fit its gradients to their inputs, sum those that
+    meet.  ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output
+    and a real cotangent in a native walk, takes the first branch; everything else the general
+    one (several outputs, complex cotangents, rules on Tensors)."""
+    pop = grads.pop
+    get = grads.get
+    last_b = None
+    reals = xp_native = None
+    chunked = False  # the node's backend chunks its arrays (dask): each gradient gets its input's chunks
+    for idx in range(len(nodes) - 1, -1, -1):
+        n = nodes[idx]
+        if consume:
+            nodes[idx] = None  # the node's saved values go with the last reference
+        op, in_ids, inputs, _, oids, _, b = n
+        try:
+            (o,) = oids
+        except ValueError:  # several outputs
+            o = 0
+        if o:
+            g = get(o) if o in keep else pop(o, None)
+            if g is None:
+                continue
+            if native and op.xp_rule:
+                if b is not last_b:
+                    last_b = b
+                    reals = _real_natives(b)
+                    xp_native = native_namespace(b)
+                    chunked = b.chunked
+                if g.dtype in reals:
+                    if nb and not op.batched:
+                        raise NotBatchable(op.name)
+                    try:
+                        in_grads = op._grad(xp_native, n, g)
+                    except (TypeError, AttributeError) as e:
+                        _native_rule_failed(n, e)
+                    c = in_grads.__class__
+                    if c is not tuple and c is not list:
+                        if len(in_ids) != 1:
+                            _wrong_count(op, (in_grads,), in_ids)
+                        i = in_ids[0]
+                        if in_grads is not None and i and i in reach:
+                            v = inputs[0]
+                            if v is not None and (in_grads.shape != v.shape or in_grads.dtype != v.dtype):
+                                in_grads = fit(xp_native, in_grads, v.shape, v.dtype, nb, n, 0)
+                            if chunked and v is not None:
+                                in_grads = b.match_layout(in_grads, v)
+                            prev = get(i)
+                            grads[i] = in_grads if prev is None else prev + in_grads
+                        continue
+                    if len(in_grads) != len(in_ids):
+                        _wrong_count(op, in_grads, in_ids)
+                    k = 0
+                    for i in in_ids:
+                        gi = in_grads[k]
+                        if gi is not None and i and i in reach:
+                            v = inputs[k]
+                            if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
+                                gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
+                            if chunked and v is not None:
+                                gi = b.match_layout(gi, v)
+                            prev = get(i)
+                            grads[i] = gi if prev is None else prev + gi
+                        k += 1
+                    continue
+            gs = (g,)
+        else:
+            gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in oids]
+            if all(h is None for h in gs):
+                continue
+        _general_node(n, gs, grads, reach, nb, native)
+
+
+def _general_node(n, gs, grads, reach, nb, native):
+    """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
+    outer tape records, or a TensorFlow-style rule)."""
+    op, in_ids, inputs, _, _, _, b = n
+    rule = op._grad
+    if rule is None:
+        raise LookupError(f"gradient registry has no entry for: {op.name}")
+    get = grads.get
+    on_native = False
+    if native and op.xp_rule:
+        reals = _real_natives(b)
+        on_native = all(h is None or h.dtype in reals for h in gs)
+    if nb and not (on_native and op.batched):
+        raise NotBatchable(op.name)
+    if on_native:
+        xp = native_namespace(b)
+        if any(h is None for h in gs):
+            if nb:
+                raise NotBatchable(op.name)  # (zeros without the batch axis)
+            gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+        try:
+            in_grads = rule(xp, n, *gs)
+        except (TypeError, AttributeError) as e:
+            _native_rule_failed(n, e)
+        if in_grads.__class__ is not tuple:
+            in_grads = tuple(in_grads) if in_grads.__class__ is list else (in_grads,)
+        if len(in_grads) != len(in_ids):
+            _wrong_count(op, in_grads, in_ids)
+        for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
+            if gi is not None and i and i in reach:
+                v = inputs[k]
+                if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
+                    gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
+                if b.chunked and v is not None:
+                    gi = b.match_layout(gi, v)
+                prev = get(i)
+                grads[i] = gi if prev is None else prev + gi
+        return
+    xp = tensor_namespace()
+    view = TensorOp(n)
+    if native:
+        at = b.array_type
+        gs = [None if h is None else _wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
+    if len(gs) > 1 and any(h is None for h in gs):
+        gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+    in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+    if in_grads.__class__ is not tuple:
+        in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
+    if len(in_grads) != len(in_ids):
+        _wrong_count(op, in_grads, in_ids)
+    g_out = next(h for h in gs if h is not None)
+    for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
+        if gi is not None and i and i in reach:
+            gi = _fit_tensor(gi, n, k, g_out, xp)
+            if native:
+                gi = gi._v
+            prev = get(i)
+            grads[i] = gi if prev is None else prev + gi
+
+
+def _native_rule_failed(n, e):
+    """A rule failed on native arrays with a TypeError or AttributeError: where its node keeps
+    ``None`` for a value its op does not save, that is the likely cause; say so (else re-raise)."""
+    unsaved = [f"inputs[{k}]" for k, v in enumerate(n.inputs) if v is None or v.__class__ is _Meta]
+    unsaved += [f"outputs[{k}]" for k, v in enumerate(n.outputs) if v is None]
+    if not unsaved:
+        raise e
+    op = n.opdef
+    raise RuntimeError(
+        f"the gradient rule of {op.name!r} ({rule_location(op)}) failed on backend {n.backend.name!r}: "
+        f"{type(e).__name__}: {e}. This call kept no value for op.{', op.'.join(unsaved)} (the op "
+        f"declares saves={op.saves!r}): if the rule reads one of them, add it to the op's saves "
+        "(saves= where the op is declared, or op.saves = ...)"
+    ) from e
+
+
+def _wrong_count(op, in_grads, in_ids):
+    raise ValueError(f"the gradient rule of {op.name!r} returned {len(in_grads)} gradients for {len(in_ids)} inputs")
+
+
+def _fit_tensor(g, n, k, g_out, xp):
+    """A rule's gradient of input ``k`` of node ``n``, on Tensors, summed to the input's shape and
+    cast to its dtype (``g_out``: the output's cotangent, whose shape an unsaved input has)."""
+    v = n.inputs[k]
+    b = n.backend
+    if not isinstance(g, Tensor):
+        if g.__class__ in _PY_SCALARS or not b.is_native(g):
+            like = v if v is not None and v.__class__ is not _Meta and hasattr(v, "dtype") else None
+            g = convert_to_tensor(g, dtype=b.dtype_of(like) if like is not None else None, backend=b)
+        else:
+            g = _wrap(g, b)
+    if v is None:
+        shape = tuple(g_out.shape)
+        if tuple(g.shape) != shape and not broadcasts_to(shape, tuple(g.shape)):
+            bad_gradient(n, k, tuple(g.shape), shape)
+        return g
+    return fit(xp, g, v.shape, b.dtype_of(v), 0, n, k)

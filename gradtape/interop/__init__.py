@@ -1,0 +1,1 @@
+"""gradtape beside other libraries: einops on gradtape tensors (:mod:`gradtape.interop.einops`)."""

@@ -1,0 +1,789 @@
+"""``gt.layers``: Keras-style layers (``Dense``, ``Flatten``, ``Dropout``, ``Activation``,
+``Sequential``) on top of :class:`gradtape.Module`.
+
+As in Keras, a layer creates its variables in ``build(input_shape)`` the first time it is called,
+on the backend and device of its input.  Layer names are made unique per process (``dense``,
+``dense_1``, ...; :func:`reset_names` / :func:`clear_session` restart the count) and variables are
+named ``<layer>/<weight>:0`` (``dense/kernel:0``), as TensorFlow's Keras prints them.  A layer's
+``trainable_variables`` are its own (in creation order: ``kernel``, ``bias``) followed by those of
+its sublayers, in the order they were assigned (Keras' order, not ``tf.Module``'s sorted one).
+
+Initializers are Keras': ``"glorot_uniform"`` (Dense's default), ``"glorot_normal"``,
+``"he_normal"``, ``"he_uniform"``, ``"lecun_normal"``, ``"lecun_uniform"``, ``"random_normal"``,
+``"random_uniform"``, ``"truncated_normal"``, ``"zeros"``, ``"ones"``, or a callable
+``init(shape, dtype)``; they draw from :mod:`gradtape.random`, so ``gt.random.set_seed`` makes a
+model's initial weights the same on every backend.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from gradtape.core import config as _config
+from gradtape.core import dtypes as _dt
+from gradtape import nn as _nn
+from gradtape import random as _random
+from gradtape.training.module import _DEFERRED, Module, _restore_deferred, camel_to_snake
+from gradtape.ops.elementwise import abs as _abs
+from gradtape.ops.elementwise import astype, exp, square
+from gradtape.ops.linear_algebra_functions import matmul
+from gradtape.ops.manipulation import expand_dims, reshape
+from gradtape.ops.statistical import sum as _sum
+from gradtape.core.dtypes import DTypeLike
+from gradtape.core.tensor import Tensor, TensorLike, Variable, convert_to_tensor
+from gradtape.ops.creation import zeros
+from gradtape.ops.creation import ones
+from gradtape.ops.creation import full
+from gradtape.ops.manipulation import permute_dims
+from gradtape.ops.elementwise import greater_equal
+from gradtape.ops.searching import where
+
+__all__ = [
+    "Activation",
+    "Constant",
+    "Dense",
+    "Dropout",
+    "Flatten",
+    "GlorotNormal",
+    "GlorotUniform",
+    "HeNormal",
+    "HeUniform",
+    "Initializer",
+    "Layer",
+    "LecunNormal",
+    "LecunUniform",
+    "Ones",
+    "RandomNormal",
+    "RandomUniform",
+    "Sequential",
+    "TruncatedNormal",
+    "VarianceScaling",
+    "Zeros",
+    "clear_session",
+    "get_activation",
+    "get_initializer",
+    "reset_names",
+]
+
+# ---------------------------------------------------------------------------------------- names
+_name_lock = threading.Lock()
+_name_counts: dict[str, int] = {}
+
+
+def unique_name(base: str) -> str:
+    """``base`` the first time, then ``base_1``, ``base_2``, ... (per process, as Keras)."""
+    with _name_lock:
+        n = _name_counts.get(base, 0)
+        _name_counts[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+def reset_names() -> None:
+    """Restart the automatic layer names (the next ``Dense()`` is ``dense`` again)."""
+    with _name_lock:
+        _name_counts.clear()
+
+
+def clear_session() -> None:
+    """As ``keras.backend.clear_session``: forget the automatic layer names."""
+    reset_names()
+
+
+# ---------------------------------------------------------------------------------------- activations
+def _linear(x):
+    return x
+
+
+_ACTIVATIONS = {
+    "linear": _linear,
+    "relu": _nn.relu,
+    "sigmoid": _nn.sigmoid,
+    "tanh": _nn.tanh,
+    "softmax": _nn.softmax,
+    "log_softmax": _nn.log_softmax,
+    "gelu": _nn.gelu,
+    "elu": _nn.elu,
+    "softplus": _nn.softplus,
+    "leaky_relu": _nn.leaky_relu,
+    "relu6": _nn.relu6,
+    "silu": _nn.silu,
+    "swish": _nn.silu,
+    "exponential": exp,
+}
+
+
+def get_activation(identifier: str | Callable[[Tensor], Tensor] | None) -> Callable[[Tensor], Tensor]:
+    """An activation function from a name (``"relu"``, ``"sigmoid"``, ``"tanh"``, ``"softmax"``,
+    ``"gelu"``, ``"linear"``, ...), ``None`` (linear) or a callable (returned as is)."""
+    if identifier is None:
+        return _linear
+    if isinstance(identifier, str):
+        try:
+            return _ACTIVATIONS[identifier]
+        except KeyError:
+            raise ValueError(
+                f"Could not interpret activation function identifier: {identifier!r}; known: {sorted(_ACTIVATIONS)}"
+            ) from None
+    if callable(identifier):
+        return identifier
+    raise ValueError(f"Could not interpret activation function identifier: {identifier!r}")
+
+
+# ---------------------------------------------------------------------------------------- initializers
+def _fans(shape):
+    """Keras' ``compute_fans``: (fan_in, fan_out) of a weight shape."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[:-2])
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+class Initializer:
+    """Base of initializers: ``init(shape, dtype=None)`` returns a Tensor on the active backend."""
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        raise NotImplementedError
+
+    def get_config(self) -> dict[str, Any]:
+        """The initializer's arguments, as a dict (Keras' ``get_config``); the named variance-scaling
+        initializers (``GlorotNormal``, ``HeNormal``, ...) give ``VarianceScaling``'s."""
+        return {}
+
+
+class Zeros(Initializer):
+    """Initializer of all zeros (Keras' ``zeros``)."""
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        return zeros(tuple(shape), dtype=dtype or _dt.floatx())
+
+
+class Ones(Initializer):
+    """Initializer of all ones (Keras' ``ones``)."""
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        return ones(tuple(shape), dtype=dtype or _dt.floatx())
+
+
+class Constant(Initializer):
+    """Initializer filled with ``value`` (Keras' ``Constant``)."""
+
+    def __init__(self, value: float = 0.0) -> None:
+        self.value = value
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        return full(tuple(shape), float(self.value), dtype=dtype or _dt.floatx())
+
+    def get_config(self) -> dict[str, Any]:
+        return {"value": self.value}
+
+
+class RandomNormal(Initializer):
+    """Initializer drawing from a normal distribution of ``mean`` and ``stddev`` (Keras' ``RandomNormal``)."""
+
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
+        self.mean, self.stddev, self.seed = mean, stddev, seed
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        return _random.normal(tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.floatx(), seed=self.seed)
+
+
+class TruncatedNormal(Initializer):
+    """Initializer drawing from a normal distribution cut at two standard deviations (Keras' ``TruncatedNormal``)."""
+
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05, seed: int | None = None) -> None:
+        self.mean, self.stddev, self.seed = mean, stddev, seed
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        return _random.truncated_normal(
+            tuple(shape), self.mean, self.stddev, dtype=dtype or _dt.floatx(), seed=self.seed
+        )
+
+
+class RandomUniform(Initializer):
+    """Initializer drawing uniformly from ``[minval, maxval)`` (Keras' ``RandomUniform``)."""
+
+    def __init__(self, minval: float = -0.05, maxval: float = 0.05, seed: int | None = None) -> None:
+        self.minval, self.maxval, self.seed = minval, maxval, seed
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        return _random.uniform(tuple(shape), self.minval, self.maxval, dtype=dtype or _dt.floatx(), seed=self.seed)
+
+
+class VarianceScaling(Initializer):
+    """Keras' ``VarianceScaling``: variance ``scale / fan`` (``fan_in``, ``fan_out`` or their mean),
+    from a truncated normal (stddev corrected for the truncation), a normal, or a uniform."""
+
+    def __init__(
+        self,
+        scale: float = 1.0,
+        mode: Literal["fan_in", "fan_out", "fan_avg"] = "fan_in",
+        distribution: Literal["truncated_normal", "untruncated_normal", "normal", "uniform"] = "truncated_normal",
+        seed: int | None = None,
+    ) -> None:
+        if scale <= 0:
+            raise ValueError(f"scale must be positive, got {scale}")
+        if mode not in ("fan_in", "fan_out", "fan_avg"):
+            raise ValueError(f"mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
+        if distribution not in ("truncated_normal", "untruncated_normal", "uniform", "normal"):
+            raise ValueError(f"unknown distribution {distribution!r}")
+        self.scale, self.mode, self.distribution, self.seed = scale, mode, distribution, seed
+
+    def __call__(self, shape: Sequence[int], dtype: DTypeLike | None = None) -> Tensor:
+        dtype = dtype or _dt.floatx()
+        fan_in, fan_out = _fans(shape)
+        fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
+        scale = self.scale / max(1.0, fan)
+        shape = tuple(shape)
+        if self.distribution == "truncated_normal":
+            stddev = math.sqrt(scale) / 0.87962566103423978
+            return _random.truncated_normal(shape, 0.0, stddev, dtype=dtype, seed=self.seed)
+        if self.distribution in ("untruncated_normal", "normal"):
+            return _random.normal(shape, 0.0, math.sqrt(scale), dtype=dtype, seed=self.seed)
+        limit = math.sqrt(3.0 * scale)
+        return _random.uniform(shape, -limit, limit, dtype=dtype, seed=self.seed)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"scale": self.scale, "mode": self.mode, "distribution": self.distribution, "seed": self.seed}
+
+
+class GlorotUniform(VarianceScaling):
+    """Uniform in ``[-limit, limit]``, ``limit = sqrt(6 / (fan_in + fan_out))``."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_avg", "uniform", seed)
+
+
+class GlorotNormal(VarianceScaling):
+    """Truncated normal with ``stddev = sqrt(2 / (fan_in + fan_out))`` (Keras' ``GlorotNormal``)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_avg", "truncated_normal", seed)
+
+
+class HeNormal(VarianceScaling):
+    """Truncated normal with ``stddev = sqrt(2 / fan_in)``, for ReLU layers (Keras' ``HeNormal``)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(2.0, "fan_in", "truncated_normal", seed)
+
+
+class HeUniform(VarianceScaling):
+    """Uniform in ``[-limit, limit]``, ``limit = sqrt(6 / fan_in)``, for ReLU layers (Keras' ``HeUniform``)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(2.0, "fan_in", "uniform", seed)
+
+
+class LecunNormal(VarianceScaling):
+    """Truncated normal with ``stddev = sqrt(1 / fan_in)`` (Keras' ``LecunNormal``)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_in", "truncated_normal", seed)
+
+
+class LecunUniform(VarianceScaling):
+    """Uniform in ``[-limit, limit]``, ``limit = sqrt(3 / fan_in)`` (Keras' ``LecunUniform``)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(1.0, "fan_in", "uniform", seed)
+
+
+_INITIALIZERS = {
+    "zeros": Zeros,
+    "ones": Ones,
+    "constant": Constant,
+    "random_normal": RandomNormal,
+    "random_uniform": RandomUniform,
+    "truncated_normal": TruncatedNormal,
+    "glorot_uniform": GlorotUniform,
+    "glorot_normal": GlorotNormal,
+    "he_normal": HeNormal,
+    "he_uniform": HeUniform,
+    "lecun_normal": LecunNormal,
+    "lecun_uniform": LecunUniform,
+    "variance_scaling": VarianceScaling,
+}
+
+
+def get_initializer(identifier: str | Initializer | Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """An initializer from a Keras name (``"glorot_uniform"``, ``"zeros"``, ...), an Initializer,
+    or a callable ``init(shape, dtype)``."""
+    if isinstance(identifier, str):
+        key = identifier if identifier in _INITIALIZERS else camel_to_snake(identifier)
+        try:
+            return _INITIALIZERS[key]()
+        except KeyError:
+            raise ValueError(
+                f"Could not interpret initializer identifier: {identifier!r}; known: {sorted(_INITIALIZERS)}"
+            ) from None
+    if callable(identifier):
+        return identifier
+    raise ValueError(f"Could not interpret initializer identifier: {identifier!r}")
+
+
+class _L2:
+    """Keras' ``"l2"``: ``0.01 * sum(w^2)`` (a class, not a lambda, so that layers pickle)."""
+
+    def __call__(self, w):
+        return 0.01 * _sum(square(w))
+
+
+class _L1:
+    """Keras' ``"l1"``: ``0.01 * sum(|w|)``."""
+
+    def __call__(self, w):
+        return 0.01 * _sum(_abs(w))
+
+
+def _regularizer(identifier):
+    """``None``, a callable ``f(weight) -> scalar``, or ``"l1"`` / ``"l2"`` (Keras' factor 0.01)."""
+    if identifier is None or callable(identifier):
+        return identifier
+    if identifier == "l2":
+        return _L2()
+    if identifier == "l1":
+        return _L1()
+    raise ValueError(f"Could not interpret regularizer identifier: {identifier!r}")
+
+
+# ---------------------------------------------------------------------------------------- Layer
+#: a checkpoint names a weight that no attribute holds by this prefix and its ``add_weight`` name
+WEIGHTS = ".weights/"
+
+
+def _first_tensor(x):
+    if isinstance(x, (list, tuple)):
+        for e in x:
+            t = _first_tensor(e)
+            if t is not None:
+                return t
+        return None
+    return x if isinstance(x, Tensor) else None
+
+
+def _shape_of(x):
+    """The input shape ``build`` receives: a tuple, or a list of tuples for several inputs."""
+    if isinstance(x, (list, tuple)):
+        return [tuple(e.shape) for e in x if isinstance(e, Tensor)]
+    return tuple(x.shape)
+
+
+class Layer(Module):
+    """Base of Keras-style layers: override ``build(input_shape)`` (create variables with
+    :meth:`add_weight`) and ``call(inputs, ...)``.  ``layer(inputs)`` builds the layer on its first
+    call, on the backend and device of ``inputs``, casts floating inputs to the layer's dtype, and
+    runs ``call``.  ``trainable=False`` hides the layer's variables from ``trainable_variables``."""
+
+    _TF_MODULE_IGNORED_PROPERTIES = frozenset(("_name", "_added_weights", "_regularizers"))
+
+    def __init__(
+        self, trainable: bool = True, name: str | None = None, dtype: DTypeLike | None = None, **kwargs: Any
+    ) -> None:
+        for k in ("input_shape", "input_dim", "batch_input_shape", "batch_size"):
+            kwargs.pop(k, None)  # Keras' functional-model hints: nothing to do eagerly
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}: unexpected keyword arguments {sorted(kwargs)}")
+        if name is None:
+            name = unique_name(camel_to_snake(type(self).__name__))
+        elif not isinstance(name, str) or "/" in name:
+            raise ValueError(f"layer names must be strings without '/', got {name!r}")
+        self._name = name
+        self._trainable = bool(trainable)
+        self._dtype = _dt.floatx() if dtype is None else _dt.as_dtype(dtype)
+        self._added_weights: list[Variable] = []
+        self._regularizers: list[tuple[Variable, Callable[[Variable], Tensor]]] = []
+        self.built = False
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def dtype(self) -> _dt.DType:
+        """The dtype of the layer's variables and computations (``gt.config.floatx()`` when the layer
+        was made: float32 by default)."""
+        return self._dtype
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the layer's weights are trainable; setting it False freezes them."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        self._trainable = bool(value)
+
+    # ------------------------------------------------------------------ building and calling
+    def build(self, input_shape: Any) -> None:
+        """Create the layer's variables (called once, before the first ``call``)."""
+        self.built = True
+
+    def call(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """The layer's computation."""
+        return inputs
+
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        inputs = self._convert_inputs(inputs)
+        if not self.built:
+            self._build_for(inputs)
+        return self.call(inputs, *args, **kwargs)
+
+    def _build_for(self, inputs):
+        x = _first_tensor(inputs)
+        if x is None:
+            self.build(None)
+        else:
+            b = x._b
+            with _config.use_backend(b, b.weights_device(b.device_of(x._v))):
+                self.build(_shape_of(inputs))
+        self.built = True
+
+    def _convert_inputs(self, inputs):
+        if (
+            isinstance(inputs, (list, tuple))
+            and inputs
+            and any(isinstance(e, (Tensor, list, tuple)) for e in inputs)
+            and not _is_numeric_nest(inputs)
+        ):
+            return type(inputs)(self._convert_inputs(e) for e in inputs)
+        if inputs is None:
+            return None
+        if not isinstance(inputs, Tensor):
+            inputs = convert_to_tensor(inputs)
+        if inputs.dtype.is_floating and inputs.dtype != self._dtype:
+            inputs = astype(inputs, self._dtype)  # Keras' autocast of floating inputs
+        return inputs
+
+    def add_weight(
+        self,
+        name: str | None = None,
+        shape: Sequence[int] = (),
+        initializer: str | Initializer | Callable[..., Tensor] | None = None,
+        dtype: DTypeLike | None = None,
+        trainable: bool = True,
+        regularizer: str | Callable[[Variable], Tensor] | None = None,
+        constraint: None = None,
+    ) -> Variable:
+        """Create a variable ``<layer name>/<name>:0`` of ``shape``, initialised by ``initializer``
+        (default ``"glorot_uniform"`` for floating weights, as Keras)."""
+        if constraint is not None:
+            raise NotImplementedError("weight constraints are not supported by gradtape layers")
+        dtype = self._dtype if dtype is None else _dt.as_dtype(dtype)
+        init = get_initializer("glorot_uniform" if initializer is None else initializer)
+        shape = tuple(int(s) for s in shape)
+        value = init(shape, dtype=dtype)
+        name = name or f"variable_{len(self._added_weights)}"
+        var = Variable(value, trainable=trainable, name=f"{self._name}/{name}", dtype=dtype)
+        self._added_weights.append(var)
+        reg = _regularizer(regularizer)
+        if reg is not None:
+            self._regularizers.append((var, reg))
+        if _DEFERRED:  # a checkpoint that saved this weight by its name (not an attribute)
+            _restore_deferred(self, WEIGHTS + name, var)
+        return var
+
+    # ------------------------------------------------------------------ tracking (Keras' order)
+    def _tracked(self):
+        """(own variables in creation order, child layers/modules in assignment order)."""
+        own = {}
+        children = []
+        seen_children = set()
+        for v in self._added_weights:
+            own[id(v)] = v
+        for key, value in vars(self).items():
+            if key in self._TF_MODULE_IGNORED_PROPERTIES:
+                continue
+            for leaf in _insertion_leaves(value):
+                if isinstance(leaf, Variable):
+                    own.setdefault(id(leaf), leaf)
+                elif isinstance(leaf, Module) and leaf is not self and id(leaf) not in seen_children:
+                    seen_children.add(id(leaf))
+                    children.append(leaf)
+        return sorted(own.values(), key=lambda v: v._id), children
+
+    @property
+    def weights(self) -> list[Variable]:
+        """Own variables (trainable first, then non-trainable) followed by each sublayer's, once each."""
+        own, children = self._tracked()
+        out = [v for v in own if v.trainable] + [v for v in own if not v.trainable]
+        seen = {id(v) for v in out}
+        for c in children:
+            for v in c.weights if isinstance(c, Layer) else c.variables:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+        return out
+
+    @property
+    def variables(self) -> list[Variable]:  # type: ignore[override]  # a list, as Keras (tf.Module: a tuple)
+        """All the layer's weights, its sublayers' included (Keras' ``variables``, the same list as ``weights``)."""
+        return self.weights
+
+    @property
+    def trainable_weights(self) -> list[Variable]:
+        """The weights an optimizer updates: trainable ones, of this layer and its sublayers (empty when frozen)."""
+        if not self._trainable:
+            return []
+        own, children = self._tracked()
+        out = [v for v in own if v.trainable]
+        seen = {id(v) for v in out}
+        for c in children:
+            for v in c.trainable_weights if isinstance(c, Layer) else c.trainable_variables:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+        return out
+
+    @property
+    def trainable_variables(self) -> list[Variable]:  # type: ignore[override]  # a list, as Keras
+        """Own trainable variables in creation order (Dense: kernel, bias), then the sublayers'."""
+        return self.trainable_weights
+
+    @property
+    def non_trainable_weights(self) -> list[Variable]:
+        """The weights no optimizer updates (the non-trainable ones, and all of them when the layer is frozen)."""
+        trainable = {id(v) for v in self.trainable_weights}
+        return [v for v in self.weights if id(v) not in trainable]
+
+    @property
+    def non_trainable_variables(self) -> list[Variable]:  # type: ignore[override]  # a list, as Keras
+        """Keras' other name for ``non_trainable_weights``."""
+        return self.non_trainable_weights
+
+    @property
+    def losses(self) -> list[Tensor]:
+        """Weight-regularization losses of this layer and its sublayers (computed now)."""
+        out = [reg(v) for v, reg in self._regularizers]
+        for c in self._tracked()[1]:
+            if isinstance(c, Layer):
+                out.extend(c.losses)
+        return out
+
+    def get_weights(self) -> list[np.ndarray]:
+        """The values of ``weights`` as NumPy arrays."""
+        return [v.numpy() for v in self.weights]
+
+    def set_weights(self, weights: Sequence[TensorLike]) -> None:
+        """Assign NumPy arrays (in ``weights`` order) to the layer's variables."""
+        mine = self.weights
+        if len(weights) != len(mine):
+            raise ValueError(f"set_weights: the layer {self.name!r} has {len(mine)} weights, got {len(weights)}")
+        for v, w in zip(mine, weights):
+            v.assign(w)
+
+    def count_params(self) -> int:
+        """The number of scalars in the layer's weights (Keras' ``count_params``)."""
+        return sum(v.size for v in self.weights)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _is_numeric_nest(x):
+    """A nested list of numbers (a value to convert), rather than a list of inputs."""
+    while isinstance(x, (list, tuple)):
+        if not x:
+            return True
+        x = x[0]
+    return not isinstance(x, Tensor)
+
+
+def _insertion_leaves(value):
+    """Leaves of lists, tuples and dicts in insertion order (Keras tracks assignment order)."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _insertion_leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _insertion_leaves(v)
+    else:
+        yield value
+
+
+# ---------------------------------------------------------------------------------------- layers
+class Dense(Layer):
+    """A densely connected layer, as Keras: ``activation(inputs @ kernel + bias)`` with ``kernel``
+    of shape ``(input_dim, units)`` and ``bias`` of shape ``(units,)``, created on the first call."""
+
+    def __init__(
+        self,
+        units: int,
+        activation: str | Callable[[Tensor], Tensor] | None = None,
+        use_bias: bool = True,
+        kernel_initializer: str | Initializer | Callable[..., Tensor] = "glorot_uniform",
+        bias_initializer: str | Initializer | Callable[..., Tensor] = "zeros",
+        kernel_regularizer: str | Callable[[Variable], Tensor] | None = None,
+        bias_regularizer: str | Callable[[Variable], Tensor] | None = None,
+        activity_regularizer: str | Callable[[Tensor], Tensor] | None = None,
+        kernel_constraint: None = None,
+        bias_constraint: None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        units = int(units)
+        if units <= 0:
+            raise ValueError(
+                f"Received an invalid value for `units`, expected a positive integer. Received: units={units}"
+            )
+        if kernel_constraint is not None or bias_constraint is not None:
+            raise NotImplementedError("weight constraints are not supported by gradtape layers")
+        self.units = units
+        self.activation = get_activation(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = get_initializer(kernel_initializer)
+        self.bias_initializer = get_initializer(bias_initializer)
+        self.kernel_regularizer = _regularizer(kernel_regularizer)
+        self.bias_regularizer = _regularizer(bias_regularizer)
+        self.activity_regularizer = _regularizer(activity_regularizer)
+        self.kernel: Variable | None = None  # created by build, on the first call
+        self.bias: Variable | None = None
+
+    def build(self, input_shape: Sequence[int] | None) -> None:
+        if input_shape is None or len(input_shape) == 0:
+            raise ValueError(f"Dense needs inputs of at least one dimension, got shape {input_shape}")
+        in_dim = int(input_shape[-1])
+        self.kernel = self.add_weight(
+            "kernel", (in_dim, self.units), self.kernel_initializer, regularizer=self.kernel_regularizer
+        )
+        if self.use_bias:
+            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer, regularizer=self.bias_regularizer)
+        self.built = True
+
+    def call(self, inputs: Tensor) -> Tensor:
+        if inputs.shape[-1] != self.kernel.shape[0]:  # type: ignore[union-attr]  # (built: __call__ builds first)
+            raise ValueError(
+                f"Input 0 of layer {self.name!r} is incompatible with the layer: expected "
+                f"axis -1 of input shape to have value {self.kernel.shape[0]}, but received "  # type: ignore[union-attr]
+                f"input with shape {inputs.shape}"
+            )
+        x = matmul(inputs, self.kernel)
+        if self.bias is not None:
+            x = x + self.bias
+        return self.activation(x)
+
+
+class Flatten(Layer):
+    """Flattens every axis but the first (a 1-D input becomes ``(batch, 1)``), as Keras."""
+
+    def __init__(self, data_format: Literal["channels_last", "channels_first"] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.data_format = data_format
+
+    def call(self, inputs: Tensor) -> Tensor:
+        if inputs.ndim == 1:
+            return expand_dims(inputs, axis=1)
+        if self.data_format == "channels_first" and inputs.ndim > 2:
+            inputs = permute_dims(inputs, (0,) + tuple(range(2, inputs.ndim)) + (1,))
+        return reshape(inputs, (inputs.shape[0], -1))
+
+
+class Activation(Layer):
+    """Applies an activation function (a name or a callable)."""
+
+    def __init__(self, activation: str | Callable[[Tensor], Tensor] | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.activation = get_activation(activation)
+
+    def call(self, inputs: Tensor) -> Tensor:
+        return self.activation(inputs)
+
+
+class Dropout(Layer):
+    """Zeroes a fraction ``rate`` of its inputs (scaling the rest by ``1 / (1 - rate)``) when called
+    with ``training=True``; the identity otherwise, as Keras."""
+
+    def __init__(
+        self, rate: float, noise_shape: Sequence[int] | None = None, seed: int | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        rate = float(rate)
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(
+                f"Invalid value received for argument `rate`. Expected a float value between "
+                f"0 and 1. Received: rate={rate}"
+            )
+        self.rate, self.noise_shape, self.seed = rate, noise_shape, seed
+        self._gen = _random.Generator.from_seed(seed) if seed is not None else None
+
+    def call(self, inputs: Tensor, training: bool = False) -> Tensor:
+        if not training or self.rate == 0.0:
+            return inputs
+        shape = inputs.shape if self.noise_shape is None else tuple(self.noise_shape)
+        b = inputs._b
+        with _config.use_backend(b, b.device_of(inputs._v)):
+            u = (
+                self._gen.uniform(shape, dtype=inputs.dtype)
+                if self._gen is not None
+                else _random.uniform(shape, dtype=inputs.dtype)
+            )
+        keep = greater_equal(u, self.rate)
+        return where(keep, inputs * (1.0 / (1.0 - self.rate)), 0)
+
+
+class Sequential(Layer):
+    """A stack of layers applied in order (``Sequential([Dense(64, "relu"), Dense(10)])``)."""
+
+    def __init__(
+        self,
+        layers: Iterable[Callable[..., Any]] | None = None,
+        trainable: bool = True,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(trainable=trainable, name=name, **kwargs)
+        self._layers: list[Callable[..., Any]] = []
+        for layer in layers or ():
+            self.add(layer)
+
+    @property
+    def layers(self) -> list[Callable[..., Any]]:
+        """The layers, in call order (a copy)."""
+        return list(self._layers)
+
+    def add(self, layer: Callable[..., Any]) -> None:
+        """Append a layer (any callable; Layers are tracked for their variables)."""
+        if not callable(layer):
+            raise TypeError(f"Sequential.add expects a layer, got {type(layer).__name__}")
+        self._layers.append(layer)
+        self.built = False
+
+    def pop(self) -> Callable[..., Any]:
+        """Remove and return the last layer (a ``TypeError`` when there is none, as Keras)."""
+        if not self._layers:
+            raise TypeError("There are no layers in the model.")
+        return self._layers.pop()
+
+    def build(self, input_shape: Any) -> None:
+        self.built = True  # each sublayer builds itself on its first call
+
+    def _convert_inputs(self, inputs):
+        # the first layer converts/casts its own inputs
+        if not isinstance(inputs, (Tensor, list, tuple)) or _is_numeric_nest(inputs):
+            return inputs if isinstance(inputs, Tensor) else convert_to_tensor(inputs)
+        return inputs
+
+    def call(self, inputs: Any, training: bool | None = None, **kwargs: Any) -> Any:
+        x = inputs
+        for layer in self._layers:
+            kw = dict(kwargs)
+            if training is not None and _accepts(layer, "training"):
+                kw["training"] = training
+            x = layer(x, **kw)
+        return x
+
+
+def _accepts(layer, arg):
+    fn = layer.call if isinstance(layer, Layer) else layer
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return arg in params or any(p.kind is p.VAR_KEYWORD for p in params.values())

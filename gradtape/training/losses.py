@@ -1,0 +1,341 @@
+"""``gt.losses``: Keras' losses, as functions and as classes.
+
+Functions return one loss per example (the mean or sum over the last axis, as Keras); the classes
+(``MeanSquaredError()(y_true, y_pred)``) weight and reduce them to a scalar, by default the mean over
+the batch (Keras' ``"sum_over_batch_size"``).  All of them are compositions of gradtape ops, so
+they are differentiable on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias
+
+from gradtape import nn as _nn
+from gradtape.core.dtypes import DTypeLike
+from gradtape.ops.elementwise import abs as _abs
+from gradtape.ops.elementwise import astype, clip, log, square
+from gradtape.ops.statistical import mean
+from gradtape.ops.statistical import sum as _sum
+from gradtape.core.tensor import Tensor, TensorLike, convert_to_tensor
+from gradtape.ops.manipulation import squeeze
+from gradtape.ops.elementwise import not_equal
+from gradtape.ops.searching import where
+
+__all__ = [
+    "MAE",
+    "MSE",
+    "BinaryCrossentropy",
+    "CategoricalCrossentropy",
+    "Loss",
+    "MeanAbsoluteError",
+    "MeanSquaredError",
+    "SparseCategoricalCrossentropy",
+    "binary_crossentropy",
+    "categorical_crossentropy",
+    "get",
+    "mae",
+    "mean_absolute_error",
+    "mean_squared_error",
+    "mse",
+    "sparse_categorical_crossentropy",
+]
+
+#: How a loss class reduces the per-example losses (Keras' names; None is "none").
+Reduction: TypeAlias = Literal["sum_over_batch_size", "sum", "mean", "none"] | None
+
+EPSILON = 1e-7  # Keras' backend.epsilon(): probabilities are clipped to [eps, 1 - eps]
+
+
+def _pair(y_true, y_pred):
+    """``y_pred`` as a tensor; ``y_true`` converted beside it, cast to its dtype (as Keras)."""
+    if not isinstance(y_pred, Tensor):
+        y_pred = convert_to_tensor(y_pred)
+    if not isinstance(y_true, Tensor):
+        y_true = convert_to_tensor(y_true, like=y_pred)
+    if y_true.dtype != y_pred.dtype and y_pred.dtype.is_floating:
+        y_true = astype(y_true, y_pred.dtype)
+    return y_true, y_pred
+
+
+def mean_squared_error(y_true: TensorLike, y_pred: TensorLike) -> Tensor:
+    """``mean(square(y_true - y_pred), axis=-1)``: one loss per example (as Keras)."""
+    y_true, y_pred = _pair(y_true, y_pred)
+    return mean(square(y_pred - y_true), axis=-1)
+
+
+def mean_absolute_error(y_true: TensorLike, y_pred: TensorLike) -> Tensor:
+    """``mean(abs(y_true - y_pred), axis=-1)``."""
+    y_true, y_pred = _pair(y_true, y_pred)
+    return mean(_abs(y_pred - y_true), axis=-1)
+
+
+mse = MSE = mean_squared_error
+mae = MAE = mean_absolute_error
+
+
+def categorical_crossentropy(
+    y_true: TensorLike, y_pred: TensorLike, from_logits: bool = False, label_smoothing: float = 0.0, axis: int = -1
+) -> Tensor:
+    """Cross-entropy between one-hot (or soft) labels and predicted probabilities (or logits, with
+    ``from_logits=True``) along ``axis``.  Probabilities are normalised to sum to one and clipped
+    to ``[1e-7, 1 - 1e-7]``, as Keras."""
+    y_true, y_pred = _pair(y_true, y_pred)
+    if label_smoothing:
+        n = y_pred.shape[axis]
+        y_true = y_true * (1.0 - label_smoothing) + label_smoothing / n
+    if from_logits:
+        return _nn.softmax_cross_entropy_with_logits(y_true, y_pred, axis=axis)
+    y_pred = y_pred / _sum(y_pred, axis=axis, keepdims=True)
+    y_pred = clip(y_pred, EPSILON, 1.0 - EPSILON)
+    return -_sum(y_true * log(y_pred), axis=axis)
+
+
+def sparse_categorical_crossentropy(
+    y_true: TensorLike, y_pred: TensorLike, from_logits: bool = False, ignore_class: int | None = None, axis: int = -1
+) -> Tensor:
+    """Cross-entropy between integer class labels and predicted probabilities (or logits, with
+    ``from_logits=True``).  ``y_true`` may carry a trailing axis of size one (as Keras accepts)."""
+    if not isinstance(y_pred, Tensor):
+        y_pred = convert_to_tensor(y_pred)
+    if not isinstance(y_true, Tensor):
+        y_true = convert_to_tensor(y_true, like=y_pred)
+    if axis not in (-1, y_pred.ndim - 1):
+        raise ValueError("sparse_categorical_crossentropy supports only axis=-1")
+    if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1:
+        y_true = squeeze(y_true, axis=-1)
+    if not y_true.dtype.is_integer:
+        y_true = astype(y_true, "int64")
+    valid = None
+    if ignore_class is not None:
+        valid = not_equal(y_true, int(ignore_class))
+        y_true = where(valid, y_true, 0)
+    if from_logits:
+        loss = _nn.sparse_softmax_cross_entropy_with_logits(y_true, y_pred)
+    else:
+        p = y_pred / _sum(y_pred, axis=-1, keepdims=True)
+        p = clip(p, EPSILON, 1.0 - EPSILON)
+        oh = _nn.one_hot(y_true, y_pred.shape[-1], dtype=y_pred.dtype)
+        loss = -_sum(oh * log(p), axis=-1)
+    if valid is not None:
+        loss = where(valid, loss, 0)
+    return loss
+
+
+def binary_crossentropy(
+    y_true: TensorLike, y_pred: TensorLike, from_logits: bool = False, label_smoothing: float = 0.0, axis: int = -1
+) -> Tensor:
+    """Mean over ``axis`` of the element-wise binary cross-entropy (probabilities clipped to
+    ``[1e-7, 1 - 1e-7]``, or logits with ``from_logits=True``), as Keras."""
+    y_true, y_pred = _pair(y_true, y_pred)
+    if label_smoothing:
+        y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
+    if from_logits:
+        bce = _nn.sigmoid_cross_entropy_with_logits(labels=y_true, logits=y_pred)
+    else:
+        p = clip(y_pred, EPSILON, 1.0 - EPSILON)
+        bce = -(y_true * log(p) + (1 - y_true) * log(1 - p))
+    return mean(bce, axis=axis)
+
+
+# ---------------------------------------------------------------------------------------- classes
+_REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "none", None)
+
+
+class Loss:
+    """Base of the loss classes: ``loss(y_true, y_pred, sample_weight=None)`` applies the loss
+    function, weights each example and reduces (``"sum_over_batch_size"``, the default, is the
+    mean; ``"sum"``; ``"none"`` keeps one loss per example)."""
+
+    def __init__(
+        self, name: str | None = None, reduction: Reduction = "sum_over_batch_size", dtype: DTypeLike | None = None
+    ) -> None:
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"Invalid value for argument `reduction`: {reduction!r}; expected one of {_REDUCTIONS}")
+        self.name = name or _snake(type(self).__name__)
+        self.reduction = reduction
+        self.dtype = dtype
+
+    def call(self, y_true: TensorLike, y_pred: TensorLike) -> Tensor:
+        """The per-example loss of ``y_pred`` against ``y_true``, before reduction; subclasses implement it."""
+        raise NotImplementedError
+
+    def __call__(self, y_true: TensorLike, y_pred: TensorLike, sample_weight: TensorLike | None = None) -> Tensor:
+        losses = self.call(y_true, y_pred)
+        if sample_weight is not None:
+            w = sample_weight if isinstance(sample_weight, Tensor) else convert_to_tensor(sample_weight, like=losses)
+            if w.dtype != losses.dtype:
+                w = astype(w, losses.dtype)
+            while w.ndim > losses.ndim and w.shape[-1] == 1:
+                w = squeeze(w, axis=-1)
+            losses = losses * w
+        if self.reduction in ("none", None):
+            return losses
+        if self.reduction == "sum":
+            return _sum(losses)
+        return mean(losses) if losses.ndim else losses
+
+    def get_config(self) -> dict[str, Any]:
+        """The constructor arguments, as a dict (Keras' ``get_config``)."""
+        return {"name": self.name, "reduction": self.reduction}
+
+
+class _FnLoss(Loss):
+    _fn: Any = None  # the loss function (a staticmethod in each subclass)
+
+    def __init__(
+        self,
+        name: str | None = None,
+        reduction: Reduction = "sum_over_batch_size",
+        dtype: DTypeLike | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self._kwargs = kwargs
+
+    def call(self, y_true: TensorLike, y_pred: TensorLike) -> Tensor:
+        return type(self)._fn(y_true, y_pred, **self._kwargs)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), **self._kwargs}
+
+
+class MeanSquaredError(_FnLoss):
+    """Mean of squares of errors (Keras' ``MeanSquaredError``)."""
+
+    _fn = staticmethod(mean_squared_error)
+
+    def __init__(
+        self,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "mean_squared_error",
+        dtype: DTypeLike | None = None,
+    ) -> None:
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+
+class MeanAbsoluteError(_FnLoss):
+    """Mean of absolute errors (Keras' ``MeanAbsoluteError``)."""
+
+    _fn = staticmethod(mean_absolute_error)
+
+    def __init__(
+        self,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "mean_absolute_error",
+        dtype: DTypeLike | None = None,
+    ) -> None:
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+
+class CategoricalCrossentropy(_FnLoss):
+    """Keras' ``CategoricalCrossentropy(from_logits=False, label_smoothing=0.0, axis=-1)``."""
+
+    _fn = staticmethod(categorical_crossentropy)
+
+    def __init__(
+        self,
+        from_logits: bool = False,
+        label_smoothing: float = 0.0,
+        axis: int = -1,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "categorical_crossentropy",
+        dtype: DTypeLike | None = None,
+    ) -> None:
+        super().__init__(
+            name=name,
+            reduction=reduction,
+            dtype=dtype,
+            from_logits=from_logits,
+            label_smoothing=label_smoothing,
+            axis=axis,
+        )
+
+
+class SparseCategoricalCrossentropy(_FnLoss):
+    """Keras' ``SparseCategoricalCrossentropy(from_logits=False, ignore_class=None)``."""
+
+    _fn = staticmethod(sparse_categorical_crossentropy)
+
+    def __init__(
+        self,
+        from_logits: bool = False,
+        ignore_class: int | None = None,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "sparse_categorical_crossentropy",
+        dtype: DTypeLike | None = None,
+    ) -> None:
+        super().__init__(
+            name=name, reduction=reduction, dtype=dtype, from_logits=from_logits, ignore_class=ignore_class
+        )
+
+    def __call__(self, y_true: TensorLike, y_pred: TensorLike, sample_weight: TensorLike | None = None) -> Tensor:
+        ic = self._kwargs.get("ignore_class")
+        if ic is None or self.reduction != "sum_over_batch_size":
+            return super().__call__(y_true, y_pred, sample_weight)
+        # Keras averages over the examples that are not ignored
+        losses = self.call(y_true, y_pred)
+        yt = y_true if isinstance(y_true, Tensor) else convert_to_tensor(y_true, like=losses)
+        yt = yt if yt.ndim == losses.ndim else _squeeze_last(yt)
+        valid = astype(not_equal(yt, int(ic)), losses.dtype)
+        if sample_weight is not None:
+            w = sample_weight if isinstance(sample_weight, Tensor) else convert_to_tensor(sample_weight, like=losses)
+            losses = losses * astype(w, losses.dtype)
+        return _sum(losses) / _sum(valid)
+
+
+def _squeeze_last(t):
+    return squeeze(t, axis=-1)
+
+
+class BinaryCrossentropy(_FnLoss):
+    """Keras' ``BinaryCrossentropy(from_logits=False, label_smoothing=0.0, axis=-1)``."""
+
+    _fn = staticmethod(binary_crossentropy)
+
+    def __init__(
+        self,
+        from_logits: bool = False,
+        label_smoothing: float = 0.0,
+        axis: int = -1,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "binary_crossentropy",
+        dtype: DTypeLike | None = None,
+    ) -> None:
+        super().__init__(
+            name=name,
+            reduction=reduction,
+            dtype=dtype,
+            from_logits=from_logits,
+            label_smoothing=label_smoothing,
+            axis=axis,
+        )
+
+
+def _snake(name):
+    import re
+
+    return re.sub(r"((?<=[a-z0-9])[A-Z]|(?!^)[A-Z](?=[a-z]))", r"_\1", name).lower()
+
+
+_BY_NAME = {
+    "mean_squared_error": mean_squared_error,
+    "mse": mean_squared_error,
+    "mean_absolute_error": mean_absolute_error,
+    "mae": mean_absolute_error,
+    "categorical_crossentropy": categorical_crossentropy,
+    "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
+    "binary_crossentropy": binary_crossentropy,
+}
+
+
+def get(identifier: str | Callable[..., Any]) -> Callable[..., Any]:
+    """A loss from a name (``"mse"``, ``"sparse_categorical_crossentropy"``, ...), a Loss or a
+    callable (returned as is)."""
+    if callable(identifier):
+        return identifier
+    if isinstance(identifier, str):
+        key = _snake(identifier) if identifier not in _BY_NAME else identifier
+        if key in _BY_NAME:
+            return _BY_NAME[key]
+    raise ValueError(f"Could not interpret loss identifier: {identifier!r}")
