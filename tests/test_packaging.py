@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,37 @@ def test_import_is_lazy():
     env = {k: v for k, v in os.environ.items() if k != "GRADTAPE_BACKEND"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
+
+
+def _run(code, cwd):
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADTAPE_BACKEND", "PYTHONPATH")}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, env=env)
+
+
+def test_imports_from_a_clone_without_installing(tmp_path):
+    """``python -c "import gradtape"`` in a clone's root imports that clone's package, whole (issue 23: it
+    failed with a circular-import error while backends/ and conformance/ were mapped in by package-dir)."""
+    shutil.copytree(ROOT / "gradtape", tmp_path / "gradtape", ignore=shutil.ignore_patterns("__pycache__"))
+    code = (
+        "import gradtape as gt, gradtape.backends.numpy, gradtape.conformance\n"
+        "print(gt.__file__)\n"
+        "x = gt.Variable(3.0)\n"
+        "with gt.GradientTape() as t:\n    y = x * x\n"
+        "print(float(t.gradient(y, x)))\n"
+    )
+    out = _run(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    where, grad = out.stdout.split()
+    assert Path(where) == tmp_path / "gradtape" / "__init__.py"
+    assert grad == "6.0"
+
+
+def test_a_folder_named_gradtape_does_not_shadow_the_installed_package(tmp_path):
+    """Python started in the folder that holds a clone (``./gradtape`` is the clone's root, no package)
+    still imports the installed gradtape, not an empty namespace package (issue 23)."""
+    (tmp_path / "gradtape" / "docs").mkdir(parents=True)
+    out = _run("import gradtape as gt; print(gt.Variable.__name__, gt.__file__)", tmp_path)
+    assert out.returncode == 0, out.stderr
+    name, where = out.stdout.split()
+    assert name == "Variable"
+    assert not Path(where).is_relative_to(tmp_path)
