@@ -142,9 +142,8 @@ PAGES = {
     ),
 }
 
-# The adapter protocol that a plugin implements. The package gradtape.backends lives in the checkout's
-# backends/ (pyproject's package-dir), where mkdocstrings finds it as the package ``backends``.
-EXTRA = {"backends.md": ["backends.Backend"]}
+# The adapter protocol that a plugin implements (gradtape/core/backend.py, re-exported by gradtape.backends).
+EXTRA = {"backends.md": ["gradtape.core.backend.Backend"]}
 
 # page -> (module, title, what the page says first); the entries are the module's __all__
 MODULE_PAGES = {

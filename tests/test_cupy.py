@@ -1,4 +1,4 @@
-"""The CuPy backend (backends/cupy.py): NVIDIA GPUs through ``array_api_compat.cupy``.
+"""The CuPy backend (gradtape/backends/cupy.py): NVIDIA GPUs through ``array_api_compat.cupy``.
 
 The tests that compute on a GPU are marked ``gpu`` and skip, saying why, where CuPy is not installed
 or has no usable GPU.  On a machine with one: ``python3 -m pytest tests/test_cupy.py -q`` (this file),

@@ -2,7 +2,7 @@
 
 array-api-extra, scikit-learn (``array_api_dispatch=True``), SciPy (``SCIPY_ARRAY_API=1``), einops
 and xarray find their namespace from a gradtape tensor (``x.__array_namespace__()`` is ``gradtape``;
-einops through the backend of ``gradtape/_einops.py``) and nothing in them knows about gradtape.
+einops through the backend of ``gradtape/interop/einops.py``) and nothing in them knows about gradtape.
 Each function is differentiated on every backend, in float64, and its gradient compared with
 central finite differences of the library running on NumPy and, where the library accepts torch or
 jax arrays, with the library's own run on them differentiated by ``torch.autograd`` / ``jax.grad``.

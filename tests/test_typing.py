@@ -21,20 +21,20 @@ from gradtape.core.tensor import Tensor, Variable
 
 #: the modules whose public API is fully annotated (mypy's ``disallow_incomplete_defs`` covers them too)
 TYPED_MODULES = (
-    "tape",
-    "tensor",
+    "autodiff.tape",
+    "core.tensor",
     "nn",
-    "layers",
-    "optimizers",
-    "losses",
-    "module",
+    "training.layers",
+    "training.optimizers",
+    "training.losses",
+    "training.module",
     "random",
-    "train",
-    "dtypes",
-    "custom_gradient",
-    "crosscheck",
+    "training.checkpoint",
+    "core.dtypes",
+    "autodiff.custom_gradient",
+    "testing.crosscheck",
     "testing",
-    "_jacobian",
+    "autodiff.jacobian",
 )
 _EMPTY = inspect.Parameter.empty
 
@@ -85,7 +85,7 @@ def test_public_callables_are_annotated(module):
 
 
 def _declared_for_checkers(cls_name):
-    """Names declared inside ``if TYPE_CHECKING:`` in class ``cls_name`` of gradtape/tensor.py."""
+    """Names declared inside ``if TYPE_CHECKING:`` in class ``cls_name`` of gradtape/core/tensor.py."""
     tree = ast.parse(Path(inspect.getfile(Tensor)).read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name]
     names = set()
@@ -103,7 +103,7 @@ def _declared_for_checkers(cls_name):
 
 
 def test_methods_bound_at_import_are_declared_for_checkers():
-    """gradtape/_operators.py binds Tensor's operators and computing methods after the ops exist;
+    """gradtape/ops/operators.py binds Tensor's operators and computing methods after the ops exist;
     mypy cannot see that, so tensor.py declares each one (annotated) under ``TYPE_CHECKING``.  A
     binding added there without its declaration fails here."""
     declared = {"Tensor": _declared_for_checkers("Tensor"), "Variable": _declared_for_checkers("Variable")}
@@ -117,8 +117,10 @@ def test_methods_bound_at_import_are_declared_for_checkers():
             bound += 1
             if not any(attr in declared[c.__name__] for c in cls.__mro__ if c.__name__ in declared):
                 undeclared.append(f"{cls.__name__}.{attr}")
-    assert bound >= 40, f"only {bound} methods bound from outside gradtape/tensor.py: the scan is broken"
-    assert not undeclared, f"bound at import but not declared for type checkers in gradtape/tensor.py: {undeclared}"
+    assert bound >= 40, f"only {bound} methods bound from outside gradtape/core/tensor.py: the scan is broken"
+    assert not undeclared, (
+        f"bound at import but not declared for type checkers in gradtape/core/tensor.py: {undeclared}"
+    )
 
 
 def test_package_ships_py_typed():

@@ -353,7 +353,7 @@ class DaskBackend(Backend):
                 "with `gt.where(mask, x, 0.0)`"
             )
         moved = advanced_first(keys, x.ndim, self._is_index_array, _array_axes)
-        if moved is not None:  # NumPy's placement of advanced-index dimensions (backends/_indexing.py)
+        if moved is not None:  # NumPy's placement of advanced-index dimensions (gradtape/backends/_indexing.py)
             perm, keys = moved
             x = x.transpose(perm)
         if not _has_unknown(x.shape):

@@ -338,7 +338,7 @@ class TorchBackend(Backend):
     # ------------------------------------------------------------------ indexing
     def _numpy_order(self, x, key):
         """``x`` and ``key`` with NumPy's placement of advanced-index dimensions (torch applies the
-        integers of a key with arrays first, as basic indices: see ``backends/_indexing.py``)."""
+        integers of a key with arrays first, as basic indices: see ``gradtape/backends/_indexing.py``)."""
         torch = self._torch
         if key.__class__ is not tuple:
             return x, key

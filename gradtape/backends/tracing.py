@@ -21,12 +21,13 @@ program checks the predicate is what it was when traced; if not, the function is
 Random numbers are drawn on the host (:func:`host_draw`): each draw is an input of the program,
 drawn again before every call.
 
-This module knows native arrays and backends only: ``gradtape/function.py`` holds the front end.
+This module knows native arrays and backends only: ``gradtape/compile/function.py`` holds the front end.
 """
 
 from __future__ import annotations
 
 import operator
+import os
 import sys
 import threading
 import types
@@ -73,13 +74,14 @@ class GuardFailed(Exception):
     the one it was traced with (``args[0]``: the guard's index)."""
 
 
-_OWN = __file__.rsplit("/", 2)[0] + "/"
+# the gradtape package's folder: frames in it are gradtape's own, whatever subfolder
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _user_site():
     """``file:line`` of the first frame outside gradtape (the user's line)."""
     f = sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(_OWN) or "/backends/" in f.f_code.co_filename):
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_OWN):
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
 

@@ -4,4 +4,5 @@ import sys
 
 from gradtape.cli import main
 
-sys.exit(main(["conformance", *sys.argv[1:]]))
+if __name__ == "__main__":  # (importing this module, as a docs build does, runs nothing)
+    sys.exit(main(["conformance", *sys.argv[1:]]))

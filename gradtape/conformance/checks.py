@@ -402,7 +402,12 @@ def _compiled_err(got, want):
 
 _ROOT = str(Path(gt.__file__).resolve().parent.parent) + "/"
 #: gradtape's own frames between a value read and the line that asked for it
-_PLUMBING = ("gradtape/_trace.py", "gradtape/function.py", "gradtape/tensor.py", "gradtape/_operators.py")
+_PLUMBING = (
+    "gradtape/backends/tracing.py",
+    "gradtape/compile/function.py",
+    "gradtape/core/tensor.py",
+    "gradtape/ops/operators.py",
+)
 
 
 def _not_traceable_reason(e):

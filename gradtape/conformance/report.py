@@ -5,7 +5,7 @@ Each op x backend cell holds the worst of the op's cases there: ``status`` ("pas
 "FAIL"), ``max_err`` and ``pairs``, every comparison that involved the backend (the method pair,
 its largest errors over the cases, its tolerance and the cases that failed, with the backends each
 failure is blamed on).  The Markdown report opens and ends with the verdict, separates failures from
-known disagreements (``conformance/known_failures/<backend>.txt``, outside gradtape) and explains
+known disagreements (``gradtape/conformance/known_failures/<backend>.txt``, outside gradtape) and explains
 its columns in a legend.
 
 With ``compiled`` (``--compiled``) each backend's cell also holds the ``gt.function`` check
@@ -64,7 +64,7 @@ class Report:
     @property
     def known(self):
         """(op, backend) pairs whose check failed for a reason listed in
-        ``conformance/known_failures/<backend>.txt`` (known disagreements: not failures)."""
+        ``gradtape/conformance/known_failures/<backend>.txt`` (known disagreements: not failures)."""
         return [(op, b) for op, cells in self.rows.items() for b, c in cells.items() if c["status"] == "known"]
 
     def verdict(self):
@@ -137,7 +137,7 @@ class Report:
             (
                 "known",
                 "Known disagreements (not failures: listed with their reason in "
-                "conformance/known_failures/<backend>.txt, the cause is outside gradtape):",
+                "gradtape/conformance/known_failures/<backend>.txt, the cause is outside gradtape):",
             ),
         ):
             entries = self._disagreement_lines(status)
@@ -162,8 +162,8 @@ class Report:
             + ". A wrong rule is off by O(1).",
             "- `pass (fwd)`: the op is not differentiable (or not at these inputs): its forward values on this "
             "backend equal NumPy's (rtol 1e-6, atol 1e-9).",
-            "- `known: reason`: a disagreement listed in conformance/known_failures/<backend>.txt, whose cause is "
-            "outside gradtape; shown, not counted as a failure.",
+            "- `known: reason`: a disagreement listed in gradtape/conformance/known_failures/<backend>.txt, whose "
+            "cause is outside gradtape; shown, not counted as a failure.",
             "- `**FAIL**`: a comparison of this backend failed (listed under Failures); the run exits with 1.",
         ]
         if self.compiled:

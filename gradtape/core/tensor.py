@@ -5,7 +5,7 @@ the tape (``_id``).  Its native value is never mutated: ``x[i] = v`` and ``x += 
 value through a recorded op and the object takes the new value and a new identity.
 Every Python operator, and every method that computes (``.T``, ``.mT``, ``to_device``, ``copy``,
 ``t[k] = v``, ``Variable.value``), calls an op of the namespace: they are bound in
-``gradtape/_operators.py``, above the ops, and so are the few ops this module's conversions use
+``gradtape/ops/operators.py``, above the ops, and so are the few ops this module's conversions use
 (:data:`ops`); this module imports no op.
 """
 
@@ -53,7 +53,7 @@ _next_id = _ids.__next__
 
 class _OpsForTensors:
     """The ops this module's conversions call (``astype``, ``identity``, ``stack``, ``reshape``,
-    ``broadcast_to``), set by ``gradtape/_operators.py`` once the op chapters exist: the tensor sits
+    ``broadcast_to``), set by ``gradtape/ops/operators.py`` once the op chapters exist: the tensor sits
     below the ops, which are built on it."""
 
     def __getattr__(self, name):
@@ -73,15 +73,8 @@ class GradientLeakError(RuntimeError):
     """The error form of :class:`GradientLeakWarning` (``gt.config.gradient_leak = "raise"``)."""
 
 
-# the folders of gradtape's own code: a leak is reported at the first frame outside them
-_OWN_DIRS = tuple(
-    os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (
-        __file__,
-        os.path.join(os.path.dirname(__file__), "..", "backends", "__init__.py"),
-        os.path.join(os.path.dirname(__file__), "..", "conformance", "__init__.py"),
-    )
-)
+# the gradtape package's folder (every subfolder): a leak is reported at the first frame outside it
+_OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
 _LIBRARY_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep, os.path.dirname(os.__file__) + os.sep)
 
 
@@ -169,7 +162,7 @@ class Tensor:
     __array_priority__ = 1000
 
     if TYPE_CHECKING:
-        # Bound at import by gradtape/_operators.py (above the ops, which are built on Tensor);
+        # Bound at import by gradtape/ops/operators.py (above the ops, which are built on Tensor);
         # declared here for type checkers only: this block does not run.
         _v: Any
         _b: Any
@@ -643,7 +636,7 @@ class Variable(Tensor):
     __slots__ = ("_trainable", "_name", "_lock")
     _is_var = True
 
-    if TYPE_CHECKING:  # bound in gradtape/_operators.py (see Tensor)
+    if TYPE_CHECKING:  # bound in gradtape/ops/operators.py (see Tensor)
 
         def value(self) -> Tensor:
             """The current value as a Tensor (a recorded read: gradients flow to the variable)."""
@@ -788,7 +781,7 @@ class Variable(Tensor):
 
     # ``value()``/``read_value()`` (a recorded read), ``v[key] = ...`` (a state update, not recorded)
     # and the in-place operators (they return a Tensor: ``x += 1`` rebinds x, as in TF 2) are bound
-    # in gradtape/_operators.py with the other operators.
+    # in gradtape/ops/operators.py with the other operators.
 
     def __repr__(self):
         val = "<traced>" if self._b.traced else _format_value(self._b.to_numpy(self._v), prefix="")
