@@ -14,7 +14,7 @@ import pytest
 
 import gradtape as gt
 from gradtape.core import config as _config
-from gradtape import backends as bk
+from gradtape.core import backend_registry as bk
 
 
 def full_type_name(obj):
