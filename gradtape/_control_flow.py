@@ -33,7 +33,7 @@ import optree
 
 from gradtape import dtypes as _dt
 from gradtape._engine import TensorOp, UnconnectedGradients, _Recording, backward, make_node
-from gradtape._recording_state import _state, tracing
+from gradtape._recording_state import _state, recording_context
 from gradtape._trace import QUIET, NotLowerable, Trace
 from gradtape.registry import OpDef
 from gradtape.tensor import LIVE_VARIABLES, Tensor, _wrap, convert_to_tensor, lift
@@ -80,9 +80,9 @@ class _Sub:
             private.roots = set(private.watched)
         saved_tapes = _state.tapes
         tapes_before = [(r, len(r.nodes), len(r.watched), len(r.variables)) for r in saved_tapes]
-        saved_trace = tracing[0]
-        before = [(v, v._v) for v in list(LIVE_VARIABLES) if v._b.traced]
-        tracing[0] = st
+        saved_trace = recording_context[0]
+        before = [(v, v._v) for v in list(LIVE_VARIABLES) if v._b.stand_ins]
+        recording_context[0] = st
         _state.tapes = [private] if private is not None else []
         try:
             with np.errstate(all="ignore") if quiet else contextlib.nullcontext():
@@ -117,7 +117,7 @@ class _Sub:
         else:
             error = None
         finally:
-            tracing[0] = saved_trace
+            recording_context[0] = saved_trace
             _state.tapes = saved_tapes
             changed = [v for v, value in before if v._v is not value]
             for v, value in before:
@@ -311,7 +311,7 @@ def lowered_cond(trace, pred, true_fn, false_fn):
 
         def rule(xp, n, *gs):
             _not_on_tensors(n, "gt.cond")
-            t = tracing[0]
+            t = recording_context[0]
             dys = [gs[k] for k in floating]
             return tuple(t.call(vjp, (p, *v_values, *dys), None, label="gt.cond gradient", run=vjp.eager))
 
@@ -423,7 +423,7 @@ def lowered_while(trace, cond, body, leaves, max_iter):
 
     def rule(xp, node, *gs):
         _not_on_tensors(node, "gt.while_loop")
-        t = tracing[0]
+        t = recording_context[0]
         dys = []
         for k in floating:
             g = gs[k]

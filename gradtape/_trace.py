@@ -34,7 +34,7 @@ import types
 import numpy as np
 
 from gradtape import dtypes as _dt
-from gradtape._recording_state import active_trace, tracing
+from gradtape._recording_state import active_context, recording_context
 from gradtape.backends import Backend
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "host_draw",
     "host_then",
     "value_check",
-    "mixed_backends",
     "GuardFailed",
     "NotLowerable",
     "QUIET",
@@ -388,8 +387,14 @@ class Trace:
 
     def on_variable(self, v):
         """A variable created inside a branch or loop body (the root trace's front end replaces
-        this): not a structured step."""
+        this): not a structured step.  (Called through ``_recording_state.on_variable_created``.)"""
         raise NotLowerable(f"gt.Variable {v.name!r} is created inside a gt.cond branch or gt.while_loop body")
+
+    def mixed_backends(self, b1, b2):
+        """An op got tensors of backends ``b1`` and ``b2``: this trace's error where one of them holds
+        stand-ins (the core's generic error otherwise).  (Called by ``dispatch``.)"""
+        if b1.stand_ins or b2.stand_ins:
+            _mixed_error(self, b1, b2)
 
     def const(self, c):
         """A stand-in for a native array captured from outside the trace (a constant)."""
@@ -704,7 +709,7 @@ def _recorder(fn, tb, label):
     """``fn`` recording itself on the running trace (called through, outside any trace)."""
 
     def recorded(*args, **kwargs):
-        t = tracing[0]
+        t = recording_context[0]
         if t is not None and t.thread != threading.get_ident():
             _other_thread(t)
         if t is None or t.backend is not tb:
@@ -712,7 +717,7 @@ def _recorder(fn, tb, label):
             if s is not None:
                 _finished(s.trace)
             if t is not None:
-                mixed_backends(t, tb, t.backend)
+                _mixed_error(t, tb, t.backend)
             return fn(*args, **kwargs)
         return t.call(fn, args, kwargs, label=label, real=tb.real)
 
@@ -733,7 +738,7 @@ def _other_thread(trace):
     )
 
 
-def mixed_backends(trace, b1, b2):
+def _mixed_error(trace, b1, b2):
     """The error of a traced function that computes on two backends."""
     raise ValueError(
         f"gt.function {trace.name!r} mixes backends: it computes on {b1.name!r} and {b2.name!r} tensors (at "
@@ -787,14 +792,13 @@ class TracingBackend(Backend):
     """A backend adapter whose native arrays are a trace's stand-ins: it answers dtypes, devices and
     flags as the real adapter (``real``) does and records everything that makes an array."""
 
-    traced = True
+    stand_ins = True
     supports_vmap = False
     supports_native_grad = False
     array_type = TraceArray
 
     def __init__(self, real):
         self.real = real
-        self.traces = real  # (``OpDef.resolve`` wraps the real adapter's native forward)
         self.name = real.name
         self.install_hint = real.install_hint
         self.python_scalars = real.python_scalars
@@ -808,12 +812,35 @@ class TracingBackend(Backend):
             self._xp = RecordingNamespace(self.real.xp, self)
         return self._xp
 
-    def wrap_impl(self, impl, label):
-        """The op's real native forward ``impl``, recorded as one step."""
-        return _recorder(impl, self, label)
+    def op_impl(self, opdef):
+        """The real adapter's native callable of ``opdef``, recorded as one step of the running trace
+        (``OpDef.resolve`` caches it for this backend, as for any other)."""
+        return _recorder(opdef.impls.get(self.real) or opdef.resolve(self.real), self, opdef.name)
+
+    def capture(self, other, x):
+        """``x``, a native array of the real adapter computed outside the running trace, as a constant
+        of it (a value the function reads from outside); None for any other backend's, or outside a
+        trace."""
+        t = recording_context[0]
+        if t is None or other is not self.real:
+            return None
+        return t.const(x)
+
+    def restore_input(self, x, value, dtype):
+        """A variable created while tracing (its stand-in ``x`` is an input of the program), restored
+        from a checkpoint: the input takes ``value``, as if the variable had been created with it."""
+        tr = getattr(x, "trace", None)
+        if x.__class__ is not TraceArray or not any(s == x.slot and k == "var" for s, k, _ in tr.inputs):
+            return False
+        real = self.real
+        v = real.asarray(np.asarray(value), dtype=dtype, device=real.device_of(x.c))
+        if type(v) is not real.array_type:
+            v = real.fix_output(v)
+        x.c = tr.values[x.slot] = v
+        return True
 
     def _rec(self, fn, label, *args, **kwargs):
-        t = tracing[0]
+        t = recording_context[0]
         if t is not None and t.thread != threading.get_ident():
             _other_thread(t)
         if t is None:
@@ -822,7 +849,7 @@ class TracingBackend(Backend):
                 _finished(s.trace)
             return fn(*args, **kwargs)
         if t.backend is not self:
-            mixed_backends(t, self, t.backend)
+            _mixed_error(t, self, t.backend)
         return t.call(fn, args, kwargs, label=label, real=self.real)
 
     # dtypes and devices: as the real adapter (read from the concrete values)
@@ -905,7 +932,7 @@ class TracingBackend(Backend):
         return self._rec(self.real.erf, "erf", x)
 
     def random_from_numpy(self, arr, dtype, device=None):
-        t = tracing[0]
+        t = recording_context[0]
         if t is not None and t.backend is self:
             h = t.host.get(id(arr))
             if h is not None and h[1] is arr:
@@ -961,7 +988,7 @@ def host_draw(fn, *args):
     """``fn(*args)``: random numbers drawn on the host.  While tracing, the draw becomes an input of
     the program (drawn again before every call, so each call gets new numbers as eager code
     does)."""
-    t = active_trace()
+    t = active_context()
     if t is None:
         return fn(*args)
     if t.parent is not None:
@@ -1001,7 +1028,7 @@ def host_then(arr, fn, key):
     describes it); while tracing, ``fn`` joins the draw that made ``arr`` and its result is the
     draw's input of the program."""
     new = fn(arr)
-    t = active_trace()
+    t = active_context()
     if t is not None:
         h = t.host.get(id(arr))
         if h is not None and h[1] is arr:
@@ -1025,7 +1052,7 @@ def value_check(bad, exc_type, message, detail=None):
             raise exc_type(detail() if detail is not None else message)
         return
     t = bad.trace
-    running = active_trace()
+    running = active_context()
     if running is not None and running.parent is not None:
         raise NotLowerable("a value check runs inside a gt.cond branch or gt.while_loop body")
     if bool(np.asarray(t.backend.real.to_numpy(bad.c)).reshape(())):

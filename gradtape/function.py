@@ -32,7 +32,7 @@ import optree
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape._recording_state import _ACTIVE, _state, active_trace, tracing
+from gradtape._recording_state import _ACTIVE, _state, active_context, recording_context
 from gradtape._control_flow import lowered_cond, lowered_while
 from gradtape import _operators
 from gradtape._trace import (
@@ -182,7 +182,7 @@ class Function:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
-        if active_trace() is not None:
+        if active_context() is not None:
             return self._python_function(*args, **kwargs)  # inside another trace: inlined
         if self._eager or _ACTIVE[0] and _state.tapes or _config.config._functions_eagerly:
             # an outer tape records: run eagerly, so that it records the function's ops
@@ -391,7 +391,7 @@ def _backend_of(fn_name, leaves):
     b = None
     for x in leaves:
         if isinstance(x, Tensor):
-            if x._b.traced:  # a tensor kept from a trace: its stand-in says which
+            if x._b.stand_ins:  # a tensor kept from a trace: its stand-in says which
                 x._v.trace.call(None, (), None)
             if b is None:
                 b = x._b
@@ -435,7 +435,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
                 "path) may create variables. Create them once, outside the function or on the first call only "
                 "(if self.v is None: ...)"
             )
-        if v._b.traced:
+        if v._b.stand_ins:
             c = v._v.c if v._v.__class__ is TraceArray else v._v
             real_b = v._b.real
         else:
@@ -448,14 +448,14 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
     saved_tapes = _state.tapes
     result = None
     ok = False
-    tracing[0] = trace
+    recording_context[0] = trace
     _state.tapes = []
     # the active backend is the trace's: tensors made inside (gt.constant, random draws) are traced
     active = _config.active(trace.backend, setting.device if setting.backend is real else None)
     active.__enter__()
     # every live variable's lock, held while its value is a stand-in: other threads' updates and
     # compiled calls wait for the trace to end (and the trace for theirs)
-    live = [v for v in list(LIVE_VARIABLES) if not v._b.traced]
+    live = [v for v in list(LIVE_VARIABLES) if not v._b.stand_ins]
     locks = Variable._locks(live)
     held = []
     try:
@@ -490,7 +490,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
         ok = True
     finally:
         active.__exit__(None, None, None)
-        tracing[0] = None
+        recording_context[0] = None
         trace.closed = True
         _state.tapes = saved_tapes
         swapped += created
@@ -521,7 +521,7 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
             outputs.append(a)
             rb = x._b.real
             first.append(_wrap(a.c, rb))
-        elif isinstance(x, Tensor) and x._b.traced:
+        elif isinstance(x, Tensor) and x._b.stand_ins:
             raise ValueError(f"gt.function {f._name!r} returned a traced tensor of no trace")
         else:
             out_spec.append(("value", x))
@@ -779,7 +779,7 @@ def _predicate(pred, what):
         pred = _scalar_predicate(pred, what)
         v = pred._v
         if v.__class__ is TraceArray:
-            return (active_trace() or v.trace).guard(v)
+            return (active_context() or v.trace).guard(v)
         return bool(pred)
     return bool(pred)
 
@@ -810,7 +810,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
 
 def _lowering_trace(pred):
     """The running trace, where ``pred`` is a traced tensor and the trace lowers control flow."""
-    trace = active_trace()
+    trace = active_context()
     if trace is None or not trace.lower or not isinstance(pred, Tensor) or pred._v.__class__ is not TraceArray:
         return None
     return trace
@@ -870,7 +870,7 @@ def while_loop(
             )
         return out
 
-    trace = active_trace()
+    trace = active_context()
     if (
         trace is not None
         and trace.lower
@@ -994,7 +994,7 @@ def print_(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=Non
             tensors.append(x)
         else:
             layout.append(x)
-    trace = active_trace()
+    trace = active_context()
     if trace is None or not any(t._v.__class__ is TraceArray for t in tensors):
         real = tensors[0]._b if tensors else None
         _Printer(real, layout, output_stream, sep, end, summarize).emit(*[t._b.to_numpy(t._v) for t in tensors])
