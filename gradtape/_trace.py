@@ -525,7 +525,33 @@ class Trace:
         where the trace has value checks, ``guards`` last.
         Returns ``(fn, source, used)``: ``used`` the entries of ``inputs`` the program reads, in the
         order of its parameters.  ``host_effects``: keep the steps that only act on the host
-        (``gt.print``; a gradient's program leaves them out)."""
+        (``gt.print``; a gradient's program leaves them out).
+
+        Three jobs, one function each: :meth:`live_steps` (dead-step removal), :class:`_InlineChecks`
+        (where a replayed program checks each guard and value check) and :class:`_ProgramWriter`
+        (the source)."""
+        keep, live = self.live_steps(outputs, extra, host_effects)
+        used = [i for i in self.inputs if i[0] in live]
+        w = _ProgramWriter(self, [f"t{s}" for s, _, _ in used])
+        inline = None if guards_as_outputs else _InlineChecks(self, w)
+        if inline is not None:
+            inline.after([s for s, _, _ in used] + list(self.consts))
+        for st in keep:
+            w.step(st)
+            if inline is not None:
+                inline.after([s for _, s in st.outs])
+        returned = [list(outputs), list(extra)]
+        if guards_as_outputs:
+            if self.checks:
+                returned.append([s for s, _, _ in self.checks])
+            returned.append([s for s, _, _ in self.guards])
+        w.returns(returned)
+        return w.compile(), w.source, used
+
+    def live_steps(self, outputs, extra=(), host_effects=True):
+        """Dead-step removal: the steps that make ``outputs``, ``extra``, the guards' and value
+        checks' values (and the steps with an effect: all, or all but the host's), in order; and
+        the slots they read or make."""
         live = {a.slot for a in outputs} | {a.slot for a in extra} | {s for s, _, _ in self.guards}
         live |= {s for s, _, _ in self.checks}
         keep = []
@@ -536,115 +562,129 @@ class Trace:
                 if st.kwargs:
                     _slots_of(st.kwargs, live)
         keep.reverse()
-        g = {"GuardFailed": GuardFailed}
-        names = {}
+        return keep, live
 
-        def ref(v):
-            c = v.__class__
-            if c is TraceArray:
-                s = v.slot
-                if s in self.consts:
-                    return glob(self.consts[s])
-                return f"t{s}"
-            if c is tuple:
-                inner = ", ".join(ref(x) for x in v)
-                return f"({inner},)" if len(v) == 1 else f"({inner})"
-            if c is list:
-                return "[" + ", ".join(ref(x) for x in v) + "]"
-            if c is dict:
-                return "{" + ", ".join(f"{k!r}: {ref(x)}" for k, x in v.items()) + "}"
-            if c is slice:
-                return f"slice({ref(v.start)}, {ref(v.stop)}, {ref(v.step)})"
-            if v is None or v is Ellipsis or c is bool or c is int or c is str:
-                return repr(v)
-            if c is float and v == v and v not in (float("inf"), float("-inf")):
-                return repr(v)
-            return glob(v)
 
-        def glob(v):
-            k = names.get(id(v))
-            if k is None:
-                k = names[id(v)] = f"c{len(names)}"
-                g[k] = v
-            return k
+class _InlineChecks:
+    """The guards and value checks of a replayed program, each written right after the step that
+    makes its value (or at the top, for an input's or a constant's): a guard raises
+    ``GuardFailed(k)`` where the predicate differs from the traced value, a value check its
+    exception where the value is true.  (A compiled program returns them instead.)"""
 
-        guard_at = {}
-        for k, (s, value, _) in enumerate(self.guards):
-            guard_at.setdefault(s, []).append((k, value))
-        used = [i for i in self.inputs if i[0] in live]
-        params = [f"t{s}" for s, _, _ in used]
-        lines = [f"def program({', '.join(params)}):"]
-        checked = set()
+    def __init__(self, trace, writer):
+        self.w = writer
+        self.guard_at = {}  # slot -> [(guard index, traced value)]
+        for k, (s, value, _) in enumerate(trace.guards):
+            self.guard_at.setdefault(s, []).append((k, value))
+        self.check_at = {}  # slot -> {(exception class, message)}, in order
+        for s, exc, message in trace.checks:
+            self.check_at.setdefault(s, {})[(exc, message)] = None
 
-        check_at = {}
-        for s, exc, message in self.checks:
-            check_at.setdefault(s, []).append((exc, message))
+    def after(self, slots):
+        """The lines checking the guards and value checks on ``slots`` (each once)."""
+        w = self.w
+        for s in slots:
+            for k, value in self.guard_at.pop(s, ()):
+                w.line(f"if {'not ' if value else ''}{w.slot(s)}: raise GuardFailed({k})")
+            for exc, message in self.check_at.pop(s, ()):
+                w.line(f"if {w.slot(s)}: raise {w.glob(exc)}({w.glob(message)})")
 
-        def emit_guards(slots):
-            # replayed: each guard and value check right after the step that makes its value
-            if guards_as_outputs:
-                return
-            for s in slots:
-                for k, value in guard_at.get(s, ()):
-                    if (k, s) in checked:
-                        continue
-                    checked.add((k, s))
-                    lines.append(f"    if {'not ' if value else ''}{ref_slot(s)}: raise GuardFailed({k})")
-                for exc, message in check_at.get(s, ()):
-                    if (exc, message, s) in checked:
-                        continue
-                    checked.add((exc, message, s))
-                    lines.append(f"    if {ref_slot(s)}: raise {glob(exc)}({glob(message)})")
 
-        def ref_slot(s):
-            return glob(self.consts[s]) if s in self.consts else f"t{s}"
+class _ProgramWriter:
+    """The code generation of :meth:`Trace.program`: the source of ``def program(...)``, one line
+    per step (``t5 = c0(t1, t2)``; operators as operators, ``t6 = (t5 * t1)``), with the callables
+    and constants it names as globals (``c0``, ``c1``, ...)."""
 
-        emit_guards([s for s, _, _ in used] + list(self.consts))
-        for st in keep:
-            fn = st.fn
-            sym = _SYMBOL.get(fn)
-            if sym is not None and not st.kwargs:
-                if fn in _UNARY_FNS:
-                    call = f"({sym}{ref(st.args[0])})"
-                else:
-                    call = f"({ref(st.args[0])} {sym} {ref(st.args[1])})"
-            elif fn is operator.getitem:
-                call = f"{ref(st.args[0])}[{ref(st.args[1])}]"
-            elif fn is operator.setitem:
-                lines.append(f"    {ref(st.args[0])}[{ref(st.args[1])}] = {ref(st.args[2])}")
-                continue
-            elif fn is operator.abs:
-                call = f"abs({ref(st.args[0])})"
-            elif isinstance(fn, _AttrGet):
-                call = f"{ref(st.args[0])}.{fn.name}"
-            elif isinstance(fn, _MethodCall):
-                call = f"{ref(st.args[0])}.{fn.name}({_call_args(st.args[1:], st.kwargs, ref)})"
-            else:
-                call = f"{glob(fn)}({_call_args(st.args, st.kwargs, ref)})"
-            note = f"  # {st.label}" if st.label else ""  # (the op or function, for reading the source)
-            if not st.outs:
-                lines.append(f"    {call}{note}")
-            elif len(st.outs) == 1 and st.outs[0][0] == ():
-                lines.append(f"    t{st.outs[0][1]} = {call}{note}")
-            else:
-                lines.append(f"    _o = {call}{note}")
-                for path, s in st.outs:
-                    lines.append(f"    t{s} = _o{''.join(f'[{i}]' for i in path)}")
-            emit_guards([s for _, s in st.outs])
-        outs = ", ".join(ref(a) for a in outputs)
-        ext = ", ".join(ref(a) for a in extra)
-        ret = f"    return ({outs}{',' if outputs else ''}), ({ext}{',' if extra else ''})"
-        if self.checks and guards_as_outputs:
-            cs = ", ".join(ref_slot(s) for s, _, _ in self.checks)
-            ret += f", ({cs},)"
-        if guards_as_outputs:
-            gs = ", ".join(ref_slot(s) for s, _, _ in self.guards)
-            ret += f", ({gs}{',' if self.guards else ''})"
-        lines.append(ret)
-        source = "\n".join(lines) + "\n"
-        code = compile(source, f"<gt.function {self.name}>", "exec")
-        exec(code, g)
-        return g["program"], source, used
+    def __init__(self, trace, params):
+        self.name = trace.name
+        self.consts = trace.consts
+        self.g = {"GuardFailed": GuardFailed}
+        self._names = {}
+        self.lines = [f"def program({', '.join(params)}):"]
+        self.source = None
+
+    def line(self, text):
+        self.lines.append("    " + text)
+
+    def glob(self, v):
+        """The global name of ``v`` in the program (one per object)."""
+        k = self._names.get(id(v))
+        if k is None:
+            k = self._names[id(v)] = f"c{len(self._names)}"
+            self.g[k] = v
+        return k
+
+    def slot(self, s):
+        return self.glob(self.consts[s]) if s in self.consts else f"t{s}"
+
+    def ref(self, v):
+        """``v`` (an argument of a step) as Python source: a slot, a literal, or a global."""
+        c = v.__class__
+        if c is TraceArray:
+            return self.slot(v.slot)
+        if c is tuple:
+            inner = ", ".join(self.ref(x) for x in v)
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        if c is list:
+            return "[" + ", ".join(self.ref(x) for x in v) + "]"
+        if c is dict:
+            return "{" + ", ".join(f"{k!r}: {self.ref(x)}" for k, x in v.items()) + "}"
+        if c is slice:
+            return f"slice({self.ref(v.start)}, {self.ref(v.stop)}, {self.ref(v.step)})"
+        if v is None or v is Ellipsis or c is bool or c is int or c is str:
+            return repr(v)
+        if c is float and v == v and v not in (float("inf"), float("-inf")):
+            return repr(v)
+        return self.glob(v)
+
+    def expr(self, st):
+        """The expression of step ``st`` (not an assignment: ``setitem`` is a statement)."""
+        fn = st.fn
+        ref = self.ref
+        sym = _SYMBOL.get(fn)
+        if sym is not None and not st.kwargs:
+            if fn in _UNARY_FNS:
+                return f"({sym}{ref(st.args[0])})"
+            return f"({ref(st.args[0])} {sym} {ref(st.args[1])})"
+        if fn is operator.getitem:
+            return f"{ref(st.args[0])}[{ref(st.args[1])}]"
+        if fn is operator.abs:
+            return f"abs({ref(st.args[0])})"
+        if isinstance(fn, _AttrGet):
+            return f"{ref(st.args[0])}.{fn.name}"
+        if isinstance(fn, _MethodCall):
+            return f"{ref(st.args[0])}.{fn.name}({_call_args(st.args[1:], st.kwargs, ref)})"
+        return f"{self.glob(fn)}({_call_args(st.args, st.kwargs, ref)})"
+
+    def step(self, st):
+        """The line(s) of step ``st``: its call, its outputs bound to their slots."""
+        if st.fn is operator.setitem:
+            self.line(f"{self.ref(st.args[0])}[{self.ref(st.args[1])}] = {self.ref(st.args[2])}")
+            return
+        call = self.expr(st)
+        note = f"  # {st.label}" if st.label else ""  # (the op or function, for reading the source)
+        if not st.outs:
+            self.line(f"{call}{note}")
+        elif len(st.outs) == 1 and st.outs[0][0] == ():
+            self.line(f"t{st.outs[0][1]} = {call}{note}")
+        else:
+            self.line(f"_o = {call}{note}")
+            for path, s in st.outs:
+                self.line(f"t{s} = _o{''.join(f'[{i}]' for i in path)}")
+
+    def returns(self, groups):
+        """The return statement: a tuple of each group (stand-ins or slots)."""
+        parts = []
+        for group in groups:
+            refs = [self.ref(a) if a.__class__ is TraceArray else self.slot(a) for a in group]
+            parts.append(f"({', '.join(refs)}{',' if refs else ''})")
+        self.line("return " + ", ".join(parts))
+
+    def compile(self):
+        """The program, compiled (its source in ``self.source``)."""
+        self.source = "\n".join(self.lines) + "\n"
+        exec(compile(self.source, f"<gt.function {self.name}>", "exec"), self.g)
+        return self.g["program"]
 
 
 def _call_args(args, kwargs, ref):
