@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape.core.recording_state import _state, tracing
+from gradtape.core.recording_state import _state, recording_context
 from gradtape.testing import assert_structures_close
 from gradtape.testing import snapshot as snap
 
@@ -59,7 +59,7 @@ def same(got, want, where="result", tol=TOL):
 def _clean_state():
     yield
     gt.random.set_seed(None)
-    assert tracing[0] is None
+    assert recording_context[0] is None
     assert list(_state.tapes) == []
 
 

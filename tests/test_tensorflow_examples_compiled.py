@@ -37,7 +37,7 @@ import gradtape as gt
 from gradtape.testing import assert_structures_close as assert_same
 from gradtape.testing import snapshot as snap
 from test_tensorflow_examples import _adjust_contrast  # (the eager port's op: registered once)
-from gradtape.core.recording_state import _state, tracing
+from gradtape.core.recording_state import _state, recording_context
 
 # a traced program that disagrees with eager, or a compiler that fails, warns and runs eagerly: an error here
 pytestmark = pytest.mark.filterwarnings("error:gt.function:UserWarning")
@@ -55,7 +55,7 @@ def dtype(request):
 def _clean_state():
     yield
     gt.random.set_seed(None)
-    assert tracing[0] is None
+    assert recording_context[0] is None
     assert list(_state.tapes) == []
 
 

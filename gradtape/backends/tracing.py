@@ -35,8 +35,8 @@ import types
 import numpy as np
 
 from gradtape.core import dtypes as _dt
-from gradtape.core.recording_state import active_trace, tracing
-from gradtape.core.backend import Backend
+from gradtape.core.recording_state import active_context, recording_context
+from gradtape.backends import Backend
 
 __all__ = [
     "OperatorNotAllowedInGraphError",
@@ -47,7 +47,6 @@ __all__ = [
     "host_draw",
     "host_then",
     "value_check",
-    "mixed_backends",
     "GuardFailed",
     "NotLowerable",
     "QUIET",
@@ -327,10 +326,6 @@ class Trace:
     """What one trace records (see the module docstring).  ``inputs``: the slots the executor feeds,
     in order, each with what feeds it; ``consts``: slot -> a value captured from outside."""
 
-    def mixed_backends(self, b1, b2):
-        """Raise the error of a traced function that computes on two backends (dispatch calls it)."""
-        mixed_backends(self, b1, b2)
-
     def __init__(self, name, backend, parent=None):
         self.name = name
         self.backend = backend  # the TracingBackend of the traced tensors
@@ -394,8 +389,14 @@ class Trace:
 
     def on_variable(self, v):
         """A variable created inside a branch or loop body (the root trace's front end replaces
-        this): not a structured step."""
+        this): not a structured step.  (Called through ``_recording_state.on_variable_created``.)"""
         raise NotLowerable(f"gt.Variable {v.name!r} is created inside a gt.cond branch or gt.while_loop body")
+
+    def mixed_backends(self, b1, b2):
+        """An op got tensors of backends ``b1`` and ``b2``: this trace's error where one of them holds
+        stand-ins (the core's generic error otherwise).  (Called by ``dispatch``.)"""
+        if b1.stand_ins or b2.stand_ins:
+            _mixed_error(self, b1, b2)
 
     def const(self, c):
         """A stand-in for a native array captured from outside the trace (a constant)."""
@@ -526,7 +527,33 @@ class Trace:
         where the trace has value checks, ``guards`` last.
         Returns ``(fn, source, used)``: ``used`` the entries of ``inputs`` the program reads, in the
         order of its parameters.  ``host_effects``: keep the steps that only act on the host
-        (``gt.print``; a gradient's program leaves them out)."""
+        (``gt.print``; a gradient's program leaves them out).
+
+        Three jobs, one function each: :meth:`live_steps` (dead-step removal), :class:`_InlineChecks`
+        (where a replayed program checks each guard and value check) and :class:`_ProgramWriter`
+        (the source)."""
+        keep, live = self.live_steps(outputs, extra, host_effects)
+        used = [i for i in self.inputs if i[0] in live]
+        w = _ProgramWriter(self, [f"t{s}" for s, _, _ in used])
+        inline = None if guards_as_outputs else _InlineChecks(self, w)
+        if inline is not None:
+            inline.after([s for s, _, _ in used] + list(self.consts))
+        for st in keep:
+            w.step(st)
+            if inline is not None:
+                inline.after([s for _, s in st.outs])
+        returned = [list(outputs), list(extra)]
+        if guards_as_outputs:
+            if self.checks:
+                returned.append([s for s, _, _ in self.checks])
+            returned.append([s for s, _, _ in self.guards])
+        w.returns(returned)
+        return w.compile(), w.source, used
+
+    def live_steps(self, outputs, extra=(), host_effects=True):
+        """Dead-step removal: the steps that make ``outputs``, ``extra``, the guards' and value
+        checks' values (and the steps with an effect: all, or all but the host's), in order; and
+        the slots they read or make."""
         live = {a.slot for a in outputs} | {a.slot for a in extra} | {s for s, _, _ in self.guards}
         live |= {s for s, _, _ in self.checks}
         keep = []
@@ -537,115 +564,129 @@ class Trace:
                 if st.kwargs:
                     _slots_of(st.kwargs, live)
         keep.reverse()
-        g = {"GuardFailed": GuardFailed}
-        names = {}
+        return keep, live
 
-        def ref(v):
-            c = v.__class__
-            if c is TraceArray:
-                s = v.slot
-                if s in self.consts:
-                    return glob(self.consts[s])
-                return f"t{s}"
-            if c is tuple:
-                inner = ", ".join(ref(x) for x in v)
-                return f"({inner},)" if len(v) == 1 else f"({inner})"
-            if c is list:
-                return "[" + ", ".join(ref(x) for x in v) + "]"
-            if c is dict:
-                return "{" + ", ".join(f"{k!r}: {ref(x)}" for k, x in v.items()) + "}"
-            if c is slice:
-                return f"slice({ref(v.start)}, {ref(v.stop)}, {ref(v.step)})"
-            if v is None or v is Ellipsis or c is bool or c is int or c is str:
-                return repr(v)
-            if c is float and v == v and v not in (float("inf"), float("-inf")):
-                return repr(v)
-            return glob(v)
 
-        def glob(v):
-            k = names.get(id(v))
-            if k is None:
-                k = names[id(v)] = f"c{len(names)}"
-                g[k] = v
-            return k
+class _InlineChecks:
+    """The guards and value checks of a replayed program, each written right after the step that
+    makes its value (or at the top, for an input's or a constant's): a guard raises
+    ``GuardFailed(k)`` where the predicate differs from the traced value, a value check its
+    exception where the value is true.  (A compiled program returns them instead.)"""
 
-        guard_at = {}
-        for k, (s, value, _) in enumerate(self.guards):
-            guard_at.setdefault(s, []).append((k, value))
-        used = [i for i in self.inputs if i[0] in live]
-        params = [f"t{s}" for s, _, _ in used]
-        lines = [f"def program({', '.join(params)}):"]
-        checked = set()
+    def __init__(self, trace, writer):
+        self.w = writer
+        self.guard_at = {}  # slot -> [(guard index, traced value)]
+        for k, (s, value, _) in enumerate(trace.guards):
+            self.guard_at.setdefault(s, []).append((k, value))
+        self.check_at = {}  # slot -> {(exception class, message)}, in order
+        for s, exc, message in trace.checks:
+            self.check_at.setdefault(s, {})[(exc, message)] = None
 
-        check_at = {}
-        for s, exc, message in self.checks:
-            check_at.setdefault(s, []).append((exc, message))
+    def after(self, slots):
+        """The lines checking the guards and value checks on ``slots`` (each once)."""
+        w = self.w
+        for s in slots:
+            for k, value in self.guard_at.pop(s, ()):
+                w.line(f"if {'not ' if value else ''}{w.slot(s)}: raise GuardFailed({k})")
+            for exc, message in self.check_at.pop(s, ()):
+                w.line(f"if {w.slot(s)}: raise {w.glob(exc)}({w.glob(message)})")
 
-        def emit_guards(slots):
-            # replayed: each guard and value check right after the step that makes its value
-            if guards_as_outputs:
-                return
-            for s in slots:
-                for k, value in guard_at.get(s, ()):
-                    if (k, s) in checked:
-                        continue
-                    checked.add((k, s))
-                    lines.append(f"    if {'not ' if value else ''}{ref_slot(s)}: raise GuardFailed({k})")
-                for exc, message in check_at.get(s, ()):
-                    if (exc, message, s) in checked:
-                        continue
-                    checked.add((exc, message, s))
-                    lines.append(f"    if {ref_slot(s)}: raise {glob(exc)}({glob(message)})")
 
-        def ref_slot(s):
-            return glob(self.consts[s]) if s in self.consts else f"t{s}"
+class _ProgramWriter:
+    """The code generation of :meth:`Trace.program`: the source of ``def program(...)``, one line
+    per step (``t5 = c0(t1, t2)``; operators as operators, ``t6 = (t5 * t1)``), with the callables
+    and constants it names as globals (``c0``, ``c1``, ...)."""
 
-        emit_guards([s for s, _, _ in used] + list(self.consts))
-        for st in keep:
-            fn = st.fn
-            sym = _SYMBOL.get(fn)
-            if sym is not None and not st.kwargs:
-                if fn in _UNARY_FNS:
-                    call = f"({sym}{ref(st.args[0])})"
-                else:
-                    call = f"({ref(st.args[0])} {sym} {ref(st.args[1])})"
-            elif fn is operator.getitem:
-                call = f"{ref(st.args[0])}[{ref(st.args[1])}]"
-            elif fn is operator.setitem:
-                lines.append(f"    {ref(st.args[0])}[{ref(st.args[1])}] = {ref(st.args[2])}")
-                continue
-            elif fn is operator.abs:
-                call = f"abs({ref(st.args[0])})"
-            elif isinstance(fn, _AttrGet):
-                call = f"{ref(st.args[0])}.{fn.name}"
-            elif isinstance(fn, _MethodCall):
-                call = f"{ref(st.args[0])}.{fn.name}({_call_args(st.args[1:], st.kwargs, ref)})"
-            else:
-                call = f"{glob(fn)}({_call_args(st.args, st.kwargs, ref)})"
-            note = f"  # {st.label}" if st.label else ""  # (the op or function, for reading the source)
-            if not st.outs:
-                lines.append(f"    {call}{note}")
-            elif len(st.outs) == 1 and st.outs[0][0] == ():
-                lines.append(f"    t{st.outs[0][1]} = {call}{note}")
-            else:
-                lines.append(f"    _o = {call}{note}")
-                for path, s in st.outs:
-                    lines.append(f"    t{s} = _o{''.join(f'[{i}]' for i in path)}")
-            emit_guards([s for _, s in st.outs])
-        outs = ", ".join(ref(a) for a in outputs)
-        ext = ", ".join(ref(a) for a in extra)
-        ret = f"    return ({outs}{',' if outputs else ''}), ({ext}{',' if extra else ''})"
-        if self.checks and guards_as_outputs:
-            cs = ", ".join(ref_slot(s) for s, _, _ in self.checks)
-            ret += f", ({cs},)"
-        if guards_as_outputs:
-            gs = ", ".join(ref_slot(s) for s, _, _ in self.guards)
-            ret += f", ({gs}{',' if self.guards else ''})"
-        lines.append(ret)
-        source = "\n".join(lines) + "\n"
-        code = compile(source, f"<gt.function {self.name}>", "exec")
-        exec(code, g)
-        return g["program"], source, used
+    def __init__(self, trace, params):
+        self.name = trace.name
+        self.consts = trace.consts
+        self.g = {"GuardFailed": GuardFailed}
+        self._names = {}
+        self.lines = [f"def program({', '.join(params)}):"]
+        self.source = None
+
+    def line(self, text):
+        self.lines.append("    " + text)
+
+    def glob(self, v):
+        """The global name of ``v`` in the program (one per object)."""
+        k = self._names.get(id(v))
+        if k is None:
+            k = self._names[id(v)] = f"c{len(self._names)}"
+            self.g[k] = v
+        return k
+
+    def slot(self, s):
+        return self.glob(self.consts[s]) if s in self.consts else f"t{s}"
+
+    def ref(self, v):
+        """``v`` (an argument of a step) as Python source: a slot, a literal, or a global."""
+        c = v.__class__
+        if c is TraceArray:
+            return self.slot(v.slot)
+        if c is tuple:
+            inner = ", ".join(self.ref(x) for x in v)
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        if c is list:
+            return "[" + ", ".join(self.ref(x) for x in v) + "]"
+        if c is dict:
+            return "{" + ", ".join(f"{k!r}: {self.ref(x)}" for k, x in v.items()) + "}"
+        if c is slice:
+            return f"slice({self.ref(v.start)}, {self.ref(v.stop)}, {self.ref(v.step)})"
+        if v is None or v is Ellipsis or c is bool or c is int or c is str:
+            return repr(v)
+        if c is float and v == v and v not in (float("inf"), float("-inf")):
+            return repr(v)
+        return self.glob(v)
+
+    def expr(self, st):
+        """The expression of step ``st`` (not an assignment: ``setitem`` is a statement)."""
+        fn = st.fn
+        ref = self.ref
+        sym = _SYMBOL.get(fn)
+        if sym is not None and not st.kwargs:
+            if fn in _UNARY_FNS:
+                return f"({sym}{ref(st.args[0])})"
+            return f"({ref(st.args[0])} {sym} {ref(st.args[1])})"
+        if fn is operator.getitem:
+            return f"{ref(st.args[0])}[{ref(st.args[1])}]"
+        if fn is operator.abs:
+            return f"abs({ref(st.args[0])})"
+        if isinstance(fn, _AttrGet):
+            return f"{ref(st.args[0])}.{fn.name}"
+        if isinstance(fn, _MethodCall):
+            return f"{ref(st.args[0])}.{fn.name}({_call_args(st.args[1:], st.kwargs, ref)})"
+        return f"{self.glob(fn)}({_call_args(st.args, st.kwargs, ref)})"
+
+    def step(self, st):
+        """The line(s) of step ``st``: its call, its outputs bound to their slots."""
+        if st.fn is operator.setitem:
+            self.line(f"{self.ref(st.args[0])}[{self.ref(st.args[1])}] = {self.ref(st.args[2])}")
+            return
+        call = self.expr(st)
+        note = f"  # {st.label}" if st.label else ""  # (the op or function, for reading the source)
+        if not st.outs:
+            self.line(f"{call}{note}")
+        elif len(st.outs) == 1 and st.outs[0][0] == ():
+            self.line(f"t{st.outs[0][1]} = {call}{note}")
+        else:
+            self.line(f"_o = {call}{note}")
+            for path, s in st.outs:
+                self.line(f"t{s} = _o{''.join(f'[{i}]' for i in path)}")
+
+    def returns(self, groups):
+        """The return statement: a tuple of each group (stand-ins or slots)."""
+        parts = []
+        for group in groups:
+            refs = [self.ref(a) if a.__class__ is TraceArray else self.slot(a) for a in group]
+            parts.append(f"({', '.join(refs)}{',' if refs else ''})")
+        self.line("return " + ", ".join(parts))
+
+    def compile(self):
+        """The program, compiled (its source in ``self.source``)."""
+        self.source = "\n".join(self.lines) + "\n"
+        exec(compile(self.source, f"<gt.function {self.name}>", "exec"), self.g)
+        return self.g["program"]
 
 
 def _call_args(args, kwargs, ref):
@@ -710,7 +751,7 @@ def _recorder(fn, tb, label):
     """``fn`` recording itself on the running trace (called through, outside any trace)."""
 
     def recorded(*args, **kwargs):
-        t = tracing[0]
+        t = recording_context[0]
         if t is not None and t.thread != threading.get_ident():
             _other_thread(t)
         if t is None or t.backend is not tb:
@@ -718,7 +759,7 @@ def _recorder(fn, tb, label):
             if s is not None:
                 _finished(s.trace)
             if t is not None:
-                mixed_backends(t, tb, t.backend)
+                _mixed_error(t, tb, t.backend)
             return fn(*args, **kwargs)
         return t.call(fn, args, kwargs, label=label, real=tb.real)
 
@@ -739,7 +780,7 @@ def _other_thread(trace):
     )
 
 
-def mixed_backends(trace, b1, b2):
+def _mixed_error(trace, b1, b2):
     """The error of a traced function that computes on two backends."""
     raise ValueError(
         f"gt.function {trace.name!r} mixes backends: it computes on {b1.name!r} and {b2.name!r} tensors (at "
@@ -793,14 +834,13 @@ class TracingBackend(Backend):
     """A backend adapter whose native arrays are a trace's stand-ins: it answers dtypes, devices and
     flags as the real adapter (``real``) does and records everything that makes an array."""
 
-    traced = True
+    stand_ins = True
     supports_vmap = False
     supports_native_grad = False
     array_type = TraceArray
 
     def __init__(self, real):
         self.real = real
-        self.traces = real  # (``OpDef.resolve`` wraps the real adapter's native forward)
         self.name = real.name
         self.install_hint = real.install_hint
         self.python_scalars = real.python_scalars
@@ -814,12 +854,35 @@ class TracingBackend(Backend):
             self._xp = RecordingNamespace(self.real.xp, self)
         return self._xp
 
-    def wrap_impl(self, impl, label):
-        """The op's real native forward ``impl``, recorded as one step."""
-        return _recorder(impl, self, label)
+    def op_impl(self, opdef):
+        """The real adapter's native callable of ``opdef``, recorded as one step of the running trace
+        (``OpDef.resolve`` caches it for this backend, as for any other)."""
+        return _recorder(opdef.impls.get(self.real) or opdef.resolve(self.real), self, opdef.name)
+
+    def capture(self, other, x):
+        """``x``, a native array of the real adapter computed outside the running trace, as a constant
+        of it (a value the function reads from outside); None for any other backend's, or outside a
+        trace."""
+        t = recording_context[0]
+        if t is None or other is not self.real:
+            return None
+        return t.const(x)
+
+    def restore_input(self, x, value, dtype):
+        """A variable created while tracing (its stand-in ``x`` is an input of the program), restored
+        from a checkpoint: the input takes ``value``, as if the variable had been created with it."""
+        tr = getattr(x, "trace", None)
+        if x.__class__ is not TraceArray or not any(s == x.slot and k == "var" for s, k, _ in tr.inputs):
+            return False
+        real = self.real
+        v = real.asarray(np.asarray(value), dtype=dtype, device=real.device_of(x.c))
+        if type(v) is not real.array_type:
+            v = real.fix_output(v)
+        x.c = tr.values[x.slot] = v
+        return True
 
     def _rec(self, fn, label, *args, **kwargs):
-        t = tracing[0]
+        t = recording_context[0]
         if t is not None and t.thread != threading.get_ident():
             _other_thread(t)
         if t is None:
@@ -828,7 +891,7 @@ class TracingBackend(Backend):
                 _finished(s.trace)
             return fn(*args, **kwargs)
         if t.backend is not self:
-            mixed_backends(t, self, t.backend)
+            _mixed_error(t, self, t.backend)
         return t.call(fn, args, kwargs, label=label, real=self.real)
 
     # dtypes and devices: as the real adapter (read from the concrete values)
@@ -911,7 +974,7 @@ class TracingBackend(Backend):
         return self._rec(self.real.erf, "erf", x)
 
     def random_from_numpy(self, arr, dtype, device=None):
-        t = tracing[0]
+        t = recording_context[0]
         if t is not None and t.backend is self:
             h = t.host.get(id(arr))
             if h is not None and h[1] is arr:
@@ -967,7 +1030,7 @@ def host_draw(fn, *args):
     """``fn(*args)``: random numbers drawn on the host.  While tracing, the draw becomes an input of
     the program (drawn again before every call, so each call gets new numbers as eager code
     does)."""
-    t = active_trace()
+    t = active_context()
     if t is None:
         return fn(*args)
     if t.parent is not None:
@@ -1007,7 +1070,7 @@ def host_then(arr, fn, key):
     describes it); while tracing, ``fn`` joins the draw that made ``arr`` and its result is the
     draw's input of the program."""
     new = fn(arr)
-    t = active_trace()
+    t = active_context()
     if t is not None:
         h = t.host.get(id(arr))
         if h is not None and h[1] is arr:
@@ -1031,7 +1094,7 @@ def value_check(bad, exc_type, message, detail=None):
             raise exc_type(detail() if detail is not None else message)
         return
     t = bad.trace
-    running = active_trace()
+    running = active_context()
     if running is not None and running.parent is not None:
         raise NotLowerable("a value check runs inside a gt.cond branch or gt.while_loop body")
     if bool(np.asarray(t.backend.real.to_numpy(bad.c)).reshape(())):

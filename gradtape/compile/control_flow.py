@@ -33,7 +33,7 @@ import optree
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.engine import TensorOp, UnconnectedGradients, _Recording, backward, make_node
-from gradtape.core.recording_state import _state, tracing
+from gradtape.core.recording_state import _state, recording_context
 from gradtape.backends.tracing import QUIET, NotLowerable, Trace
 from gradtape.core.registry import OpDef
 from gradtape.core.tensor import LIVE_VARIABLES, Tensor, _wrap, convert_to_tensor, lift
@@ -50,6 +50,23 @@ class _Source:
         self._id = i
         self.dtype = _dt.float64  # (only ``dtype.differentiable`` is read)
         self._b = b
+
+
+def _private_recording():
+    """A recording of a sub-trace's own, watching what the enclosing tapes watch (its VJP is traced
+    from it); None where no tape records."""
+    outer = list(_state.tapes)
+    if not outer:
+        return None
+    private = _Recording(any(r.watch_accessed for r in outer))
+    for r in outer:
+        private.watched |= r.watched
+    private.roots = set(private.watched)
+    return private
+
+
+def _tape_sizes(tapes):
+    return [(r, len(r.nodes), len(r.watched), len(r.variables)) for r in tapes]
 
 
 class _Sub:
@@ -69,45 +86,16 @@ class _Sub:
     def run(self, fn, carry_values=(), grad=True, quiet=False):
         """Run ``fn(*carry)`` in the sub-trace (``carry_values``: concrete values of the carried
         variables, each an input); with ``grad`` and an enclosing tape, trace its VJP too."""
-        st = self.st
-        tb = st.backend
-        outer = list(_state.tapes)
-        private = None
-        if outer and grad:
-            private = _Recording(any(r.watch_accessed for r in outer))
-            for r in outer:
-                private.watched |= r.watched
-            private.roots = set(private.watched)
+        private = _private_recording() if grad else None
         saved_tapes = _state.tapes
-        tapes_before = [(r, len(r.nodes), len(r.watched), len(r.variables)) for r in saved_tapes]
-        saved_trace = tracing[0]
-        before = [(v, v._v) for v in list(LIVE_VARIABLES) if v._b.traced]
-        tracing[0] = st
+        tapes_before = _tape_sizes(saved_tapes)
+        saved_context = recording_context[0]
+        before = [(v, v._v) for v in list(LIVE_VARIABLES) if v._b.stand_ins]
+        recording_context[0] = self.st
         _state.tapes = [private] if private is not None else []
         try:
             with np.errstate(all="ignore") if quiet else contextlib.nullcontext():
-                self.carry = [_wrap(st.input(c, "carry", k), tb) for k, c in enumerate(carry_values)]
-                if private is not None:
-                    for t in self.carry:
-                        if t.dtype.differentiable:
-                            private.watch_id(t._id)
-                out = fn(*self.carry)
-                leaves, self.tree = optree.tree_flatten(out, none_is_leaf=True)
-                for y in leaves:
-                    if not isinstance(y, Tensor):
-                        if y is None:
-                            raise NotLowerable(f"{self.what} returned None")
-                        y = convert_to_tensor(y)
-                    if y._b is not tb:
-                        y = lift(y, tb)
-                        if y is None:
-                            raise NotLowerable(f"{self.what} returned a tensor of another backend")
-                    if private is not None and y._is_var and y._trainable and private.watch_accessed:
-                        private.watch_variable(y)  # (a variable returned as it is is read, as in TensorFlow)
-                    self.outs.append(y)
-                    self.natives.append(st._localize(y._v))
-                if private is not None:
-                    self._vjp(private, tb)
+                self._run_body(fn, carry_values, private)
         except NotLowerable as e:
             error = e
         except Exception as e:
@@ -117,14 +105,14 @@ class _Sub:
         else:
             error = None
         finally:
-            tracing[0] = saved_trace
+            recording_context[0] = saved_context
             _state.tapes = saved_tapes
             changed = [v for v, value in before if v._v is not value]
             for v, value in before:
                 v._v = value
         if error is None and changed:
             error = NotLowerable(f"{self.what} assigns gt.Variable {changed[0].name!r}")
-        if [(r, len(r.nodes), len(r.watched), len(r.variables)) for r in saved_tapes] != tapes_before:
+        if _tape_sizes(saved_tapes) != tapes_before:
             # a tape reset, watched or exited inside: done already, for a branch that may not be
             # taken; only a new trace of the whole function, with guards, undoes it
             error = error or NotLowerable(f"{self.what} changes a GradientTape (reset, watch, ...) of the function")
@@ -132,6 +120,34 @@ class _Sub:
         if error is not None:
             raise error
         return self
+
+    def _run_body(self, fn, carry_values, private):
+        """``fn`` called on the carried variables' stand-ins; its outputs kept (as Tensors of the
+        sub-trace), and its VJP traced where ``private`` records."""
+        st = self.st
+        tb = st.backend
+        self.carry = [_wrap(st.input(c, "carry", k), tb) for k, c in enumerate(carry_values)]
+        if private is not None:
+            for t in self.carry:
+                if t.dtype.differentiable:
+                    private.watch_id(t._id)
+        out = fn(*self.carry)
+        leaves, self.tree = optree.tree_flatten(out, none_is_leaf=True)
+        for y in leaves:
+            if not isinstance(y, Tensor):
+                if y is None:
+                    raise NotLowerable(f"{self.what} returned None")
+                y = convert_to_tensor(y)
+            if y._b is not tb:
+                y = lift(y, tb)
+                if y is None:
+                    raise NotLowerable(f"{self.what} returned a tensor of another backend")
+            if private is not None and y._is_var and y._trainable and private.watch_accessed:
+                private.watch_variable(y)  # (a variable returned as it is is read, as in TensorFlow)
+            self.outs.append(y)
+            self.natives.append(st._localize(y._v))
+        if private is not None:
+            self._vjp(private, tb)
 
     def _vjp(self, private, tb):
         """The sub-program's gradient: with the cotangents of its floating outputs as inputs, the
@@ -311,7 +327,7 @@ def lowered_cond(trace, pred, true_fn, false_fn):
 
         def rule(xp, n, *gs):
             _not_on_tensors(n, "gt.cond")
-            t = tracing[0]
+            t = recording_context[0]
             dys = [gs[k] for k in floating]
             return tuple(t.call(vjp, (p, *v_values, *dys), None, label="gt.cond gradient", run=vjp.eager))
 
@@ -423,7 +439,7 @@ def lowered_while(trace, cond, body, leaves, max_iter):
 
     def rule(xp, node, *gs):
         _not_on_tensors(node, "gt.while_loop")
-        t = tracing[0]
+        t = recording_context[0]
         dys = []
         for k in floating:
             g = gs[k]

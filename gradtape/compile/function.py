@@ -32,7 +32,7 @@ import optree
 
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
-from gradtape.core.recording_state import _ACTIVE, _state, active_trace, tracing
+from gradtape.core.recording_state import _ACTIVE, _state, active_context, recording_context
 from gradtape.compile.control_flow import lowered_cond, lowered_while
 from gradtape.ops import operators as _operators
 from gradtape.backends.tracing import (
@@ -182,58 +182,22 @@ class Function:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
-        if active_trace() is not None:
+        if active_context() is not None:
             return self._python_function(*args, **kwargs)  # inside another trace: inlined
         if self._eager or _ACTIVE[0] and _state.tapes or _config.config._functions_eagerly:
             # an outer tape records: run eagerly, so that it records the function's ops
             return self._python_function(*args, **kwargs)
         if self._input_signature is not None:
             args = self._check_input_signature(args, kwargs)
-        fast = None
         setting = _config.current()
         active = (setting.backend, setting.device)  # (tensors made inside go there)
-        if not kwargs:
-            # the common call: tensors only, by position (the leaves are the arguments)
-            fast = [active]
-            for a in args:
-                if a.__class__ is not Tensor:
-                    fast = None
-                    break
-                v = a._v
-                b = a._b
-                fast.append((b, v.shape, v.dtype, b.device_of(v)))
-            if fast is not None:
-                fast = tuple(fast)
-                paths = self._fast.get(fast)
-                if paths is not None:
-                    return self._run(fast, paths, args, None)
+        fast = None if kwargs else _fast_key(args, active)
+        if fast is not None:
+            paths = self._fast.get(fast)
+            if paths is not None:
+                return self._run(fast, paths, args, None)
         leaves, treedef = optree.tree_flatten((args, kwargs), none_is_leaf=True)
-        key = [treedef, active]
-        arrays = False
-        for x in leaves:
-            c = x.__class__
-            if c is Tensor:
-                v = x._v
-                key.append((x._b, v.shape, v.dtype, x._b.device_of(v)))
-            elif isinstance(x, Variable):
-                key.append(("variable", id(x)))
-            elif isinstance(x, Tensor):
-                v = x._v
-                key.append((x._b, v.shape, v.dtype, x._b.device_of(v)))
-            elif c is float:  # (-0.0 is not 0.0, and a NaN is the same value on every call)
-                key.append((c, x.hex()))
-            elif c in _SIMPLE:
-                key.append((c, x))
-            elif isinstance(x, np.ndarray):
-                key.append(("ndarray", x.shape, x.dtype))
-                arrays = True
-            else:
-                try:
-                    hash(x)
-                    key.append((c, x))
-                except TypeError:
-                    key.append((c, id(x)))
-        key = tuple(key)
+        key, arrays = _signature(leaves, treedef, active)
         paths = self._cache.get(key)
         if paths is None:
             out = self._trace(key, leaves, treedef, None)
@@ -370,6 +334,54 @@ class Function:
         return tuple(converted)  # (Python values as tensors of their spec, as TensorFlow)
 
 
+def _fast_key(args, active):
+    """The signature of the common call -- tensors only, by position (the leaves are the
+    arguments) -- or None for any other call."""
+    fast = [active]
+    for a in args:
+        if a.__class__ is not Tensor:
+            return None
+        v = a._v
+        b = a._b
+        fast.append((b, v.shape, v.dtype, b.device_of(v)))
+    return tuple(fast)
+
+
+def _signature(leaves, treedef, active):
+    """``(key, arrays)``: the call's signature -- the tensors' backends, shapes, dtypes and devices,
+    the Variables' identities, the other arguments' values -- and whether a leaf is a NumPy array."""
+    key = [treedef, active]
+    arrays = False
+    for x in leaves:
+        c = x.__class__
+        if c is Tensor:
+            v = x._v
+            key.append((x._b, v.shape, v.dtype, x._b.device_of(v)))
+        elif isinstance(x, Variable):
+            key.append(("variable", id(x)))
+        elif isinstance(x, Tensor):
+            v = x._v
+            key.append((x._b, v.shape, v.dtype, x._b.device_of(v)))
+        elif c is float:  # (-0.0 is not 0.0, and a NaN is the same value on every call)
+            key.append((c, x.hex()))
+        elif c in _SIMPLE:
+            key.append((c, x))
+        elif isinstance(x, np.ndarray):
+            key.append(("ndarray", x.shape, x.dtype))
+            arrays = True
+        else:
+            key.append((c, _hashable_or_id(x)))
+    return tuple(key), arrays
+
+
+def _hashable_or_id(x):
+    try:
+        hash(x)
+    except TypeError:
+        return id(x)
+    return x
+
+
 def _check_specs(sig):
     if not isinstance(sig, (list, tuple)):
         raise TypeError(
@@ -391,7 +403,7 @@ def _backend_of(fn_name, leaves):
     b = None
     for x in leaves:
         if isinstance(x, Tensor):
-            if x._b.traced:  # a tensor kept from a trace: its stand-in says which
+            if x._b.stand_ins:  # a tensor kept from a trace: its stand-in says which
                 x._v.trace.call(None, (), None)
             if b is None:
                 b = x._b
@@ -413,89 +425,127 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
     """Run ``f``'s Python function once on stand-ins; returns (its result, the :class:`_Concrete`).
     ``lower``: gt.cond / gt.while_loop on traced predicates become structured steps where the
     executor runs them (else guards)."""
-    real = _backend_of(f._name, leaves)
-    setting = _config.current()
-    if real is None:
-        real = setting.backend
-    trace = Trace(f._name, tracing_backend(real))
-    trace.lower = lower and (not _compiling(f, real) or real.compiles_control_flow)
-    if predrawn:
-        trace.predrawn = predrawn
-    swapped = []  # (variable, its value before, its backend before, its stand-in)
-    created = []
+    cap = _Capture(f, leaves, predrawn, new_path, lower)
+    out_leaves, out_tree, finals = cap.run(leaves, treedef)
+    result, outputs, out_spec = _first_results(f, out_leaves, out_tree)
+    state_vars, state_vals = cap.state(finals, leaves)
+    trace = cap.trace
+    run, used, how, source = _compile(f, trace, outputs, state_vals, trace.backend.real)
+    if run is None:
+        return result, None
+    return result, _concrete(trace, run, used, how, source, state_vars, out_tree, out_spec)
 
-    def on_variable(v):
+
+class _Capture:
+    """One run of a function on stand-ins (:func:`_trace_once`): its :class:`Trace`, the variables
+    whose values it swaps for stand-ins (and those created while it runs), the arguments'
+    stand-ins."""
+
+    def __init__(self, f, leaves, predrawn, new_path, lower):
+        real = _backend_of(f._name, leaves)
+        self.setting = _config.current()
+        if real is None:
+            real = self.setting.backend
+        self.f = f
+        self.real = real
+        self.new_path = new_path
+        trace = self.trace = Trace(f._name, tracing_backend(real))
+        trace.lower = lower and (not _compiling(f, real) or real.compiles_control_flow)
+        if predrawn:
+            trace.predrawn = predrawn
+        trace.on_variable = self.on_variable
+        self.swapped = []  # (variable, its value before, its backend before, its stand-in)
+        self.created = []
+        self.arg_tensors = []  # (leaf index, its traced Tensor, its stand-in): updated in place?
+
+    def on_variable(self, v):
+        """A variable created while tracing: an input of the program, the program's state from now on."""
+        f = self.f
         # the first trace may create variables, and so may the first trace of a new path through a
         # predicate (TensorFlow traces both branches of a tf.cond in its first trace): nothing traced
         # before reads them.  Another signature may not, as tf.function
-        if f._tracing_count > 0 and not new_path:
+        if f._tracing_count > 0 and not self.new_path:
             raise ValueError(
                 f"gt.function {f._name!r} created a gt.Variable ({v.name!r}) on a call with a new signature: as "
                 "tf.function, only the first trace (and the first call down a new gt.cond / gt.while_loop "
                 "path) may create variables. Create them once, outside the function or on the first call only "
                 "(if self.v is None: ...)"
             )
-        if v._b.traced:
+        if v._b.stand_ins:
             c = v._v.c if v._v.__class__ is TraceArray else v._v
             real_b = v._b.real
         else:
             c, real_b = v._v, v._b
-        ph = trace.input(c, "var", v)
-        created.append((v, None, real_b, ph))
+        ph = self.trace.input(c, "var", v)
+        self.created.append((v, None, real_b, ph))
         v._v, v._b = ph, tracing_backend(real_b)
 
-    trace.on_variable = on_variable
-    saved_tapes = _state.tapes
-    result = None
-    ok = False
-    tracing[0] = trace
-    _state.tapes = []
-    # the active backend is the trace's: tensors made inside (gt.constant, random draws) are traced
-    active = _config.active(trace.backend, setting.device if setting.backend is real else None)
-    active.__enter__()
-    # every live variable's lock, held while its value is a stand-in: other threads' updates and
-    # compiled calls wait for the trace to end (and the trace for theirs)
-    live = [v for v in list(LIVE_VARIABLES) if not v._b.traced]
-    locks = Variable._locks(live)
-    held = []
-    try:
-        for lock in locks:
-            lock.acquire()
-            held.append(lock)
-        for v in live:
-            ph = trace.input(v._v, "var", v)
-            swapped.append((v, v._v, v._b, ph))
-            v._v, v._b = ph, tracing_backend(v._b)
+    def run(self, leaves, treedef):
+        """The function called on stand-ins, its trace the running recording context, no tape
+        recording, the trace's backend active, every live variable locked and read through a
+        stand-in; returns (its output's leaves, their structure, each variable's final value)."""
+        trace = self.trace
+        saved_tapes = _state.tapes
+        ok = False
+        recording_context[0] = trace
+        _state.tapes = []
+        # the active backend is the trace's: tensors made inside (gt.constant, random draws) are traced
+        setting = self.setting
+        active = _config.active(trace.backend, setting.device if setting.backend is self.real else None)
+        active.__enter__()
+        # every live variable's lock, held while its value is a stand-in: other threads' updates and
+        # compiled calls wait for the trace to end (and the trace for theirs)
+        live = [v for v in list(LIVE_VARIABLES) if not v._b.stand_ins]
+        held = []
+        try:
+            for lock in Variable._locks(live):
+                lock.acquire()
+                held.append(lock)
+            for v in live:
+                ph = trace.input(v._v, "var", v)
+                self.swapped.append((v, v._v, v._b, ph))
+                v._v, v._b = ph, tracing_backend(v._b)
+            args, kwargs = optree.tree_unflatten(treedef, self._stand_in_leaves(leaves))
+            try:
+                result = self.f._python_function(*args, **kwargs)
+            except NotLowerable as e:
+                e.raw_draws = list(trace.raw_draws)
+                raise
+            out_leaves, out_tree = optree.tree_flatten(result, none_is_leaf=True)
+            ok = True
+        finally:
+            active.__exit__(None, None, None)
+            recording_context[0] = None
+            trace.closed = True
+            _state.tapes = saved_tapes
+            finals = self._restore_variables(ok)
+            for lock in reversed(held):
+                lock.release()
+        return out_leaves, out_tree, finals
+
+    def _stand_in_leaves(self, leaves):
+        """The arguments' leaves with each tensor (and NumPy array) a Tensor of a stand-in."""
+        trace = self.trace
         new_leaves = []
-        arg_tensors = []  # (leaf index, its traced Tensor, its stand-in): updated in place?
         for k, x in enumerate(leaves):
             if isinstance(x, Tensor) and not isinstance(x, Variable):
                 ph = trace.input(x._v, "arg", k)
                 t = _wrap(ph, tracing_backend(x._b))
-                arg_tensors.append((k, t, ph))
+                self.arg_tensors.append((k, t, ph))
                 new_leaves.append(t)
             elif isinstance(x, np.ndarray):
-                nat = convert_to_tensor(x, backend=real)
-                t = _wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b))
-                new_leaves.append(t)
+                nat = convert_to_tensor(x, backend=self.real)
+                new_leaves.append(_wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b)))
             else:
                 new_leaves.append(x)
-        args, kwargs = optree.tree_unflatten(treedef, new_leaves)
-        try:
-            result = f._python_function(*args, **kwargs)
-        except NotLowerable as e:
-            e.raw_draws = list(trace.raw_draws)
-            raise
-        out_leaves, out_tree = optree.tree_flatten(result, none_is_leaf=True)
-        ok = True
-    finally:
-        active.__exit__(None, None, None)
-        tracing[0] = None
-        trace.closed = True
-        _state.tapes = saved_tapes
-        swapped += created
+        return new_leaves
+
+    def _restore_variables(self, ok):
+        """Every variable swapped or created back on its real backend, with the value eager code
+        leaves (or, where the trace failed, the value it had); returns their final stand-ins."""
+        self.swapped += self.created
         finals = []
-        for v, before, b_before, ph in swapped:
+        for v, before, b_before, ph in self.swapped:
             final = v._v
             finals.append(final)
             v._b = b_before
@@ -505,9 +555,33 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
                 v._v = ph.c
             else:  # assigned (or created) while tracing: the value eager code leaves
                 v._v = final.c if final.__class__ is TraceArray else final
-        for lock in reversed(held):
-            lock.release()
-    # the first call's results: the concrete values computed while tracing
+        return finals
+
+    def state(self, finals, leaves):
+        """What the program writes back after each call -- ``("var", v)`` for a variable assigned,
+        ``("arg", k)`` for an argument updated in place -- and the stand-ins of those values.  An
+        argument updated in place takes its new value now, as eagerly."""
+        state_vars = []
+        state_vals = []
+        for (v, _, _, ph), final in zip(self.swapped, finals):
+            if final is not ph and final.__class__ is TraceArray:
+                state_vars.append(("var", v))
+                state_vals.append(final)
+        for k, t, ph in self.arg_tensors:
+            if t._v is not ph and t._v.__class__ is TraceArray:
+                # an argument updated in place (x += 1, x[i] = v): the caller's tensor takes the new
+                # value, as eagerly (on every call)
+                state_vars.append(("arg", k))
+                state_vals.append(t._v)
+                leaves[k]._v, leaves[k]._id = t._v.c, _next_id()
+                _operators._propagate(leaves[k])  # a view's base and a base's views see it (NumPy's views)
+        return state_vars, state_vals
+
+
+def _first_results(f, out_leaves, out_tree):
+    """The first call's result (the concrete values computed while tracing), the stand-ins the
+    program returns, and per output leaf what a call returns there: ``("out", k)``, the program's
+    k-th output, or ``("value", x)``, ``x`` itself."""
     outputs = []
     out_spec = []
     first = []
@@ -519,32 +593,17 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
             a = x._v
             out_spec.append(("out", len(outputs)))
             outputs.append(a)
-            rb = x._b.real
-            first.append(_wrap(a.c, rb))
-        elif isinstance(x, Tensor) and x._b.traced:
+            first.append(_wrap(a.c, x._b.real))
+        elif isinstance(x, Tensor) and x._b.stand_ins:
             raise ValueError(f"gt.function {f._name!r} returned a traced tensor of no trace")
         else:
             out_spec.append(("value", x))
             first.append(x)
-    result = optree.tree_unflatten(out_tree, first)
-    real_b = trace.backend.real
-    state_vars = []
-    state_vals = []
-    for (v, _, _, ph), final in zip(swapped, finals):
-        if final is not ph and final.__class__ is TraceArray:
-            state_vars.append(("var", v))
-            state_vals.append(final)
-    for k, t, ph in arg_tensors:
-        if t._v is not ph and t._v.__class__ is TraceArray:
-            # an argument updated in place (x += 1, x[i] = v): the caller's tensor takes the new
-            # value, as eagerly (on every call)
-            state_vars.append(("arg", k))
-            state_vals.append(t._v)
-            leaves[k]._v, leaves[k]._id = t._v.c, _next_id()
-            _operators._propagate(leaves[k])  # a view's base and a base's views see it (NumPy's views)
-    run, used, how, source = _compile(f, trace, outputs, state_vals, real_b)
-    if run is None:
-        return result, None
+    return optree.tree_unflatten(out_tree, first), outputs, out_spec
+
+
+def _concrete(trace, run, used, how, source, state_vars, out_tree, out_spec):
+    """The :class:`_Concrete` of a checked program ``run`` of ``trace`` (``how``: its executor)."""
     c = _Concrete()
     c.run = run
     # only the draws the program reads are drawn before each call (an initializer's draw for a
@@ -562,13 +621,13 @@ def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
     c.out_leaves = out_spec
     c.guards = tuple(v for _, v, _ in trace.guards)
     c.checks = list(trace.checks)
-    c.backend = real_b
+    c.backend = trace.backend.real
     c.guards_out = how != "replay"
     c.compiled_by = how
     c.prints = trace.host_effects
     c.source = source
     c.call = _caller(c)
-    return result, c
+    return c
 
 
 def _caller(c):
@@ -779,7 +838,7 @@ def _predicate(pred, what):
         pred = _scalar_predicate(pred, what)
         v = pred._v
         if v.__class__ is TraceArray:
-            return (active_trace() or v.trace).guard(v)
+            return (active_context() or v.trace).guard(v)
         return bool(pred)
     return bool(pred)
 
@@ -810,7 +869,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
 
 def _lowering_trace(pred):
     """The running trace, where ``pred`` is a traced tensor and the trace lowers control flow."""
-    trace = active_trace()
+    trace = active_context()
     if trace is None or not trace.lower or not isinstance(pred, Tensor) or pred._v.__class__ is not TraceArray:
         return None
     return trace
@@ -860,9 +919,7 @@ def while_loop(
     structure = optree.tree_structure(current, none_is_leaf=True)
 
     def fitted(out):
-        if not isinstance(out, (list, tuple)) or (len(current) == 1 and not isinstance(out, (list, tuple))):
-            out = [out]
-        out = list(out)
+        out = list(out) if isinstance(out, (list, tuple)) else [out]
         if optree.tree_structure(out, none_is_leaf=True) != structure:
             raise ValueError(
                 f"gt.while_loop: body returned {len(out)} values in another structure than loop_vars "
@@ -870,49 +927,59 @@ def while_loop(
             )
         return out
 
-    trace = active_trace()
+    out = _loop_as_one_step(cond, body, current, structure, fitted, maximum_iterations)
+    if out is None:
+        out = _unrolled_loop(cond, body, current, fitted, maximum_iterations)
+    if not packed:
+        return out[0]
+    return type(loop_vars)(out) if not hasattr(loop_vars, "_fields") else type(loop_vars)(*out)
+
+
+def _loop_as_one_step(cond, body, current, structure, fitted, maximum_iterations):
+    """The final loop variables (a list) of a loop run as one step of the running trace, where its
+    predicate depends on a traced value and the trace lowers control flow (the loop variables
+    become tensors); None where the loop is unrolled instead."""
+    trace = active_context()
     if (
-        trace is not None
-        and trace.lower
-        and (maximum_iterations is None or type(maximum_iterations) is int)
-        and _lowering_trace(cond(*current)) is not None
+        trace is None
+        or not trace.lower
+        or not (maximum_iterations is None or type(maximum_iterations) is int)
+        or _lowering_trace(cond(*current)) is None
     ):
-        # the predicate depends on a traced value: one step (the loop variables become tensors)
-        leaves = optree.tree_leaves(current, none_is_leaf=True)
-        try:
-            out = lowered_while(
-                trace,
-                lambda *v: _loop_predicate(cond(*optree.tree_unflatten(structure, list(v)))),
-                lambda *v: optree.tree_leaves(
-                    fitted(body(*optree.tree_unflatten(structure, list(v)))), none_is_leaf=True
-                ),
-                leaves,
-                maximum_iterations,
-            )
-        except NotLowerable as e:
-            if trace.parent is not None or getattr(e, "dirty", False):
-                raise  # (no guard inside a body, or a side effect only a new trace undoes)
-            out = None  # this loop's predicate is a guard (unrolled, one path per trip count)
-        if out is not None:
-            current = optree.tree_unflatten(structure, list(out))
-            if not packed:
-                return current[0]
-            return type(loop_vars)(current) if not hasattr(loop_vars, "_fields") else type(loop_vars)(*current)
+        return None
+    leaves = optree.tree_leaves(current, none_is_leaf=True)
+    try:
+        out = lowered_while(
+            trace,
+            lambda *v: _loop_predicate(cond(*optree.tree_unflatten(structure, list(v)))),
+            lambda *v: optree.tree_leaves(fitted(body(*optree.tree_unflatten(structure, list(v)))), none_is_leaf=True),
+            leaves,
+            maximum_iterations,
+        )
+    except NotLowerable as e:
+        if trace.parent is not None or getattr(e, "dirty", False):
+            raise  # (no guard inside a body, or a side effect only a new trace undoes)
+        return None  # this loop's predicate is a guard (unrolled, one path per trip count)
+    return optree.tree_unflatten(structure, list(out))
+
+
+def _unrolled_loop(cond, body, current, fitted, maximum_iterations):
+    """The loop run in Python: eagerly, or unrolled into the running trace with its predicates as
+    guards (one path per trip count)."""
     i = 0
-    while True:
-        if maximum_iterations is not None:
-            if isinstance(maximum_iterations, Tensor):
-                if not _predicate(maximum_iterations > i, "gt.while_loop (maximum_iterations)"):
-                    break
-            elif i >= int(maximum_iterations):
-                break
-        if not _predicate(cond(*current), "gt.while_loop"):
-            break
+    while _below(maximum_iterations, i) and _predicate(cond(*current), "gt.while_loop"):
         current = fitted(body(*current))
         i += 1
-    if not packed:
-        return current[0]
-    return type(loop_vars)(current) if not hasattr(loop_vars, "_fields") else type(loop_vars)(*current)
+    return current
+
+
+def _below(maximum_iterations, i):
+    """Whether iteration ``i`` may run under ``maximum_iterations`` (None, a number or a tensor)."""
+    if maximum_iterations is None:
+        return True
+    if isinstance(maximum_iterations, Tensor):
+        return _predicate(maximum_iterations > i, "gt.while_loop (maximum_iterations)")
+    return i < int(maximum_iterations)
 
 
 # ------------------------------------------------------------------------------------------- print
@@ -994,7 +1061,7 @@ def print_(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=Non
             tensors.append(x)
         else:
             layout.append(x)
-    trace = active_trace()
+    trace = active_context()
     if trace is None or not any(t._v.__class__ is TraceArray for t in tensors):
         real = tensors[0]._b if tensors else None
         _Printer(real, layout, output_stream, sep, end, summarize).emit(*[t._b.to_numpy(t._v) for t in tensors])

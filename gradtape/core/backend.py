@@ -33,6 +33,8 @@ The contract, in short (``x`` is always a *native* array of the backend):
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from typing import ClassVar
 
@@ -40,7 +42,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 
-__all__ = ["Backend", "DataDependentShapeError", "is_gpu_device"]
+__all__ = ["Backend", "DataDependentShapeError", "bind_forward", "is_gpu_device"]
 
 
 class DataDependentShapeError(NotImplementedError):
@@ -54,6 +56,26 @@ class DataDependentShapeError(NotImplementedError):
 _PY_DEFAULT = {bool: _dt.bool, int: _dt.int64, float: float, complex: complex}
 #: what a failed DLPack import raises, depending on the library (then :meth:`Backend.from_dlpack` copies)
 _DLPACK_ERRORS = (TypeError, ValueError, RuntimeError, BufferError, AttributeError)
+
+
+def bind_forward(fwd, backend):
+    """``fwd``, an op's callable forward, as a function of the native arrays of ``backend``: given the
+    namespace (``forward(xp, ...)``) or the Backend (``forward(backend, ...)``) as its first argument,
+    as the name of its first parameter says, else called as it is."""
+    first = _first_param(fwd)
+    if first == "xp":
+        return functools.partial(fwd, backend.xp)
+    if first == "backend":
+        return functools.partial(fwd, backend)
+    return fwd
+
+
+def _first_param(fn):
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return "xp"
+    return params[0] if params else None
 
 
 def is_gpu_device(name: str) -> bool:
@@ -94,19 +116,55 @@ class Backend:
     #: arrays carry a layout beyond shape and dtype (dask's chunks, a JAX sharding) that a source's
     #: gradient must have too: the tape calls :meth:`match_layout` on each gradient it returns
     lays_out: bool = False
-    #: the stand-in backend of a ``gt.function`` trace (``gradtape.backends.tracing.TracingBackend``)
-    traced: bool = False
+    #: the native arrays are stand-ins of a recording context (``gt.function``'s ``TracingBackend``):
+    #: their values are not known, only their shapes and dtypes, and cannot be read into Python
+    stand_ins: bool = False
     #: when ``gt.function`` compiles its programs with :meth:`compile_program`: "default" (unless
     #: ``jit_compile=False``), "opt-in" (only with ``jit_compile=True``), None (never: replayed)
     compiles: str | None = None
     #: op name -> native callable that replaces the op's forward on this backend (checked first by
-    #: ``OpDef.resolve``; it is called as the op's forward would be, without the ``xp`` argument)
+    #: :meth:`op_impl`; it is called as the op's forward would be, without the ``xp`` argument)
     overrides: ClassVar[dict] = {}
 
     def __init__(self):
         self._xp = None
         self._to_native = {}
         self._from_native = {}
+
+    # ------------------------------------------------------------------ ops
+    def op_impl(self, opdef):
+        """The native callable of op ``opdef`` on this backend, called with the op's native arrays and
+        attributes: this adapter's override, the namespace function ``forward`` names (``"sin"``,
+        ``"fft.rfft"``), or ``forward`` bound to this backend (:func:`bind_forward`).  The one entry
+        point from an op to a library: ``OpDef.resolve`` caches what it returns, and a backend that
+        records its calls (``gt.function``'s) returns the real adapter's, wrapped."""
+        impl = self.overrides.get(opdef.name)
+        if impl is not None:
+            return impl
+        fwd = opdef.forward
+        if not isinstance(fwd, str):
+            return bind_forward(fwd, self)
+        impl = self.xp
+        for part in fwd.split("."):
+            impl = getattr(impl, part, None)
+        if impl is None:
+            raise NotImplementedError(
+                f"op {opdef.name!r} is not available on backend {self.name!r}: its namespace has no {fwd!r}"
+            )
+        return impl
+
+    def capture(self, other, x):
+        """``x``, a native array of backend ``other``, as a native array of this backend where this
+        backend takes it in (a stand-in backend makes a value computed outside its recording context a
+        constant of it); None where it does not (the default: tensors of two backends do not mix)."""
+        return None
+
+    def restore_input(self, x, value, dtype) -> bool:
+        """Make ``x`` hold ``value`` (a NumPy array of its shape; gradtape dtype ``dtype``) where ``x``
+        is a stand-in for an input of a program being recorded (a Variable created while recording,
+        then restored from a checkpoint: an input with that value, not an assignment the program would
+        repeat on every call); False where it is not (the default: the caller assigns)."""
+        return False
 
     # ------------------------------------------------------------------ namespace and dtypes
     def load(self):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
 from gradtape.core.engine import native_dtypes, record, record1
-from gradtape.core.recording_state import _ACTIVE, _state, tracing
+from gradtape.core.recording_state import _ACTIVE, _state, recording_context
 from gradtape.core.registry import get_op
 from gradtape.core.tensor import Tensor, Variable, _wrap, convert_to_tensor, lift
 
@@ -163,18 +163,19 @@ def _promote(op, b, args, natives):
 
 
 def _lifted(op, args, a, c):
-    """``args`` with the Tensors of a real backend made constants of the running ``gt.function``
-    trace, where the others are that trace's (a value captured from outside); else the error."""
-    tb = a._b if a._b.traced else c._b if c._b.traced else None
-    if tb is None or not all(not isinstance(x, Tensor) or x._b is tb or x._b is tb.real for x in args):
-        _mixed_backends(op, a, c)
-    return tuple(lift(x, tb) if isinstance(x, Tensor) and x._b is not tb else x for x in args)
+    """``args`` with the Tensors of one backend taken in by the other (``Backend.capture``: a stand-in
+    backend makes a value computed outside its recording context a constant of it); else the error."""
+    for b in (a._b, c._b):
+        out = tuple(lift(x, b) if isinstance(x, Tensor) and x._b is not b else x for x in args)
+        if all(y is not None for x, y in zip(args, out) if isinstance(x, Tensor)):
+            return out
+    _mixed_backends(op, a, c)
 
 
 def _mixed_backends(op, a, b):
-    t = tracing[0]
-    if t is not None and (a._b.traced or b._b.traced):
-        t.mixed_backends(a._b, b._b)  # the running trace's own error
+    ctx = recording_context[0]
+    if ctx is not None:  # the running recording context's own error, where a backend is its
+        ctx.mixed_backends(a._b, b._b)
     raise ValueError(
         f"op {op.name!r} got tensors of two backends: {a._b.name!r} (device {a.device}) and "
         f"{b._b.name!r} (device {b.device}); move one with gt.asarray(x, backend=...) / .to_device, "

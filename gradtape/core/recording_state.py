@@ -1,14 +1,21 @@
-"""Which tapes record, per thread: the state that tensors, dispatch and the tape all read.
+"""Which tapes record, per thread, and the running recording context: the state that tensors,
+dispatch and the tape all read.
 
 It sits below ``tensor`` so that a Tensor can ask whether a recording tape connects it to a
 watched source (the gradient-leak check of its conversions) without importing the tape.
+
+A *recording context* is an object registered from above the core (``gt.function``'s capture is
+the one there is) that records the native calls of the thread that opened it.  The core knows it
+only through this module and calls only two of its methods: ``on_variable(v)`` (a Variable was
+created while it runs) and ``mixed_backends(b1, b2)`` (an op got tensors of two backends: it raises
+its own error where one of them is its backend, and returns otherwise).
 """
 
 from __future__ import annotations
 
 import threading
 
-__all__ = ["active_trace", "connected_tapes"]
+__all__ = ["active_context", "connected_tapes", "on_variable_created", "recording_context"]
 
 
 class _State(threading.local):
@@ -18,15 +25,24 @@ class _State(threading.local):
 
 
 _state = _State()
-#: the running ``gt.function`` trace (``gradtape.backends.tracing.Trace``), or None: one at a time per process
-#: (a trace swaps every live Variable's value for a stand-in while it runs)
-tracing = [None]
+#: the running recording context, or None: one at a time per process (``gt.function``'s swaps every
+#: live Variable's value for a stand-in while it runs); it has a ``thread`` (the thread that opened it)
+recording_context = [None]
 
 
-def active_trace():
-    """The running trace if this thread runs it (another thread's draws and variables are its own)."""
-    t = tracing[0]
-    return t if t is not None and t.thread == threading.get_ident() else None
+def active_context():
+    """The running recording context if this thread runs it (another thread's draws and variables are
+    its own)."""
+    c = recording_context[0]
+    return c if c is not None and c.thread == threading.get_ident() else None
+
+
+def on_variable_created(v):
+    """Variable ``v`` was just created: the running recording context of this thread, if any, is told
+    (``gt.function``'s makes it the program's state)."""
+    c = recording_context[0]
+    if c is not None and c.thread == threading.get_ident():
+        c.on_variable(v)
 
 
 #: number of recording tapes over all threads: ``_ACTIVE[0] == 0`` lets every op skip the

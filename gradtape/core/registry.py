@@ -6,7 +6,6 @@ Everything else (the namespace, the conformance cases, the docs tables) is deriv
 
 from __future__ import annotations
 
-import functools
 import inspect
 
 __all__ = [
@@ -139,34 +138,9 @@ class OpDef:
         return fn
 
     def resolve(self, backend):
-        """The native callable for ``backend``: an adapter's override, the namespace function, or
-        ``forward`` bound to the namespace.  Cached per backend."""
-        real = getattr(backend, "traces", None)
-        if real is not None:  # a gt.function trace: the real adapter's forward, recorded as one step
-            impl = backend.wrap_impl(self.impls.get(real) or self.resolve(real), self.name)
-            self.impls[backend] = impl
-            return impl
-        impl = getattr(backend, "overrides", {}).get(self.name)
-        if impl is None:
-            fwd = self.forward
-            if isinstance(fwd, str):  # a name in the namespace; "fft.rfft" in an extension
-                impl = backend.xp
-                for part in fwd.split("."):
-                    impl = getattr(impl, part, None)
-                if impl is None:
-                    raise NotImplementedError(
-                        f"op {self.name!r} is not available on backend {backend.name!r}: its namespace has no {fwd!r}"
-                    )
-            else:
-                first = _first_param(fwd)
-                impl = (
-                    functools.partial(fwd, backend.xp)
-                    if first == "xp"
-                    else functools.partial(fwd, backend)
-                    if first == "backend"
-                    else fwd
-                )
-        self.impls[backend] = impl
+        """The native callable for ``backend`` (what ``backend.op_impl`` returns: an adapter's
+        override, the namespace function, or ``forward`` bound to the namespace).  Cached per backend."""
+        impl = self.impls[backend] = backend.op_impl(self)
         return impl
 
 

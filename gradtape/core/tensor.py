@@ -27,7 +27,7 @@ import numpy as np
 from gradtape.core import config as _config
 from gradtape.core import backend_registry as _backends
 from gradtape.core import dtypes as _dt
-from gradtape.core.recording_state import _ACTIVE, _state, active_trace, tracing
+from gradtape.core.recording_state import _ACTIVE, _state, on_variable_created
 
 __all__ = [
     "GradientLeakError",
@@ -341,7 +341,7 @@ class Tensor:
         return v if hasattr(v, "__dlpack__") else self._b.to_numpy(v)
 
     def _scalar(self, kind: Callable[[Any], Any]) -> Any:
-        if self._b.traced:  # inside gt.function: the stand-in raises, naming the conversion
+        if self._b.stand_ins:  # a stand-in (inside gt.function) raises, naming the conversion
             kind(self._v)
         if self.size != 1:
             raise TypeError(
@@ -392,7 +392,7 @@ class Tensor:
     # ------------------------------------------------------------------ display
     def __repr__(self) -> str:
         b = self._b
-        val = "<traced>" if b.traced else _format_value(b.to_numpy(self._v))
+        val = "<traced>" if b.stand_ins else _format_value(b.to_numpy(self._v))
         return f"gt.Tensor({val}, shape={self.shape}, dtype={self.dtype}, backend={b.name}, device={self.device})"
 
     __str__ = __repr__
@@ -567,13 +567,11 @@ class _Ref:
 
 
 def lift(t, b):
-    """``t``, a Tensor of a real backend, as a constant of the running ``gt.function`` trace whose
-    tensors live on ``b`` (the tracing backend of that real one): a value computed outside the
-    function and captured by it; None when that is not the case."""
-    tr = tracing[0]
-    if tr is not None and b.traced and b.real is t._b:
-        return _wrap(tr.const(t._v), b)
-    return None
+    """``t``, a Tensor of another backend, as a Tensor of ``b`` where ``b`` takes it in
+    (``Backend.capture``: a stand-in backend makes a value computed outside its recording context a
+    constant of it); None where it does not."""
+    v = b.capture(t._b, t._v)
+    return None if v is None else _wrap(v, b)
 
 
 def _rebuild(arr, backend_name):
@@ -669,9 +667,7 @@ class Variable(Tensor):
         base = "Variable" if name is None else str(name)
         self._name = base if base.endswith(tuple(f":{i}" for i in range(10))) else base + ":0"
         LIVE_VARIABLES.add(self)
-        tr = active_trace()
-        if tr is not None:  # created inside a gt.function trace: the program's state from now on
-            tr.on_variable(self)
+        on_variable_created(self)  # (inside gt.function: the program's state from now on)
 
     @property
     def name(self) -> str:
@@ -691,7 +687,7 @@ class Variable(Tensor):
                 f"{self._name!r} is {self.dtype}; cast it first (gt.cast(value, {self.dtype}))"
             )
         t = convert_to_tensor(value, dtype=self.dtype, like=self)
-        if t._b is not self._b:  # (a tensor made outside the running trace: captured)
+        if t._b is not self._b:  # (a tensor made outside the running recording context: captured)
             lifted = lift(t, self._b)
             t = t if lifted is None else lifted
         if t._b is not self._b:
@@ -736,14 +732,7 @@ class Variable(Tensor):
         trace (a layer built, or an optimizer slot made, on a traced step's first call), whose
         stand-in takes the value instead: the variable is then an input of the program, as if it had
         been created with that value, not an assignment the program would repeat on every call."""
-        ph = self._v
-        tr = getattr(ph, "trace", None)
-        if self._b.traced and tr is not None and any(s == ph.slot and k == "var" for s, k, _ in tr.inputs):
-            real = self._b.real
-            v = real.asarray(np.asarray(value), dtype=self.dtype, device=real.device_of(ph.c))
-            if type(v) is not real.array_type:
-                v = real.fix_output(v)
-            ph.c = tr.values[ph.slot] = v
+        if self._b.restore_input(self._v, value, self.dtype):
             return self
         return self.assign(value)
 
@@ -784,7 +773,7 @@ class Variable(Tensor):
     # in gradtape/ops/operators.py with the other operators.
 
     def __repr__(self):
-        val = "<traced>" if self._b.traced else _format_value(self._b.to_numpy(self._v), prefix="")
+        val = "<traced>" if self._b.stand_ins else _format_value(self._b.to_numpy(self._v), prefix="")
         if "\n" in val:
             val = "\n" + val
         return (

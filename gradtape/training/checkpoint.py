@@ -43,7 +43,7 @@ from gradtape.training import optimizers as _optimizers
 from gradtape.training.layers import WEIGHTS, Layer
 from gradtape.training.module import Module
 from gradtape.training.optimizers import Optimizer
-from gradtape.core.recording_state import active_trace
+from gradtape.core.recording_state import active_context
 from gradtape.random import Generator
 from gradtape.core.tensor import Variable
 
@@ -321,7 +321,7 @@ def _slot_entries(leaves, optimizers):
 def _variable_value(v):
     """A Variable's value as a NumPy array (read on the host; not a conversion the tape sees)."""
     with v._lock:  # (not halfway through another thread's update or compiled step)
-        if v._b.traced:
+        if v._b.stand_ins:
             raise RuntimeError(
                 f"gt.train.Checkpoint: cannot save the variable {v.name!r} inside a gt.function trace; "
                 "save between steps, outside the compiled function"
@@ -884,7 +884,7 @@ class Checkpoint:
         ``.safetensors`` file itself is accepted too).  Every value found for an existing object is
         validated before any is assigned; values for objects created later are restored when they
         are created.  Returns a :class:`CheckpointLoadStatus`."""
-        if active_trace() is not None:
+        if active_context() is not None:
             # (it would restore once, while tracing, and never on the program's later calls)
             raise RuntimeError(
                 "gt.train.Checkpoint: cannot restore inside a gt.function trace; restore between steps, "
