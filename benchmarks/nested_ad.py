@@ -4,7 +4,7 @@ Pearlmutter in their four variants, and a Gaussian mixture's log-likelihood grad
     python benchmarks/nested_ad.py --quick              # ~2 min on the 2-core machine
     python benchmarks/nested_ad.py                      # more repeats
     python benchmarks/nested_ad.py --only saddle --frameworks gradtape-numpy --variants rr --profile 25
-    python benchmarks/nested_ad.py --saddle-outer 40 --saddle-inner 40 --particle-outer 8   # scaled up
+    python benchmarks/nested_ad.py --saddle-outer 64 --saddle-inner 64 --particle-outer 10   # scaled up
     python benchmarks/nested_ad.py --json raw.json --out report.md
 
 *saddle*: ``min_x max_y f(x, y)``, ``f(x, y) = sum(x*x) - sum(y*y) + 0.5 * sum(sin(x) * y)`` (the
@@ -56,6 +56,9 @@ import numpy as np  # noqa: E402
 PROBLEMS = ("saddle", "particle", "gmm")
 VARIANTS = ("rr", "ff", "rf", "fr")
 FRAMEWORKS = ("gradtape-numpy", "gradtape-torch", "torch.autograd", "torch.func", "jax.grad")
+#: (--before) gradtape with ForwardAccumulator.jvp by the double transposition of the tape alone, as
+#: before the forward walk of issue 23: the "before" rows of the forward-mode variants
+BEFORE = ("gradtape-numpy-transposed", "gradtape-torch-transposed")
 ANCHOR = "torch.autograd"
 #: the problems each framework runs, and its variants there
 SUPPORTS = {
@@ -64,12 +67,15 @@ SUPPORTS = {
     "torch.autograd": {"saddle": ("rr",), "particle": ("rr",), "gmm": ("r",)},
     "torch.func": {"saddle": VARIANTS, "particle": VARIANTS},
     "jax.grad": {"gmm": ("r",)},
+    "gradtape-numpy-transposed": {"saddle": ("ff", "rf", "fr"), "particle": ("ff", "rf", "fr")},
+    "gradtape-torch-transposed": {"saddle": ("ff", "rf", "fr"), "particle": ("ff", "rf", "fr")},
 }
 
 #: problem sizes: full (the default), --quick (the same sizes, fewer repeats) and --tiny (tests)
 SIZES = {
-    "full": {"saddle_outer": 8, "saddle_inner": 8, "particle_outer": 2, "gmm": (20, 25, 1000)},
-    "tiny": {"saddle_outer": 2, "saddle_inner": 2, "particle_outer": 1, "gmm": (3, 4, 10)},
+    "full": {"saddle_outer": 16, "saddle_inner": 16, "particle_outer": 3, "particle_dt": 0.1, "gmm": (20, 25, 1000)},
+    # (Euler steps of 1.0: a trajectory of 31 steps instead of 352)
+    "tiny": {"saddle_outer": 2, "saddle_inner": 2, "particle_outer": 1, "particle_dt": 1.0, "gmm": (3, 4, 10)},
 }
 SADDLE_START = (1.0, 0.5)
 SADDLE_ETA_OUTER = 0.1
@@ -104,7 +110,7 @@ def saddle(F, grad0, grad1, n_outer, n_inner):
     return F.concat([x, argmax(grad0, x)])
 
 
-def particle(F, grad0, grad1, n_outer):
+def particle(F, grad0, grad1, n_outer, dt=PARTICLE_DT):
     """Returns w after ``n_outer`` descent steps on the squared miss distance of the trajectory."""
     c1 = F.const((10.0, 10.0))
     c2 = F.const((10.0, 0.0))
@@ -121,12 +127,14 @@ def particle(F, grad0, grad1, n_outer):
             return 1.0 / F.sqrt(F.sum(d1 * d1)) + 1.0 / F.sqrt(F.sum(d2 * d2))
 
         x, xdot = x0, xdot0
-        while True:
+        for _ in range(100_000):
             xddot = -grad1(potential, x)
-            x_new = x + PARTICLE_DT * xdot
+            x_new = x + dt * xdot
             if not F.positive(x_new[1]):
                 break
-            x, xdot = x_new, xdot + PARTICLE_DT * xddot
+            x, xdot = x_new, xdot + dt * xddot
+        else:
+            raise RuntimeError("particle: the trajectory did not cross the x axis in 100,000 Euler steps")
         dt_f = -x[1] / xdot[1]
         x_f = x + dt_f * xdot
         return x_f[0] * x_f[0]
@@ -183,9 +191,10 @@ class GradtapeF:
     """gradtape on one backend: reverse mode by ``GradientTape``, forward mode by one
     ``ForwardAccumulator`` per input component."""
 
-    def __init__(self, backend):
+    def __init__(self, backend, transposed=False):
         import gradtape as gt
 
+        self.transposed = transposed
         if backend == "torch":
             import torch
 
@@ -225,7 +234,10 @@ class GradtapeF:
         for i in range(n):
             with gt.ForwardAccumulator(x, self.const(basis[i])) as acc:
                 y = f(x)
-            parts.append(acc.jvp(y, unconnected_gradients="zero"))
+            if self.transposed:
+                parts.append(acc._transposed([y], "zero")[0])
+            else:
+                parts.append(acc.jvp(y, unconnected_gradients="zero"))
         return gt.stack(parts)
 
     # the GMM
@@ -427,7 +439,7 @@ class JaxF:
 
 def make(framework):
     if framework.startswith("gradtape-"):
-        return GradtapeF(framework.split("-", 1)[1])
+        return GradtapeF(framework.split("-")[1], transposed=framework.endswith("-transposed"))
     if framework == "torch.autograd":
         return TorchAutogradF()
     if framework == "torch.func":
@@ -441,7 +453,8 @@ def available(framework):
     """None, or why the framework cannot run here."""
     import importlib.util
 
-    need = {"gradtape-torch": "torch", "torch.autograd": "torch", "torch.func": "torch", "jax.grad": "jax"}
+    need = {"gradtape-torch": "torch", "gradtape-torch-transposed": "torch", "torch.autograd": "torch"}
+    need.update({"torch.func": "torch", "jax.grad": "jax"})
     mod = need.get(framework)
     if mod and importlib.util.find_spec(mod) is None:
         return f"{mod} is not installed"
@@ -457,7 +470,7 @@ def solver(F, problem, variant, size):
     g0, g1 = grads[variant[0]], grads[variant[1]]
     if problem == "saddle":
         return lambda: F.to_numpy(saddle(F, g0, g1, size["saddle_outer"], size["saddle_inner"]))
-    return lambda: F.to_numpy(particle(F, g0, g1, size["particle_outer"]))
+    return lambda: F.to_numpy(particle(F, g0, g1, size["particle_outer"], size["particle_dt"]))
 
 
 # ------------------------------------------------------------------------------------ timing
@@ -503,6 +516,9 @@ def main(argv=None):
     ap.add_argument("--only", default=",".join(PROBLEMS), help="problems: saddle,particle,gmm")
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument(
+        "--before", action="store_true", help="add the rows of gradtape's jvp by double transposition alone (before)"
+    )
     ap.add_argument("--saddle-outer", type=int, help="outer descent steps of saddle")
     ap.add_argument("--saddle-inner", type=int, help="inner ascent steps of saddle")
     ap.add_argument("--particle-outer", type=int, help="outer descent steps of particle")
@@ -512,6 +528,7 @@ def main(argv=None):
     ap.add_argument("--max-reps", type=int, help="repeats per cell at most (default 7, --quick 3)")
     ap.add_argument("--out", help="also write the report (markdown) there")
     ap.add_argument("--json", help="write every figure there")
+    ap.add_argument("--perturb", default="", help=argparse.SUPPRESS)  # (tests: shift these variants' answers)
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile one more solve per cell: top N")
     a = ap.parse_args(argv)
 
@@ -522,15 +539,17 @@ def main(argv=None):
     if a.gmm:
         size["gmm"] = tuple(int(v) for v in a.gmm.split(","))
     budget = a.budget if a.budget is not None else (0.5 if a.quick or a.tiny else 2.0)
-    max_reps = a.max_reps if a.max_reps is not None else (3 if a.quick or a.tiny else 7)
+    max_reps = a.max_reps if a.max_reps is not None else (1 if a.tiny else 3 if a.quick else 7)
     problems = [p for p in a.only.split(",") if p]
     frameworks = [f for f in a.frameworks.split(",") if f]
+    if a.before:
+        frameworks += [f for f in BEFORE if f.replace("-transposed", "") in frameworks]
     variants = [v for v in a.variants.split(",") if v]
     for p in problems:
         if p not in PROBLEMS:
             ap.error(f"unknown problem {p!r}; known: {', '.join(PROBLEMS)}")
     for f in frameworks:
-        if f not in FRAMEWORKS:
+        if f not in FRAMEWORKS + BEFORE:
             ap.error(f"unknown framework {f!r}; known: {', '.join(FRAMEWORKS)}")
     for v in variants:
         if v not in VARIANTS:
@@ -551,12 +570,17 @@ def main(argv=None):
                     continue
                 F = made[f]
                 F.activate()
-                solver(F, problem, v, SIZES["tiny"])()  # warm-up (lazy imports, first-call set-up)
+                if problem == "gmm" and not a.tiny:
+                    solver(F, problem, v, size)()  # warm-up (jax.grad compiles each op for these shapes)
+                elif not a.tiny:
+                    solver(F, problem, v, SIZES["tiny"])()  # warm-up (lazy imports, first-call set-up)
                 run = solver(F, problem, v, size)
                 print(f"{problem} {f} {v} ...", file=sys.stderr, flush=True)
                 answer, times = time_cell(run, a.clock, budget, max_reps)
                 rec = {"problem": problem, "framework": f, "variant": v, "times_s": times}
                 rec["median_s"] = median_of(times)
+                if v in a.perturb.split(","):
+                    answer = answer + 1e-3
                 rec["answer"] = answer.tolist()
                 results.append(rec)
                 print(f"  {rec['median_s']:.4g} s ({len(times)} runs)", file=sys.stderr, flush=True)
@@ -627,7 +651,8 @@ def _report(a, size, problems, frameworks, variants, results, unavailable, start
     )
     lines.append(
         f"- saddle: {size['saddle_outer']} outer × {size['saddle_inner']} inner steps; particle: "
-        f"{size['particle_outer']} outer steps (each a full Euler trajectory); gmm: d, k, n = "
+        f"{size['particle_outer']} outer step(s), each through a whole Euler trajectory "
+        f"(dt {size['particle_dt']}); gmm: d, k, n = "
         f"{', '.join(map(str, size['gmm']))}; clock: {a.clock} (median of whole solves); run took "
         f"{time.time() - started:.0f} s; load average at end {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )

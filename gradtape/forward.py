@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import optree
 
-from gradtape._engine import TensorOp
+from gradtape._engine import TensorOp, native_dtypes
 from gradtape._recording_state import _state
 from gradtape._rule_namespace import tensor_namespace
 from gradtape.dispatch import apply
@@ -148,26 +148,63 @@ _ELEMENTWISE = frozenset(
 )
 
 
+def _kind(op):
+    """How the walk derives ``op``'s tangent: "linear", "multilinear", "elementwise" or None."""
+    k = _KINDS.get(op)
+    if k is None:
+        name = op.name
+        if name in _LINEAR:
+            k = "linear"
+        elif name in _MULTILINEAR:
+            k = "multilinear"
+        elif op.chapter == "elementwise" or name in _ELEMENTWISE:
+            k = "elementwise"
+        else:
+            k = ""
+        _KINDS[op] = k
+    return k
+
+
+_KINDS: dict = {}
+
+
 def _forward_walk(nodes, primals, tangents):
     """The tangent (a Tensor) of every tensor computed from the primals in ``nodes`` (identity ->
     tangent), or None where a node on the way needs the double transposition."""
     tan = {}
     for p, t in zip(primals, tangents):
         tan[p._id] = t
+    get = tan.get
     xp = None
+    reals = {}
     saved_reach = _state.reach
     try:
         for n in list(nodes):
-            ts = [tan.get(i) if i else None for i in n.in_ids]
-            if all(t is None for t in ts):
+            ts = [get(i) if i else None for i in n.in_ids]
+            for t in ts:
+                if t is not None:
+                    break
+            else:
                 continue
             if xp is None:
                 xp = tensor_namespace()
+            op = n.opdef
+            kind = _kind(op)
+            if not kind or len(n.out_ids) != 1 or op.grad is None or not op.xp_rule:
+                return None
+            for t in ts:
+                if t is not None:
+                    b = t._b
+                    r = reals.get(b)
+                    if r is None:
+                        r = reals[b] = native_dtypes(b, "f")
+                    if t._v.dtype not in r:
+                        return None  # complex tangents: the rules conjugate
             try:
-                out = _node_tangent(xp, n, ts)
+                out = _node_tangent(xp, n, ts, kind)
             except _NoTangentRule:
                 return None
-            (oid,) = n.out_ids
+            oid = n.out_ids[0]
             if oid:
                 tan[oid] = out
     finally:
@@ -175,20 +212,14 @@ def _forward_walk(nodes, primals, tangents):
     return tan
 
 
-def _node_tangent(xp, n, ts):
+def _node_tangent(xp, n, ts, kind):
     """The output tangent of node ``n`` given its inputs' tangents ``ts`` (None: no tangent)."""
     op = n.opdef
-    if len(n.out_ids) != 1 or op.grad is None or not op.xp_rule:
-        raise _NoTangentRule(op.name)
-    for t in ts:
-        if t is not None and t.dtype.kind != "f":
-            raise _NoTangentRule(op.name)  # complex tangents: the rules conjugate
     view = TensorOp(n)
-    name = op.name
-    if name in _LINEAR:
+    if kind == "linear":
         args = [t if t is not None else _zeros_of(xp, view, n, k) for k, t in enumerate(ts)]
         return apply(op, args, n.attrs or None)
-    if name in _MULTILINEAR:
+    if kind == "multilinear":
         ins = view.inputs
         out = None
         for k, t in enumerate(ts):
@@ -196,26 +227,30 @@ def _node_tangent(xp, n, ts):
                 term = apply(op, [t if j == k else ins[j] for j in range(len(ts))], n.attrs or None)
                 out = term if out is None else out + term
         return out
-    if op.chapter != "elementwise" and name not in _ELEMENTWISE:
-        raise _NoTangentRule(name)
     # element-wise: a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k,
     # asked (through the walk's reach) for input k's gradient only
-    shape = _elementwise_out_shape(n, ts)
+    rule = op.grad
     out = None
+    missing = False
     for k, t in enumerate(ts):
         if t is None:
+            missing = True
             continue
         _state.reach = {n.in_ids[k]}
-        g = op.grad(xp, view, t)
+        g = rule(xp, view, t)
         if g.__class__ is tuple or g.__class__ is list:
             g = g[k]
         if g is None:
-            raise _NoTangentRule(name)
+            raise _NoTangentRule(op.name)
         if not isinstance(g, Tensor):
             g = convert_to_tensor(g, dtype=t.dtype, like=t)
         out = g if out is None else out + g
-    if tuple(out.shape) != shape:
-        out = xp.broadcast_to(out, shape)
+    if missing:
+        # the terms have the broadcast shape of the inputs with a tangent; an input without one
+        # may broadcast the output further
+        shape = _elementwise_out_shape(n, ts)
+        if tuple(out.shape) != shape:
+            out = xp.broadcast_to(out, shape)
     return out
 
 
