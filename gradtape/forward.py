@@ -22,7 +22,8 @@ import optree
 from gradtape._engine import TensorOp, native_dtypes
 from gradtape._recording_state import _state
 from gradtape._rule_namespace import tensor_namespace
-from gradtape.dispatch import apply
+from gradtape.dispatch import apply, apply1
+from gradtape.registry import get_op
 from gradtape.tape import GradientTape, UnconnectedGradients
 from gradtape.tensor import Tensor, convert_to_tensor
 from gradtape.ops.creation import zeros_like
@@ -166,6 +167,7 @@ def _kind(op):
 
 
 _KINDS: dict = {}
+_PY_SCALARS = (bool, int, float, complex)
 
 
 def _forward_walk(nodes, primals, tangents):
@@ -217,6 +219,8 @@ def _node_tangent(xp, n, ts, kind):
     op = n.opdef
     view = TensorOp(n)
     if kind == "linear":
+        if len(ts) == 1:
+            return apply1(op, ts[0], n.attrs or None)
         args = [t if t is not None else _zeros_of(xp, view, n, k) for k, t in enumerate(ts)]
         return apply(op, args, n.attrs or None)
     if kind == "multilinear":
@@ -228,13 +232,21 @@ def _node_tangent(xp, n, ts, kind):
                 out = term if out is None else out + term
         return out
     # element-wise: a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k,
-    # asked (through the walk's reach) for input k's gradient only
+    # asked (through the walk's reach) for input k's gradient only; the commonest ops directly
+    direct = _DIRECT.get(op.name)
+    if direct is not None and op.grad is not _direct_rules().get(op.name):
+        direct = None
     rule = op.grad
     out = None
     missing = False
     for k, t in enumerate(ts):
         if t is None:
-            missing = True
+            if n.inputs[k].__class__ not in _PY_SCALARS:  # (a Python scalar broadcasts nothing)
+                missing = True
+            continue
+        if direct is not None:
+            g = direct(view, k, t)
+            out = g if out is None else out + g
             continue
         _state.reach = {n.in_ids[k]}
         g = rule(xp, view, t)
@@ -283,3 +295,27 @@ def _zeros_of(xp, view, n, k):
     if v is None or not hasattr(v, "__array_namespace__") and not n.backend.is_native(v):
         raise _NoTangentRule(n.opdef.name)
     return xp.zeros_like(view.inputs[k])
+
+
+def _other(view, k):
+    """Input ``1 - k`` of a binary node: a Python scalar as it is, else the recorded Tensor."""
+    v = view.node.inputs[1 - k]
+    return v if v.__class__ in _PY_SCALARS else view.inputs[1 - k]
+
+
+#: tangents of the commonest element-wise ops, input ``k``'s term at its tangent ``t`` (used while
+#: the op's rule is the one registered here, ``_DIRECT_RULES``: the rule at the tangent otherwise)
+_DIRECT = {
+    "add": lambda view, k, t: t,
+    "subtract": lambda view, k, t: -t if k else t,
+    "negative": lambda view, k, t: -t,
+    "multiply": lambda view, k, t: t * _other(view, k),
+}
+_DIRECT_RULES: dict = {}
+
+
+def _direct_rules():
+    """The rules the ops of ``_DIRECT`` were registered with (looked up once)."""
+    if not _DIRECT_RULES:
+        _DIRECT_RULES.update({name: get_op(name).grad for name in _DIRECT})
+    return _DIRECT_RULES
