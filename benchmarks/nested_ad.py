@@ -53,8 +53,10 @@ for _k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-PROBLEMS = ("saddle", "particle", "gmm")
+PROBLEMS = ("saddle", "particle", "gmm", "walk")
 VARIANTS = ("rr", "ff", "rf", "fr")
+#: the walk cost: a first-order backward walk, and the same walk recorded by an outer tape
+WALKS = ("first-order", "recorded")
 FRAMEWORKS = ("gradtape-numpy", "gradtape-torch", "torch.autograd", "torch.func", "jax.grad")
 #: (--before) gradtape with ForwardAccumulator.jvp by the double transposition of the tape alone, as
 #: before the forward walk of issue 23: the "before" rows of the forward-mode variants
@@ -62,9 +64,9 @@ BEFORE = ("gradtape-numpy-transposed", "gradtape-torch-transposed")
 ANCHOR = "torch.autograd"
 #: the problems each framework runs, and its variants there
 SUPPORTS = {
-    "gradtape-numpy": {"saddle": VARIANTS, "particle": VARIANTS, "gmm": ("r",)},
-    "gradtape-torch": {"saddle": VARIANTS, "particle": VARIANTS, "gmm": ("r",)},
-    "torch.autograd": {"saddle": ("rr",), "particle": ("rr",), "gmm": ("r",)},
+    "gradtape-numpy": {"saddle": VARIANTS, "particle": VARIANTS, "gmm": ("r",), "walk": WALKS},
+    "gradtape-torch": {"saddle": VARIANTS, "particle": VARIANTS, "gmm": ("r",), "walk": WALKS},
+    "torch.autograd": {"saddle": ("rr",), "particle": ("rr",), "gmm": ("r",), "walk": WALKS},
     "torch.func": {"saddle": VARIANTS, "particle": VARIANTS},
     "jax.grad": {"gmm": ("r",)},
     "gradtape-numpy-transposed": {"saddle": ("ff", "rf", "fr"), "particle": ("ff", "rf", "fr")},
@@ -73,9 +75,23 @@ SUPPORTS = {
 
 #: problem sizes: full (the default), --quick (the same sizes, fewer repeats) and --tiny (tests)
 SIZES = {
-    "full": {"saddle_outer": 16, "saddle_inner": 16, "particle_outer": 3, "particle_dt": 0.1, "gmm": (20, 25, 1000)},
+    "full": {
+        "saddle_outer": 16,
+        "saddle_inner": 16,
+        "particle_outer": 3,
+        "particle_dt": 0.1,
+        "gmm": (20, 25, 1000),
+        "walk": 2000,
+    },
     # (Euler steps of 1.0: a trajectory of 31 steps instead of 352)
-    "tiny": {"saddle_outer": 2, "saddle_inner": 2, "particle_outer": 1, "particle_dt": 1.0, "gmm": (3, 4, 10)},
+    "tiny": {
+        "saddle_outer": 2,
+        "saddle_inner": 2,
+        "particle_outer": 1,
+        "particle_dt": 1.0,
+        "gmm": (3, 4, 10),
+        "walk": 100,
+    },
 }
 SADDLE_START = (1.0, 0.5)
 SADDLE_ETA_OUTER = 0.1
@@ -84,7 +100,7 @@ PARTICLE_W0 = 0.0
 PARTICLE_ETA = 0.01
 PARTICLE_DT = 0.1
 #: the largest max abs difference of an answer from the anchor's that counts as agreement
-TOLERANCE = {"saddle": 1e-9, "particle": 1e-7, "gmm": 1e-7}
+TOLERANCE = {"saddle": 1e-9, "particle": 1e-7, "gmm": 1e-7, "walk": 1e-9}
 
 
 # ------------------------------------------------------------------------------------ the problems
@@ -240,6 +256,26 @@ class GradtapeF:
                 parts.append(acc.jvp(y, unconnected_gradients="zero"))
         return gt.stack(parts)
 
+    def walk_setup(self, n, recorded):
+        """W1's chain (``y = sin(y) * 1.0001 + 1e-6``, float64 (1,)); the time of its backward walk
+        alone, first-order or inside an outer tape that watches the input (recorded)."""
+        gt = self.gt
+
+        def step():
+            x = self.const((0.5,))
+            with gt.GradientTape() as outer:
+                outer.watch(x)
+                with gt.GradientTape() as tape:
+                    tape.watch(x)
+                    y = _chain(x, n, gt.sin)
+                if not recorded:
+                    outer._pop()  # (the walk is not recorded: a first-order one)
+                t0 = time.process_time()
+                g = tape.gradient(y, x)
+                return g, time.process_time() - t0
+
+        return step
+
     # the GMM
     def gmm_setup(self, data):
         gt = self.gt
@@ -337,6 +373,18 @@ class TorchAutogradF:
 
         return step
 
+    def walk_setup(self, n, recorded):
+        torch = self.torch
+
+        def step():
+            x = self.const((0.5,)).requires_grad_(True)
+            y = _chain(x, n, torch.sin)
+            t0 = time.process_time()
+            (g,) = torch.autograd.grad(y, x, create_graph=recorded)
+            return g, time.process_time() - t0
+
+        return step
+
 
 def _torch_gmm_namespace():
     import torch
@@ -375,6 +423,13 @@ def _torch_gmm_namespace():
             return torch.logsumexp(t, dim=axis)
 
     return G
+
+
+def _chain(x, n, sin):
+    y = x
+    for _ in range(n):
+        y = sin(y) * 1.0001 + 1e-6
+    return y
 
 
 class TorchFuncF(TorchAutogradF):
@@ -463,6 +518,15 @@ def available(framework):
 
 def solver(F, problem, variant, size):
     """A function running one whole solve, returning its answer as a NumPy array."""
+    if problem == "walk":
+        step = F.walk_setup(size["walk"], variant == "recorded")
+
+        def timed():
+            g, seconds = step()
+            return F.to_numpy(g), seconds
+
+        timed.self_timed = True  # type: ignore[attr-defined]
+        return timed
     if problem == "gmm":
         step = F.gmm_setup(gmm_data(*size["gmm"]))
         return lambda: np.concatenate([F.to_numpy(g).ravel() for g in step()])
@@ -488,6 +552,8 @@ def time_cell(run, clock, budget, max_reps):
         t0 = tick()
         answer = run()
         times.append(tick() - t0)
+        if getattr(run, "self_timed", False):  # (the walk alone: the run times it)
+            answer, times[-1] = answer
         if len(times) >= max_reps or sum(times) >= budget:
             break
     return answer, times
@@ -566,7 +632,7 @@ def main(argv=None):
             if f in unavailable:
                 continue
             for v in SUPPORTS[f].get(problem, ()):
-                if v != "r" and v not in variants:
+                if v in VARIANTS and v not in variants:
                     continue
                 F = made[f]
                 F.activate()
@@ -657,7 +723,7 @@ def _report(a, size, problems, frameworks, variants, results, unavailable, start
         f"{time.time() - started:.0f} s; load average at end {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     lines.append("")
-    nested = [p for p in problems if p != "gmm"]
+    nested = [p for p in problems if p in ("saddle", "particle")]
     if nested:
         lines.append("| framework | variant | " + " | ".join(f"{p} (s)" for p in nested) + " |")
         lines.append("|---|---|" + "---|" * len(nested))
@@ -676,6 +742,22 @@ def _report(a, size, problems, frameworks, variants, results, unavailable, start
         lines.append(
             "In parentheses: the ratio to `torch.autograd`'s reverse-over-reverse solve of the same problem "
             "in this run, and the max abs difference of the answer from it."
+        )
+        lines.append("")
+    if "walk" in problems:
+        n = size["walk"]
+        lines.append("| framework | first-order walk (µs/op) | recorded walk (µs/op) | recorded / first-order |")
+        lines.append("|---|---|---|---|")
+        for f in frameworks:
+            w = {r["variant"]: r for r in results if r["problem"] == "walk" and r["framework"] == f}
+            if len(w) == 2:
+                a1, a2 = (w[v]["median_s"] / (3 * n) * 1e6 for v in WALKS)
+                lines.append(f"| `{f}` | {fmt(a1)} | {fmt(a2)} | {a2 / a1:.2f}× |")
+        lines.append("")
+        lines.append(
+            f"The backward walk alone over W1's {n:,}-step chain (three ops a step, float64 (1,)), per op: "
+            "first-order, and recorded by an outer tape that watches the input (gradtape: the rules run on "
+            "Tensors; torch.autograd: `create_graph=True`)."
         )
         lines.append("")
     if "gmm" in problems:

@@ -37,12 +37,15 @@ def test_tiny_run_prints_the_tables_and_the_answers_agree(tmp_path):
         for c in cells:
             float(c.split()[0])  # a time, not an error
     assert any(line.startswith("| framework | gmm gradient (ms) |") for line in lines)
+    walk = next(line for line in lines if line.startswith("| `gradtape-numpy` | ") and line.endswith("× |"))
+    float(walk.split("|")[2])  # the first-order walk's µs per op
     recs = data["results"]
     cells = {(r["problem"], r["framework"], r["variant"]) for r in recs}
     for problem in ("saddle", "particle"):
         for v in ("rr", "ff", "rf", "fr"):
             assert (problem, "gradtape-numpy", v) in cells
     assert ("gmm", "gradtape-numpy", "r") in cells
+    assert ("walk", "gradtape-numpy", "recorded") in cells
     for r in recs:
         assert r["median_s"] > 0 and r["times_s"], r
         assert r["max_abs_diff"] <= 1e-7, r
