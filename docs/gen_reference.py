@@ -149,7 +149,7 @@ EXTRA = {"backends.md": ["backends.Backend"]}
 # page -> (module, title, what the page says first); the entries are the module's __all__
 MODULE_PAGES = {
     "nn.md": ("gradtape.nn", "gt.nn", "Neural-network functions with TensorFlow's names."),
-    "layers.md": ("gradtape.layers", "gt.layers", "Keras-style layers and initializers."),
+    "layers.md": ("gradtape.layers", "gt.layers", "Keras-style layers, and the initializers of `gt.initializers`."),
     "losses.md": ("gradtape.losses", "gt.losses", "Keras' losses, as functions and as classes."),
     "optimizers.md": ("gradtape.optimizers", "gt.optimizers", "Keras 3's optimizers and learning-rate schedules."),
     "random.md": ("gradtape.random", "gt.random", "Seeded random numbers, the same for one seed on every backend."),

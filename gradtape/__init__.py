@@ -201,7 +201,7 @@ def transpose(a, perm=None, conjugate=False, name=None):
     return conj(y) if conjugate else y
 
 
-from gradtape import layers, losses, math, nn, optimizers, random  # noqa: E402,F401
+from gradtape import initializers, layers, losses, math, nn, optimizers, random  # noqa: E402,F401
 
 # TensorFlow's top-level names with TensorFlow's signatures, so code ported from TF reads the same.
 from gradtape.math import (  # noqa: E402,F401

@@ -65,6 +65,7 @@ LAYERS = [
         [
             "gradtape.nn",
             "gradtape.layers",
+            "gradtape.initializers",
             "gradtape.optimizers",
             "gradtape.losses",
             "gradtape.random",
