@@ -16,6 +16,33 @@ def _reciprocal(x, /):
     return np.reciprocal(x)
 
 
+def _nan_function(name, *, same_dtype=True):
+    """The op ``name`` (gt.nansum & co., chapter nan_functions) computed by NumPy's own ``np.<name>``,
+    called as the op's forward is (``x``, then the attributes ``axis``, ``keepdims``, ``ddof`` by
+    their NumPy names): an array, in ``x``'s dtype unless ``same_dtype`` is False (the arg-functions'
+    indices).  NumPy warns for all-NaN slices, as it does."""
+    fn = getattr(np, name)
+
+    def forward(x, /, **attrs):
+        out = fn(x, **attrs)
+        return np.asarray(out, dtype=x.dtype) if same_dtype else np.asarray(out)
+
+    forward.__name__ = forward.__qualname__ = name
+    return forward
+
+
+#: ops computed by NumPy's own functions rather than by the chapter's Array API forward
+_OVERRIDES = {
+    "reciprocal": _reciprocal,
+    **{
+        name: _nan_function(name)
+        for name in ("nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nancumsum", "nancumprod")
+    },
+    "nanargmax": _nan_function("nanargmax", same_dtype=False),
+    "nanargmin": _nan_function("nanargmin", same_dtype=False),
+}
+
+
 class NumpyBackend(Backend):
     name = "numpy"
     install_hint = "pip install numpy"
@@ -24,7 +51,7 @@ class NumpyBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"reciprocal": _reciprocal}
+        self.overrides = dict(_OVERRIDES)
 
     def load(self):
         import array_api_compat.numpy as xp
