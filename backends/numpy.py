@@ -102,6 +102,11 @@ class NumpyBackend(Backend):
         out[key] = value
         return out
 
+    def special_function(self, name):
+        """NumPy's own ``sinc`` (SciPy's other special functions compute on the host, where NumPy's
+        arrays are)."""
+        return np.sinc if name == "sinc" else None
+
     def erf(self, x):
         try:
             from scipy.special import erf
