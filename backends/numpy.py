@@ -31,6 +31,20 @@ def _nan_function(name, *, same_dtype=True):
     return forward
 
 
+#: SciPy's special functions by name, as :meth:`NumpyBackend.special_function` hands them out
+_SPECIAL: dict = {}
+
+
+def _polygamma(sc):
+    """``scipy.special.polygamma(n, x)`` in ``x``'s floating dtype (SciPy gives float64 for float32)."""
+
+    def polygamma(n, x, /):
+        out = np.asarray(sc.polygamma(n, x))
+        return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
+
+    return polygamma
+
+
 #: ops computed by NumPy's own functions rather than by the chapter's Array API forward
 _OVERRIDES = {
     "reciprocal": _reciprocal,
@@ -103,9 +117,19 @@ class NumpyBackend(Backend):
         return out
 
     def special_function(self, name):
-        """NumPy's own ``sinc`` (SciPy's other special functions compute on the host, where NumPy's
-        arrays are)."""
-        return np.sinc if name == "sinc" else None
+        """SciPy's ``scipy.special.<name>``, which computes on NumPy's arrays as they are (``polygamma``
+        kept in its input's dtype, which SciPy computes float32 in float64); None where SciPy has no
+        such function or is not installed (``gt.special`` then says what to install)."""
+        try:
+            return _SPECIAL[name]
+        except KeyError:
+            pass
+        try:
+            import scipy.special as sc  # (optional: imported on first use)
+        except ImportError:
+            return None
+        f = _SPECIAL[name] = _polygamma(sc) if name == "polygamma" else getattr(sc, name, None)
+        return f
 
     def erf(self, x):
         try:

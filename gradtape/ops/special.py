@@ -18,10 +18,10 @@ a ``TypeError``) and ``softmax``, ``log_softmax``, ``logsumexp`` with SciPy's si
 computes those from the namespace's own functions, so they differentiate without ``xp.special``).
 
 Forwards: the library's own function where its adapter declares one (``Backend.special_function``:
-``torch.special``, ``jax.scipy.special``, NumPy's ``sinc``); else, where the library has what it is
-made of, a composition (``erfcinv`` from ``ndtri``, ``betaln`` from ``gammaln`` with SciPy's values at
-the poles); else SciPy on the host (NumPy's arrays are there already), as for complex inputs, which
-the libraries' special functions do not take.  ``sinc`` falls back on its Array API form.
+SciPy's for NumPy's arrays, ``torch.special``, ``jax.scipy.special``); else, where the library has
+what it is made of, a composition (``erfcinv`` from ``ndtri``, ``betaln`` from ``gammaln`` with SciPy's
+values at the poles); else SciPy on the host copies (dask, array_api_strict, CuPy), as for complex
+inputs, which the libraries' special functions do not take.  ``sinc`` falls back on its Array API form.
 
 The rest of SciPy's list (``bdtr``, ``betainc``, ``gammainc``, ``j0``, ``k0``, ``zeta``, ... about 70
 functions) is not provided yet: SciPy then computes them through NumPy and the result is constant to
