@@ -118,14 +118,12 @@ def _host(backend, fn, *xs):
     return backend.asarray(out.astype(dt, copy=False), device=backend.device_of(like))
 
 
-def _complex_input(x):
-    d = getattr(x, "dtype", None)
-    return d is not None and "complex" in str(d)
-
-
-def _real(xs):
+def _real(backend, xs):
     """Whether no input is complex (the libraries' special functions take real inputs only)."""
-    return not any(_complex_input(x) for x in xs)
+    for x in xs:
+        if hasattr(x, "dtype") and backend.dtype_of(x).is_complex:
+            return False
+    return True
 
 
 def _forward(name, derive=None):
@@ -134,7 +132,7 @@ def _forward(name, derive=None):
     composition of the library's other special functions), else SciPy's on the host."""
 
     def forward(backend, *xs):
-        if _real(xs):
+        if _real(backend, xs):
             f = backend.special_function(name)
             if f is not None:
                 return f(*xs)
@@ -401,7 +399,7 @@ def _polygamma_forward(backend, *args, n=None):
     x = args[-1]
     if n is None:
         n = args[0]
-    f = backend.special_function("polygamma") if _real((x,)) else None
+    f = backend.special_function("polygamma") if _real(backend, (x,)) else None
     if f is not None:
         return f(n, x)
     sc = _scipy_special("polygamma")
@@ -539,7 +537,7 @@ def _i1e_grad(xp, op, grad):
 
 # --------------------------------------------------------------------------- elementary
 def _sinc_forward(backend, x):
-    f = backend.special_function("sinc") if _real((x,)) else None
+    f = backend.special_function("sinc") if _real(backend, (x,)) else None
     if f is not None:
         return f(x)
     xp = backend.xp
