@@ -169,7 +169,7 @@ def test_the_functions_with_forwards_are_found():
 
 def test_a_special_function_the_adapter_declares_computes_on_the_library(backend, monkeypatch):
     """Where ``Backend.special_function`` gives the library's own function (``torch.special``,
-    ``jax.scipy.special``, NumPy's ``sinc``), or what ``erfcinv``/``betaln`` are made of, gt.special
+    ``jax.scipy.special``, SciPy's on NumPy), or what ``erfcinv``/``betaln`` are made of, gt.special
     computes there; only the rest goes through SciPy on the host.  Values are SciPy's either way (within
     1e-8: torch's polygamma differs from SciPy's by 4e-10)."""
     scipy_special = pytest.importorskip("scipy.special")
