@@ -148,7 +148,11 @@ EXTRA = {"backends.md": ["gradtape.core.backend.Backend"]}
 # page -> (module, title, what the page says first); the entries are the module's __all__
 MODULE_PAGES = {
     "nn.md": ("gradtape.nn", "gt.nn", "Neural-network functions with TensorFlow's names."),
-    "layers.md": ("gradtape.training.layers", "gt.layers", "Keras-style layers and initializers."),
+    "layers.md": (
+        "gradtape.training.layers",
+        "gt.layers",
+        "Keras-style layers, and the initializers of `gt.initializers`.",
+    ),
     "losses.md": ("gradtape.training.losses", "gt.losses", "Keras' losses, as functions and as classes."),
     "optimizers.md": (
         "gradtape.training.optimizers",

@@ -204,6 +204,7 @@ def transpose(a, perm=None, conjugate=False, name=None):
 
 
 from gradtape import math, nn, random  # noqa: E402,F401
+from gradtape.training import initializers  # noqa: E402,F401
 from gradtape.training import layers  # noqa: E402,F401
 from gradtape.training import losses  # noqa: E402,F401
 from gradtape.training import optimizers  # noqa: E402,F401

@@ -10,61 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gradtape.core import config as _config
-from gradtape.ops.elementwise import greater_equal, tanh
-from gradtape.ops.nn import (
-    bias_add,
-    elu,
-    erf,
-    gelu,
-    l2_loss,
-    l2_normalize,
-    leaky_relu,
-    log_sigmoid,
-    log_softmax,
-    logsumexp,
-    moments,
-    one_hot,
-    relu,
-    relu6,
-    sigmoid,
-    sigmoid_cross_entropy_with_logits,
-    silu,
-    softmax,
-    softmax_cross_entropy_with_logits,
-    softplus,
-    sparse_softmax_cross_entropy_with_logits,
-    swish,
-)
+from gradtape.ops.elementwise import greater_equal
+
+# the ops of tf.nn, each with its rule: their names are written once, in gradtape.ops.nn's __all__
+from gradtape.ops.nn import *  # noqa: F403
+from gradtape.ops.nn import __all__ as __all__  # (so that mypy, too, sees the names re-exported)
 from gradtape.ops.searching import where
 from gradtape.random import uniform
 from gradtape.core.tensor import Tensor, TensorLike, convert_to_tensor
 
-__all__ = [
-    "bias_add",
-    "dropout",
-    "elu",
-    "erf",
-    "gelu",
-    "l2_loss",
-    "l2_normalize",
-    "leaky_relu",
-    "log_sigmoid",
-    "log_softmax",
-    "logsumexp",
-    "moments",
-    "one_hot",
-    "relu",
-    "relu6",
-    "sigmoid",
-    "sigmoid_cross_entropy_with_logits",
-    "silu",
-    "softmax",
-    "softmax_cross_entropy_with_logits",
-    "softplus",
-    "sparse_softmax_cross_entropy_with_logits",
-    "swish",
-    "tanh",
-]
+__all__ = [*__all__, "dropout"]  # a new list: gradtape.ops.nn's stays as it is
 
 
 def dropout(

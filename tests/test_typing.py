@@ -25,6 +25,7 @@ TYPED_MODULES = (
     "core.tensor",
     "nn",
     "training.layers",
+    "training.initializers",
     "training.optimizers",
     "training.losses",
     "training.module",

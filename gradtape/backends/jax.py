@@ -134,6 +134,13 @@ def _namespace(jnp, backend):
     return ns
 
 
+#: ``jax.scipy.special``'s names for SciPy's special functions, where they differ
+_SPECIAL_NAMES = {"psi": "digamma"}
+#: functions of ``jax.scipy.special`` that are not SciPy's: ``betaln`` is NaN at poles where SciPy's is finite
+#: (``betaln(-3, 2)``); gt.special composes SciPy's from ``gammaln``
+_SPECIAL_UNLIKE_SCIPY = frozenset({"betaln"})
+
+
 class JaxBackend(Backend):
     name = "jax"
     install_hint = "python3 -m pip install jax"
@@ -148,6 +155,7 @@ class JaxBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = {"getitem": self._getitem}
+        self._special = {}
 
     def load(self):
         import jax
@@ -426,6 +434,24 @@ class JaxBackend(Backend):
         from jax.scipy.special import erf
 
         return erf(x)
+
+    def special_function(self, name):
+        """``jax.scipy.special``'s function for SciPy's ``name`` (``psi`` is ``digamma``; ``sinc`` is
+        ``jax.numpy``'s); None where JAX has none, or none that is SciPy's."""
+        try:
+            return self._special[name]
+        except KeyError:
+            self.xp  # noqa: B018 - load jax
+            import jax.scipy.special as jsp
+
+            if name == "sinc":
+                f = self._jnp.sinc
+            elif name in _SPECIAL_UNLIKE_SCIPY:
+                f = None
+            else:
+                f = getattr(jsp, _SPECIAL_NAMES.get(name, name), None)
+            self._special[name] = f
+            return f
 
     def vmap(self, fn, in_axes=0, out_axes=0):
         return self._jax.vmap(fn, in_axes=in_axes, out_axes=out_axes)

@@ -16,6 +16,47 @@ def _reciprocal(x, /):
     return np.reciprocal(x)
 
 
+def _nan_function(name, *, same_dtype=True):
+    """The op ``name`` (gt.nansum & co., chapter nan_functions) computed by NumPy's own ``np.<name>``,
+    called as the op's forward is (``x``, then the attributes ``axis``, ``keepdims``, ``ddof`` by
+    their NumPy names): an array, in ``x``'s dtype unless ``same_dtype`` is False (the arg-functions'
+    indices).  NumPy warns for all-NaN slices, as it does."""
+    fn = getattr(np, name)
+
+    def forward(x, /, **attrs):
+        out = fn(x, **attrs)
+        return np.asarray(out, dtype=x.dtype) if same_dtype else np.asarray(out)
+
+    forward.__name__ = forward.__qualname__ = name
+    return forward
+
+
+#: SciPy's special functions by name, as :meth:`NumpyBackend.special_function` hands them out
+_SPECIAL: dict = {}
+
+
+def _polygamma(sc):
+    """``scipy.special.polygamma(n, x)`` in ``x``'s floating dtype (SciPy gives float64 for float32)."""
+
+    def polygamma(n, x, /):
+        out = np.asarray(sc.polygamma(n, x))
+        return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
+
+    return polygamma
+
+
+#: ops computed by NumPy's own functions rather than by the chapter's Array API forward
+_OVERRIDES = {
+    "reciprocal": _reciprocal,
+    **{
+        name: _nan_function(name)
+        for name in ("nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nancumsum", "nancumprod")
+    },
+    "nanargmax": _nan_function("nanargmax", same_dtype=False),
+    "nanargmin": _nan_function("nanargmin", same_dtype=False),
+}
+
+
 class NumpyBackend(Backend):
     name = "numpy"
     install_hint = "pip install numpy"
@@ -24,7 +65,7 @@ class NumpyBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"reciprocal": _reciprocal}
+        self.overrides = dict(_OVERRIDES)
 
     def load(self):
         import array_api_compat.numpy as xp
@@ -74,6 +115,21 @@ class NumpyBackend(Backend):
         out = x.copy()
         out[key] = value
         return out
+
+    def special_function(self, name):
+        """SciPy's ``scipy.special.<name>``, which computes on NumPy's arrays as they are (``polygamma``
+        kept in its input's dtype, which SciPy computes float32 in float64); None where SciPy has no
+        such function or is not installed (``gt.special`` then says what to install)."""
+        try:
+            return _SPECIAL[name]
+        except KeyError:
+            pass
+        try:
+            import scipy.special as sc  # (optional: imported on first use)
+        except ImportError:
+            return None
+        f = _SPECIAL[name] = _polygamma(sc) if name == "polygamma" else getattr(sc, name, None)
+        return f
 
     def erf(self, x):
         try:

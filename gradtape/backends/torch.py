@@ -14,7 +14,7 @@ accepted as synonyms.  A ``torch.device`` passes through.  ``Tensor.device`` rea
 from __future__ import annotations
 
 import importlib
-
+import math
 import types
 import warnings
 
@@ -172,6 +172,41 @@ def _namespace(torch):
     return ns
 
 
+#: ``torch.special``'s names for SciPy's special functions, where they differ
+_SPECIAL_NAMES = {"psi": "digamma"}
+
+
+def _gamma(torch):
+    """SciPy's ``gamma`` (torch has ``gammaln`` only): the sign of gamma(x) times ``exp(gammaln(x))``;
+    NaN at the poles 0, -1, -2, ..."""
+
+    def gamma(x, /):
+        s = torch.where((x > 0) | (torch.remainder(torch.floor(x), 2) == 0), 1.0, -1.0).to(x.dtype)
+        v = s * torch.exp(torch.special.gammaln(x))
+        return torch.where((x <= 0) & (x == torch.floor(x)), torch.full_like(x, math.nan), v)
+
+    return gamma
+
+
+def _rel_entr(torch):
+    """SciPy's ``rel_entr`` (not in ``torch.special``): ``x log(x / y)`` for x, y > 0; 0 at x = 0,
+    y >= 0; inf otherwise; NaN where an input is."""
+
+    def rel_entr(x, y, /):
+        pos = (x > 0) & (y > 0)
+        one = torch.ones_like(x)
+        log_ratio = torch.log(torch.where(pos, x, one)) - torch.log(torch.where(pos, y, one))
+        v = torch.where(pos, x * log_ratio, torch.full_like(x, math.inf))
+        v = torch.where((x == 0) & (y >= 0), torch.zeros_like(v), v)
+        return torch.where(torch.isnan(x) | torch.isnan(y), torch.full_like(v, math.nan), v)
+
+    return rel_entr
+
+
+#: SciPy's special functions that torch lacks, composed of its own
+_SPECIAL_COMPOSED = {"gamma": _gamma, "rel_entr": _rel_entr}
+
+
 def _negative_step(key):
     """Whether a key has a slice with a negative step (which torch's indexing refuses)."""
     for k in key:
@@ -191,6 +226,7 @@ class TorchBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = {"getitem": self._getitem}
+        self._special = {}
 
     def load(self):
         import torch
@@ -434,6 +470,19 @@ class TorchBackend(Backend):
         if x.is_complex():  # torch has no complex erf: SciPy's, on the host, as NumPy's backend
             return super().erf(x)
         return self._torch.special.erf(x)
+
+    def special_function(self, name):
+        """``torch.special``'s function for SciPy's ``name`` (``psi`` is ``digamma``; ``gamma`` and
+        ``rel_entr`` composed of torch's functions); None where torch has none."""
+        try:
+            return self._special[name]
+        except KeyError:
+            self.xp  # noqa: B018 - load torch
+            torch = self._torch
+            composed = _SPECIAL_COMPOSED.get(name)
+            f = composed(torch) if composed else getattr(torch.special, _SPECIAL_NAMES.get(name, name), None)
+            self._special[name] = f
+            return f
 
     def vmap(self, fn, in_axes=0, out_axes=0):
         return self._torch.func.vmap(fn, in_dims=in_axes, out_dims=out_axes)

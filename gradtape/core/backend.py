@@ -489,3 +489,11 @@ class Backend:
 
     def __repr__(self):
         return f"<gradtape backend {self.name!r}>"
+
+    # ------------------------------------------------------------------ special functions
+    def special_function(self, name):
+        """The library's own ``scipy.special.<name>`` (SciPy's name and arguments), on native arrays of
+        a real floating dtype, returning arrays of that dtype; None where the library has none
+        (``gt.special`` then composes it of the library's others, or computes it with SciPy on the
+        host, as it does for complex inputs)."""
+        return None

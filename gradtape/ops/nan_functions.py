@@ -12,7 +12,8 @@ axis=axis, dtype=dtype)`` on any namespace that has them (``axis`` an int, a tup
 * All-NaN slices behave as NumPy's: ``nansum`` 0, ``nanprod`` 1, ``nanmean``/``nanvar``/``nanstd``/
   ``nanmax``/``nanmin`` NaN (on the NumPy backend with NumPy's ``RuntimeWarning``), ``nanargmax``/
   ``nanargmin`` raise ``ValueError``; their gradient is 0.
-* Forwards: NumPy's ``np.nan*`` on NumPy; elsewhere composed of the namespace's functions.
+* Forwards: composed of the Array API namespace's functions; an adapter may compute them its own way
+  (the NumPy backend's ``overrides`` call ``np.nan*``, whose all-NaN warnings are NumPy's).
 * Rules: ``rule(xp, op, grad)`` on the namespace the engine passes; ``nanprod``, ``nanmax``/``nanmin``
   and ``nancumprod`` reuse the rules of ``prod``, ``max``/``min`` and ``cumulative_prod``
   (:mod:`gradtape.ops.statistical`) on ``x`` with its NaN entries filled.
@@ -108,10 +109,7 @@ def _valid(xp, x, axis, keepdims):
 
 
 # --------------------------------------------------------------------------- nansum, nanprod
-def _nansum_forward(backend, x, *, axis, keepdims):
-    if backend.name == "numpy":
-        return np.asarray(np.nansum(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
-    xp = backend.xp
+def _nansum_forward(xp, x, *, axis, keepdims):
     return xp.sum(_filled(xp, x, 0), axis=axis, keepdims=keepdims)
 
 
@@ -146,10 +144,7 @@ def _nansum_grad(xp, op, grad):
     return _masked(xp, op.inputs[0], _unreduce(xp, grad, op))
 
 
-def _nanprod_forward(backend, x, *, axis, keepdims):
-    if backend.name == "numpy":
-        return np.asarray(np.nanprod(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
-    xp = backend.xp
+def _nanprod_forward(xp, x, *, axis, keepdims):
     return xp.prod(_filled(xp, x, 1), axis=axis, keepdims=keepdims)
 
 
@@ -192,10 +187,7 @@ def _nanprod_grad(xp, op, grad):
 
 
 # --------------------------------------------------------------------------- nanmean, nanvar, nanstd
-def _nanmean_forward(backend, x, *, axis, keepdims):
-    if backend.name == "numpy":
-        return np.asarray(np.nanmean(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
-    xp = backend.xp
+def _nanmean_forward(xp, x, *, axis, keepdims):
     return xp.sum(_filled(xp, x, 0), axis=axis, keepdims=keepdims) / _valid(xp, x, axis, keepdims)
 
 
@@ -239,20 +231,14 @@ def _centred(xp, x, axis):
     return _filled(xp, x - m, 0)
 
 
-def _nanvar_forward(backend, x, *, axis, ddof, keepdims):
-    if backend.name == "numpy":
-        return np.asarray(np.nanvar(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype=x.dtype)
-    xp = backend.xp
+def _nanvar_forward(xp, x, *, axis, ddof, keepdims):
     c = _centred(xp, x, axis)
     n = _valid(xp, x, axis, keepdims) - ddof
     return xp.sum(c * c, axis=axis, keepdims=keepdims) / xp.where(n > 0, n, xp.zeros_like(n))
 
 
-def _nanstd_forward(backend, x, *, axis, ddof, keepdims):
-    if backend.name == "numpy":
-        return np.asarray(np.nanstd(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype=x.dtype)
-    xp = backend.xp
-    v = _nanvar_forward(backend, x, axis=axis, ddof=ddof, keepdims=keepdims)
+def _nanstd_forward(xp, x, *, axis, ddof, keepdims):
+    v = _nanvar_forward(xp, x, axis=axis, ddof=ddof, keepdims=keepdims)
     pos = v > 0  # sqrt through a where: a library's own autodiff gives 0, not NaN, at v = 0
     return xp.where(pos, xp.sqrt(xp.where(pos, v, xp.ones_like(v))), v)
 
@@ -327,10 +313,7 @@ def _nanstd_grad(xp, op, grad):
 
 # --------------------------------------------------------------------------- nanmax, nanmin
 def _nanext_forward(name, fill):
-    def forward(backend, x, *, axis, keepdims):
-        if backend.name == "numpy":
-            return np.asarray(getattr(np, "nan" + name)(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
-        xp = backend.xp
+    def forward(xp, x, *, axis, keepdims):
         r = getattr(xp, name)(_filled(xp, x, fill), axis=axis, keepdims=keepdims)
         if not _is_float(xp, x):
             return r
@@ -388,17 +371,11 @@ _nanmin.gradient(_nanext_grad)
 _CUM_CASES = [Case(WITH_NAN[4]), Case(WITH_NAN[2, 3], axis=1), Case(WITH_NAN[3, 2], axis=0)]
 
 
-def _nancumsum_forward(backend, x, *, axis):
-    if backend.name == "numpy":
-        return np.asarray(np.nancumsum(x, axis=axis), dtype=x.dtype)
-    xp = backend.xp
+def _nancumsum_forward(xp, x, *, axis):
     return xp.cumulative_sum(_filled(xp, x, 0), axis=axis)
 
 
-def _nancumprod_forward(backend, x, *, axis):
-    if backend.name == "numpy":
-        return np.asarray(np.nancumprod(x, axis=axis), dtype=x.dtype)
-    xp = backend.xp
+def _nancumprod_forward(xp, x, *, axis):
     return _cumprod_forward(xp, _filled(xp, x, 1), axis=axis)
 
 
@@ -463,10 +440,7 @@ def _nancumprod_grad(xp, op, grad):
 
 # --------------------------------------------------------------------------- nanargmax, nanargmin
 def _nanarg_forward(name, fill):
-    def forward(backend, x, *, axis, keepdims):
-        if backend.name == "numpy":
-            return np.asarray(getattr(np, "nan" + name)(x, axis=axis, keepdims=keepdims))
-        xp = backend.xp
+    def forward(xp, x, *, axis, keepdims):
         if _is_float(xp, x):
             if bool(xp.any(xp.all(xp.isnan(x), axis=axis))):
                 raise ValueError("All-NaN slice encountered")

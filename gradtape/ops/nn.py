@@ -11,8 +11,11 @@ Numerically delicate forwards (``sigmoid``, ``softplus``, ``softmax``, ``logsume
 cross-entropies) are written in their stable forms.
 
 The composites at the end (``silu``, ``relu6``, ``log_sigmoid``, ``l2_normalize``, ``moments``,
-``sigmoid_cross_entropy_with_logits``, ``dropout``, ``bias_add``) are plain compositions of ops:
-they need no rule of their own.
+``sigmoid_cross_entropy_with_logits``, ``bias_add``) are plain compositions of ops: they need no rule
+of their own.
+
+``__all__`` is the one list of ``gt.nn``'s names: :mod:`gradtape.nn` re-exports it and adds
+``dropout`` (which draws from :mod:`gradtape.random`, a front end).
 """
 
 from __future__ import annotations

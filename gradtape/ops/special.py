@@ -17,9 +17,11 @@ Also ``erfcinv`` (a bare ufunc in SciPy 1.17, never dispatched: ``scipy.special.
 a ``TypeError``) and ``softmax``, ``log_softmax``, ``logsumexp`` with SciPy's signatures (SciPy
 computes those from the namespace's own functions, so they differentiate without ``xp.special``).
 
-Forwards: NumPy ``scipy.special``; PyTorch ``torch.special`` (``erfcinv`` from ``ndtri``, ``gamma``,
-``betaln``, ``rel_entr`` composed); JAX ``jax.scipy.special`` (``erfcinv`` from ``ndtri``, ``sinc``
-from ``jax.numpy``); any other library: through NumPy and SciPy on the host.
+Forwards: the library's own function where its adapter declares one (``Backend.special_function``:
+SciPy's for NumPy's arrays, ``torch.special``, ``jax.scipy.special``); else, where the library has
+what it is made of, a composition (``erfcinv`` from ``ndtri``, ``betaln`` from ``gammaln`` with SciPy's
+values at the poles); else SciPy on the host copies (dask, array_api_strict, CuPy), as for complex
+inputs, which the libraries' special functions do not take.  ``sinc`` falls back on its Array API form.
 
 The rest of SciPy's list (``bdtr``, ``betainc``, ``gammainc``, ``j0``, ``k0``, ``zeta``, ... about 70
 functions) is not provided yet: SciPy then computes them through NumPy and the result is constant to
@@ -116,39 +118,28 @@ def _host(backend, fn, *xs):
     return backend.asarray(out.astype(dt, copy=False), device=backend.device_of(like))
 
 
-def _complex_input(x):
-    d = getattr(x, "dtype", None)
-    return d is not None and "complex" in str(d)
+def _real(backend, xs):
+    """Whether no input is complex (the libraries' special functions take real inputs only)."""
+    for x in xs:
+        if hasattr(x, "dtype") and backend.dtype_of(x).is_complex:
+            return False
+    return True
 
 
-def _forward(name, *, torch=None, jax=None):
-    """``forward(backend, *xs)``: ``scipy.special.<name>`` on NumPy; on PyTorch ``torch.special.<torch>``
-    (a name, default ``name``) or ``torch(torch_module, *xs)``; on JAX ``jax.scipy.special.<jax>`` or
-    ``jax(jax_scipy_special, jax_numpy, *xs)``; through the host elsewhere (and where a library lacks it)."""
+def _forward(name, derive=None):
+    """``forward(backend, *xs)``: the library's own ``scipy.special.<name>``
+    (``backend.special_function``), else ``derive(backend, *xs)`` where that gives a value (a
+    composition of the library's other special functions), else SciPy's on the host."""
 
     def forward(backend, *xs):
-        b = backend.name
-        if b in ("torch", "jax") and any(_complex_input(x) for x in xs):
-            b = "host"  # torch.special and jax.scipy.special take real inputs only: SciPy's, as NumPy's
-        if b == "numpy":
-            return getattr(_scipy_special(name), name)(*xs)
-        if b == "torch":
-            import torch as _t
-
-            if callable(torch):
-                return torch(_t, *xs)
-            f = getattr(_t.special, torch or name, None)
+        if _real(backend, xs):
+            f = backend.special_function(name)
             if f is not None:
                 return f(*xs)
-        elif b == "jax":
-            import jax.numpy as jnp
-            import jax.scipy.special as jsp
-
-            if callable(jax):
-                return jax(jsp, jnp, *xs)
-            f = getattr(jsp, jax or name, None)
-            if f is not None:
-                return f(*xs)
+            if derive is not None:
+                out = derive(backend, *xs)
+                if out is not None:
+                    return out
         return _host(backend, getattr(_scipy_special(name), name), *xs)
 
     forward.__name__ = f"_{name}_forward"
@@ -174,12 +165,12 @@ def _named(fn, name, doc):
     return fn
 
 
-def _unary(name, domain, doc, convention=None, saves=None, **kw):
+def _unary(name, domain, doc, convention=None, saves=None, derive=None):
     return _named(
         unary(
             "special." + name,
             domain,
-            forward=_forward(name, **kw),
+            forward=_forward(name, derive),
             chapter="special",
             convention=convention,
             doc=doc,
@@ -191,12 +182,12 @@ def _unary(name, domain, doc, convention=None, saves=None, **kw):
     )
 
 
-def _binary(name, domain, doc, convention=None, saves=None, **kw):
+def _binary(name, domain, doc, convention=None, saves=None, derive=None):
     return _named(
         binary(
             "special." + name,
             domain,
-            forward=_forward(name, **kw),
+            forward=_forward(name, derive),
             chapter="special",
             convention=convention,
             doc=doc,
@@ -221,12 +212,10 @@ erfc = _unary("erfc", REAL, "The complementary error function ``1 - erf(x)``, ac
 erfc.gradient(lambda xp, op, grad: grad * conj_(xp, (-2.0 / _SQRT_PI) * xp.exp(-xp.square(op.inputs[0]))))
 
 
-def _erfcinv_torch(t, x):
-    return -t.special.ndtri(x / 2) / _SQRT2
-
-
-def _erfcinv_jax(jsp, jnp, x):
-    return -jsp.ndtri(x / 2) / _SQRT2
+def _erfcinv_from_ndtri(backend, x):
+    """``erfcinv(x) = -ndtri(x / 2) / sqrt(2)``, where the library has ``ndtri``."""
+    ndtri = backend.special_function("ndtri")
+    return None if ndtri is None else -ndtri(x / 2) / _SQRT2
 
 
 erfinv = _unary(
@@ -242,8 +231,7 @@ erfcinv = _unary(
     "erfcinv",
     OPEN02,
     "The inverse of ``erfc`` on (0, 2).",
-    torch=_erfcinv_torch,
-    jax=_erfcinv_jax,
+    derive=_erfcinv_from_ndtri,
     convention="infinite slope at 0 and 2: a zero cotangent gives 0",
     saves="outputs",
 )
@@ -316,16 +304,11 @@ def _logit_grad(xp, op, grad):
 
 
 # --------------------------------------------------------------------------- x log y family
-def _xlogy_torch(t, x, y):
-    return t.special.xlogy(x, y)
-
-
 xlogy = _binary(
     "xlogy",
     [(REAL, NONNEG_EDGE)],
     "``x * log(y)``, 0 where ``x == 0``.",
     convention="d/dx = log(y) (also at x = 0); d/dy = x / y, 0 where x == 0; a zero cotangent gives 0 at y = 0",
-    torch=_xlogy_torch,
     saves="inputs",
 )
 
@@ -373,20 +356,11 @@ entr = _unary(
 entr.gradient(lambda xp, op, grad: xp.multiply_no_nan(-(xp.log(op.inputs[0]) + 1.0), grad))
 
 
-def _rel_entr_torch(t, x, y):
-    pos = (x > 0) & (y > 0)
-    one = t.ones_like(x)
-    v = t.where(pos, x * (t.log(t.where(pos, x, one)) - t.log(t.where(pos, y, one))), t.full_like(x, math.inf))
-    v = t.where((x == 0) & (y >= 0), t.zeros_like(v), v)
-    return t.where(t.isnan(x) | t.isnan(y), t.full_like(v, math.nan), v)
-
-
 rel_entr = _binary(
     "rel_entr",
     [(NONNEG_EDGE, NONNEG_EDGE)],
     "``x log(x / y)`` for x, y > 0; 0 at x = 0, y >= 0; inf otherwise.",
     convention="infinite slopes at x = 0 and y = 0: a zero cotangent gives 0",
-    torch=_rel_entr_torch,
     saves="inputs",
 )
 
@@ -412,8 +386,6 @@ psi = _unary(
     OFF_POLES,
     "The digamma function ``gammaln'(x)`` (SciPy's ``psi``).",
     convention=_POLES,
-    torch="digamma",
-    jax="digamma",
     saves="inputs",
 )
 digamma = psi
@@ -427,19 +399,10 @@ def _polygamma_forward(backend, *args, n=None):
     x = args[-1]
     if n is None:
         n = args[0]
-    b = backend.name
-    if b == "torch":
-        import torch
-
-        return torch.special.polygamma(n, x)
-    if b == "jax":
-        import jax.scipy.special as jsp
-
-        return jsp.polygamma(n, x)
+    f = backend.special_function("polygamma") if _real(backend, (x,)) else None
+    if f is not None:
+        return f(n, x)
     sc = _scipy_special("polygamma")
-    if b == "numpy":  # in x's floating dtype (SciPy computes float32 in float64), as torch and JAX
-        out = np.asarray(sc.polygamma(n, x))
-        return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
     return _host(backend, lambda h: sc.polygamma(n, h), x)
 
 
@@ -488,15 +451,7 @@ _polygamma.gradient(
 )
 
 
-def _gamma_torch(t, x):
-    s = t.where((x > 0) | (t.remainder(t.floor(x), 2) == 0), 1.0, -1.0).to(x.dtype)
-    v = s * t.exp(t.special.gammaln(x))
-    return t.where((x <= 0) & (x == t.floor(x)), t.full_like(x, math.nan), v)
-
-
-gamma = _unary(
-    "gamma", OFF_POLES, "The gamma function.", convention=_POLES, torch=_gamma_torch, saves=("inputs", "outputs")
-)
+gamma = _unary("gamma", OFF_POLES, "The gamma function.", convention=_POLES, saves=("inputs", "outputs"))
 gamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(op.outputs[0] * xp.special.psi(op.inputs[0]), grad))
 
 
@@ -520,12 +475,13 @@ def _betaln_poles(gammaln, floor, where, a, b):
     return out
 
 
-def _betaln_torch(t, a, b):
-    return _betaln_poles(t.special.gammaln, t.floor, t.where, a, b)
-
-
-def _betaln_jax(jsp, jnp, a, b):
-    return _betaln_poles(jsp.gammaln, jnp.floor, jnp.where, a, b)
+def _betaln_from_gammaln(backend, a, b):
+    """``betaln`` from the library's ``gammaln``, with SciPy's values at the poles."""
+    gammaln = backend.special_function("gammaln")
+    if gammaln is None:
+        return None
+    xp = backend.xp
+    return _betaln_poles(gammaln, xp.floor, xp.where, a, b)
 
 
 betaln = _binary(
@@ -533,8 +489,7 @@ betaln = _binary(
     [(POSITIVE, POSITIVE)],
     "``log|beta(a, b)|``.",
     convention=_POLES,
-    torch=_betaln_torch,
-    jax=_betaln_jax,
+    derive=_betaln_from_gammaln,
     saves="inputs",
 )
 
@@ -582,17 +537,9 @@ def _i1e_grad(xp, op, grad):
 
 # --------------------------------------------------------------------------- elementary
 def _sinc_forward(backend, x):
-    b = backend.name
-    if b == "numpy":
-        return np.sinc(x)
-    if b == "torch":
-        import torch
-
-        return torch.special.sinc(x)
-    if b == "jax":
-        import jax.numpy as jnp
-
-        return jnp.sinc(x)
+    f = backend.special_function("sinc") if _real(backend, (x,)) else None
+    if f is not None:
+        return f(x)
     xp = backend.xp
     z = x == 0
     px = math.pi * xp.where(z, xp.ones_like(x), x)
