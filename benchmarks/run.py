@@ -6,7 +6,7 @@
                                                    # the compiled rows' unrolled W1/W2 chains compile for minutes)
     python benchmarks/run.py --only W1,W3 --frameworks gradtape,torch.autograd
     python benchmarks/run.py --out docs/perf.md --json results.json
-    python benchmarks/run.py --quick --only W1,W2,W3,W4 --frameworks gradtape.compile.function,jax.jit,torch.compile
+    python benchmarks/run.py --quick --only W1,W2,W3,W4 --frameworks gradtape.function,jax.jit,torch.compile
 
 Each (framework, workload) runs in a fresh ``subprocess`` (``--quick``: one per framework, W7 and
 the cells of a compiled row always alone) with one thread per framework (``OMP_NUM_THREADS=1`` and
@@ -90,7 +90,7 @@ def select_frameworks(spec):
         return list(FRAMEWORKS)
     out = []
     for tok in [t.strip() for t in spec.split(",") if t.strip()]:
-        # a row's exact name is that row only (gradtape.compile.function-torch, not -torch-compile too)
+        # a row's exact name is that row only (gradtape.function-torch, not -torch-compile too)
         hits = [f for f in FRAMEWORKS if f.name == tok] or [
             f
             for f in FRAMEWORKS
@@ -387,41 +387,40 @@ def targets(R):
     # issue 12: gt.function against each backend's own compiled step and the hand-written NumPy one
     for w in ("W1", "W2", "W3", "W4"):
         add(
-            f"{w} gradtape.compile.function-jax ≤ 1.2 × jax.jit(jax.grad)"
-            + (" (fori_loop)" if w in ("W1", "W2") else ""),
-            ratio(v("gradtape.compile.function-jax", w), v("jax.jit(jax.grad)", w)),
+            f"{w} gradtape.function-jax ≤ 1.2 × jax.jit(jax.grad)" + (" (fori_loop)" if w in ("W1", "W2") else ""),
+            ratio(v("gradtape.function-jax", w), v("jax.jit(jax.grad)", w)),
             1.2,
             "×",
             issue=12,
         )
     for w in ("W1", "W2"):
         add(
-            f"{w} gradtape.compile.function-jax-loop (gt.while_loop) ≤ 1.2 × jax.jit(jax.grad) (fori_loop)",
-            ratio(v("gradtape.compile.function-jax-loop", w), v("jax.jit(jax.grad)", w)),
+            f"{w} gradtape.function-jax-loop (gt.while_loop) ≤ 1.2 × jax.jit(jax.grad) (fori_loop)",
+            ratio(v("gradtape.function-jax-loop", w), v("jax.jit(jax.grad)", w)),
             1.2,
             "×",
             issue=12,
         )
     for w, t in (("W1", 1.5), ("W2", 1.5), ("W3", 1.05)):
         add(
-            f"{w} gradtape.compile.function-numpy ≤ {t:g} × hand-written NumPy",
-            ratio(v("gradtape.compile.function-numpy", w), v("numpy-hand", w)),
+            f"{w} gradtape.function-numpy ≤ {t:g} × hand-written NumPy",
+            ratio(v("gradtape.function-numpy", w), v("numpy-hand", w)),
             t,
             "×",
             issue=12,
         )
     for w in ("W3", "W4"):
         add(
-            f"{w} gradtape.compile.function-torch no slower than torch.autograd (≤ 1 ×)",
-            ratio(v("gradtape.compile.function-torch", w), v("torch.autograd", w)),
+            f"{w} gradtape.function-torch no slower than torch.autograd (≤ 1 ×)",
+            ratio(v("gradtape.function-torch", w), v("torch.autograd", w)),
             1.0,
             "×",
             issue=12,
         )
     for w in ("W1", "W2", "W3", "W4"):
         add(
-            f"{w} gradtape.compile.function-torch-compile ≤ 1.1 × torch.compile",
-            ratio(v("gradtape.compile.function-torch-compile", w), v("torch.compile", w)),
+            f"{w} gradtape.function-torch-compile ≤ 1.1 × torch.compile",
+            ratio(v("gradtape.function-torch-compile", w), v("torch.compile", w)),
             1.1,
             "×",
             issue=12,
@@ -669,16 +668,16 @@ def run_notes(r):
 
 #: the compiled anchor each gt.function row's first call is compared with (the first measured)
 OWN_COMPILER = {
-    "gradtape.compile.function-jax": ("jax.jit(jax.grad)-unrolled", "jax.jit(jax.grad)"),
-    "gradtape.compile.function-jax-loop": ("jax.jit(jax.grad)",),
-    "gradtape.compile.function-torch-compile": ("torch.compile",),
+    "gradtape.function-jax": ("jax.jit(jax.grad)-unrolled", "jax.jit(jax.grad)"),
+    "gradtape.function-jax-loop": ("jax.jit(jax.grad)",),
+    "gradtape.function-torch-compile": ("torch.compile",),
 }
 
 
 def first_call_table(R, frameworks, workloads):
     """Markdown lines: the first call (trace + compile + one run, wall seconds) of each compiled or
     traced row, with the ratio to the backend's own compiler's first call where there is one."""
-    rows = [f for f in frameworks if (f.compiles or f.name.startswith("gradtape.compile.function")) and not missing(f)]
+    rows = [f for f in frameworks if (f.compiles or f.name.startswith("gradtape.function")) and not missing(f)]
     cols = [w for w in workloads if w not in ("W6", "W7")]
     rows = [f for f in rows if any(first_call(R.get((f.name, w))) is not None for w in cols)]
     if not rows:

@@ -253,3 +253,36 @@ from gradtape.interop import einops as _einops  # noqa: E402,F401  (einops.rearr
 from gradtape.core.rule_namespace import set_tensor_module as _set_tensor_module  # noqa: E402
 
 _set_tensor_module(_sys.modules[__name__])  # rules on Tensors call gradtape's own functions
+
+# The module paths before the folders of issue 23 (gradtape.tensor, gradtape.layers, ...): ``from
+# gradtape.tensor import Variable`` and pickles made with them keep working.
+_MOVED = {
+    "gradtape.dtypes": "gradtape.core.dtypes",
+    "gradtape.registry": "gradtape.core.registry",
+    "gradtape.domains": "gradtape.core.domains",
+    "gradtape.backends._protocol": "gradtape.core.backend",
+    "gradtape._config": "gradtape.core.config",
+    "gradtape._recording_state": "gradtape.core.recording_state",
+    "gradtape.tensor": "gradtape.core.tensor",
+    "gradtape._engine": "gradtape.core.engine",
+    "gradtape._unbroadcast": "gradtape.core.unbroadcast",
+    "gradtape._rule_namespace": "gradtape.core.rule_namespace",
+    "gradtape.dispatch": "gradtape.core.dispatch",
+    "gradtape._trace": "gradtape.backends.tracing",
+    "gradtape._operators": "gradtape.ops.operators",
+    "gradtape.tape": "gradtape.autodiff.tape",
+    "gradtape._jacobian": "gradtape.autodiff.jacobian",
+    "gradtape.forward": "gradtape.autodiff.forward",
+    "gradtape.custom_gradient": "gradtape.autodiff.custom_gradient",
+    "gradtape._control_flow": "gradtape.compile.control_flow",
+    "gradtape.function": "gradtape.compile.function",
+    "gradtape.layers": "gradtape.training.layers",
+    "gradtape.optimizers": "gradtape.training.optimizers",
+    "gradtape.losses": "gradtape.training.losses",
+    "gradtape.module": "gradtape.training.module",
+    "gradtape.train": "gradtape.training.checkpoint",
+    "gradtape.crosscheck": "gradtape.testing.crosscheck",
+    "gradtape._einops": "gradtape.interop.einops",
+}
+for _old, _new in _MOVED.items():
+    _sys.modules.setdefault(_old, _sys.modules[_new])

@@ -92,10 +92,10 @@ def _installed(*mods):
 
 #: the gt.function rows that need no compiler, with what they must need and how they must run
 REPLAY_ROWS = {
-    "gradtape.compile.function-numpy": (("numpy",), "replay"),
-    "gradtape.compile.function-array_api_strict": (("array_api_strict",), "replay"),
-    "gradtape.compile.function-torch": (("torch",), "replay"),
-    "gradtape.compile.function-jax": (("jax",), "jax compiler"),
+    "gradtape.function-numpy": (("numpy",), "replay"),
+    "gradtape.function-array_api_strict": (("array_api_strict",), "replay"),
+    "gradtape.function-torch": (("torch",), "replay"),
+    "gradtape.function-jax": (("jax",), "jax compiler"),
 }
 
 
@@ -118,25 +118,25 @@ def test_gt_function_rows_trace_once_and_match_the_hand_written_gradients(tmp_pa
     for name in rows:
         first = _cells(stdout.split("### First calls", 1)[1], name)
         float(first[0].split()[0])
-    assert "| 12 | W1 gradtape.compile.function-numpy ≤ 1.5 × hand-written NumPy |" in stdout
+    assert "| 12 | W1 gradtape.function-numpy ≤ 1.5 × hand-written NumPy |" in stdout
     assert any(t["issue"] == 12 and t["measured"] is not None for t in data["targets"])
 
 
 @pytest.mark.skipif(not _installed("jax"), reason="jax is not installed")
 def test_jax_loop_row_is_one_compiled_loop_step(tmp_path):
     # the W1/W2 chain as gt.while_loop: traced once, compiled by jax.jit, the hand-written gradients
-    stdout, recs, data = _run(tmp_path, "W2", "gradtape.compile.function-jax-loop,numpy-hand,jax.jit")
-    r = recs[("gradtape.compile.function-jax-loop", "W2")]
+    stdout, recs, data = _run(tmp_path, "W2", "gradtape.function-jax-loop,numpy-hand,jax.jit")
+    r = recs[("gradtape.function-jax-loop", "W2")]
     assert r["status"] == "ok", r
     assert r["tracing_count"] == 1 and r["executor"] == "jax compiler", r
     assert math.isclose(r["checksum"], recs[("numpy-hand", "W2")]["checksum"], rel_tol=1e-3), r
-    assert "W2 gradtape.compile.function-jax-loop (gt.while_loop) ≤ 1.2 × jax.jit(jax.grad) (fori_loop)" in stdout
+    assert "W2 gradtape.function-jax-loop (gt.while_loop) ≤ 1.2 × jax.jit(jax.grad) (fori_loop)" in stdout
 
 
 @pytest.mark.skipif(not _installed("torch"), reason="torch is not installed")
 def test_torch_compile_rows_run_or_say_why(tmp_path):
-    stdout, recs, data = _run(tmp_path, "W3", "gradtape.compile.function-torch-compile,torch.compile,torch.autograd")
-    for name in ("gradtape.compile.function-torch-compile", "torch.compile"):
+    stdout, recs, data = _run(tmp_path, "W3", "gradtape.function-torch-compile,torch.compile,torch.autograd")
+    for name in ("gradtape.function-torch-compile", "torch.compile"):
         r = recs[(name, "W3")]
         if r["status"] == "unavailable":  # no C++ compiler, say: the row reports why, the run goes on
             assert "torch.compile" in r["reason"], r
@@ -146,7 +146,7 @@ def test_torch_compile_rows_run_or_say_why(tmp_path):
         assert r["first_call_s"] > 0, r
         ref = recs[("torch.autograd", "W3")]["checksum"]
         assert math.isclose(r["checksum"], ref, rel_tol=1e-3), (name, r["checksum"], ref)
-    r = recs[("gradtape.compile.function-torch-compile", "W3")]
+    r = recs[("gradtape.function-torch-compile", "W3")]
     if r["status"] == "ok":
         assert r["executor"] == "torch compiler" and r["tracing_count"] == 1, r
 

@@ -318,7 +318,7 @@ def test_the_file_opens_with_numpy_alone(backend, tmp_path):
     step(model, opt, backend)
     path = gt.train.Checkpoint(model=model, optimizer=opt).save(tmp_path / "ck")
     index, arrays = read_with_numpy(path + ".safetensors")
-    assert index["format"] == "gradtape.training.checkpoint.Checkpoint" and index["version"] == 1
+    assert index["format"] == "gradtape.train.Checkpoint" and index["version"] == 1
     assert set(index["tensors"]) == set(arrays)
     kernel = index["tensors"]["model/_layers/0/kernel"]
     assert kernel["kind"] == "variable" and kernel["backend"] == backend.split(":")[0]

@@ -38,7 +38,7 @@ FRAMEWORKS = [
         "gradtape, array_api_strict backend (NumPy underneath)",
     ),
     Framework(
-        "gradtape.compile.function-numpy",
+        "gradtape.function-numpy",
         "gradtape_bench",
         ("gradtape", "numpy"),
         True,
@@ -46,7 +46,7 @@ FRAMEWORKS = [
         TRACED_WORKLOADS,
     ),
     Framework(
-        "gradtape.compile.function-torch",
+        "gradtape.function-torch",
         "gradtape_bench",
         ("gradtape", "torch"),
         False,
@@ -54,7 +54,7 @@ FRAMEWORKS = [
         TRACED_WORKLOADS,
     ),
     Framework(
-        "gradtape.compile.function-torch-compile",
+        "gradtape.function-torch-compile",
         "gradtape_bench",
         ("gradtape", "torch"),
         False,
@@ -64,7 +64,7 @@ FRAMEWORKS = [
         compiles=True,
     ),
     Framework(
-        "gradtape.compile.function-jax",
+        "gradtape.function-jax",
         "gradtape_bench",
         ("gradtape", "jax"),
         False,
@@ -73,7 +73,7 @@ FRAMEWORKS = [
         compiles=True,
     ),
     Framework(
-        "gradtape.compile.function-jax-loop",
+        "gradtape.function-jax-loop",
         "gradtape_bench",
         ("gradtape", "jax"),
         False,
@@ -83,7 +83,7 @@ FRAMEWORKS = [
         compiles=True,
     ),
     Framework(
-        "gradtape.compile.function-array_api_strict",
+        "gradtape.function-array_api_strict",
         "gradtape_bench",
         ("gradtape", "array_api_strict"),
         True,

@@ -6,7 +6,7 @@ tensor is created.  Chains (W1/W2/W6) watch their input, as ``tf.GradientTape`` 
 (W3/W7) and the deep net (W4) keep their parameters in ``gt.Variable``s, which the tape watches on
 read, and W3/W7 update them with ``Variable.assign_sub`` (the primitive the optimizers use).
 
-``gradtape.compile.function-<backend>`` (``-torch-compile``: ``jit_compile=True``): the same step function,
+``gradtape.function-<backend>`` (``-torch-compile``: ``jit_compile=True``): the same step function,
 wrapped in ``gt.function``; its first call (trace + compile) is the worker's ``first_call_s``,
 outside the timed repeats.  Every row's step takes its input tensors (and W3 its labels) as
 arguments: a tensor captured from the closure is a constant of a traced program, and a chain of
@@ -38,22 +38,22 @@ FRAMEWORKS = (
     "gradtape-torch",
     "gradtape-jax",
     "gradtape-array_api_strict",
-    "gradtape.compile.function-numpy",
-    "gradtape.compile.function-torch",
-    "gradtape.compile.function-torch-compile",
-    "gradtape.compile.function-jax",
-    "gradtape.compile.function-jax-loop",
-    "gradtape.compile.function-array_api_strict",
+    "gradtape.function-numpy",
+    "gradtape.function-torch",
+    "gradtape.function-torch-compile",
+    "gradtape.function-jax",
+    "gradtape.function-jax-loop",
+    "gradtape.function-array_api_strict",
 )
 
 #: gt.function rows: backend, jit_compile, the executor the step should end up with
 TRACED = {
-    "gradtape.compile.function-numpy": ("numpy", None, "replay"),
-    "gradtape.compile.function-torch": ("torch", None, "replay"),
-    "gradtape.compile.function-torch-compile": ("torch", True, "torch compiler"),
-    "gradtape.compile.function-jax": ("jax", None, "jax compiler"),
-    "gradtape.compile.function-jax-loop": ("jax", None, "jax compiler"),
-    "gradtape.compile.function-array_api_strict": ("array_api_strict", None, "replay"),
+    "gradtape.function-numpy": ("numpy", None, "replay"),
+    "gradtape.function-torch": ("torch", None, "replay"),
+    "gradtape.function-torch-compile": ("torch", True, "torch compiler"),
+    "gradtape.function-jax": ("jax", None, "jax compiler"),
+    "gradtape.function-jax-loop": ("jax", None, "jax compiler"),
+    "gradtape.function-array_api_strict": ("array_api_strict", None, "replay"),
 }
 
 _l1 = l1

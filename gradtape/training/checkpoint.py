@@ -57,7 +57,7 @@ __all__ = [
     "latest_checkpoint",
 ]
 
-FORMAT = "gradtape.training.checkpoint.Checkpoint"
+FORMAT = "gradtape.train.Checkpoint"
 VERSION = 1
 SUFFIX = ".safetensors"
 STATE_FILE = "checkpoint"  # the directory's list of checkpoints, as TensorFlow's
@@ -1013,7 +1013,7 @@ def _write_state(directory, latest, all_paths):
     """The directory's list of checkpoints (JSON, paths relative to it), written atomically."""
     rel = lambda p: os.path.relpath(p, directory)
     state = {
-        "format": "gradtape.training.checkpoint.CheckpointState",
+        "format": "gradtape.train.CheckpointState",
         "version": VERSION,
         "model_checkpoint_path": rel(latest),
         "all_model_checkpoint_paths": [rel(p) for p in all_paths],
