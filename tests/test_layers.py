@@ -1,12 +1,14 @@
-"""The layering of gradtape's own modules (issue 11, item 4), checked by reading the source with ``ast``.
+"""The layering of gradtape's own modules (issue 11, item 4; folders since issue 23), checked by reading the
+source with ``ast``.
 
-Every module of the packages ``gradtape/`` (with ``gradtape/ops/``), ``backends/`` (installed as
-``gradtape.backends``) and ``conformance/`` (installed as ``gradtape.conformance``) belongs to one layer
-of :data:`LAYERS`.  A module may import only from its own layer or from a layer below, and the imports
-among the project's modules form no cycle, within a layer or across layers.  Imports placed inside
-functions count like those at the top of a module: a cycle hidden behind a function-level import is
-still a cycle.  A function-level import of one of the project's own modules stays only where it
-breaks no rule and says why, in a comment on its line or on the line above.
+Every module of the package ``gradtape/`` belongs to one layer of :data:`LAYERS`; the folders are layers
+(``core/`` at the bottom, in layers of its own, then ``backends/``, ``ops/``, ``autodiff/``, ``compile/``,
+...).  A module may import only from its own layer or from a layer below, and the imports among the
+project's modules form no cycle, within a layer or across layers.  Imports placed inside functions count
+like those at the top of a module: a cycle hidden behind a function-level import is still a cycle.  A
+function-level import of one of the project's own modules stays only where it breaks no rule and says
+why, in a comment on its line or on the line above.  Outside ``gradtape/core/``, a module takes from a
+core module only the names that module lists in its ``__all__`` (the wall around the core).
 
 How an import is read:
 
@@ -15,8 +17,6 @@ How an import is read:
   ``__init__``; likewise ``from gradtape import Tensor`` and ``import gradtape as gt`` import
   ``gradtape``, the package's ``__init__``, which is in the top layer of the library;
 * relative imports are resolved against the importing module's package;
-* ``backends.x`` and ``conformance.x`` are other spellings of ``gradtape.backends.x`` and
-  ``gradtape.conformance.x``;
 * strings handed to ``importlib.import_module`` (the plugin entry points) are not imports here.
 
 ``python3 tests/test_layers.py`` prints the full report: every violation by importing file, the
