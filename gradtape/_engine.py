@@ -29,7 +29,7 @@ from gradtape._unbroadcast import bad_gradient, broadcasts_to, fit
 from gradtape.registry import OpDef, rule_location
 from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
 
-__all__ = ["Node", "TensorOp", "UnconnectedGradients", "record", "record1", "record2", "backward"]
+__all__ = ["Node", "TensorOp", "UnconnectedGradients", "make_node", "record", "backward"]
 
 
 class UnconnectedGradients(enum.Enum):
@@ -242,40 +242,34 @@ class _Recording:
 
 # ---------------------------------------------------------------------------------------- recording
 def make_node(op, ids, natives, attrs, out_ids, outs, b):
-    """The node of one call, keeping only what ``op.saves`` declares (``outs``: the native outputs);
-    the one constructor of :class:`Node` (the hot paths inline its single-output case)."""
+    """The node of one call, keeping only what ``op.saves`` declares (``natives``: the native
+    inputs, ``outs``: the native outputs, tuples): the one constructor of :class:`Node`."""
     saves = op._saves
     if saves is not None:
-        natives = saved_inputs(saves, natives, outs[0])
+        ins = saves.inputs
+        if ins is not True:
+            # an input the rule does not read: None where shaped and typed like the (first) output,
+            # else its shape and dtype (for undoing broadcasting); Python scalars stay
+            ov = outs[0]
+            kept = []
+            k = 0
+            for v in natives:
+                if (ins and k in ins) or v.__class__ in _PY_SCALARS:
+                    kept.append(v)
+                elif v.shape == ov.shape and v.dtype == ov.dtype:
+                    kept.append(None)
+                else:
+                    kept.append(_Meta(v))
+                k += 1
+            natives = tuple(kept)
         if not saves.outputs:
             outs = (None,) * len(outs)
-    return _tuple_new(Node, (op, ids, natives, attrs if attrs is not None else _NO_ATTRS, out_ids, outs, b))
-
-
-def saved_inputs(saves, natives, ov):
-    """The inputs a node keeps: the saved ones, Python scalars, and for the others None (shaped
-    like output ``ov``) or their shape and dtype."""
-    ins = saves.inputs
-    if ins is True:
-        return natives
-    out = []
-    for k, v in enumerate(natives):
-        if (ins and k in ins) or v.__class__ in _PY_SCALARS:
-            out.append(v)
-        elif v.shape == ov.shape and v.dtype == ov.dtype:
-            out.append(None)
-        else:
-            out.append(_Meta(v))
-    return tuple(out)
+    return _tuple_new(Node, (op, ids, natives, _NO_ATTRS if attrs is None else attrs, out_ids, outs, b))
 
 
 def _differentiable_outputs(op, outs, b):
-    """The identities of the outputs that carry a gradient (0 for the others); None if none does."""
-    if len(outs) == 1:
-        o = outs[0]
-        if not op.float_out and b.dtype_of(o._v).kind not in "fc":
-            return None
-        return (o._id,)
+    """The identities of an op's several outputs that carry a gradient (0 for the others); None if
+    none does."""
     mask = op.output_differentiable
     out_ids = tuple(
         o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0 for k, o in enumerate(outs)
@@ -283,26 +277,37 @@ def _differentiable_outputs(op, outs, b):
     return out_ids if any(out_ids) else None
 
 
-def record(op, args, natives, attrs, outs):
-    """Record one op call (``outs``: its output Tensors) on every active tape that watches one of
-    its inputs; trainable Variables read are watched first where the tape watches on access."""
+def _input_ids(args):
+    """The identities of an op call's inputs (0: not a Tensor) and the trainable Variables among
+    them (None: none)."""
     ids = []
     variables = None
     for a in args:
         c = a.__class__
         if c is Tensor:
             ids.append(a._id)
-        elif c is Variable:
-            ids.append(a._id)
-            if a._trainable:
-                variables = (variables or []) + [a]
         elif isinstance(a, Tensor):
             ids.append(a._id)
+            if c is Variable and a._trainable:
+                variables = (variables or []) + [a]
         else:
             ids.append(0)
-    ids = tuple(ids)
+    return tuple(ids), variables
+
+
+def record(op, args, natives, attrs, outs, tapes=None):
+    """Record one op call (``args``: its inputs; ``natives``: their native values as the forward
+    took them, a tuple; ``outs``: its output Tensors) on every recording tape of this thread
+    (``tapes``) that watches one of its inputs; trainable Variables read are watched first where
+    the tape watches on access."""
+    variables = None
+    a = args[0] if args else None
+    if a.__class__ is Tensor and len(args) == 1:  # (the common case, without a loop)
+        ids = (a._id,)
+    else:
+        ids, variables = _input_ids(args)
     node = None
-    for rec in _state.tapes:
+    for rec in _state.tapes if tapes is None else tapes:
         if variables is not None and rec.watch_accessed:
             for v in variables:
                 if v._id not in rec.variables:
@@ -314,41 +319,23 @@ def record(op, args, natives, attrs, outs):
         else:
             continue
         if node is None:
-            b = outs[0]._b
-            out_ids = _differentiable_outputs(op, outs, b)
-            if out_ids is None:
-                return
-            node = make_node(op, ids, tuple(natives), attrs, out_ids, tuple(o._v for o in outs), b)
+            if len(outs) == 1:
+                y = outs[0]
+                b = y._b
+                if not op.float_out and b.dtype_of(y._v).kind not in "fc":
+                    return
+                out_ids = (y._id,)
+                node = make_node(op, ids, natives, attrs, out_ids, (y._v,), b)
+            else:
+                b = outs[0]._b
+                out_ids = _differentiable_outputs(op, outs, b)
+                if out_ids is None:
+                    return
+                node = make_node(op, ids, natives, attrs, out_ids, tuple([o._v for o in outs]), b)
         rec.nodes.append(node)
-        w.update(i for i in node.out_ids if i)
-
-
-def record1(op, xid, xv, yv, yid, b, tapes, attrs=None):
-    """``record`` for one (non-Variable) Tensor input and one output: the fast path."""
-    node = None
-    for rec in tapes:
-        w = rec.watched
-        if xid in w:
-            if node is None:
-                if not op.float_out and b.dtype_of(yv).kind not in "fc":
-                    return
-                node = make_node(op, (xid,), (xv,), attrs, (yid,), (yv,), b)
-            rec.nodes.append(node)
-            w.add(yid)
-
-
-def record2(op, id1, id2, v1, v2, yv, yid, b, tapes):
-    """``record`` for two inputs (Tensors or passed-through Python scalars, id 0) and one output."""
-    node = None
-    for rec in tapes:
-        w = rec.watched
-        if id1 in w or id2 in w:
-            if node is None:
-                if not op.float_out and b.dtype_of(yv).kind not in "fc":
-                    return
-                node = make_node(op, (id1, id2), (v1, v2), None, (yid,), (yv,), b)
-            rec.nodes.append(node)
-            w.add(yid)
+        for i in out_ids:
+            if i:
+                w.add(i)
 
 
 # ---------------------------------------------------------------------------------------- backward
@@ -514,34 +501,31 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
 
 
 def _walk(nodes, grads, reach, keep, consume, nb, native):
-    """Call each node's rule in reverse order, fit its gradients to their inputs, sum those that
-    meet.  ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output
-    and a real cotangent in a native walk, takes the first branch; everything else the general
-    one (several outputs, complex cotangents, rules on Tensors)."""
+    """Call each node's rule in reverse order and hand its gradients to :func:`_fit_add`.
+    ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output and a
+    real cotangent in a native walk, calls the rule here; everything else (several outputs,
+    complex cotangents, rules on Tensors) goes through :func:`_general_rule`."""
     pop = grads.pop
     get = grads.get
     last_b = None
     reals = xp_native = None
-    chunked = False  # the node's backend chunks its arrays (dask): each gradient gets its input's chunks
     for idx in range(len(nodes) - 1, -1, -1):
         n = nodes[idx]
         if consume:
             nodes[idx] = None  # the node's saved values go with the last reference
-        op, in_ids, inputs, _, oids, _, b = n
-        try:
-            (o,) = oids
-        except ValueError:  # several outputs
-            o = 0
-        if o:
+        oids = n.out_ids
+        if len(oids) == 1:
+            o = oids[0]
             g = get(o) if o in keep else pop(o, None)
             if g is None:
                 continue
+            op = n.opdef
             if native and op.xp_rule:
+                b = n.backend
                 if b is not last_b:
                     last_b = b
                     reals = _real_natives(b)
                     xp_native = native_namespace(b)
-                    chunked = b.chunked
                 if g.dtype in reals:
                     if nb and not op.batched:
                         raise NotBatchable(op.name)
@@ -549,51 +533,24 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                         in_grads = op._grad(xp_native, n, g)
                     except (TypeError, AttributeError) as e:
                         _native_rule_failed(n, e)
-                    c = in_grads.__class__
-                    if c is not tuple and c is not list:
-                        if len(in_ids) != 1:
-                            _wrong_count(op, (in_grads,), in_ids)
-                        i = in_ids[0]
-                        if in_grads is not None and i and i in reach:
-                            v = inputs[0]
-                            if v is not None and (in_grads.shape != v.shape or in_grads.dtype != v.dtype):
-                                in_grads = fit(xp_native, in_grads, v.shape, v.dtype, nb, n, 0)
-                            if chunked and v is not None:
-                                in_grads = b.match_layout(in_grads, v)
-                            prev = get(i)
-                            grads[i] = in_grads if prev is None else prev + in_grads
-                        continue
-                    if len(in_grads) != len(in_ids):
-                        _wrong_count(op, in_grads, in_ids)
-                    k = 0
-                    for i in in_ids:
-                        gi = in_grads[k]
-                        if gi is not None and i and i in reach:
-                            v = inputs[k]
-                            if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
-                                gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
-                            if chunked and v is not None:
-                                gi = b.match_layout(gi, v)
-                            prev = get(i)
-                            grads[i] = gi if prev is None else prev + gi
-                        k += 1
+                    _fit_add(grads, reach, n, in_grads, xp_native, nb, None)
                     continue
             gs = (g,)
         else:
             gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in oids]
             if all(h is None for h in gs):
                 continue
-        _general_node(n, gs, grads, reach, nb, native)
+        _general_rule(n, gs, grads, reach, nb, native)
 
 
-def _general_node(n, gs, grads, reach, nb, native):
+def _general_rule(n, gs, grads, reach, nb, native):
     """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
     outer tape records, or a TensorFlow-style rule)."""
-    op, in_ids, inputs, _, _, _, b = n
+    op = n.opdef
+    b = n.backend
     rule = op._grad
     if rule is None:
         raise LookupError(f"gradient registry has no entry for: {op.name}")
-    get = grads.get
     on_native = False
     if native and op.xp_rule:
         reals = _real_natives(b)
@@ -610,19 +567,7 @@ def _general_node(n, gs, grads, reach, nb, native):
             in_grads = rule(xp, n, *gs)
         except (TypeError, AttributeError) as e:
             _native_rule_failed(n, e)
-        if in_grads.__class__ is not tuple:
-            in_grads = tuple(in_grads) if in_grads.__class__ is list else (in_grads,)
-        if len(in_grads) != len(in_ids):
-            _wrong_count(op, in_grads, in_ids)
-        for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
-            if gi is not None and i and i in reach:
-                v = inputs[k]
-                if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
-                    gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
-                if b.chunked and v is not None:
-                    gi = b.match_layout(gi, v)
-                prev = get(i)
-                grads[i] = gi if prev is None else prev + gi
+        _fit_add(grads, reach, n, in_grads, xp, nb, None)
         return
     xp = tensor_namespace()
     view = TensorOp(n)
@@ -632,18 +577,40 @@ def _general_node(n, gs, grads, reach, nb, native):
     if len(gs) > 1 and any(h is None for h in gs):
         gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
     in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
-    if in_grads.__class__ is not tuple:
-        in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
+    _fit_add(grads, reach, n, in_grads, xp, 0, next(h for h in gs if h is not None), native)
+
+
+def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
+    """The one place a rule's gradients join the walk: each input's gradient (one per input of
+    node ``n``; a rule of one input may return it bare) summed to its input's shape and cast to
+    its dtype (:func:`_unbroadcast.fit`), laid out as its input (dask's chunks), and added to what
+    already reached that input.  ``g_out``: None for gradients on ``xp``'s native arrays; else the
+    rule ran on Tensors and ``g_out`` is an output's cotangent (whose shape an unsaved input has),
+    and ``native`` says whether ``grads`` holds native arrays."""
+    in_ids = n.in_ids
+    c = in_grads.__class__
+    if c is not tuple and c is not list:
+        in_grads = (in_grads,)
     if len(in_grads) != len(in_ids):
-        _wrong_count(op, in_grads, in_ids)
-    g_out = next(h for h in gs if h is not None)
-    for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
+        _wrong_count(n.opdef, in_grads, in_ids)
+    k = 0
+    for i in in_ids:
+        gi = in_grads[k]
         if gi is not None and i and i in reach:
-            gi = _fit_tensor(gi, n, k, g_out, xp)
-            if native:
-                gi = gi._v
-            prev = get(i)
+            if g_out is None:
+                v = n.inputs[k]
+                if v is not None:
+                    if gi.shape != v.shape or gi.dtype != v.dtype:
+                        gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
+                    if n.backend.chunked:
+                        gi = n.backend.match_layout(gi, v)
+            else:
+                gi = _fit_tensor(gi, n, k, g_out, xp)
+                if native:
+                    gi = gi._v
+            prev = grads.get(i)
             grads[i] = gi if prev is None else prev + gi
+        k += 1
 
 
 def _native_rule_failed(n, e):

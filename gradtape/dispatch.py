@@ -1,19 +1,22 @@
 """``apply(op, args, attrs)``: the one path every op call takes.
 
 Unwrap the inputs, check they share one backend, run the forward on the backend's namespace, wrap
-the outputs, and only if a tape is active hand the call to ``tape.record``.  The not-recording path
-is a loop over the arguments, one dict lookup for the native function, and the call itself.
+the outputs, and only if a tape is active hand the call to ``_engine.record``.  The common call --
+Tensors of one backend and one dtype, and Python floats / ints the library takes as they are -- is
+one loop over the arguments, one dict lookup for the native function and the call itself; anything
+else (a Variable while a tape records, mixed backends, conversions, promotion, a bool or integer
+input of a floating function) is brought to that form first by :func:`_prepare`.
 """
 
 from __future__ import annotations
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape._engine import native_dtypes, record, record1
+from gradtape._engine import make_node, native_dtypes, record
 from gradtape._recording_state import _ACTIVE, _state, tracing
 from gradtape._trace import mixed_backends
 from gradtape.registry import get_op
-from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor, lift
+from gradtape.tensor import Tensor, Variable, _new, _next_id, _wrap, convert_to_tensor, lift
 
 __all__ = ["apply", "apply1", "apply2"]
 
@@ -28,6 +31,16 @@ def _floats(b):
     return s
 
 
+#: backend -> the native dtypes (of arrays) that a Python float or int joins without changing them,
+#: where the backend takes Python scalars as is (its floating and complex dtypes); else {None}
+_FC = {}
+
+
+def _fc(b):
+    s = _FC[b] = ((_FLOATS.get(b) or _floats(b)) if b.python_scalars else frozenset()) or frozenset({None})
+    return s
+
+
 def _to_float(v, b):
     """A bool / integer native array cast to the default float dtype (``gt.config.floatx()``), for the functions
     declared ``floating``: the same dtype on every backend (NumPy alone would pick float16 for bool
@@ -37,58 +50,110 @@ def _to_float(v, b):
     return b.xp.astype(v, b.dtype_to_native(_dt.floatx()))
 
 
-def apply1(op, x, attrs=None):
-    """Fast path of :func:`apply` for one input."""
-    if x.__class__ is not Tensor:
-        return apply(op, (x,), attrs)
-    b = x._b
+def apply(op, args, attrs=None):
+    """Run ``op`` on ``args`` (its array inputs) with keyword attributes ``attrs``; record the call
+    on the tapes that watch one of its inputs.  Returns the output Tensor (a tuple of them for an
+    op of ``nout`` outputs)."""
+    # the common inputs, read without a loop for one or two arguments: Tensors (Variables too while
+    # nothing records) of one backend and one dtype, or a Python float / int beside a floating
+    # tensor where the op and library take it as is (``fast``: which of these); fast stays 0 for
+    # anything else, which _prepare brings to that form
+    fast = 0
+    n = len(args)
+    if n == 1:
+        x = args[0]
+        c = x.__class__
+        if c is Tensor or (c is Variable and not _ACTIVE[0]):
+            b = x._b
+            natives = (x._v,)
+            dt = x._v.dtype
+            fast = 1
+    elif n == 2:
+        x1, x2 = args
+        c1 = x1.__class__
+        c2 = x2.__class__
+        if not _ACTIVE[0]:
+            c1 = Tensor if c1 is Variable else c1
+            c2 = Tensor if c2 is Variable else c2
+        if c1 is Tensor:
+            b = x1._b
+            dt = x1._v.dtype
+            if c2 is Tensor:
+                if x2._b is b and x2._v.dtype is dt:
+                    natives = (x1._v, x2._v)
+                    fast = 2
+            elif (c2 is float or c2 is int) and op.scalars and dt in (_FC.get(b) or _fc(b)):
+                natives = (x1._v, x2)
+                fast = 3
+        elif c2 is Tensor and (c1 is float or c1 is int) and op.scalars:
+            b = x2._b
+            dt = x2._v.dtype
+            if dt in (_FC.get(b) or _fc(b)):
+                natives = (x1, x2._v)
+                fast = 4
+    if not fast:
+        args, b, natives = _prepare(op, args)
+    elif op.floating and dt not in (_FLOATS.get(b) or _floats(b)):
+        natives = tuple([_to_float(v, b) for v in natives])
     impl = op.impls.get(b) or op.resolve(b)
-    v = x._v
-    if op.floating:
-        v = _to_float(v, b)
     try:
-        out = impl(v, **attrs) if attrs else impl(v)
+        out = impl(*natives, **attrs) if attrs else impl(*natives)
     except Exception as e:
-        _reraise(op, b, (x,), (v,), e)
-    if out.__class__ is not b.array_type:
-        out = b.fix_output(out)
-    y = _wrap(out, b)
+        _reraise(op, b, args, natives, e)
+    if op.nout is None:
+        if out.__class__ is not b.array_type:
+            out = b.fix_output(out)
+        y = _new(Tensor)
+        y._v = out
+        y._b = b
+        y._id = yid = _next_id()
+        if _ACTIVE[0] and op.differentiable:
+            tapes = _state.tapes
+            if tapes:
+                if fast and len(tapes) == 1 and (op.float_out or b.dtype_of(out).kind in "fc"):
+                    # one tape, inputs without Variables, one floating output: record's common case
+                    ids = (
+                        (x._id,)
+                        if fast == 1
+                        else (x1._id, x2._id)
+                        if fast == 2
+                        else (x1._id, 0)
+                        if fast == 3
+                        else (0, x2._id)
+                    )
+                    rec = tapes[0]
+                    w = rec.watched
+                    for i in ids:
+                        if i in w:
+                            rec.nodes.append(make_node(op, ids, natives, attrs, (yid,), (out,), b))
+                            w.add(yid)
+                            break
+                else:
+                    record(op, args, natives, attrs, (y,), tapes)
+        return y
+    at = b.array_type
+    outs = tuple([_wrap(o if o.__class__ is at else b.fix_output(o), b) for o in out])
     if _ACTIVE[0] and op.differentiable:
         tapes = _state.tapes
         if tapes:
-            if op.nout is None:
-                record1(op, x._id, v, out, y._id, b, tapes, attrs)
-            else:
-                record(op, (x,), (v,), attrs, (y,))
-    return y
+            record(op, args, natives, attrs, outs, tapes)
+    return outs
+
+
+def apply1(op, x, attrs=None):
+    """``apply(op, (x,), attrs)``: one input."""
+    return apply(op, (x,), attrs)
 
 
 def apply2(op, x1, x2, attrs=None):
-    """Fast path of :func:`apply` for two inputs: Tensors or Variables of one backend and one dtype
-    (anything else goes through :func:`apply`)."""
-    c1 = x1.__class__
-    c2 = x2.__class__
-    if (c1 is Tensor or c1 is Variable) and (c2 is Tensor or c2 is Variable):
-        b = x1._b
-        v1 = x1._v
-        v2 = x2._v
-        if x2._b is b and v1.dtype is v2.dtype:
-            impl = op.impls.get(b) or op.resolve(b)
-            try:
-                out = impl(v1, v2, **attrs) if attrs else impl(v1, v2)
-            except Exception as e:
-                _reraise(op, b, (x1, x2), (v1, v2), e)
-            if out.__class__ is not b.array_type:
-                out = b.fix_output(out)
-            y = _wrap(out, b)
-            if _ACTIVE[0] and op.differentiable and _state.tapes:
-                record(op, (x1, x2), (v1, v2), attrs, (y,))
-            return y
+    """``apply(op, (x1, x2), attrs)``: two inputs."""
     return apply(op, (x1, x2), attrs)
 
 
-def apply(op, args, attrs=None):
-    """Run ``op`` on ``args`` (array inputs) with keyword attributes ``attrs``; record if taped."""
+def _prepare(op, args):
+    """The general case of :func:`apply`'s inputs: ``(args, backend, natives)`` with mixed backends
+    lifted into a running trace (else the error), non-Tensors converted, dtypes promoted (a
+    recorded ``astype``) where the op promotes, bool / int inputs of a floating function cast."""
     b = None
     like = None
     for a in args:
@@ -96,31 +161,17 @@ def apply(op, args, attrs=None):
             if b is None:
                 b, like = a._b, a
             elif a._b is not b:
-                return apply(op, _lifted(op, args, like, a), attrs)
+                return _prepare(op, _lifted(op, args, like, a))
     if b is None:
         b = _config.get_backend()
     natives = [a._v if isinstance(a, Tensor) else _convert(a, b, op, like) for a in args]
     if op.promote and len(natives) > 1:
         promoted = _promote(op, b, args, natives)
         if promoted is not None:
-            return apply(op, promoted, attrs)
+            return _prepare(op, promoted)
     if op.floating:
         natives = [_to_float(v, b) for v in natives]
-    impl = op.impls.get(b) or op.resolve(b)
-    try:
-        out = impl(*natives, **attrs) if attrs else impl(*natives)
-    except Exception as e:
-        _reraise(op, b, args, natives, e)
-    at = b.array_type
-    if op.nout is None:
-        y = _wrap(out if out.__class__ is at else b.fix_output(out), b)
-        outs = (y,)
-    else:
-        outs = tuple(_wrap(o if o.__class__ is at else b.fix_output(o), b) for o in out)
-        y = outs
-    if _ACTIVE[0] and op.differentiable and _state.tapes:
-        record(op, args, natives, attrs, outs)
-    return y
+    return args, b, tuple(natives)
 
 
 def _convert(a, b, op, like, passthrough=True):
@@ -158,7 +209,7 @@ def _promote(op, b, args, natives):
     cast = get_op("astype")  # registered by the ops, above this module
     attrs = {"dtype": b.dtype_to_native(rt), "copy": True}
     return tuple(
-        a if d is None or d is rt else apply1(cast, a if isinstance(a, Tensor) else _wrap(v, b), attrs)
+        a if d is None or d is rt else apply(cast, (a if isinstance(a, Tensor) else _wrap(v, b),), attrs)
         for a, v, d in zip(args, natives, dts)
     )
 
