@@ -40,6 +40,7 @@ class UnconnectedGradients(enum.Enum):
 
 
 _NO_ATTRS = {}
+_NONE = (None,)
 _PY_SCALARS = (bool, int, float, complex)
 
 
@@ -251,19 +252,21 @@ def make_node(op, ids, natives, attrs, out_ids, outs, b):
             # an input the rule does not read: None where shaped and typed like the (first) output,
             # else its shape and dtype (for undoing broadcasting); Python scalars stay
             ov = outs[0]
+            shape = ov.shape
+            dtype = ov.dtype
             kept = []
             k = 0
             for v in natives:
-                if (ins and k in ins) or v.__class__ in _PY_SCALARS:
+                if v.__class__ in _PY_SCALARS or (ins and k in ins):
                     kept.append(v)
-                elif v.shape == ov.shape and v.dtype == ov.dtype:
+                elif v.dtype == dtype and v.shape == shape:
                     kept.append(None)
                 else:
                     kept.append(_Meta(v))
                 k += 1
             natives = tuple(kept)
         if not saves.outputs:
-            outs = (None,) * len(outs)
+            outs = _NONE if len(outs) == 1 else (None,) * len(outs)
     return _tuple_new(Node, (op, ids, natives, _NO_ATTRS if attrs is None else attrs, out_ids, outs, b))
 
 
@@ -515,7 +518,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
             nodes[idx] = None  # the node's saved values go with the last reference
         oids = n.out_ids
         if len(oids) == 1:
-            o = oids[0]
+            (o,) = oids
             g = get(o) if o in keep else pop(o, None)
             if g is None:
                 continue

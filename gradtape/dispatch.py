@@ -10,6 +10,10 @@ input of a floating function) is brought to that form first by :func:`_prepare`.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+
 from gradtape import _config
 from gradtape import dtypes as _dt
 from gradtape._engine import make_node, native_dtypes, record
@@ -18,7 +22,7 @@ from gradtape._trace import mixed_backends
 from gradtape.registry import get_op
 from gradtape.tensor import Tensor, Variable, _new, _next_id, _wrap, convert_to_tensor, lift
 
-__all__ = ["apply", "apply1", "apply2"]
+__all__ = ["apply", "apply1", "apply2", "fast_path"]
 
 _SCALARS = (bool, int, float, complex)
 
@@ -148,6 +152,114 @@ def apply1(op, x, attrs=None):
 def apply2(op, x1, x2, attrs=None):
     """``apply(op, (x1, x2), attrs)``: two inputs."""
     return apply(op, (x1, x2), attrs)
+
+
+def fast_path(op, arity):
+    """The public function of an element-wise op of ``arity`` (1 or 2) positional arguments:
+    :func:`apply` itself, generated from its source for that arity (``f(x, /)`` /
+    ``f(x1, x2, /)``: no call into ``apply``, no length test, no attributes), so one op call
+    costs what the hand-inlined closures did and stays the same code path."""
+    maker = _FAST_MAKERS.get(arity)
+    if maker is None:
+        maker = _FAST_MAKERS[arity] = _generate(arity)
+    return maker(op)
+
+
+_FAST_MAKERS = {}
+
+
+class _Specialize(ast.NodeTransformer):
+    """``apply``'s body for ``arity`` positional arguments: ``n`` and ``attrs`` known, the other
+    arities' branches gone."""
+
+    def __init__(self, arity):
+        self.arity = arity
+
+    def visit_Assign(self, node):
+        t = node.targets[0]
+        v = node.value
+        if isinstance(t, ast.Name) and t.id == "n":  # n = len(args)
+            return None
+        if isinstance(v, ast.Name) and v.id == "args" and isinstance(t, ast.Tuple):  # x1, x2 = args
+            return None
+        if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id == "args":
+            return None  # x = args[0]
+        return self.generic_visit(node)
+
+    def visit_If(self, node):
+        t = node.test
+        if (
+            isinstance(t, ast.Compare)
+            and isinstance(t.left, ast.Name)
+            and t.left.id == "n"
+            and isinstance(t.ops[0], ast.Eq)
+            and isinstance(t.comparators[0], ast.Constant)
+        ):
+            kept = node.body if t.comparators[0].value == self.arity else node.orelse
+            out = []
+            for s in kept:
+                r = self.visit(s)
+                if r is not None:
+                    out.extend(r if isinstance(r, list) else [r])
+            return out or [ast.Pass()]
+        return self.generic_visit(node)
+
+    def visit_IfExp(self, node):
+        if isinstance(node.test, ast.Name) and node.test.id == "attrs":  # no attributes
+            return self.visit(node.orelse)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id == "attrs" and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Constant(None), node)
+        return node
+
+
+def _generate(arity):
+    """A maker ``maker(op) -> f`` of :func:`apply` specialised for ``arity`` arguments (see
+    :func:`fast_path`); a plain call of ``apply`` where its source cannot be read."""
+    params = ["x"] if arity == 1 else [f"x{k + 1}" for k in range(arity)]
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(apply)))
+    except (OSError, TypeError):
+        tree = None
+    if tree is None:
+        return lambda op: lambda *xs: apply(op, xs)
+    fn = tree.body[0]
+    body = fn.body[1:] if isinstance(fn.body[0].value, ast.Constant) else fn.body  # (the docstring)
+    body = [s for b in body for s in _as_list(_Specialize(arity).visit(b))]
+    pack = ast.parse(f"args = ({', '.join(params)},)").body[0]
+    fn.name = "f"
+    fn.args = _arguments(posonly=params)
+    fn.body = [pack, *body]
+    maker = ast.FunctionDef(
+        name="maker",
+        args=_arguments(plain=["op"]),
+        body=[fn, ast.Return(ast.Name("f", ast.Load()))],
+        decorator_list=[],
+        returns=None,
+    )
+    mod = ast.fix_missing_locations(ast.Module(body=[maker], type_ignores=[]))
+    ns = {}
+    where = f"<gradtape.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
+    exec(compile(mod, where, "exec"), globals(), ns)
+    return ns["maker"]
+
+
+def _arguments(posonly=(), plain=()):
+    return ast.arguments(
+        posonlyargs=[ast.arg(p) for p in posonly],
+        args=[ast.arg(p) for p in plain],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
+
+
+def _as_list(r):
+    return [] if r is None else r if isinstance(r, list) else [r]
 
 
 def _prepare(op, args):

@@ -124,11 +124,19 @@ def _first_param(fn):
     return params[0] if params else None
 
 
-def _undeclared_forward(fn):
-    """The convention of a callable forward declared without ``forward_takes``: ``"backend"`` when
-    its first parameter is named ``backend``, else ``"xp"`` (gradtape's form).  Only the op chapters
-    that predate ``forward_takes`` rely on it (``tests/test_registry.py`` lists them)."""
-    return "backend" if _first_param(fn) == "backend" else "xp"
+#: the ops whose forward takes the backend without declaring it (``forward_takes="backend"``):
+#: their convention was read from the forward's first parameter (``tests/test_registry.py`` lists them)
+UNDECLARED_BACKEND_FORWARDS: set[str] = set()
+
+
+def _undeclared_forward(name, fn):
+    """The convention of a callable forward declared without ``forward_takes``: ``"xp"`` (gradtape's
+    form), or ``"backend"`` for a forward whose first parameter is named ``backend`` (op chapters
+    that predate ``forward_takes``; noted in :data:`UNDECLARED_BACKEND_FORWARDS`)."""
+    if _first_param(fn) == "backend":
+        UNDECLARED_BACKEND_FORWARDS.add(name)
+        return "backend"
+    return "xp"
 
 
 def undeclared_rule_form(fn, where):
@@ -173,7 +181,7 @@ def declare(
     (default: a forward named in the namespace); ``rule_form`` defaults to ``"xp"``."""
     fwd = name if forward is None else forward
     if forward_takes is None:
-        forward_takes = "name" if isinstance(fwd, str) else _undeclared_forward(fwd)
+        forward_takes = "name" if isinstance(fwd, str) else _undeclared_forward(name, fwd)
     if forward_takes not in FORWARD_TAKES:
         raise ValueError(f"op {name!r}: forward_takes must be one of {FORWARD_TAKES}, got {forward_takes!r}")
     if (forward_takes == "name") != isinstance(fwd, str):
@@ -224,6 +232,23 @@ class OpDef:
         *sorted(_MIRRORS),
         "__weakref__",
     )
+
+    name: str
+    # the hot path's mirrors of the parts (read-only; see _sync)
+    forward: Any
+    forward_takes: str
+    nout: int | None
+    output_differentiable: tuple | None
+    floating: bool
+    float_out: bool
+    promote: bool
+    scalars: bool
+    xp_callable: bool
+    _grad: Any
+    rule_form: str
+    xp_rule: bool
+    _saves: Saves | None
+    batched: bool
 
     def __init__(
         self,

@@ -15,7 +15,10 @@ what the rule reads, and its input domain beside it:
   any other op and returns its :class:`~gradtape.registry.OpDef`; ``public(opdef)`` links it to the
   hand-written public function.
 * ``forward`` is the name of a function of the backend's Array API namespace (the default: the op's
-  own name), or a callable ``forward(xp, *native_arrays, **attrs)``.
+  own name), or a callable ``forward(xp, *native_arrays, **attrs)`` (``forward_takes="backend"``
+  declares ``forward(backend, ...)``, which gets the adapter; ``"arrays"`` the arrays alone).
+* The op's public function calls :func:`~gradtape.dispatch.apply`, the one path of every op call
+  (``unary`` and ``binary`` return ``apply`` itself, generated for one or two arguments).
 * A rule is ``rule(xp, op, *output_grads)`` returning one gradient per input (``None``: no gradient),
   written once against the namespace ``xp`` the engine passes (the HIPS autograd idea):
 
@@ -59,7 +62,7 @@ what the rule reads, and its input domain beside it:
 from __future__ import annotations
 
 from gradtape import domains as _domains
-from gradtape.dispatch import apply, apply1
+from gradtape.dispatch import apply, apply1, fast_path
 from gradtape.registry import OpDef, register
 
 __all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
@@ -116,9 +119,7 @@ def defop(name, forward=None, *, domain=None, complex=False, differentiable=True
     namespace)."""
     if complex and domain is not None:
         domain = _domains.with_complex(domain)
-    return register(
-        OpDef(name, forward, domain=domain, differentiable=differentiable, rule_form=rule_form, **keywords)
-    )
+    return register(OpDef(name, forward, domain=domain, differentiable=differentiable, rule_form=rule_form, **keywords))
 
 
 def public(opdef):
@@ -162,10 +163,7 @@ def unary(name, domain=None, *, chapter="elementwise", floating=None, doc=None, 
         **keywords,
     )
 
-    def f(x, /):
-        return apply(op, (x,))
-
-    return _finish(f, op, doc)
+    return _finish(fast_path(op, 1), op, doc)
 
 
 def binary(name, domain=None, *, chapter="elementwise", scalars=True, floating=None, doc=None, **keywords):
@@ -187,10 +185,7 @@ def binary(name, domain=None, *, chapter="elementwise", scalars=True, floating=N
         **keywords,
     )
 
-    def f(x1, x2, /):
-        return apply(op, (x1, x2))
-
-    return _finish(f, op, doc)
+    return _finish(fast_path(op, 2), op, doc)
 
 
 def _through_its_parts(xp, op, *grads):
