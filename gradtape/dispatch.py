@@ -11,6 +11,7 @@ input of a floating function) is brought to that form first by :func:`_prepare`.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 
@@ -157,8 +158,10 @@ def apply2(op, x1, x2, attrs=None):
 def fast_path(op, arity):
     """The public function of an element-wise op of ``arity`` (1 or 2) positional arguments:
     :func:`apply` itself, generated from its source for that arity (``f(x, /)`` /
-    ``f(x1, x2, /)``: no call into ``apply``, no length test, no attributes), so one op call
-    costs what the hand-inlined closures did and stays the same code path."""
+    ``f(x1, x2, /)``: no call into ``apply``, no length test, no attributes) with the node
+    builder ``_engine.make_node`` inlined from its source where ``apply`` calls it.  So an
+    element-wise call costs what the hand-inlined closures of before did, and there is still one
+    path and one node builder to read and change."""
     maker = _FAST_MAKERS.get(arity)
     if maker is None:
         maker = _FAST_MAKERS[arity] = _generate(arity)
@@ -221,13 +224,11 @@ def _generate(arity):
     params = ["x"] if arity == 1 else [f"x{k + 1}" for k in range(arity)]
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(apply)))
-    except (OSError, TypeError):
-        tree = None
-    if tree is None:
+        fn = tree.body[0]
+        body = [s for b in _without_docstring(fn.body) for s in _as_list(_Specialize(arity).visit(b))]
+        body = _inline(body, make_node)  # the node builder's body where apply calls it
+    except (OSError, TypeError):  # no source (a frozen or compiled install): apply, called
         return lambda op: lambda *xs: apply(op, xs)
-    fn = tree.body[0]
-    body = fn.body[1:] if isinstance(fn.body[0].value, ast.Constant) else fn.body  # (the docstring)
-    body = [s for b in body for s in _as_list(_Specialize(arity).visit(b))]
     pack = ast.parse(f"args = ({', '.join(params)},)").body[0]
     fn.name = "f"
     fn.args = _arguments(posonly=params)
@@ -242,8 +243,68 @@ def _generate(arity):
     mod = ast.fix_missing_locations(ast.Module(body=[maker], type_ignores=[]))
     ns = {}
     where = f"<gradtape.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
-    exec(compile(mod, where, "exec"), globals(), ns)
+    exec(compile(mod, where, "exec"), {**make_node.__globals__, **globals()}, ns)
     return ns["maker"]
+
+
+def _without_docstring(body):
+    first = body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return body[1:]
+    return body
+
+
+def _inline(body, callee):
+    """``body`` (statements) with each statement that calls ``callee`` preceded by the callee's
+    body (its parameters bound to the call's arguments, its names suffixed), the call replaced by
+    what the callee returns.  ``callee`` is straight-line code ending in its one ``return``."""
+    cdef = ast.parse(textwrap.dedent(inspect.getsource(callee))).body[0]
+    cbody = _without_docstring(cdef.body)
+    returns = [n for n in ast.walk(cdef) if isinstance(n, ast.Return)]
+    if len(returns) != 1 or cbody[-1] is not returns[0]:
+        raise AssertionError(f"{callee.__name__}: only a function ending in its one return is inlined")
+    params = [a.arg for a in cdef.args.args]
+    stored = {n.id for s in cbody for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = set(params) | stored
+    suffix = f"__{callee.__name__}"
+    same = {}  # a parameter the callee never assigns, given a name or a constant: that, in place
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in same:
+                return copy.deepcopy(same[node.id])
+            return ast.Name(node.id + suffix, node.ctx) if node.id in local else node
+
+    class Replace(ast.NodeTransformer):
+        def __init__(self):
+            self.call = None
+
+        def visit_Call(self, node):
+            if isinstance(node.func, ast.Name) and node.func.id == callee.__name__:
+                self.call = node
+                return Rename().visit(copy.deepcopy(returns[0].value))
+            return self.generic_visit(node)
+
+    out = []
+    for stmt in body:
+        for field, value in ast.iter_fields(stmt):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                setattr(stmt, field, _inline(value, callee))
+        r = Replace()
+        new = r.visit(copy.deepcopy(stmt))
+        if r.call is not None:
+            if r.call.keywords or len(r.call.args) != len(params):
+                raise AssertionError(f"{callee.__name__} is inlined from a call with its positional arguments only")
+            for p, a in zip(params, r.call.args):
+                if p not in stored and isinstance(a, (ast.Name, ast.Constant)):
+                    same[p] = a
+                else:
+                    out.append(ast.Assign([ast.Name(p + suffix, ast.Store())], a, lineno=0))
+            out.extend(Rename().visit(copy.deepcopy(s)) for s in cbody[:-1])
+            new = Replace().visit(stmt)  # (the returned expression, with the parameters in place)
+            same.clear()
+        out.append(new)
+    return out
 
 
 def _arguments(posonly=(), plain=()):
