@@ -18,7 +18,11 @@ an op chapter: it sits below ``dispatch`` and the ops.
 
 from __future__ import annotations
 
+import ast
+import copy
 import enum
+import inspect
+import textwrap
 import warnings
 from typing import NamedTuple
 
@@ -29,7 +33,16 @@ from gradtape._unbroadcast import bad_gradient, broadcasts_to, fit
 from gradtape.registry import OpDef, rule_location
 from gradtape.tensor import Tensor, Variable, _wrap, convert_to_tensor
 
-__all__ = ["Node", "TensorOp", "UnconnectedGradients", "make_node", "record", "backward"]
+__all__ = [
+    "Node",
+    "TensorOp",
+    "UnconnectedGradients",
+    "make_node",
+    "record",
+    "backward",
+    "inline_calls",
+    "fold_constants",
+]
 
 
 class UnconnectedGradients(enum.Enum):
@@ -40,7 +53,6 @@ class UnconnectedGradients(enum.Enum):
 
 
 _NO_ATTRS = {}
-_NONE = (None,)
 _PY_SCALARS = (bool, int, float, complex)
 
 
@@ -252,22 +264,19 @@ def make_node(op, ids, natives, attrs, out_ids, outs, b):
             # an input the rule does not read: None where shaped and typed like the (first) output,
             # else its shape and dtype (for undoing broadcasting); Python scalars stay
             ov = outs[0]
-            shape = ov.shape
-            dtype = ov.dtype
-            kept = []
-            k = 0
-            for v in natives:
-                if v.__class__ in _PY_SCALARS or (ins and k in ins):
-                    kept.append(v)
-                elif v.dtype == dtype and v.shape == shape:
-                    kept.append(None)
-                else:
-                    kept.append(_Meta(v))
-                k += 1
-            natives = tuple(kept)
+            natives = tuple(
+                [
+                    v
+                    if v.__class__ in _PY_SCALARS or (ins and k in ins)
+                    else None
+                    if v.dtype == ov.dtype and v.shape == ov.shape
+                    else _Meta(v)
+                    for k, v in enumerate(natives)
+                ]
+            )
         if not saves.outputs:
-            outs = _NONE if len(outs) == 1 else (None,) * len(outs)
-    return _tuple_new(Node, (op, ids, natives, _NO_ATTRS if attrs is None else attrs, out_ids, outs, b))
+            outs = (None,) * len(outs)
+    return _tuple_new(Node, (op, ids, natives, attrs or _NO_ATTRS, out_ids, outs, b))
 
 
 def _differentiable_outputs(op, outs, b):
@@ -478,7 +487,7 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
     saved_reach = _state.reach
     _state.reach = reach
     try:
-        _walk(nodes, grads, reach, keep, consume, nb, native)
+        _walk_fast(nodes, grads, reach, keep, consume, nb, native)
     finally:
         _state.reach = saved_reach
         if consume:
@@ -653,3 +662,141 @@ def _fit_tensor(g, n, k, g_out, xp):
             bad_gradient(n, k, tuple(g.shape), shape)
         return g
     return fit(xp, g, v.shape, b.dtype_of(v), 0, n, k)
+
+
+# ------------------------------------------------------------------------------- generated paths
+def without_docstring(body):
+    first = body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return body[1:]
+    return body
+
+
+def inline_calls(body, callee):
+    """``body`` (statements) with each statement that calls ``callee`` preceded by the callee's
+    body (its parameters bound to the call's arguments, its own names suffixed), the call replaced
+    by what the callee returns; a callee without a ``return`` (a procedure) replaces a statement
+    that is the bare call.  ``callee`` ends in its one ``return``, or has none.  (How the generated
+    fast paths -- ``dispatch.fast_path``, the backward walk -- keep one definition of what they
+    inline: its source.)"""
+    cdef = ast.parse(textwrap.dedent(inspect.getsource(callee))).body[0]
+    cbody = without_docstring(cdef.body)
+    returns = [n for n in ast.walk(cdef) if isinstance(n, ast.Return)]
+    procedure = not returns
+    if not procedure and (len(returns) != 1 or cbody[-1] is not returns[0]):
+        raise AssertionError(f"{callee.__name__}: only a function ending in its one return (or without one) is inlined")
+    params = [a.arg for a in cdef.args.args]
+    defaults = dict(zip(params[len(params) - len(cdef.args.defaults) :], cdef.args.defaults))
+    stored = {n.id for s in cbody for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = set(params) | stored
+    suffix = f"__{callee.__name__}"
+    same = {}  # a parameter the callee never assigns, given a name or a constant: that, in place
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in same:
+                return copy.deepcopy(same[node.id])
+            return ast.Name(node.id + suffix, node.ctx) if node.id in local else node
+
+    class Replace(ast.NodeTransformer):
+        def __init__(self):
+            self.call = None
+
+        def visit_Call(self, node):
+            if isinstance(node.func, ast.Name) and node.func.id == callee.__name__:
+                self.call = node
+                return ast.Constant(None) if procedure else Rename().visit(copy.deepcopy(returns[0].value))
+            return self.generic_visit(node)
+
+    out = []
+    for stmt in body:
+        for field, value in ast.iter_fields(stmt):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                setattr(stmt, field, inline_calls(value, callee))
+        r = Replace()
+        new = r.visit(copy.deepcopy(stmt))
+        if r.call is not None:
+            args = list(r.call.args) + [defaults[p] for p in params[len(r.call.args) :] if p in defaults]
+            if r.call.keywords or len(args) != len(params):
+                raise AssertionError(f"{callee.__name__} is inlined from a call with its positional arguments only")
+            bare = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            if procedure and not (bare and _is_call_of(stmt.value, callee.__name__)):
+                raise AssertionError(f"{callee.__name__} returns nothing: only a bare call of it is inlined")
+            for p, a in zip(params, args):
+                if p not in stored and isinstance(a, (ast.Name, ast.Constant)):
+                    same[p] = a
+                else:
+                    out.append(ast.Assign([ast.Name(p + suffix, ast.Store())], a, lineno=0))
+            out.extend(Rename().visit(copy.deepcopy(s)) for s in (cbody if procedure else cbody[:-1]))
+            new = None if procedure else Replace().visit(stmt)  # (the returned expression, the parameters in place)
+            same.clear()
+        if new is not None:
+            out.append(new)
+    return out
+
+
+def _is_call_of(node, name):
+    return isinstance(node.func, ast.Name) and node.func.id == name
+
+
+class _Fold(ast.NodeTransformer):
+    """Constant tests decided: ``None is None``, ``None or x``, ``if True:`` / ``if False:``."""
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        if (
+            isinstance(node.left, ast.Constant)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(node.comparators[0], ast.Constant)
+        ):
+            same = node.left.value is node.comparators[0].value
+            return ast.Constant(same if isinstance(node.ops[0], ast.Is) else not same)
+        return node
+
+    def visit_BoolOp(self, node):
+        node = self.generic_visit(node)
+        first = node.values[0]
+        if isinstance(first, ast.Constant) and len(node.values) == 2:
+            keep = bool(first.value) == isinstance(node.op, ast.And)
+            return node.values[1] if keep else first
+        return node
+
+    def visit_If(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Constant):
+            return (node.body if node.test.value else node.orelse) or ast.Pass()
+        return node
+
+
+def fold_constants(body):
+    """``body`` with the tests that inlining made constant decided (:class:`_Fold`)."""
+    out = []
+    for stmt in body:
+        r = _Fold().visit(stmt)
+        out.extend(r if isinstance(r, list) else [r])
+    return out
+
+
+def generated(fn, callee):
+    """``fn`` compiled again from its source with ``callee`` inlined where it calls it
+    (:func:`inline_calls`); ``fn`` itself where the source cannot be read."""
+    try:
+        fdef = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+        fdef.body = fold_constants(inline_calls(fdef.body, callee))
+    except (OSError, TypeError):
+        return fn
+    ns = {}
+    code = compile(
+        ast.fix_missing_locations(ast.Module([fdef], [])),
+        f"<gradtape {fn.__name__}, {callee.__name__} inlined>",
+        "exec",
+    )
+    exec(code, fn.__globals__, ns)
+    new = ns[fn.__name__]
+    new.__doc__ = fn.__doc__
+    return new
+
+
+#: the walk as it runs: _walk with _fit_add inlined from its source (one definition of each)
+_walk_fast = generated(_walk, _fit_add)

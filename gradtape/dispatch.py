@@ -11,13 +11,12 @@ input of a floating function) is brought to that form first by :func:`_prepare`.
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 import textwrap
 
 from gradtape import _config
 from gradtape import dtypes as _dt
-from gradtape._engine import make_node, native_dtypes, record
+from gradtape._engine import fold_constants, inline_calls, make_node, native_dtypes, record, without_docstring
 from gradtape._recording_state import _ACTIVE, _state, tracing
 from gradtape._trace import mixed_backends
 from gradtape.registry import get_op
@@ -77,9 +76,10 @@ def apply(op, args, attrs=None):
         x1, x2 = args
         c1 = x1.__class__
         c2 = x2.__class__
-        if not _ACTIVE[0]:
-            c1 = Tensor if c1 is Variable else c1
-            c2 = Tensor if c2 is Variable else c2
+        if c1 is Variable and not _ACTIVE[0]:
+            c1 = Tensor
+        if c2 is Variable and not _ACTIVE[0]:
+            c2 = Tensor
         if c1 is Tensor:
             b = x1._b
             dt = x1._v.dtype
@@ -128,11 +128,9 @@ def apply(op, args, attrs=None):
                     )
                     rec = tapes[0]
                     w = rec.watched
-                    for i in ids:
-                        if i in w:
-                            rec.nodes.append(make_node(op, ids, natives, attrs, (yid,), (out,), b))
-                            w.add(yid)
-                            break
+                    if not w.isdisjoint(ids):
+                        rec.nodes.append(make_node(op, ids, natives, attrs, (yid,), (out,), b))
+                        w.add(yid)
                 else:
                     record(op, args, natives, attrs, (y,), tapes)
         return y
@@ -171,23 +169,16 @@ def fast_path(op, arity):
 _FAST_MAKERS = {}
 
 
+#: the values of apply's ``fast`` for one and for two arguments (0: _prepare's general case)
+_FAST_CASES = {1: (0, 1), 2: (0, 2, 3, 4)}
+
+
 class _Specialize(ast.NodeTransformer):
     """``apply``'s body for ``arity`` positional arguments: ``n`` and ``attrs`` known, the other
     arities' branches gone."""
 
     def __init__(self, arity):
         self.arity = arity
-
-    def visit_Assign(self, node):
-        t = node.targets[0]
-        v = node.value
-        if isinstance(t, ast.Name) and t.id == "n":  # n = len(args)
-            return None
-        if isinstance(v, ast.Name) and v.id == "args" and isinstance(t, ast.Tuple):  # x1, x2 = args
-            return None
-        if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id == "args":
-            return None  # x = args[0]
-        return self.generic_visit(node)
 
     def visit_If(self, node):
         t = node.test
@@ -210,11 +201,47 @@ class _Specialize(ast.NodeTransformer):
     def visit_IfExp(self, node):
         if isinstance(node.test, ast.Name) and node.test.id == "attrs":  # no attributes
             return self.visit(node.orelse)
-        return self.generic_visit(node)
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Constant):  # a case folded away above
+            return node.body if node.test.value else node.orelse
+        return node
 
     def visit_Name(self, node):
         if node.id == "attrs" and isinstance(node.ctx, ast.Load):
             return ast.copy_location(ast.Constant(None), node)
+        if node.id == "args" and isinstance(node.ctx, ast.Load):
+            # (no tuple packed up front: the arguments while ``fast``, else what _prepare made)
+            return ast.IfExp(ast.Name("fast", ast.Load()), self.params(), ast.Name("args", ast.Load()))
+        return node
+
+    def visit_Assign(self, node):
+        t = node.targets[0]
+        v = node.value
+        if isinstance(t, ast.Name) and t.id == "n":  # n = len(args)
+            return None
+        if isinstance(v, ast.Name) and v.id == "args" and isinstance(t, ast.Tuple):  # x1, x2 = args
+            return None
+        if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id == "args":
+            return None  # x = args[0]
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "_prepare":
+            v.args[1] = self.params()  # args, b, natives = _prepare(op, args): fast is 0 there
+            return node
+        return self.generic_visit(node)
+
+    def params(self):
+        names = ["x"] if self.arity == 1 else [f"x{k + 1}" for k in range(self.arity)]
+        return ast.Tuple([ast.Name(p, ast.Load()) for p in names], ast.Load())
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        if (  # fast == k: one of the other arity's cases, never true here
+            isinstance(node.left, ast.Name)
+            and node.left.id == "fast"
+            and isinstance(node.ops[0], ast.Eq)
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value not in _FAST_CASES[self.arity]
+        ):
+            return ast.Constant(False)
         return node
 
 
@@ -225,14 +252,13 @@ def _generate(arity):
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(apply)))
         fn = tree.body[0]
-        body = [s for b in _without_docstring(fn.body) for s in _as_list(_Specialize(arity).visit(b))]
-        body = _inline(body, make_node)  # the node builder's body where apply calls it
+        body = [s for b in without_docstring(fn.body) for s in _as_list(_Specialize(arity).visit(b))]
+        body = fold_constants(inline_calls(body, make_node))  # the node builder's body where apply calls it
     except (OSError, TypeError):  # no source (a frozen or compiled install): apply, called
         return lambda op: lambda *xs: apply(op, xs)
-    pack = ast.parse(f"args = ({', '.join(params)},)").body[0]
     fn.name = "f"
     fn.args = _arguments(posonly=params)
-    fn.body = [pack, *body]
+    fn.body = body
     maker = ast.FunctionDef(
         name="maker",
         args=_arguments(plain=["op"]),
@@ -245,66 +271,6 @@ def _generate(arity):
     where = f"<gradtape.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
     exec(compile(mod, where, "exec"), {**make_node.__globals__, **globals()}, ns)
     return ns["maker"]
-
-
-def _without_docstring(body):
-    first = body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        return body[1:]
-    return body
-
-
-def _inline(body, callee):
-    """``body`` (statements) with each statement that calls ``callee`` preceded by the callee's
-    body (its parameters bound to the call's arguments, its names suffixed), the call replaced by
-    what the callee returns.  ``callee`` is straight-line code ending in its one ``return``."""
-    cdef = ast.parse(textwrap.dedent(inspect.getsource(callee))).body[0]
-    cbody = _without_docstring(cdef.body)
-    returns = [n for n in ast.walk(cdef) if isinstance(n, ast.Return)]
-    if len(returns) != 1 or cbody[-1] is not returns[0]:
-        raise AssertionError(f"{callee.__name__}: only a function ending in its one return is inlined")
-    params = [a.arg for a in cdef.args.args]
-    stored = {n.id for s in cbody for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    local = set(params) | stored
-    suffix = f"__{callee.__name__}"
-    same = {}  # a parameter the callee never assigns, given a name or a constant: that, in place
-
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, node):
-            if node.id in same:
-                return copy.deepcopy(same[node.id])
-            return ast.Name(node.id + suffix, node.ctx) if node.id in local else node
-
-    class Replace(ast.NodeTransformer):
-        def __init__(self):
-            self.call = None
-
-        def visit_Call(self, node):
-            if isinstance(node.func, ast.Name) and node.func.id == callee.__name__:
-                self.call = node
-                return Rename().visit(copy.deepcopy(returns[0].value))
-            return self.generic_visit(node)
-
-    out = []
-    for stmt in body:
-        for field, value in ast.iter_fields(stmt):
-            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                setattr(stmt, field, _inline(value, callee))
-        r = Replace()
-        new = r.visit(copy.deepcopy(stmt))
-        if r.call is not None:
-            if r.call.keywords or len(r.call.args) != len(params):
-                raise AssertionError(f"{callee.__name__} is inlined from a call with its positional arguments only")
-            for p, a in zip(params, r.call.args):
-                if p not in stored and isinstance(a, (ast.Name, ast.Constant)):
-                    same[p] = a
-                else:
-                    out.append(ast.Assign([ast.Name(p + suffix, ast.Store())], a, lineno=0))
-            out.extend(Rename().visit(copy.deepcopy(s)) for s in cbody[:-1])
-            new = Replace().visit(stmt)  # (the returned expression, with the parameters in place)
-            same.clear()
-        out.append(new)
-    return out
 
 
 def _arguments(posonly=(), plain=()):
