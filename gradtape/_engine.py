@@ -258,25 +258,36 @@ def make_node(op, ids, natives, attrs, out_ids, outs, b):
     """The node of one call, keeping only what ``op.saves`` declares (``natives``: the native
     inputs, ``outs``: the native outputs, tuples): the one constructor of :class:`Node`."""
     saves = op._saves
+    kept = natives
+    kept_out = outs
     if saves is not None:
         ins = saves.inputs
         if ins is not True:
             # an input the rule does not read: None where shaped and typed like the (first) output,
             # else its shape and dtype (for undoing broadcasting); Python scalars stay
             ov = outs[0]
-            natives = tuple(
-                [
-                    v
-                    if v.__class__ in _PY_SCALARS or (ins and k in ins)
-                    else None
-                    if v.dtype == ov.dtype and v.shape == ov.shape
-                    else _Meta(v)
-                    for k, v in enumerate(natives)
-                ]
-            )
+            dt = ov.dtype
+            shape = ov.shape
+            if not ins and len(natives) == 2:  # (add, subtract: no input kept, without a loop)
+                v1, v2 = natives
+                kept = (
+                    v1 if v1.__class__ in _PY_SCALARS else None if v1.dtype == dt and v1.shape == shape else _Meta(v1),
+                    v2 if v2.__class__ in _PY_SCALARS else None if v2.dtype == dt and v2.shape == shape else _Meta(v2),
+                )
+            else:
+                kept = tuple(
+                    [
+                        v
+                        if v.__class__ in _PY_SCALARS or (ins and k in ins)
+                        else None
+                        if v.dtype == dt and v.shape == shape
+                        else _Meta(v)
+                        for k, v in enumerate(natives)
+                    ]
+                )
         if not saves.outputs:
-            outs = (None,) * len(outs)
-    return _tuple_new(Node, (op, ids, natives, attrs or _NO_ATTRS, out_ids, outs, b))
+            kept_out = (None,) * len(outs)
+    return _tuple_new(Node, (op, ids, kept, attrs or _NO_ATTRS, out_ids, kept_out, b))
 
 
 def _differentiable_outputs(op, outs, b):
@@ -689,6 +700,10 @@ def inline_calls(body, callee):
     defaults = dict(zip(params[len(params) - len(cdef.args.defaults) :], cdef.args.defaults))
     stored = {n.id for s in cbody for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     local = set(params) | stored
+    uses = {}
+    for node in ast.walk(ast.Module(cbody, [])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            uses[node.id] = uses.get(node.id, 0) + (2 if _in_loop(cbody, node) else 1)
     suffix = f"__{callee.__name__}"
     same = {}  # a parameter the callee never assigns, given a name or a constant: that, in place
 
@@ -723,7 +738,7 @@ def inline_calls(body, callee):
             if procedure and not (bare and _is_call_of(stmt.value, callee.__name__)):
                 raise AssertionError(f"{callee.__name__} returns nothing: only a bare call of it is inlined")
             for p, a in zip(params, args):
-                if p not in stored and isinstance(a, (ast.Name, ast.Constant)):
+                if p not in stored and (isinstance(a, (ast.Name, ast.Constant)) or uses.get(p, 0) == 1):
                     same[p] = a
                 else:
                     out.append(ast.Assign([ast.Name(p + suffix, ast.Store())], a, lineno=0))
@@ -733,6 +748,12 @@ def inline_calls(body, callee):
         if new is not None:
             out.append(new)
     return out
+
+
+def _in_loop(body, name_node):
+    """Whether ``name_node`` sits inside a loop or a comprehension of ``body`` (evaluated more than once)."""
+    loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    return any(name_node in set(ast.walk(n)) for s in body for n in ast.walk(s) if isinstance(n, loops))
 
 
 def _is_call_of(node, name):
