@@ -616,9 +616,12 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
         in_grads = (in_grads,)
     if len(in_grads) != len(in_ids):
         _wrong_count(n.opdef, in_grads, in_ids)
-    for k, i, gi, v in zip(range(len(in_ids)), in_ids, in_grads, n.inputs):
+    k = 0
+    for i in in_ids:
+        gi = in_grads[k]
         if gi is not None and i and i in reach:
             if g_out is None:
+                v = n.inputs[k]
                 if v is not None:
                     if gi.shape != v.shape or gi.dtype != v.dtype:
                         gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
@@ -630,6 +633,7 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
                     gi = gi._v
             prev = grads.get(i)
             grads[i] = gi if prev is None else prev + gi
+        k += 1
 
 
 def _native_rule_failed(n, e):
