@@ -399,7 +399,7 @@ def test_the_generated_fast_path_is_apply(backend):
     for a, b in ((f32, 2.0), (3, f32), (f32, v), (f32, f64), (ints, 2), (ints, f32)):
         _same(gt.multiply(a, b), dispatch.apply(mul, (a, b)))
     assert gt.multiply(f32, f64).dtype == gt.float64
-    with pytest.raises(ValueError, match="multiply"):
+    with pytest.raises((ValueError, TypeError), match="in op 'multiply'"):  # (JAX: a TypeError)
         gt.multiply(f32, gt.constant(np.ones(3, np.float32)))
     for fn in (lambda x: gt.sin(x) * 2.0 + v, lambda x: dispatch.apply(mul, (dispatch.apply(sin, (x,)), 2.0)) + v):
         with gt.GradientTape() as tape:
