@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
+from gradtape.core import dispatch
 from gradtape.core import recording_state
 from gradtape.core import registry
 
@@ -308,3 +309,126 @@ def test_subgradient_conventions(backend):
     close(t.gradient(m, x), [0.0, 0.5, 0.5, 0.0])  # ties split evenly
     close(t.gradient(mx, x), [1.0, 1.0, 0.0, 1.0])  # ties go to the first argument
     close(t.gradient(c, x), [1.0, 1.0, 1.0, 1.0])  # clip passes at its bounds
+
+
+# ------------------------------------------------------------------ declared conventions (issue 23)
+def test_forward_conventions_are_declared(backend):
+    """``forward_takes`` says how a forward is called: the namespace, the Backend, or the arrays
+    alone; anything else is a ValueError naming the op."""
+    from gradtape.ops import defop
+
+    seen = {}
+
+    def by_xp(xp, x):
+        seen["xp"] = xp
+        return x * 2
+
+    def by_backend(b, x):
+        seen["backend"] = b
+        return x * 3
+
+    def by_arrays(x):
+        return x * 4
+
+    x = gt.constant([1.0, 2.0])
+    for takes, fn, k in (("xp", by_xp, 2), ("backend", by_backend, 3), ("arrays", by_arrays, 4)):
+        op = defop(next(_names), fn, forward_takes=takes, chapter="user")
+        close(dispatch.apply(op, (x,)), [k, 2 * k])
+        assert op.computes.forward_takes == takes == op.forward_takes
+    assert seen["xp"] is x._b.xp and seen["backend"] is x._b
+    with pytest.raises(ValueError, match="forward_takes"):
+        defop(next(_names), by_xp, forward_takes="namespace")
+    with pytest.raises(ValueError, match="forward_takes='name'"):
+        defop(next(_names), by_xp, forward_takes="name")
+
+
+def test_only_the_older_chapters_leave_a_backend_forward_undeclared():
+    """A forward that takes the Backend declares ``forward_takes="backend"``; the chapters that
+    predate it (special, nan_functions, nn) and register_op's wrapper are the only ones whose
+    convention is still read from the first parameter's name."""
+    modules = {registry.get_op(n).forward.__module__ for n in registry.UNDECLARED_BACKEND_FORWARDS}
+    assert modules <= {
+        "gradtape.ops.special",
+        "gradtape.ops.nan_functions",
+        "gradtape.ops.nn",
+        "gradtape.autodiff.custom_gradient",
+    }
+    assert "to_device" not in registry.UNDECLARED_BACKEND_FORWARDS
+    assert registry.get_op("to_device").forward_takes == "backend"
+
+
+def test_rule_forms_are_declared(backend):
+    """``@op.gradient`` is gradtape's ``rule(xp, op, *grads)``; ``RegisterGradient`` is TensorFlow's
+    ``rule(op, *grads)`` unless declared ``rule_form="xp"`` (then it runs on native arrays in a
+    first-order walk); an undeclared rule taking ``xp`` first works, with a FutureWarning saying how
+    to declare it."""
+    f = gt.register_op(next(_names), lambda xp, x: xp.sin(x))
+    name = f.op.name
+    x = gt.constant(np.array([0.3, 0.4]))
+    kinds = []
+
+    def grad_of():
+        with gt.GradientTape() as t:
+            t.watch(x)
+            y = gt.sum(f(x))
+        return t.gradient(y, x)
+
+    @gt.RegisterGradient(name, rule_form="xp")
+    def _xp_rule(xp, op, g):
+        kinds.append(type(op.inputs[0]))
+        return g * xp.cos(op.inputs[0])
+
+    assert f.op.rule_form == "xp" and f.op.xp_rule
+    close(grad_of(), np.cos([0.3, 0.4]))
+    assert kinds[-1] is type(x._v)  # native arrays: the fast walk
+
+    @gt.RegisterGradient(name)
+    def _tf_rule(op, g):
+        kinds.append(type(op.inputs[0]))
+        return g * 2.0
+
+    assert f.op.rule_form == "tf" and not f.op.xp_rule
+    close(grad_of(), [2.0, 2.0])
+    assert kinds[-1] is gt.Tensor
+
+    with pytest.warns(FutureWarning, match="rule_form='xp'"):
+
+        @gt.RegisterGradient(name)
+        def _undeclared(xp, op, g):
+            return g * 5.0
+
+    assert f.op.rule_form == "xp"
+    close(grad_of(), [5.0, 5.0])
+    with pytest.raises(ValueError, match="rule_form"):
+        gt.RegisterGradient(name, rule_form="jax")
+
+
+def test_opdef_is_made_of_named_parts():
+    """An OpDef's parts (what it computes, its rule, its docs) hold what defop declared; the flat
+    attributes the engine reads mirror them and cannot be set on their own."""
+    sin = registry.get_op("sin")
+    assert isinstance(sin.computes, registry.Computes) and isinstance(sin.rule, registry.Rule)
+    assert sin.computes.forward == "sin" and sin.computes.forward_takes == "name"
+    assert sin.computes.casts_to_float is sin.floating is True
+    assert sin.computes.keeps_float is sin.float_out is True
+    assert sin.computes.namespace_callable is sin.xp_callable is True
+    assert sin.rule.form == "xp" and sin.rule.batched is sin.batched is True and sin.rule.saves is sin.saves
+    assert sin.docs.chapter == sin.chapter == "elementwise"
+    with pytest.raises(AttributeError, match="read-only"):
+        sin.floating = False
+    assert registry.get_op("matmul").floating is False
+
+
+def test_replacing_a_part_updates_what_the_engine_reads(backend):
+    f = gt.register_op(next(_names), lambda xp, x: x * 2.0, lambda xp, op, g: g * 2.0)
+    op = f.op
+    x = gt.constant([1.0, 2.0])
+    close(f(x), [2.0, 4.0])
+    assert op.rule_form == "xp"
+    op.computes = op.computes._replace(forward=lambda xp, x: x * 3.0, forward_takes="xp")
+    close(f(x), [3.0, 6.0])  # (the resolved forward is dropped with the old part)
+    op.rule = op.rule._replace(fn=lambda xp, o, g: g * 7.0)
+    with gt.GradientTape() as t:
+        t.watch(x)
+        y = gt.sum(f(x))
+    close(t.gradient(y, x), [7.0, 7.0])

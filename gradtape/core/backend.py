@@ -34,7 +34,6 @@ The contract, in short (``x`` is always a *native* array of the backend):
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from typing import ClassVar
 
@@ -58,24 +57,15 @@ _PY_DEFAULT = {bool: _dt.bool, int: _dt.int64, float: float, complex: complex}
 _DLPACK_ERRORS = (TypeError, ValueError, RuntimeError, BufferError, AttributeError)
 
 
-def bind_forward(fwd, backend):
-    """``fwd``, an op's callable forward, as a function of the native arrays of ``backend``: given the
-    namespace (``forward(xp, ...)``) or the Backend (``forward(backend, ...)``) as its first argument,
-    as the name of its first parameter says, else called as it is."""
-    first = _first_param(fwd)
-    if first == "xp":
+def bind_forward(fwd, backend, takes):
+    """``fwd``, an op's callable forward, as a function of the native arrays of ``backend``, given what
+    its first argument is as the op declares (``OpDef.forward_takes``): the namespace (``"xp"``), the
+    Backend (``"backend"``), or nothing (``"arrays"``: called as it is)."""
+    if takes == "xp":
         return functools.partial(fwd, backend.xp)
-    if first == "backend":
+    if takes == "backend":
         return functools.partial(fwd, backend)
     return fwd
-
-
-def _first_param(fn):
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return "xp"
-    return params[0] if params else None
 
 
 def is_gpu_device(name: str) -> bool:
@@ -142,8 +132,8 @@ class Backend:
         if impl is not None:
             return impl
         fwd = opdef.forward
-        if not isinstance(fwd, str):
-            return bind_forward(fwd, self)
+        if opdef.forward_takes != "name":
+            return bind_forward(fwd, self, opdef.forward_takes)
         impl = self.xp
         for part in fwd.split("."):
             impl = getattr(impl, part, None)

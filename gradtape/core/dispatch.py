@@ -1,20 +1,27 @@
 """``apply(op, args, attrs)``: the one path every op call takes.
 
 Unwrap the inputs, check they share one backend, run the forward on the backend's namespace, wrap
-the outputs, and only if a tape is active hand the call to ``tape.record``.  The not-recording path
-is a loop over the arguments, one dict lookup for the native function, and the call itself.
+the outputs, and only if a tape is active hand the call to ``engine.record``.  The common call --
+Tensors of one backend and one dtype, and Python floats / ints the library takes as they are -- is
+one loop over the arguments, one dict lookup for the native function and the call itself; anything
+else (a Variable while a tape records, mixed backends, conversions, promotion, a bool or integer
+input of a floating function) is brought to that form first by :func:`_prepare`.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
-from gradtape.core.engine import native_dtypes, record, record1
+from gradtape.core.engine import fold_constants, inline_calls, make_node, native_dtypes, record, without_docstring
 from gradtape.core.recording_state import _ACTIVE, _state, recording_context
 from gradtape.core.registry import get_op
-from gradtape.core.tensor import Tensor, Variable, _wrap, convert_to_tensor, lift
+from gradtape.core.tensor import Tensor, Variable, _new, _next_id, _wrap, convert_to_tensor, lift
 
-__all__ = ["apply", "apply1", "apply2"]
+__all__ = ["apply", "apply1", "apply2", "fast_path"]
 
 _SCALARS = (bool, int, float, complex)
 
@@ -27,6 +34,16 @@ def _floats(b):
     return s
 
 
+#: backend -> the native dtypes (of arrays) that a Python float or int joins without changing them,
+#: where the backend takes Python scalars as is (its floating and complex dtypes); else {None}
+_FC = {}
+
+
+def _fc(b):
+    s = _FC[b] = ((_FLOATS.get(b) or _floats(b)) if b.python_scalars else frozenset()) or frozenset({None})
+    return s
+
+
 def _to_float(v, b):
     """A bool / integer native array cast to the default float dtype (``gt.config.floatx()``), for the functions
     declared ``floating``: the same dtype on every backend (NumPy alone would pick float16 for bool
@@ -36,58 +53,245 @@ def _to_float(v, b):
     return b.xp.astype(v, b.dtype_to_native(_dt.floatx()))
 
 
-def apply1(op, x, attrs=None):
-    """Fast path of :func:`apply` for one input."""
-    if x.__class__ is not Tensor:
-        return apply(op, (x,), attrs)
-    b = x._b
+def apply(op, args, attrs=None):
+    """Run ``op`` on ``args`` (its array inputs) with keyword attributes ``attrs``; record the call
+    on the tapes that watch one of its inputs.  Returns the output Tensor (a tuple of them for an
+    op of ``nout`` outputs)."""
+    # the common inputs, read without a loop for one or two arguments: Tensors (Variables too while
+    # nothing records) of one backend and one dtype, or a Python float / int beside a floating
+    # tensor where the op and library take it as is (``fast``: which of these); fast stays 0 for
+    # anything else, which _prepare brings to that form
+    fast = 0
+    n = len(args)
+    if n == 1:
+        x = args[0]
+        c = x.__class__
+        if c is Tensor or (c is Variable and not _ACTIVE[0]):
+            b = x._b
+            natives = (x._v,)
+            dt = x._v.dtype
+            fast = 1
+    elif n == 2:
+        x1, x2 = args
+        c1 = x1.__class__
+        c2 = x2.__class__
+        if c1 is Variable and not _ACTIVE[0]:
+            c1 = Tensor
+        if c2 is Variable and not _ACTIVE[0]:
+            c2 = Tensor
+        if c1 is Tensor:
+            b = x1._b
+            dt = x1._v.dtype
+            if c2 is Tensor:
+                if x2._b is b and x2._v.dtype is dt:
+                    natives = (x1._v, x2._v)
+                    fast = 2
+            elif (c2 is float or c2 is int) and op.scalars and dt in (_FC.get(b) or _fc(b)):
+                natives = (x1._v, x2)
+                fast = 3
+        elif c2 is Tensor and (c1 is float or c1 is int) and op.scalars:
+            b = x2._b
+            dt = x2._v.dtype
+            if dt in (_FC.get(b) or _fc(b)):
+                natives = (x1, x2._v)
+                fast = 4
+    if not fast:
+        args, b, natives = _prepare(op, args)
+    elif op.floating and dt not in (_FLOATS.get(b) or _floats(b)):
+        natives = tuple([_to_float(v, b) for v in natives])
     impl = op.impls.get(b) or op.resolve(b)
-    v = x._v
-    if op.floating:
-        v = _to_float(v, b)
     try:
-        out = impl(v, **attrs) if attrs else impl(v)
+        out = impl(*natives, **attrs) if attrs else impl(*natives)
     except Exception as e:
-        _reraise(op, b, (x,), (v,), e)
-    if out.__class__ is not b.array_type:
-        out = b.fix_output(out)
-    y = _wrap(out, b)
+        _reraise(op, b, args, natives, e)
+    if op.nout is None:
+        if out.__class__ is not b.array_type:
+            out = b.fix_output(out)
+        y = _new(Tensor)
+        y._v = out
+        y._b = b
+        y._id = yid = _next_id()
+        if _ACTIVE[0] and op.differentiable:
+            tapes = _state.tapes
+            if tapes:
+                if fast and len(tapes) == 1 and (op.float_out or b.dtype_of(out).kind in "fc"):
+                    # one tape, inputs without Variables, one floating output: record's common case
+                    ids = (
+                        (x._id,)
+                        if fast == 1
+                        else (x1._id, x2._id)
+                        if fast == 2
+                        else (x1._id, 0)
+                        if fast == 3
+                        else (0, x2._id)
+                    )
+                    rec = tapes[0]
+                    w = rec.watched
+                    if not w.isdisjoint(ids):
+                        rec.nodes.append(make_node(op, ids, natives, attrs, (yid,), (out,), b))
+                        w.add(yid)
+                else:
+                    record(op, args, natives, attrs, (y,), tapes)
+        return y
+    at = b.array_type
+    outs = tuple([_wrap(o if o.__class__ is at else b.fix_output(o), b) for o in out])
     if _ACTIVE[0] and op.differentiable:
         tapes = _state.tapes
         if tapes:
-            if op.nout is None:
-                record1(op, x._id, v, out, y._id, b, tapes, attrs)
-            else:
-                record(op, (x,), (v,), attrs, (y,))
-    return y
+            record(op, args, natives, attrs, outs, tapes)
+    return outs
+
+
+def apply1(op, x, attrs=None):
+    """``apply(op, (x,), attrs)``: one input."""
+    return apply(op, (x,), attrs)
 
 
 def apply2(op, x1, x2, attrs=None):
-    """Fast path of :func:`apply` for two inputs: Tensors or Variables of one backend and one dtype
-    (anything else goes through :func:`apply`)."""
-    c1 = x1.__class__
-    c2 = x2.__class__
-    if (c1 is Tensor or c1 is Variable) and (c2 is Tensor or c2 is Variable):
-        b = x1._b
-        v1 = x1._v
-        v2 = x2._v
-        if x2._b is b and v1.dtype is v2.dtype:
-            impl = op.impls.get(b) or op.resolve(b)
-            try:
-                out = impl(v1, v2, **attrs) if attrs else impl(v1, v2)
-            except Exception as e:
-                _reraise(op, b, (x1, x2), (v1, v2), e)
-            if out.__class__ is not b.array_type:
-                out = b.fix_output(out)
-            y = _wrap(out, b)
-            if _ACTIVE[0] and op.differentiable and _state.tapes:
-                record(op, (x1, x2), (v1, v2), attrs, (y,))
-            return y
+    """``apply(op, (x1, x2), attrs)``: two inputs."""
     return apply(op, (x1, x2), attrs)
 
 
-def apply(op, args, attrs=None):
-    """Run ``op`` on ``args`` (array inputs) with keyword attributes ``attrs``; record if taped."""
+def fast_path(op, arity):
+    """The public function of an element-wise op of ``arity`` (1 or 2) positional arguments:
+    :func:`apply` itself, generated from its source for that arity (``f(x, /)`` /
+    ``f(x1, x2, /)``: no call into ``apply``, no length test, no attributes) with the node
+    builder ``engine.make_node`` inlined from its source where ``apply`` calls it.  So an
+    element-wise call costs what the hand-inlined closures of before did, and there is still one
+    path and one node builder to read and change."""
+    maker = _FAST_MAKERS.get(arity)
+    if maker is None:
+        maker = _FAST_MAKERS[arity] = _generate(arity)
+    return maker(op)
+
+
+_FAST_MAKERS = {}
+
+
+#: the values of apply's ``fast`` for one and for two arguments (0: _prepare's general case)
+_FAST_CASES = {1: (0, 1), 2: (0, 2, 3, 4)}
+
+
+class _Specialize(ast.NodeTransformer):
+    """``apply``'s body for ``arity`` positional arguments: ``n`` and ``attrs`` known, the other
+    arities' branches gone."""
+
+    def __init__(self, arity):
+        self.arity = arity
+
+    def visit_If(self, node):
+        t = node.test
+        if (
+            isinstance(t, ast.Compare)
+            and isinstance(t.left, ast.Name)
+            and t.left.id == "n"
+            and isinstance(t.ops[0], ast.Eq)
+            and isinstance(t.comparators[0], ast.Constant)
+        ):
+            kept = node.body if t.comparators[0].value == self.arity else node.orelse
+            out = []
+            for s in kept:
+                r = self.visit(s)
+                if r is not None:
+                    out.extend(r if isinstance(r, list) else [r])
+            return out or [ast.Pass()]
+        return self.generic_visit(node)
+
+    def visit_IfExp(self, node):
+        if isinstance(node.test, ast.Name) and node.test.id == "attrs":  # no attributes
+            return self.visit(node.orelse)
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Constant):  # a case folded away above
+            return node.body if node.test.value else node.orelse
+        return node
+
+    def visit_Name(self, node):
+        if node.id == "attrs" and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Constant(None), node)
+        if node.id == "args" and isinstance(node.ctx, ast.Load):
+            # (no tuple packed up front: the arguments while ``fast``, else what _prepare made)
+            return ast.IfExp(ast.Name("fast", ast.Load()), self.params(), ast.Name("args", ast.Load()))
+        return node
+
+    def visit_Assign(self, node):
+        t = node.targets[0]
+        v = node.value
+        if isinstance(t, ast.Name) and t.id == "n":  # n = len(args)
+            return None
+        if isinstance(v, ast.Name) and v.id == "args" and isinstance(t, ast.Tuple):  # x1, x2 = args
+            return None
+        if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and v.value.id == "args":
+            return None  # x = args[0]
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "_prepare":
+            v.args[1] = self.params()  # args, b, natives = _prepare(op, args): fast is 0 there
+            return node
+        return self.generic_visit(node)
+
+    def params(self):
+        names = ["x"] if self.arity == 1 else [f"x{k + 1}" for k in range(self.arity)]
+        return ast.Tuple([ast.Name(p, ast.Load()) for p in names], ast.Load())
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        if (  # fast == k: one of the other arity's cases, never true here
+            isinstance(node.left, ast.Name)
+            and node.left.id == "fast"
+            and isinstance(node.ops[0], ast.Eq)
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value not in _FAST_CASES[self.arity]
+        ):
+            return ast.Constant(False)
+        return node
+
+
+def _generate(arity):
+    """A maker ``maker(op) -> f`` of :func:`apply` specialised for ``arity`` arguments (see
+    :func:`fast_path`); a plain call of ``apply`` where its source cannot be read."""
+    params = ["x"] if arity == 1 else [f"x{k + 1}" for k in range(arity)]
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(apply)))
+        fn = tree.body[0]
+        body = [s for b in without_docstring(fn.body) for s in _as_list(_Specialize(arity).visit(b))]
+        body = fold_constants(inline_calls(body, make_node))  # the node builder's body where apply calls it
+    except (OSError, TypeError):  # no source (a frozen or compiled install): apply, called
+        return lambda op: lambda *xs: apply(op, xs)
+    fn.name = "f"
+    fn.args = _arguments(posonly=params)
+    fn.body = body
+    maker = ast.FunctionDef(
+        name="maker",
+        args=_arguments(plain=["op"]),
+        body=[fn, ast.Return(ast.Name("f", ast.Load()))],
+        decorator_list=[],
+        returns=None,
+    )
+    mod = ast.fix_missing_locations(ast.Module(body=[maker], type_ignores=[]))
+    ns = {}
+    where = f"<gradtape.core.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
+    exec(compile(mod, where, "exec"), {**make_node.__globals__, **globals()}, ns)
+    return ns["maker"]
+
+
+def _arguments(posonly=(), plain=()):
+    return ast.arguments(
+        posonlyargs=[ast.arg(p) for p in posonly],
+        args=[ast.arg(p) for p in plain],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
+
+
+def _as_list(r):
+    return [] if r is None else r if isinstance(r, list) else [r]
+
+
+def _prepare(op, args):
+    """The general case of :func:`apply`'s inputs: ``(args, backend, natives)`` with mixed backends
+    lifted into a running trace (else the error), non-Tensors converted, dtypes promoted (a
+    recorded ``astype``) where the op promotes, bool / int inputs of a floating function cast."""
     b = None
     like = None
     for a in args:
@@ -95,31 +299,17 @@ def apply(op, args, attrs=None):
             if b is None:
                 b, like = a._b, a
             elif a._b is not b:
-                return apply(op, _lifted(op, args, like, a), attrs)
+                return _prepare(op, _lifted(op, args, like, a))
     if b is None:
         b = _config.get_backend()
     natives = [a._v if isinstance(a, Tensor) else _convert(a, b, op, like) for a in args]
     if op.promote and len(natives) > 1:
         promoted = _promote(op, b, args, natives)
         if promoted is not None:
-            return apply(op, promoted, attrs)
+            return _prepare(op, promoted)
     if op.floating:
         natives = [_to_float(v, b) for v in natives]
-    impl = op.impls.get(b) or op.resolve(b)
-    try:
-        out = impl(*natives, **attrs) if attrs else impl(*natives)
-    except Exception as e:
-        _reraise(op, b, args, natives, e)
-    at = b.array_type
-    if op.nout is None:
-        y = _wrap(out if out.__class__ is at else b.fix_output(out), b)
-        outs = (y,)
-    else:
-        outs = tuple(_wrap(o if o.__class__ is at else b.fix_output(o), b) for o in out)
-        y = outs
-    if _ACTIVE[0] and op.differentiable and _state.tapes:
-        record(op, args, natives, attrs, outs)
-    return y
+    return args, b, tuple(natives)
 
 
 def _convert(a, b, op, like, passthrough=True):
@@ -157,7 +347,7 @@ def _promote(op, b, args, natives):
     cast = get_op("astype")  # registered by the ops, above this module
     attrs = {"dtype": b.dtype_to_native(rt), "copy": True}
     return tuple(
-        a if d is None or d is rt else apply1(cast, a if isinstance(a, Tensor) else _wrap(v, b), attrs)
+        a if d is None or d is rt else apply(cast, (a if isinstance(a, Tensor) else _wrap(v, b),), attrs)
         for a, v, d in zip(args, natives, dts)
     )
 

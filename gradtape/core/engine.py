@@ -18,7 +18,11 @@ an op chapter: it sits below ``dispatch`` and the ops.
 
 from __future__ import annotations
 
+import ast
+import copy
 import enum
+import inspect
+import textwrap
 import warnings
 from typing import NamedTuple
 
@@ -29,7 +33,16 @@ from gradtape.core.unbroadcast import bad_gradient, broadcasts_to, fit
 from gradtape.core.registry import OpDef, rule_location
 from gradtape.core.tensor import Tensor, Variable, _wrap, convert_to_tensor
 
-__all__ = ["Node", "TensorOp", "UnconnectedGradients", "record", "record1", "record2", "backward"]
+__all__ = [
+    "Node",
+    "TensorOp",
+    "UnconnectedGradients",
+    "make_node",
+    "record",
+    "backward",
+    "inline_calls",
+    "fold_constants",
+]
 
 
 class UnconnectedGradients(enum.Enum):
@@ -242,40 +255,44 @@ class _Recording:
 
 # ---------------------------------------------------------------------------------------- recording
 def make_node(op, ids, natives, attrs, out_ids, outs, b):
-    """The node of one call, keeping only what ``op.saves`` declares (``outs``: the native outputs);
-    the one constructor of :class:`Node` (the hot paths inline its single-output case)."""
+    """The node of one call, keeping only what ``op.saves`` declares (``natives``: the native
+    inputs, ``outs``: the native outputs, tuples): the one constructor of :class:`Node`."""
     saves = op._saves
+    kept = natives
+    kept_out = outs
     if saves is not None:
-        natives = saved_inputs(saves, natives, outs[0])
+        ins = saves.inputs
+        if ins is not True:
+            # an input the rule does not read: None where shaped and typed like the (first) output,
+            # else its shape and dtype (for undoing broadcasting); Python scalars stay
+            ov = outs[0]
+            dt = ov.dtype
+            shape = ov.shape
+            if not ins and len(natives) == 2:  # (add, subtract: no input kept, without a loop)
+                v1, v2 = natives
+                kept = (
+                    v1 if v1.__class__ in _PY_SCALARS else None if v1.dtype == dt and v1.shape == shape else _Meta(v1),
+                    v2 if v2.__class__ in _PY_SCALARS else None if v2.dtype == dt and v2.shape == shape else _Meta(v2),
+                )
+            else:
+                kept = tuple(
+                    [
+                        v
+                        if v.__class__ in _PY_SCALARS or (ins and k in ins)
+                        else None
+                        if v.dtype == dt and v.shape == shape
+                        else _Meta(v)
+                        for k, v in enumerate(natives)
+                    ]
+                )
         if not saves.outputs:
-            outs = (None,) * len(outs)
-    return _tuple_new(Node, (op, ids, natives, attrs if attrs is not None else _NO_ATTRS, out_ids, outs, b))
-
-
-def saved_inputs(saves, natives, ov):
-    """The inputs a node keeps: the saved ones, Python scalars, and for the others None (shaped
-    like output ``ov``) or their shape and dtype."""
-    ins = saves.inputs
-    if ins is True:
-        return natives
-    out = []
-    for k, v in enumerate(natives):
-        if (ins and k in ins) or v.__class__ in _PY_SCALARS:
-            out.append(v)
-        elif v.shape == ov.shape and v.dtype == ov.dtype:
-            out.append(None)
-        else:
-            out.append(_Meta(v))
-    return tuple(out)
+            kept_out = (None,) * len(outs)
+    return _tuple_new(Node, (op, ids, kept, attrs or _NO_ATTRS, out_ids, kept_out, b))
 
 
 def _differentiable_outputs(op, outs, b):
-    """The identities of the outputs that carry a gradient (0 for the others); None if none does."""
-    if len(outs) == 1:
-        o = outs[0]
-        if not op.float_out and b.dtype_of(o._v).kind not in "fc":
-            return None
-        return (o._id,)
+    """The identities of an op's several outputs that carry a gradient (0 for the others); None if
+    none does."""
     mask = op.output_differentiable
     out_ids = tuple(
         o._id if b.dtype_of(o._v).kind in "fc" and (mask is None or mask[k]) else 0 for k, o in enumerate(outs)
@@ -283,26 +300,37 @@ def _differentiable_outputs(op, outs, b):
     return out_ids if any(out_ids) else None
 
 
-def record(op, args, natives, attrs, outs):
-    """Record one op call (``outs``: its output Tensors) on every active tape that watches one of
-    its inputs; trainable Variables read are watched first where the tape watches on access."""
+def _input_ids(args):
+    """The identities of an op call's inputs (0: not a Tensor) and the trainable Variables among
+    them (None: none)."""
     ids = []
     variables = None
     for a in args:
         c = a.__class__
         if c is Tensor:
             ids.append(a._id)
-        elif c is Variable:
-            ids.append(a._id)
-            if a._trainable:
-                variables = (variables or []) + [a]
         elif isinstance(a, Tensor):
             ids.append(a._id)
+            if c is Variable and a._trainable:
+                variables = (variables or []) + [a]
         else:
             ids.append(0)
-    ids = tuple(ids)
+    return tuple(ids), variables
+
+
+def record(op, args, natives, attrs, outs, tapes=None):
+    """Record one op call (``args``: its inputs; ``natives``: their native values as the forward
+    took them, a tuple; ``outs``: its output Tensors) on every recording tape of this thread
+    (``tapes``) that watches one of its inputs; trainable Variables read are watched first where
+    the tape watches on access."""
+    variables = None
+    a = args[0] if args else None
+    if a.__class__ is Tensor and len(args) == 1:  # (the common case, without a loop)
+        ids = (a._id,)
+    else:
+        ids, variables = _input_ids(args)
     node = None
-    for rec in _state.tapes:
+    for rec in _state.tapes if tapes is None else tapes:
         if variables is not None and rec.watch_accessed:
             for v in variables:
                 if v._id not in rec.variables:
@@ -314,41 +342,23 @@ def record(op, args, natives, attrs, outs):
         else:
             continue
         if node is None:
-            b = outs[0]._b
-            out_ids = _differentiable_outputs(op, outs, b)
-            if out_ids is None:
-                return
-            node = make_node(op, ids, tuple(natives), attrs, out_ids, tuple(o._v for o in outs), b)
+            if len(outs) == 1:
+                y = outs[0]
+                b = y._b
+                if not op.float_out and b.dtype_of(y._v).kind not in "fc":
+                    return
+                out_ids = (y._id,)
+                node = make_node(op, ids, natives, attrs, out_ids, (y._v,), b)
+            else:
+                b = outs[0]._b
+                out_ids = _differentiable_outputs(op, outs, b)
+                if out_ids is None:
+                    return
+                node = make_node(op, ids, natives, attrs, out_ids, tuple([o._v for o in outs]), b)
         rec.nodes.append(node)
-        w.update(i for i in node.out_ids if i)
-
-
-def record1(op, xid, xv, yv, yid, b, tapes, attrs=None):
-    """``record`` for one (non-Variable) Tensor input and one output: the fast path."""
-    node = None
-    for rec in tapes:
-        w = rec.watched
-        if xid in w:
-            if node is None:
-                if not op.float_out and b.dtype_of(yv).kind not in "fc":
-                    return
-                node = make_node(op, (xid,), (xv,), attrs, (yid,), (yv,), b)
-            rec.nodes.append(node)
-            w.add(yid)
-
-
-def record2(op, id1, id2, v1, v2, yv, yid, b, tapes):
-    """``record`` for two inputs (Tensors or passed-through Python scalars, id 0) and one output."""
-    node = None
-    for rec in tapes:
-        w = rec.watched
-        if id1 in w or id2 in w:
-            if node is None:
-                if not op.float_out and b.dtype_of(yv).kind not in "fc":
-                    return
-                node = make_node(op, (id1, id2), (v1, v2), None, (yid,), (yv,), b)
-            rec.nodes.append(node)
-            w.add(yid)
+        for i in out_ids:
+            if i:
+                w.add(i)
 
 
 # ---------------------------------------------------------------------------------------- backward
@@ -488,7 +498,7 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
     saved_reach = _state.reach
     _state.reach = reach
     try:
-        _walk(nodes, grads, reach, keep, consume, nb, native)
+        _walk_fast(nodes, grads, reach, keep, consume, nb, native)
     finally:
         _state.reach = saved_reach
         if consume:
@@ -514,34 +524,31 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
 
 
 def _walk(nodes, grads, reach, keep, consume, nb, native):
-    """Call each node's rule in reverse order, fit its gradients to their inputs, sum those that
-    meet.  ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output
-    and a real cotangent in a native walk, takes the first branch; everything else the general
-    one (several outputs, complex cotangents, rules on Tensors)."""
+    """Call each node's rule in reverse order and hand its gradients to :func:`_fit_add`.
+    ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output and a
+    real cotangent in a native walk, calls the rule here; everything else (several outputs,
+    complex cotangents, rules on Tensors) goes through :func:`_general_rule`."""
     pop = grads.pop
     get = grads.get
     last_b = None
     reals = xp_native = None
-    chunked = False  # the node's backend chunks its arrays (dask): each gradient gets its input's chunks
     for idx in range(len(nodes) - 1, -1, -1):
         n = nodes[idx]
         if consume:
             nodes[idx] = None  # the node's saved values go with the last reference
-        op, in_ids, inputs, _, oids, _, b = n
-        try:
+        oids = n.out_ids
+        if len(oids) == 1:
             (o,) = oids
-        except ValueError:  # several outputs
-            o = 0
-        if o:
             g = get(o) if o in keep else pop(o, None)
             if g is None:
                 continue
+            op = n.opdef
             if native and op.xp_rule:
+                b = n.backend
                 if b is not last_b:
                     last_b = b
                     reals = _real_natives(b)
                     xp_native = native_namespace(b)
-                    chunked = b.chunked
                 if g.dtype in reals:
                     if nb and not op.batched:
                         raise NotBatchable(op.name)
@@ -549,51 +556,24 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                         in_grads = op._grad(xp_native, n, g)
                     except (TypeError, AttributeError) as e:
                         _native_rule_failed(n, e)
-                    c = in_grads.__class__
-                    if c is not tuple and c is not list:
-                        if len(in_ids) != 1:
-                            _wrong_count(op, (in_grads,), in_ids)
-                        i = in_ids[0]
-                        if in_grads is not None and i and i in reach:
-                            v = inputs[0]
-                            if v is not None and (in_grads.shape != v.shape or in_grads.dtype != v.dtype):
-                                in_grads = fit(xp_native, in_grads, v.shape, v.dtype, nb, n, 0)
-                            if chunked and v is not None:
-                                in_grads = b.match_layout(in_grads, v)
-                            prev = get(i)
-                            grads[i] = in_grads if prev is None else prev + in_grads
-                        continue
-                    if len(in_grads) != len(in_ids):
-                        _wrong_count(op, in_grads, in_ids)
-                    k = 0
-                    for i in in_ids:
-                        gi = in_grads[k]
-                        if gi is not None and i and i in reach:
-                            v = inputs[k]
-                            if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
-                                gi = fit(xp_native, gi, v.shape, v.dtype, nb, n, k)
-                            if chunked and v is not None:
-                                gi = b.match_layout(gi, v)
-                            prev = get(i)
-                            grads[i] = gi if prev is None else prev + gi
-                        k += 1
+                    _fit_add(grads, reach, n, in_grads, xp_native, nb, None)
                     continue
             gs = (g,)
         else:
             gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in oids]
             if all(h is None for h in gs):
                 continue
-        _general_node(n, gs, grads, reach, nb, native)
+        _general_rule(n, gs, grads, reach, nb, native)
 
 
-def _general_node(n, gs, grads, reach, nb, native):
+def _general_rule(n, gs, grads, reach, nb, native):
     """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
     outer tape records, or a TensorFlow-style rule)."""
-    op, in_ids, inputs, _, _, _, b = n
+    op = n.opdef
+    b = n.backend
     rule = op._grad
     if rule is None:
         raise LookupError(f"gradient registry has no entry for: {op.name}")
-    get = grads.get
     on_native = False
     if native and op.xp_rule:
         reals = _real_natives(b)
@@ -610,19 +590,7 @@ def _general_node(n, gs, grads, reach, nb, native):
             in_grads = rule(xp, n, *gs)
         except (TypeError, AttributeError) as e:
             _native_rule_failed(n, e)
-        if in_grads.__class__ is not tuple:
-            in_grads = tuple(in_grads) if in_grads.__class__ is list else (in_grads,)
-        if len(in_grads) != len(in_ids):
-            _wrong_count(op, in_grads, in_ids)
-        for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
-            if gi is not None and i and i in reach:
-                v = inputs[k]
-                if v is not None and (gi.shape != v.shape or gi.dtype != v.dtype):
-                    gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
-                if b.chunked and v is not None:
-                    gi = b.match_layout(gi, v)
-                prev = get(i)
-                grads[i] = gi if prev is None else prev + gi
+        _fit_add(grads, reach, n, in_grads, xp, nb, None)
         return
     xp = tensor_namespace()
     view = TensorOp(n)
@@ -632,18 +600,40 @@ def _general_node(n, gs, grads, reach, nb, native):
     if len(gs) > 1 and any(h is None for h in gs):
         gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
     in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
-    if in_grads.__class__ is not tuple:
-        in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
+    _fit_add(grads, reach, n, in_grads, xp, 0, next(h for h in gs if h is not None), native)
+
+
+def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
+    """The one place a rule's gradients join the walk: each input's gradient (one per input of
+    node ``n``; a rule of one input may return it bare) summed to its input's shape and cast to
+    its dtype (:func:`_unbroadcast.fit`), laid out as its input (dask's chunks), and added to what
+    already reached that input.  ``g_out``: None for gradients on ``xp``'s native arrays; else the
+    rule ran on Tensors and ``g_out`` is an output's cotangent (whose shape an unsaved input has),
+    and ``native`` says whether ``grads`` holds native arrays."""
+    in_ids = n.in_ids
+    c = in_grads.__class__
+    if c is not tuple and c is not list:
+        in_grads = (in_grads,)
     if len(in_grads) != len(in_ids):
-        _wrong_count(op, in_grads, in_ids)
-    g_out = next(h for h in gs if h is not None)
-    for k, (i, gi) in enumerate(zip(in_ids, in_grads)):
+        _wrong_count(n.opdef, in_grads, in_ids)
+    k = 0
+    for i in in_ids:
+        gi = in_grads[k]
         if gi is not None and i and i in reach:
-            gi = _fit_tensor(gi, n, k, g_out, xp)
-            if native:
-                gi = gi._v
-            prev = get(i)
+            if g_out is None:
+                v = n.inputs[k]
+                if v is not None:
+                    if gi.shape != v.shape or gi.dtype != v.dtype:
+                        gi = fit(xp, gi, v.shape, v.dtype, nb, n, k)
+                    if n.backend.chunked:
+                        gi = n.backend.match_layout(gi, v)
+            else:
+                gi = _fit_tensor(gi, n, k, g_out, xp)
+                if native:
+                    gi = gi._v
+            prev = grads.get(i)
             grads[i] = gi if prev is None else prev + gi
+        k += 1
 
 
 def _native_rule_failed(n, e):
@@ -683,3 +673,151 @@ def _fit_tensor(g, n, k, g_out, xp):
             bad_gradient(n, k, tuple(g.shape), shape)
         return g
     return fit(xp, g, v.shape, b.dtype_of(v), 0, n, k)
+
+
+# ------------------------------------------------------------------------------- generated paths
+def without_docstring(body):
+    first = body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return body[1:]
+    return body
+
+
+def inline_calls(body, callee):
+    """``body`` (statements) with each statement that calls ``callee`` preceded by the callee's
+    body (its parameters bound to the call's arguments, its own names suffixed), the call replaced
+    by what the callee returns; a callee without a ``return`` (a procedure) replaces a statement
+    that is the bare call.  ``callee`` ends in its one ``return``, or has none.  (How the generated
+    fast paths -- ``dispatch.fast_path``, the backward walk -- keep one definition of what they
+    inline: its source.)"""
+    cdef = ast.parse(textwrap.dedent(inspect.getsource(callee))).body[0]
+    cbody = without_docstring(cdef.body)
+    returns = [n for n in ast.walk(cdef) if isinstance(n, ast.Return)]
+    procedure = not returns
+    if not procedure and (len(returns) != 1 or cbody[-1] is not returns[0]):
+        raise AssertionError(f"{callee.__name__}: only a function ending in its one return (or without one) is inlined")
+    params = [a.arg for a in cdef.args.args]
+    defaults = dict(zip(params[len(params) - len(cdef.args.defaults) :], cdef.args.defaults))
+    stored = {n.id for s in cbody for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = set(params) | stored
+    uses = {}
+    for node in ast.walk(ast.Module(cbody, [])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            uses[node.id] = uses.get(node.id, 0) + (2 if _in_loop(cbody, node) else 1)
+    suffix = f"__{callee.__name__}"
+    same = {}  # a parameter the callee never assigns, given a name or a constant: that, in place
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in same:
+                return copy.deepcopy(same[node.id])
+            return ast.Name(node.id + suffix, node.ctx) if node.id in local else node
+
+    class Replace(ast.NodeTransformer):
+        def __init__(self):
+            self.call = None
+
+        def visit_Call(self, node):
+            if isinstance(node.func, ast.Name) and node.func.id == callee.__name__:
+                self.call = node
+                return ast.Constant(None) if procedure else Rename().visit(copy.deepcopy(returns[0].value))
+            return self.generic_visit(node)
+
+    out = []
+    for stmt in body:
+        for field, value in ast.iter_fields(stmt):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                setattr(stmt, field, inline_calls(value, callee))
+        r = Replace()
+        new = r.visit(copy.deepcopy(stmt))
+        if r.call is not None:
+            args = list(r.call.args) + [defaults[p] for p in params[len(r.call.args) :] if p in defaults]
+            if r.call.keywords or len(args) != len(params):
+                raise AssertionError(f"{callee.__name__} is inlined from a call with its positional arguments only")
+            bare = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            if procedure and not (bare and _is_call_of(stmt.value, callee.__name__)):
+                raise AssertionError(f"{callee.__name__} returns nothing: only a bare call of it is inlined")
+            for p, a in zip(params, args):
+                if p not in stored and (isinstance(a, (ast.Name, ast.Constant)) or uses.get(p, 0) == 1):
+                    same[p] = a
+                else:
+                    out.append(ast.Assign([ast.Name(p + suffix, ast.Store())], a, lineno=0))
+            out.extend(Rename().visit(copy.deepcopy(s)) for s in (cbody if procedure else cbody[:-1]))
+            new = None if procedure else Replace().visit(stmt)  # (the returned expression, the parameters in place)
+            same.clear()
+        if new is not None:
+            out.append(new)
+    return out
+
+
+def _in_loop(body, name_node):
+    """Whether ``name_node`` sits inside a loop or a comprehension of ``body`` (evaluated more than once)."""
+    loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    return any(name_node in set(ast.walk(n)) for s in body for n in ast.walk(s) if isinstance(n, loops))
+
+
+def _is_call_of(node, name):
+    return isinstance(node.func, ast.Name) and node.func.id == name
+
+
+class _Fold(ast.NodeTransformer):
+    """Constant tests decided: ``None is None``, ``None or x``, ``if True:`` / ``if False:``."""
+
+    def visit_Compare(self, node):
+        node = self.generic_visit(node)
+        if (
+            isinstance(node.left, ast.Constant)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(node.comparators[0], ast.Constant)
+        ):
+            same = node.left.value is node.comparators[0].value
+            return ast.Constant(same if isinstance(node.ops[0], ast.Is) else not same)
+        return node
+
+    def visit_BoolOp(self, node):
+        node = self.generic_visit(node)
+        first = node.values[0]
+        if isinstance(first, ast.Constant) and len(node.values) == 2:
+            keep = bool(first.value) == isinstance(node.op, ast.And)
+            return node.values[1] if keep else first
+        return node
+
+    def visit_If(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Constant):
+            return (node.body if node.test.value else node.orelse) or ast.Pass()
+        return node
+
+
+def fold_constants(body):
+    """``body`` with the tests that inlining made constant decided (:class:`_Fold`)."""
+    out = []
+    for stmt in body:
+        r = _Fold().visit(stmt)
+        out.extend(r if isinstance(r, list) else [r])
+    return out
+
+
+def generated(fn, callee):
+    """``fn`` compiled again from its source with ``callee`` inlined where it calls it
+    (:func:`inline_calls`); ``fn`` itself where the source cannot be read."""
+    try:
+        fdef = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+        fdef.body = fold_constants(inline_calls(fdef.body, callee))
+    except (OSError, TypeError):
+        return fn
+    ns = {}
+    code = compile(
+        ast.fix_missing_locations(ast.Module([fdef], [])),
+        f"<gradtape {fn.__name__}, {callee.__name__} inlined>",
+        "exec",
+    )
+    exec(code, fn.__globals__, ns)
+    new = ns[fn.__name__]
+    new.__doc__ = fn.__doc__
+    return new
+
+
+#: the walk as it runs: _walk with _fit_add inlined from its source (one definition of each)
+_walk_fast = generated(_walk, _fit_add)

@@ -281,6 +281,7 @@ def _to_device_forward(backend, x, device, *, stream=None):
 _to_device = defop(
     "to_device",
     _to_device_forward,
+    forward_takes="backend",
     chapter="creation",
     xp_callable=True,
     batched=True,

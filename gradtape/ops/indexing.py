@@ -177,6 +177,7 @@ def _index_add_forward(backend, values, *, key, shape):
 _index_add_op = defop(
     "index_add",
     _index_add_forward,
+    forward_takes="backend",
     chapter="indexing",
     domain=with_complex(
         [
@@ -224,6 +225,7 @@ def _setitem_forward(backend, x, value, *, key):
 _setitem_op = defop(
     "setitem",
     _setitem_forward,
+    forward_takes="backend",
     chapter="indexing",
     domain=with_complex(
         [

@@ -539,6 +539,7 @@ _EIG_DOMAIN = [Case(SMALL[3, 3].via(_rotate)), Case(SMALL[2, 3, 3].via(_spread))
 _eig = defop(
     "linalg.eig",
     _eig_forward,
+    forward_takes="backend",
     chapter="linalg",
     nout=2,
     xp_callable=True,
@@ -572,6 +573,7 @@ def eig(x, /):
 _eigvals = defop(
     "linalg.eigvals",
     _eigvals_forward,
+    forward_takes="backend",
     chapter="linalg",
     saves="inputs",
     domain=[c.map_outputs(_fix_eigvals) for c in _EIG_DOMAIN],

@@ -173,6 +173,7 @@ def _erf_forward(backend, x):
 _erf = defop(
     "erf",
     _erf_forward,
+    forward_takes="backend",
     chapter="nn",
     floating=True,
     domain=REAL,
@@ -206,6 +207,7 @@ def _gelu_forward(backend, x, *, approximate=False):
 _gelu = defop(
     "gelu",
     _gelu_forward,
+    forward_takes="backend",
     chapter="nn",
     floating=True,
     domain=[Case(REAL[3]), Case(REAL[2, 3]), Case(REAL[2, 3], approximate=True)],
@@ -421,6 +423,7 @@ def _one_hot_forward(backend, indices, *, depth, axis, on_value, off_value, dtyp
 _one_hot = defop(
     "one_hot",
     _one_hot_forward,
+    forward_takes="backend",
     chapter="nn",
     differentiable=False,
     domain=[
@@ -540,6 +543,7 @@ def _sparse_xent_forward(backend, labels, logits):
 _sparse_xent = defop(
     "sparse_softmax_cross_entropy_with_logits",
     _sparse_xent_forward,
+    forward_takes="backend",
     chapter="nn",
     domain=[Case(np.array([0, 2, 1]), REAL[3, 4]), Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4])],
     saves="inputs",

@@ -171,6 +171,7 @@ def _unary(name, domain, doc, convention=None, saves=None, derive=None):
             "special." + name,
             domain,
             forward=_forward(name, derive),
+            forward_takes="backend",
             chapter="special",
             convention=convention,
             doc=doc,
@@ -188,6 +189,7 @@ def _binary(name, domain, doc, convention=None, saves=None, derive=None):
             "special." + name,
             domain,
             forward=_forward(name, derive),
+            forward_takes="backend",
             chapter="special",
             convention=convention,
             doc=doc,
@@ -409,6 +411,7 @@ def _polygamma_forward(backend, *args, n=None):
 _polygamma = defop(
     "special.polygamma",
     _polygamma_forward,
+    forward_takes="backend",
     chapter="special",
     floating=True,
     domain=[Case(1, POSITIVE[2, 3]), Case(0, OFF_POLES[4]), Case(2, POSITIVE[3])],
@@ -547,7 +550,9 @@ def _sinc_forward(backend, x):
 
 
 sinc = _named(
-    unary("special.sinc", REAL, forward=_sinc_forward, chapter="special", doc="s", saves="inputs"),
+    unary(
+        "special.sinc", REAL, forward=_sinc_forward, forward_takes="backend", chapter="special", doc="s", saves="inputs"
+    ),
     "sinc",
     "The normalised sinc ``sin(pi x) / (pi x)`` (1 at 0), as ``scipy.special.sinc``.",
 )
