@@ -27,8 +27,8 @@ def close(t, expected, rtol=1e-5, atol=1e-6):
 
 def clean():
     """Nothing records after bad input (this thread's stack is empty, no tape counted active)."""
-    assert recording_state._state.tapes == []
-    assert recording_state._ACTIVE[0] == 0
+    assert recording_state.per_thread.tapes == []
+    assert recording_state.ACTIVE_TAPES[0] == 0
 
 
 # ---------------------------------------------------------------------------------- part 6
@@ -425,15 +425,15 @@ def test_stop_recording_and_reset_from_another_thread_keep_the_owner_stack(backe
     x = gt.constant([1.0, 2.0])
     with gt.GradientTape(persistent=True) as tape:
         tape.watch(x)
-        stack = recording_state._state.tapes
+        stack = recording_state.per_thread.tapes
         _on_thread(tape.reset)
-        assert len(stack) == 1 and recording_state._ACTIVE[0] == 1  # back on this thread's stack
+        assert len(stack) == 1 and recording_state.ACTIVE_TAPES[0] == 1  # back on this thread's stack
         tape.watch(x)
         y = x * 3.0
 
         def pause():
             with tape.stop_recording():
-                assert stack == [] and recording_state._ACTIVE[0] == 0
+                assert stack == [] and recording_state.ACTIVE_TAPES[0] == 0
             assert len(stack) == 1
 
         _on_thread(pause)
@@ -455,7 +455,7 @@ def test_tapes_on_many_threads_concurrently(backend):
                     y = gt.sum(x * float(k))
                 g = tape.gradient(y, x)
                 np.testing.assert_allclose(g.numpy(), [k, k])
-                assert recording_state._state.tapes == []
+                assert recording_state.per_thread.tapes == []
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 

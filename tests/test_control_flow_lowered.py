@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape.core.recording_state import _state, recording_context
+from gradtape.core.recording_state import per_thread, recording_context
 from gradtape.testing import assert_structures_close
 from gradtape.testing import snapshot as snap
 
@@ -60,7 +60,7 @@ def _clean_state():
     yield
     gt.random.set_seed(None)
     assert recording_context[0] is None
-    assert list(_state.tapes) == []
+    assert list(per_thread.tapes) == []
 
 
 @pytest.fixture(params=[None, False], ids=["jit-default", "jit-off"])

@@ -120,7 +120,7 @@ def test_converting_a_recorded_tensor_warns_naming_the_call_site(backend, how):
     assert len(leaks) == 1, [str(w.message) for w in seen]
     assert leaks[0].filename == __file__
     assert os.path.basename(__file__) in str(leaks[0].message)
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
 
 
 def test_the_warning_is_once_per_call_site(backend):
@@ -186,7 +186,7 @@ def test_raise_mode_stops_at_the_leak_and_leaves_the_tape_stack_clean(backend):
                 (x * 2).numpy()
     finally:
         gt.config.gradient_leak = "warn"
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
     with pytest.raises(ValueError, match="gradient_leak"):
         gt.config.gradient_leak = "sometimes"
     assert gt.config.gradient_leak == "warn"

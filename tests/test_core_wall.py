@@ -29,7 +29,7 @@ import gradtape as gt
 from gradtape.core import recording_state as _recording_state
 from gradtape.backends.numpy import NumpyBackend
 from gradtape.core.registry import OpDef, get_op
-from gradtape.core.tensor import _wrap
+from gradtape.core.tensor import wrap
 
 ROOT = Path(__file__).resolve().parents[1] / "gradtape"
 #: every module of the core (gradtape/core/)
@@ -235,7 +235,7 @@ def test_a_variable_created_is_told_to_the_running_context_of_its_thread(backend
 def test_mixed_backends_ask_the_running_context_for_its_error(backend, context):
     x = gt.constant([1.0, 2.0], dtype=gt.float64)
     other = _Other()
-    y = _wrap(other.asarray(np.array([3.0, 4.0]), dtype=gt.float64), other)
+    y = wrap(other.asarray(np.array([3.0, 4.0]), dtype=gt.float64), other)
     with pytest.raises(ValueError, match="got tensors of two backends"):
         gt.add(x, y)
     assert context.mixed == [(x._b, other)]
@@ -247,9 +247,9 @@ def test_mixed_backends_ask_the_running_context_for_its_error(backend, context):
 def test_a_backend_that_captures_takes_the_other_backends_tensor(backend):
     x = gt.constant([1.0, 2.0], dtype=gt.float64)
     taker = _Taker()
-    y = _wrap(taker.asarray(np.array([3.0, 4.0]), dtype=gt.float64), taker)
+    y = wrap(taker.asarray(np.array([3.0, 4.0]), dtype=gt.float64), taker)
     z = gt.add(x, y)
     assert z._b is taker
     np.testing.assert_array_equal(np.asarray(taker.to_numpy(z._v)), [4.0, 6.0])
     with pytest.raises(ValueError, match="got tensors of two backends"):  # the default takes nothing in
-        gt.add(x, _wrap(_Other().asarray(np.array([3.0, 4.0]), dtype=gt.float64), _Other()))
+        gt.add(x, wrap(_Other().asarray(np.array([3.0, 4.0]), dtype=gt.float64), _Other()))

@@ -18,7 +18,7 @@ import pytest
 import gradtape as gt
 from gradtape.testing import assert_structures_close
 from gradtape.testing import snapshot as snap
-from gradtape.core.recording_state import _state, recording_context
+from gradtape.core.recording_state import per_thread, recording_context
 from gradtape.compile.function import Function
 
 FUNCTION_MODULE = sys.modules[
@@ -74,7 +74,7 @@ def run_twins(build, calls, *, seed=None, rtol=RTOL, atol=ATOL, **options):
 def assert_clean():
     """No trace running, no tape left on the stack."""
     assert recording_context[0] is None
-    assert list(_state.tapes) == []
+    assert list(per_thread.tapes) == []
 
 
 def other_backend(backend):

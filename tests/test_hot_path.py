@@ -18,7 +18,7 @@ import pytest
 import gradtape as gt
 from gradtape.core import dispatch
 from gradtape.core import registry
-from gradtape.core.engine import _Meta
+from gradtape.core.engine import Meta
 
 
 def _args(case, rng):
@@ -121,7 +121,7 @@ def test_saves_drop_what_the_rule_does_not_read(backend):
         y = gt.tanh(z)  # tanh keeps its output only
     nodes = tape._rec.nodes
     add, tanh = nodes[0], nodes[1]
-    assert add.inputs[0] is None and isinstance(add.inputs[1], _Meta) and add.outputs == (None,)
+    assert add.inputs[0] is None and isinstance(add.inputs[1], Meta) and add.outputs == (None,)
     assert tanh.inputs == (None,) and tanh.outputs[0] is y.native
     with gt.GradientTape(persistent=True) as outer:
         with gt.GradientTape() as t2:

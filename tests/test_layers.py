@@ -744,3 +744,64 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The wall around the core (issue 23): outside gradtape/core/, a module takes from a core module only the
+# names that module exports in its ``__all__``, by ``from ... import`` or as an attribute of the module.
+CORE = "gradtape.core"
+RULE_WALL = (
+    "outside gradtape/core/, a module takes from a core module only the names in its __all__ (make the name "
+    "public and list it there, or keep the code that needs it inside the core)"
+)
+
+
+def _inside_core(module):
+    return module == CORE or module.startswith(CORE + ".")
+
+
+def exported(project, module):
+    """The names a module lists in ``__all__`` (a literal list or tuple of strings); None without one."""
+    tree = ast.parse((project.root / project.modules[module]).read_text(encoding="utf-8"))
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
+            return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return None
+
+
+def across_the_wall(project):
+    """[(importer, core module, name)] taken across the wall that the core module does not export."""
+    out = set()
+    exports = {}
+    for imp in project.imports:
+        if _inside_core(imp.importer) or not _inside_core(imp.target) or imp.target == CORE:
+            continue
+        exports.setdefault(imp.target, exported(project, imp.target) or set())
+        out.update((imp.importer, imp.target, n) for n in imp.names if n not in exports[imp.target])
+    for (importer, owner), names in project.attributes.items():
+        if _inside_core(importer) or not _inside_core(owner) or owner == CORE:
+            continue
+        exports.setdefault(owner, exported(project, owner) or set())
+        out.update((importer, owner, n) for n in names if n not in exports[owner] and n not in project.modules)
+    return sorted(out)
+
+
+def test_every_core_module_declares_its_exports():
+    project = scan()
+    missing = [m for m in project.modules if _inside_core(m) and m != CORE and exported(project, m) is None]
+    assert not missing, f"core modules without __all__ (what the rest may take from them): {missing}"
+
+
+def test_nothing_private_is_taken_across_the_wall():
+    taken = across_the_wall(scan(with_attributes=True))
+    if taken:
+        _fail(
+            f"{len(taken)} names taken across the wall around gradtape/core/",
+            [
+                f"{importer} takes {owner}.{name}, which {owner} does not export. Rule: {RULE_WALL}"
+                for importer, owner, name in taken
+            ],
+        )

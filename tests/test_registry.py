@@ -58,7 +58,7 @@ def test_op_without_rule_is_lookup_error(backend):
         y = f(x)
     with pytest.raises(LookupError, match=f"gradient registry has no entry for: {name}"):
         t.gradient(y, x)
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
 
 
 def test_register_gradient_later_and_override(backend):

@@ -19,7 +19,7 @@ import gradtape as gt
 from gradtape import testing
 from gradtape.core import engine as _engine
 from gradtape.core import registry
-from gradtape.core.recording_state import _state
+from gradtape.core.recording_state import per_thread
 from gradtape.core.rule_namespace import native_namespace
 from gradtape.core.domains import op_cases
 
@@ -168,7 +168,7 @@ def test_a_rule_reads_only_what_its_op_saves(name, backend):
         n = nodes[-1]
         stub = n._replace(
             inputs=tuple(
-                _engine._Unsaved(op, f"inputs[{k}]") if v is None or isinstance(v, _engine._Meta) else v
+                _engine._Unsaved(op, f"inputs[{k}]") if v is None or isinstance(v, _engine.Meta) else v
                 for k, v in enumerate(n.inputs)
             ),
             outputs=tuple(_engine._Unsaved(op, f"outputs[{k}]") if v is None else v for k, v in enumerate(n.outputs)),
@@ -177,7 +177,7 @@ def test_a_rule_reads_only_what_its_op_saves(name, backend):
         gs = [xp.ones_like(t.native) for t in ys]
         if len(gs) != len(n.out_ids) or any(g.dtype not in _engine._real_natives(n.backend) for g in gs):
             continue
-        _state.reach = None
+        per_thread.reach = None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             op.grad(xp, stub, *gs)

@@ -93,7 +93,7 @@ def test_watch_rejects_non_tensors(bad):
     with gt.GradientTape() as tape:
         with pytest.raises(ValueError):
             tape.watch(bad)
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
 
 
 def test_watch_integer_tensor_warns_and_gives_none(backend):
@@ -246,11 +246,11 @@ def test_non_persistent_gradient_inside_context_stops_recording(backend):
     with gt.GradientTape() as tape:
         y = x * x
         g = tape.gradient(y, x)
-        assert recording_state._state.tapes == []  # it stopped recording
+        assert recording_state.per_thread.tapes == []  # it stopped recording
         z = x * 5.0
     close(g, 6.0)
     del z
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
 
 
 def test_persistent_gradient_inside_context_warns_once_and_records(backend):
@@ -446,7 +446,7 @@ def test_reentering_active_tape_is_error():
     with t:
         with pytest.raises(ValueError):
             t.__enter__()
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
 
 
 # --------------------------------------------------------------------------- stack hygiene
@@ -454,7 +454,7 @@ def test_exception_inside_context_pops_the_tape(backend):
     with pytest.raises(ZeroDivisionError):
         with gt.GradientTape():
             raise ZeroDivisionError("inside the context")
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
 
 
 def test_bad_input_inside_context_leaves_stack_clean(backend):
@@ -464,7 +464,7 @@ def test_bad_input_inside_context_leaves_stack_clean(backend):
             gt.reshape(x, (3, 5))
         y = x * 2.0
     close(t.gradient(y, x), [2.0, 2.0])
-    assert recording_state._state.tapes == []
+    assert recording_state.per_thread.tapes == []
 
 
 # --------------------------------------------------------------------------- releasing
@@ -534,7 +534,7 @@ def test_threads_have_separate_tape_stacks(backend):
     seen = {}
 
     def worker():
-        seen["stack"] = list(recording_state._state.tapes)
+        seen["stack"] = list(recording_state.per_thread.tapes)
         with gt.GradientTape() as t2:
             y2 = x * x
         seen["grad"] = t2.gradient(y2, x)

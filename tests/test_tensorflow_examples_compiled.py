@@ -37,7 +37,7 @@ import gradtape as gt
 from gradtape.testing import assert_structures_close as assert_same
 from gradtape.testing import snapshot as snap
 from test_tensorflow_examples import _adjust_contrast  # (the eager port's op: registered once)
-from gradtape.core.recording_state import _state, recording_context
+from gradtape.core.recording_state import per_thread, recording_context
 
 # a traced program that disagrees with eager, or a compiler that fails, warns and runs eagerly: an error here
 pytestmark = pytest.mark.filterwarnings("error:gt.function:UserWarning")
@@ -56,7 +56,7 @@ def _clean_state():
     yield
     gt.random.set_seed(None)
     assert recording_context[0] is None
-    assert list(_state.tapes) == []
+    assert list(per_thread.tapes) == []
 
 
 def close(t, expected, rtol=1e-5, atol=1e-6):

@@ -12,10 +12,10 @@ import numpy as np
 import optree
 
 from gradtape.ops import apply, defop
-from gradtape.core.registry import _OPS, OpDef
-from gradtape.core.engine import _Recording, record
-from gradtape.core.recording_state import _activate, _state
-from gradtape.core.tensor import Nested, Tensor, _wrap, convert_to_tensor
+from gradtape.core.registry import OpDef, check_new_name
+from gradtape.core.engine import Recording, record
+from gradtape.core.recording_state import add_active_tapes, per_thread
+from gradtape.core.tensor import Nested, Tensor, wrap, convert_to_tensor
 
 __all__ = ["custom_gradient", "stop_gradient", "register_op"]
 
@@ -27,7 +27,7 @@ def stop_gradient(x: Nested) -> Nested:
     for t in leaves:
         if not isinstance(t, Tensor):
             t = convert_to_tensor(t)
-        out.append(_wrap(t._v, t._b))
+        out.append(wrap(t._v, t._b))
     return optree.tree_unflatten(spec, out)
 
 
@@ -77,20 +77,20 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
-        outer = _state.tapes
-        private = _Recording(True)
-        _state.tapes = [private]  # outer tapes see nothing of f's inside
-        _activate(1)  # (the private tape collects the variables f reads)
+        outer = per_thread.tapes
+        private = Recording(True)
+        per_thread.tapes = [private]  # outer tapes see nothing of f's inside
+        add_active_tapes(1)  # (the private tape collects the variables f reads)
         try:
             result = f(*args, **kwargs)
         finally:
-            _state.tapes = outer
-            _activate(-1)
+            per_thread.tapes = outer
+            add_active_tapes(-1)
         if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
             raise TypeError("a @custom_gradient function must return (outputs, grad_fn)")
         y, grad_fn = result
         leaves, spec = optree.tree_flatten(y, none_is_leaf=True)
-        outs = [_wrap(t._v, t._b) if isinstance(t, Tensor) else convert_to_tensor(t) for t in leaves]
+        outs = [wrap(t._v, t._b) if isinstance(t, Tensor) else convert_to_tensor(t) for t in leaves]
         # as TF: grad_fn owes gradients only to the variables used inside f that are not its inputs
         flat_inputs = optree.tree_leaves((args, kwargs), none_is_leaf=True)
         variables = [v for _, v in sorted(private.variables.items()) if not any(v is a for a in flat_inputs)]
@@ -173,11 +173,7 @@ def register_op(
         )
     if nout is not None and (isinstance(nout, bool) or not isinstance(nout, int) or nout < 1):
         raise ValueError(f"register_op({name!r}): nout must be None (one output) or a positive int, got {nout!r}")
-    if name in _OPS:
-        raise KeyError(
-            f"an op named {name!r} is already registered ({_OPS[name]!r}); pick another "
-            "name or override its gradient with gt.RegisterGradient"
-        )
+    check_new_name(name)
 
     def fwd(backend, *arrays, **attrs):
         out = forward(backend.xp, *arrays, **attrs)

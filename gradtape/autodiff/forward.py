@@ -20,7 +20,7 @@ from __future__ import annotations
 import optree
 
 from gradtape.core.engine import TensorOp, native_dtypes
-from gradtape.core.recording_state import _state
+from gradtape.core.recording_state import per_thread
 from gradtape.core.rule_namespace import tensor_namespace
 from gradtape.core.dispatch import apply, apply1
 from gradtape.core.registry import get_op
@@ -179,7 +179,7 @@ def _forward_walk(nodes, primals, tangents):
     get = tan.get
     xp = None
     reals = {}
-    saved_reach = _state.reach
+    saved_reach = per_thread.reach
     try:
         for n in list(nodes):
             ts = [get(i) if i else None for i in n.in_ids]
@@ -210,7 +210,7 @@ def _forward_walk(nodes, primals, tangents):
             if oid:
                 tan[oid] = out
     finally:
-        _state.reach = saved_reach
+        per_thread.reach = saved_reach
     return tan
 
 
@@ -248,7 +248,7 @@ def _node_tangent(xp, n, ts, kind):
             g = direct(view, k, t)
             out = g if out is None else out + g
             continue
-        _state.reach = {n.in_ids[k]}
+        per_thread.reach = {n.in_ids[k]}
         g = rule(xp, view, t)
         if g.__class__ is tuple or g.__class__ is list:
             g = g[k]

@@ -9,11 +9,11 @@ import optree
 
 from typing import Any
 
-from gradtape.core.engine import NotBatchable, UnconnectedGradients, _Recording, backward
-from gradtape.core.recording_state import _state
+from gradtape.core.engine import NotBatchable, UnconnectedGradients, Recording, backward
+from gradtape.core.recording_state import per_thread
 from gradtape.ops.creation import zeros, zeros_like
 from gradtape.ops.manipulation import moveaxis, reshape, stack
-from gradtape.core.tensor import Nested, Tensor, TensorLike, _wrap, convert_to_tensor
+from gradtape.core.tensor import Nested, Tensor, TensorLike, wrap, convert_to_tensor
 
 __all__ = ["jacobian", "batch_jacobian"]
 
@@ -44,7 +44,7 @@ def _vectorized(rec, target, src, cotangents):
     data-dependent Python control flow, say), or, without ``vmap``, where an op on the path has a
     rule that does not take a batch axis (``OpDef.batched``)."""
     b = target._b
-    if _state.tapes:
+    if per_thread.tapes:
         return None
     if not getattr(b, "supports_vmap", False):
         try:
@@ -66,7 +66,7 @@ def _vectorized(rec, target, src, cotangents):
         return tuple(out)
 
     def vjp(u):
-        gs = backward(rec, [target], [_wrap(u, b)], src, UnconnectedGradients.ZERO)
+        gs = backward(rec, [target], [wrap(u, b)], src, UnconnectedGradients.ZERO)
         return tuple(g._v for g in gs)
 
     try:
@@ -113,7 +113,7 @@ def check_batch_args(target: Any, source: Any) -> None:
         raise ValueError(f"Need first dimension of target shape ({tshape}) and source shape ({sshape}) to match.")
 
 
-def jacobian(rec: _Recording, target: TensorLike, sources: Nested, unconnected: UnconnectedGradients) -> Nested:
+def jacobian(rec: Recording, target: TensorLike, sources: Nested, unconnected: UnconnectedGradients) -> Nested:
     if not isinstance(target, Tensor):
         target = convert_to_tensor(target)
     src, spec = optree.tree_flatten(sources, none_is_leaf=True)
@@ -134,11 +134,11 @@ def jacobian(rec: _Recording, target: TensorLike, sources: Nested, unconnected: 
                         else None
                     )
                 else:
-                    out.append(reshape(_wrap(g, s._b), shape))
+                    out.append(reshape(wrap(g, s._b), shape))
             return optree.tree_unflatten(spec, out)
     rows = [[] for _ in src]
     for i in range(n):
-        og = _wrap(target._b.xp.reshape(eye[i, ...], tshape), target._b)
+        og = wrap(target._b.xp.reshape(eye[i, ...], tshape), target._b)
         gs = backward(rec, [target], [og], src, UnconnectedGradients.NONE)
         for k, g in enumerate(gs):
             rows[k].append(g)
@@ -160,7 +160,7 @@ def jacobian(rec: _Recording, target: TensorLike, sources: Nested, unconnected: 
     return optree.tree_unflatten(spec, out)
 
 
-def batch_jacobian(rec: _Recording, target: Tensor, source: Tensor, unconnected: UnconnectedGradients) -> Tensor:
+def batch_jacobian(rec: Recording, target: Tensor, source: Tensor, unconnected: UnconnectedGradients) -> Tensor:
     """Per-example jacobians.  As TensorFlow: target and source of rank 2 or more (a
     ``ValueError`` otherwise), and zeros, never None, where the target does not depend on the
     source, whatever ``unconnected`` says (TF keeps this for compatibility; ``unconnected`` is
@@ -180,12 +180,12 @@ def batch_jacobian(rec: _Recording, target: Tensor, source: Tensor, unconnected:
         if batched is not None:
             if not _connected(rec, target, [source])[0] or batched[0] is None:
                 return zeros(shape, dtype=source.dtype, device=source._b.device_of(source._v))
-            g = _wrap(batched[0], source._b)  # [m, b, x...]
+            g = wrap(batched[0], source._b)  # [m, b, x...]
             return reshape(moveaxis(g, 0, 1), shape)
     cols = []
     for j in range(m):
         row = xp.reshape(eye[j, ...], (1,) + tuple(tshape[1:]))
-        og = _wrap(xp.broadcast_to(row, tuple(tshape)), target._b)
+        og = wrap(xp.broadcast_to(row, tuple(tshape)), target._b)
         (g,) = backward(rec, [target], [og], [source], UnconnectedGradients.NONE)
         cols.append(g)
     if not m or all(g is None for g in cols):

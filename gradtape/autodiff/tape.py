@@ -13,9 +13,9 @@ from typing import Any, Literal, TypeVar, overload
 
 import optree
 
-from gradtape.core.engine import Node, UnconnectedGradients, _Recording, backward
+from gradtape.core.engine import Node, UnconnectedGradients, Recording, backward
 from gradtape.autodiff.jacobian import batch_jacobian, check_args, check_batch_args, jacobian
-from gradtape.core.recording_state import _ACTIVE, _active_lock, _state
+from gradtape.core.recording_state import ACTIVE_TAPES, active_tapes_lock, per_thread
 from gradtape.core.tensor import Nested, Tensor, Variable
 
 __all__ = ["GradientTape", "UnconnectedGradients", "Node"]
@@ -63,9 +63,9 @@ class GradientTape:
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._persistent = bool(persistent)
         self._watch_accessed_variables = bool(watch_accessed_variables)
-        self._rec: _Recording | None = None
+        self._rec: Recording | None = None
         self._recording = False
-        self._stack: list[Any] | None = None  # the tape stack (one thread's ``_state.tapes``) it records on
+        self._stack: list[Any] | None = None  # the tape stack (one thread's ``per_thread.tapes``) it records on
         self._used = False
         self._warned_inside = False
         self._watched_after_release: tuple[Variable, ...] = ()
@@ -79,9 +79,9 @@ class GradientTape:
         if self._recording:
             self._pop()
 
-    def _ensure(self) -> _Recording:
+    def _ensure(self) -> Recording:
         if self._rec is None:
-            self._rec = _Recording(self._watch_accessed_variables)
+            self._rec = Recording(self._watch_accessed_variables)
         return self._rec
 
     def _push(self, stack=None):
@@ -89,11 +89,11 @@ class GradientTape:
         if self._recording:
             raise ValueError("Tape is still recording; this can happen if you try to re-enter an already-active tape")
         if stack is None:
-            stack = _state.tapes
+            stack = per_thread.tapes
         rec = self._ensure()
-        with _active_lock:  # another thread may be taking a tape off this stack
+        with active_tapes_lock:  # another thread may be taking a tape off this stack
             stack.append(rec)
-            _ACTIVE[0] += 1
+            ACTIVE_TAPES[0] += 1
         self._stack = stack
         self._recording = True
 
@@ -103,11 +103,11 @@ class GradientTape:
         stack = self._stack
         rec = self._rec
         if stack is not None:
-            with _active_lock:
+            with active_tapes_lock:
                 for k in range(len(stack) - 1, -1, -1):
                     if stack[k] is rec:
                         del stack[k]
-                        _ACTIVE[0] -= 1
+                        ACTIVE_TAPES[0] -= 1
                         break
         self._stack = None
         self._recording = False
@@ -168,7 +168,7 @@ class GradientTape:
             self._push(stack)
 
     # ------------------------------------------------------------------ gradients
-    def _begin(self, what: str) -> _Recording:
+    def _begin(self, what: str) -> Recording:
         if self._rec is None and not self._persistent and self._used:
             raise RuntimeError(
                 f"A non-persistent GradientTape can only be used to compute one set of "

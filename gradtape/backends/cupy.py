@@ -44,7 +44,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 
-from gradtape.core.backend import _DLPACK_ERRORS, Backend
+from gradtape.core.backend import DLPACK_ERRORS, Backend
 
 #: DLPack device types of GPU memory (CUDA, ROCm, CUDA managed): such an array cannot go through the host
 _DLPACK_GPU = (2, 10, 13)
@@ -316,7 +316,7 @@ class CupyBackend(Backend):
         elif hasattr(obj, "__dlpack_device__") and obj.__dlpack_device__()[0] in _DLPACK_GPU:
             try:
                 out = self._cupy.from_dlpack(obj)
-            except _DLPACK_ERRORS as e:
+            except DLPACK_ERRORS as e:
                 raise ValueError(
                     f"backend 'cupy': from_dlpack could not import this {type(obj).__name__} from GPU memory: "
                     f"{_one_line(e)}"

@@ -32,11 +32,11 @@ import numpy as np
 import optree
 
 from gradtape.core import dtypes as _dt
-from gradtape.core.engine import TensorOp, UnconnectedGradients, _Recording, backward, make_node
-from gradtape.core.recording_state import _state, recording_context
+from gradtape.core.engine import TensorOp, UnconnectedGradients, Recording, backward, make_node
+from gradtape.core.recording_state import per_thread, recording_context
 from gradtape.backends.tracing import QUIET, NotLowerable, Trace
 from gradtape.core.registry import OpDef
-from gradtape.core.tensor import LIVE_VARIABLES, Tensor, _wrap, convert_to_tensor, lift
+from gradtape.core.tensor import LIVE_VARIABLES, Tensor, wrap, convert_to_tensor, lift
 
 __all__ = ["lowered_cond", "lowered_while"]
 
@@ -55,10 +55,10 @@ class _Source:
 def _private_recording():
     """A recording of a sub-trace's own, watching what the enclosing tapes watch (its VJP is traced
     from it); None where no tape records."""
-    outer = list(_state.tapes)
+    outer = list(per_thread.tapes)
     if not outer:
         return None
-    private = _Recording(any(r.watch_accessed for r in outer))
+    private = Recording(any(r.watch_accessed for r in outer))
     for r in outer:
         private.watched |= r.watched
     private.roots = set(private.watched)
@@ -87,12 +87,12 @@ class _Sub:
         """Run ``fn(*carry)`` in the sub-trace (``carry_values``: concrete values of the carried
         variables, each an input); with ``grad`` and an enclosing tape, trace its VJP too."""
         private = _private_recording() if grad else None
-        saved_tapes = _state.tapes
+        saved_tapes = per_thread.tapes
         tapes_before = _tape_sizes(saved_tapes)
         saved_context = recording_context[0]
         before = [(v, v._v) for v in list(LIVE_VARIABLES) if v._b.stand_ins]
         recording_context[0] = self.st
-        _state.tapes = [private] if private is not None else []
+        per_thread.tapes = [private] if private is not None else []
         try:
             with np.errstate(all="ignore") if quiet else contextlib.nullcontext():
                 self._run_body(fn, carry_values, private)
@@ -106,7 +106,7 @@ class _Sub:
             error = None
         finally:
             recording_context[0] = saved_context
-            _state.tapes = saved_tapes
+            per_thread.tapes = saved_tapes
             changed = [v for v, value in before if v._v is not value]
             for v, value in before:
                 v._v = value
@@ -126,7 +126,7 @@ class _Sub:
         sub-trace), and its VJP traced where ``private`` records."""
         st = self.st
         tb = st.backend
-        self.carry = [_wrap(st.input(c, "carry", k), tb) for k, c in enumerate(carry_values)]
+        self.carry = [wrap(st.input(c, "carry", k), tb) for k, c in enumerate(carry_values)]
         if private is not None:
             for t in self.carry:
                 if t.dtype.differentiable:
@@ -168,11 +168,11 @@ class _Sub:
         self.variables = dict(private.variables)
         targets = [y for y in self.outs if y.dtype.differentiable]
         real = tb.real
-        dys = [_wrap(st.input(real.xp.ones_like(y._v.c), "cotangent", k), tb) for k, y in enumerate(targets)]
+        dys = [wrap(st.input(real.xp.ones_like(y._v.c), "cotangent", k), tb) for k, y in enumerate(targets)]
         sources = [t for t in self.carry if t.dtype.differentiable] + [_Source(i, tb) for i in self.caps]
         if not targets or not sources:
             return
-        _state.tapes = []  # (a native walk: its steps are the sub-program's)
+        per_thread.tapes = []  # (a native walk: its steps are the sub-program's)
         grads = backward(private, targets, dys, sources, UnconnectedGradients.NONE)
         for s, g in zip(sources, grads):
             self.grads[s._id] = None if g is None else st._localize(g._v)
@@ -249,7 +249,7 @@ def _same_outputs(a, b, what):
 def _record(trace, name, in_ids, outs, rule, variables):
     """One node on every enclosing tape that watches one of ``in_ids`` (the variables the
     sub-programs read are watched first, where the tape watches on access)."""
-    tapes = _state.tapes
+    tapes = per_thread.tapes
     for rec in tapes:
         if rec.watch_accessed:
             for v in variables.values():
@@ -304,7 +304,7 @@ def lowered_cond(trace, pred, true_fn, false_fn):
     step = _CondStep(real, a.program(a.natives, operands), b.program(b.natives, operands), "cond")
     caps = [i for i in dict.fromkeys(a.caps + b.caps) if a.grads.get(i) is not None or b.grads.get(i) is not None]
     vjp = None
-    if caps and _state.tapes:
+    if caps and per_thread.tapes:
         grads = {}
         for s, other in ((a, b), (b, a)):
             grads[s] = [s.grads.get(i) if s.grads.get(i) is not None else s.zeros(other.grads[i]) for i in caps]
@@ -321,7 +321,7 @@ def lowered_cond(trace, pred, true_fn, false_fn):
     run = step.eager if printing else lambda *_: concrete
     outs = trace.call(step, (p, *op_values), None, label="gt.cond", effect="host" if printing else False, run=run)
     tb = trace.backend
-    out_t = [_wrap(o, tb) for o in outs]
+    out_t = [wrap(o, tb) for o in outs]
     if vjp is not None:
         floating = [k for k, o in enumerate(out_t) if o.dtype.differentiable]
 
@@ -408,12 +408,12 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     printing = "host" if c.st.host_effects or bd.st.host_effects else False  # (a gt.print: kept, run)
     floating = [k for k, t in enumerate(init) if t.dtype.differentiable]
     caps = [i for i in bd.caps if bd.grads.get(i) is not None]
-    watched = _state.tapes and (caps or any(init[k]._id in r.watched for r in _state.tapes for k in floating))
+    watched = per_thread.tapes and (caps or any(init[k]._id in r.watched for r in per_thread.tapes for k in floating))
     if not watched:
         trace.host_effects = trace.host_effects or bool(printing)
         step = _LoopStep(real, "while", (cf, bf), len(op_values), n, max_iter, None)
         outs = trace.call(step, (*op_values, *in_v), None, label="gt.while_loop", effect=printing)
-        out_t = [_wrap(o, tb) for o in outs]
+        out_t = [wrap(o, tb) for o in outs]
         _record(trace, "while_loop", (), out_t, None, bd.variables)
         for s in (c, bd):
             s.st.closed = True
@@ -432,7 +432,7 @@ def lowered_while(trace, cond, body, leaves, max_iter):
     fwd = _LoopStep(real, "forward", (cf, bf), len(op_values), n, max_iter, None)
     res = trace.call(fwd, (*op_values, *in_v), None, label="gt.while_loop", effect=printing)
     final, stacked, count = res[:n], res[n : 2 * n], res[2 * n]
-    out_t = [_wrap(o, tb) for o in final]
+    out_t = [wrap(o, tb) for o in final]
     meta = (floating, [(tuple(g.shape), g.dtype) for g in dcaps])
     bwd = _LoopStep(real, "backward", (vjp,), len(v_values), n, max_iter, meta)
     in_ids = [init[k]._id for k in floating] + caps

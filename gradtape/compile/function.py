@@ -32,7 +32,7 @@ import optree
 
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
-from gradtape.core.recording_state import _ACTIVE, _state, active_context, recording_context
+from gradtape.core.recording_state import ACTIVE_TAPES, per_thread, active_context, recording_context
 from gradtape.compile.control_flow import lowered_cond, lowered_while
 from gradtape.ops import operators as _operators
 from gradtape.backends.tracing import (
@@ -45,7 +45,7 @@ from gradtape.backends.tracing import (
     tracing_backend,
 )
 from gradtape.ops.manipulation import reshape as _reshape
-from gradtape.core.tensor import LIVE_VARIABLES, Tensor, Variable, _next_id, _wrap, convert_to_tensor, lift
+from gradtape.core.tensor import LIVE_VARIABLES, Tensor, Variable, next_id, wrap, convert_to_tensor, lift
 
 __all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "print_", "OperatorNotAllowedInGraphError"]
 
@@ -184,7 +184,7 @@ class Function:
     def __call__(self, *args, **kwargs):
         if active_context() is not None:
             return self._python_function(*args, **kwargs)  # inside another trace: inlined
-        if self._eager or _ACTIVE[0] and _state.tapes or _config.config._functions_eagerly:
+        if self._eager or ACTIVE_TAPES[0] and per_thread.tapes or _config.config._functions_eagerly:
             # an outer tape records: run eagerly, so that it records the function's ops
             return self._python_function(*args, **kwargs)
         if self._input_signature is not None:
@@ -485,10 +485,10 @@ class _Capture:
         recording, the trace's backend active, every live variable locked and read through a
         stand-in; returns (its output's leaves, their structure, each variable's final value)."""
         trace = self.trace
-        saved_tapes = _state.tapes
+        saved_tapes = per_thread.tapes
         ok = False
         recording_context[0] = trace
-        _state.tapes = []
+        per_thread.tapes = []
         # the active backend is the trace's: tensors made inside (gt.constant, random draws) are traced
         setting = self.setting
         active = _config.active(trace.backend, setting.device if setting.backend is self.real else None)
@@ -517,7 +517,7 @@ class _Capture:
             active.__exit__(None, None, None)
             recording_context[0] = None
             trace.closed = True
-            _state.tapes = saved_tapes
+            per_thread.tapes = saved_tapes
             finals = self._restore_variables(ok)
             for lock in reversed(held):
                 lock.release()
@@ -530,12 +530,12 @@ class _Capture:
         for k, x in enumerate(leaves):
             if isinstance(x, Tensor) and not isinstance(x, Variable):
                 ph = trace.input(x._v, "arg", k)
-                t = _wrap(ph, tracing_backend(x._b))
+                t = wrap(ph, tracing_backend(x._b))
                 self.arg_tensors.append((k, t, ph))
                 new_leaves.append(t)
             elif isinstance(x, np.ndarray):
                 nat = convert_to_tensor(x, backend=self.real)
-                new_leaves.append(_wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b)))
+                new_leaves.append(wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b)))
             else:
                 new_leaves.append(x)
         return new_leaves
@@ -573,7 +573,7 @@ class _Capture:
                 # value, as eagerly (on every call)
                 state_vars.append(("arg", k))
                 state_vals.append(t._v)
-                leaves[k]._v, leaves[k]._id = t._v.c, _next_id()
+                leaves[k]._v, leaves[k]._id = t._v.c, next_id()
                 _operators._propagate(leaves[k])  # a view's base and a base's views see it (NumPy's views)
         return state_vars, state_vals
 
@@ -593,7 +593,7 @@ def _first_results(f, out_leaves, out_tree):
             a = x._v
             out_spec.append(("out", len(outputs)))
             outputs.append(a)
-            first.append(_wrap(a.c, x._b.real))
+            first.append(wrap(a.c, x._b.real))
         elif isinstance(x, Tensor) and x._b.stand_ins:
             raise ValueError(f"gt.function {f._name!r} returned a traced tensor of no trace")
         else:
@@ -636,7 +636,7 @@ def _caller(c):
     b = c.backend
     g = {
         "run": c.run,
-        "_wrap": _wrap,
+        "wrap": wrap,
         "B": b,
         "AT": b.array_type if b is not None else None,
         "fix": b.fix_output if b is not None else None,
@@ -645,7 +645,7 @@ def _caller(c):
         "GUARDS": c.guards,
         "GuardFailed": GuardFailed,
         "first_change": _first_change,
-        "next_id": _next_id,
+        "next_id": next_id,
         "propagate": _operators._propagate,
     }
     ins = []
@@ -704,7 +704,7 @@ def _caller(c):
     for k, (kind, what) in enumerate(c.out_leaves):
         if kind == "out":
             lines.append(f"    o{k} = outs[{what}]")
-            parts.append(f"_wrap(o{k} if o{k}.__class__ is AT else fix(o{k}), B)")
+            parts.append(f"wrap(o{k} if o{k}.__class__ is AT else fix(o{k}), B)")
         else:
             g[f"K{k}"] = what
             parts.append(f"K{k}")

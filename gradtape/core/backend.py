@@ -41,7 +41,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 
-__all__ = ["Backend", "DataDependentShapeError", "bind_forward", "is_gpu_device"]
+__all__ = ["Backend", "DataDependentShapeError", "bind_forward", "is_gpu_device", "DLPACK_ERRORS"]
 
 
 class DataDependentShapeError(NotImplementedError):
@@ -54,7 +54,7 @@ class DataDependentShapeError(NotImplementedError):
 #: ``float`` and ``complex`` follow ``gt.config.floatx()``, which ``_dt.as_dtype`` reads)
 _PY_DEFAULT = {bool: _dt.bool, int: _dt.int64, float: float, complex: complex}
 #: what a failed DLPack import raises, depending on the library (then :meth:`Backend.from_dlpack` copies)
-_DLPACK_ERRORS = (TypeError, ValueError, RuntimeError, BufferError, AttributeError)
+DLPACK_ERRORS = (TypeError, ValueError, RuntimeError, BufferError, AttributeError)
 
 
 def bind_forward(fwd, backend, takes):
@@ -343,7 +343,7 @@ class Backend:
         else:
             try:
                 out = self.xp.from_dlpack(obj)
-            except _DLPACK_ERRORS:
+            except DLPACK_ERRORS:
                 out = self.asarray(np.asarray(obj))
         return out if device is None else self.to_device(out, device)
 

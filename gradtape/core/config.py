@@ -30,6 +30,8 @@ __all__ = [
     "parse_spec",
     "set_backend",
     "use_backend",
+    "active",
+    "current",
 ]
 
 

@@ -17,20 +17,20 @@ import textwrap
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
 from gradtape.core.engine import fold_constants, inline_calls, make_node, native_dtypes, record, without_docstring
-from gradtape.core.recording_state import _ACTIVE, _state, recording_context
+from gradtape.core.recording_state import ACTIVE_TAPES, per_thread, recording_context
 from gradtape.core.registry import get_op
-from gradtape.core.tensor import Tensor, Variable, _new, _next_id, _wrap, convert_to_tensor, lift
+from gradtape.core.tensor import Tensor, Variable, new_tensor, next_id, wrap, convert_to_tensor, lift
 
 __all__ = ["apply", "apply1", "apply2", "fast_path"]
 
 _SCALARS = (bool, int, float, complex)
 
 #: backend -> its native floating and complex dtypes (as arrays carry them and as the library names them)
-_FLOATS = {}
+FLOATS = {}
 
 
-def _floats(b):
-    s = _FLOATS[b] = native_dtypes(b, "fc")
+def floats(b):
+    s = FLOATS[b] = native_dtypes(b, "fc")
     return s
 
 
@@ -40,7 +40,7 @@ _FC = {}
 
 
 def _fc(b):
-    s = _FC[b] = ((_FLOATS.get(b) or _floats(b)) if b.python_scalars else frozenset()) or frozenset({None})
+    s = _FC[b] = ((FLOATS.get(b) or floats(b)) if b.python_scalars else frozenset()) or frozenset({None})
     return s
 
 
@@ -48,7 +48,7 @@ def _to_float(v, b):
     """A bool / integer native array cast to the default float dtype (``gt.config.floatx()``), for the functions
     declared ``floating``: the same dtype on every backend (NumPy alone would pick float16 for bool
     and float64 for int64).  Not recorded: a bool or integer tensor carries no gradient."""
-    if v.__class__ in _SCALARS or v.dtype in (_FLOATS.get(b) or _floats(b)):
+    if v.__class__ in _SCALARS or v.dtype in (FLOATS.get(b) or floats(b)):
         return v
     return b.xp.astype(v, b.dtype_to_native(_dt.floatx()))
 
@@ -66,7 +66,7 @@ def apply(op, args, attrs=None):
     if n == 1:
         x = args[0]
         c = x.__class__
-        if c is Tensor or (c is Variable and not _ACTIVE[0]):
+        if c is Tensor or (c is Variable and not ACTIVE_TAPES[0]):
             b = x._b
             natives = (x._v,)
             dt = x._v.dtype
@@ -75,9 +75,9 @@ def apply(op, args, attrs=None):
         x1, x2 = args
         c1 = x1.__class__
         c2 = x2.__class__
-        if c1 is Variable and not _ACTIVE[0]:
+        if c1 is Variable and not ACTIVE_TAPES[0]:
             c1 = Tensor
-        if c2 is Variable and not _ACTIVE[0]:
+        if c2 is Variable and not ACTIVE_TAPES[0]:
             c2 = Tensor
         if c1 is Tensor:
             b = x1._b
@@ -97,22 +97,22 @@ def apply(op, args, attrs=None):
                 fast = 4
     if not fast:
         args, b, natives = _prepare(op, args)
-    elif op.floating and dt not in (_FLOATS.get(b) or _floats(b)):
+    elif op.floating and dt not in (FLOATS.get(b) or floats(b)):
         natives = tuple([_to_float(v, b) for v in natives])
     impl = op.impls.get(b) or op.resolve(b)
     try:
         out = impl(*natives, **attrs) if attrs else impl(*natives)
     except Exception as e:
-        _reraise(op, b, args, natives, e)
+        reraise(op, b, args, natives, e)
     if op.nout is None:
         if out.__class__ is not b.array_type:
             out = b.fix_output(out)
-        y = _new(Tensor)
+        y = new_tensor(Tensor)
         y._v = out
         y._b = b
-        y._id = yid = _next_id()
-        if _ACTIVE[0] and op.differentiable:
-            tapes = _state.tapes
+        y._id = yid = next_id()
+        if ACTIVE_TAPES[0] and op.differentiable:
+            tapes = per_thread.tapes
             if tapes:
                 if fast and len(tapes) == 1 and (op.float_out or b.dtype_of(out).kind in "fc"):
                     # one tape, inputs without Variables, one floating output: record's common case
@@ -134,9 +134,9 @@ def apply(op, args, attrs=None):
                     record(op, args, natives, attrs, (y,), tapes)
         return y
     at = b.array_type
-    outs = tuple([_wrap(o if o.__class__ is at else b.fix_output(o), b) for o in out])
-    if _ACTIVE[0] and op.differentiable:
-        tapes = _state.tapes
+    outs = tuple([wrap(o if o.__class__ is at else b.fix_output(o), b) for o in out])
+    if ACTIVE_TAPES[0] and op.differentiable:
+        tapes = per_thread.tapes
         if tapes:
             record(op, args, natives, attrs, outs, tapes)
     return outs
@@ -347,7 +347,7 @@ def _promote(op, b, args, natives):
     cast = get_op("astype")  # registered by the ops, above this module
     attrs = {"dtype": b.dtype_to_native(rt), "copy": True}
     return tuple(
-        a if d is None or d is rt else apply(cast, (a if isinstance(a, Tensor) else _wrap(v, b),), attrs)
+        a if d is None or d is rt else apply(cast, (a if isinstance(a, Tensor) else wrap(v, b),), attrs)
         for a, v, d in zip(args, natives, dts)
     )
 
@@ -373,7 +373,7 @@ def _mixed_backends(op, a, b):
     )
 
 
-def _reraise(op, b, args, natives, e):
+def reraise(op, b, args, natives, e):
     devices = []
     for a, v in zip(args, natives):
         if isinstance(a, Tensor):

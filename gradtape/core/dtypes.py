@@ -39,6 +39,8 @@ __all__ = [
     "set_floatx",
     "default_complex",
     "scalar_dtype",
+    "DTypeLike",
+    "result_type",
 ]
 
 _builtin_bool = builtins.bool

@@ -27,11 +27,11 @@ import warnings
 from typing import NamedTuple
 
 from gradtape.core import dtypes as _dt
-from gradtape.core.recording_state import _state
+from gradtape.core.recording_state import per_thread
 from gradtape.core.rule_namespace import native_namespace, tensor_namespace
 from gradtape.core.unbroadcast import bad_gradient, broadcasts_to, fit
 from gradtape.core.registry import OpDef, rule_location
-from gradtape.core.tensor import Tensor, Variable, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, Variable, wrap, convert_to_tensor
 
 __all__ = [
     "Node",
@@ -42,6 +42,9 @@ __all__ = [
     "backward",
     "inline_calls",
     "fold_constants",
+    "NotBatchable",
+    "Recording",
+    "native_dtypes",
 ]
 
 
@@ -52,11 +55,11 @@ class UnconnectedGradients(enum.Enum):
     ZERO = "zero"
 
 
-_NO_ATTRS = {}
+NO_ATTRS = {}
 _PY_SCALARS = (bool, int, float, complex)
 
 
-class _Meta:
+class Meta:
     """The shape and dtype of an input whose value the op's rule does not need."""
 
     __slots__ = ("shape", "dtype", "chunks")
@@ -74,7 +77,7 @@ class Node(NamedTuple):
     """One recorded op call.  In a native walk it is the ``op`` a rule receives.
 
     ``inputs``/``outputs`` hold the native values the op's rule reads (``OpDef.saves``): an input that
-    is not saved is None (shaped and typed like the output) or a ``_Meta`` (its shape and dtype, for
+    is not saved is None (shaped and typed like the output) or a ``Meta`` (its shape and dtype, for
     undoing broadcasting); an output not saved is None.  ``in_ids``/``out_ids`` are the identities
     of the recorded tensors (0: a Python scalar input, or an output that carries no gradient)."""
 
@@ -98,14 +101,14 @@ class Node(NamedTuple):
         i = self.in_ids[k]
         if not i:
             return False
-        r = _state.reach
+        r = per_thread.reach
         return r is None or i in r
 
     def __repr__(self):
         return f"<Node {self.opdef.name} in={self.in_ids} out={self.out_ids}>"
 
 
-_tuple_new = tuple.__new__
+tuple_new = tuple.__new__
 
 
 def _not_saved(opdef, what):
@@ -150,7 +153,7 @@ def _scalar_tensor(v, like):
     b = like._b
     d = b.dtype_of(like._v)
     if _dt.scalar_fits(v, d):
-        return _wrap(b.xp.asarray(v, dtype=like._v.dtype, device=b.device_of(like._v)), b)
+        return wrap(b.xp.asarray(v, dtype=like._v.dtype, device=b.device_of(like._v)), b)
     return convert_to_tensor(v, dtype=_dt.scalar_dtype(v, d), like=like)
 
 
@@ -186,17 +189,17 @@ class TensorOp:
             ins = []
             scalars = False
             for k, (i, v) in enumerate(zip(n.in_ids, n.inputs)):
-                if v is None or v.__class__ is _Meta:
+                if v is None or v.__class__ is Meta:
                     ins.append(_Unsaved(n.opdef, f"inputs[{k}]"))
                     continue
                 if i:
-                    t = _wrap(v, b)
+                    t = wrap(v, b)
                     t._id = i
                 elif v.__class__ in _PY_SCALARS:
                     scalars = True
                     t = v
                 else:
-                    t = _wrap(v, b)
+                    t = wrap(v, b)
                 ins.append(t)
             if scalars:
                 like = next((t for t in ins if isinstance(t, Tensor)), None)
@@ -217,7 +220,7 @@ class TensorOp:
                 if v is None:
                     outs.append(_Unsaved(n.opdef, f"outputs[{k}]"))
                     continue
-                t = _wrap(v, b)
+                t = wrap(v, b)
                 if i:
                     t._id = i
                 outs.append(t)
@@ -228,7 +231,7 @@ class TensorOp:
         return f"<op {self.node.opdef.name} in={self.node.in_ids} out={self.node.out_ids}>"
 
 
-class _Recording:
+class Recording:
     """What one tape holds: the watched identities (``roots``: watched by the user or on variable
     access; ``watched``: those and every recorded output), the recorded nodes, the watched
     variables."""
@@ -271,8 +274,8 @@ def make_node(op, ids, natives, attrs, out_ids, outs, b):
             if not ins and len(natives) == 2:  # (add, subtract: no input kept, without a loop)
                 v1, v2 = natives
                 kept = (
-                    v1 if v1.__class__ in _PY_SCALARS else None if v1.dtype == dt and v1.shape == shape else _Meta(v1),
-                    v2 if v2.__class__ in _PY_SCALARS else None if v2.dtype == dt and v2.shape == shape else _Meta(v2),
+                    v1 if v1.__class__ in _PY_SCALARS else None if v1.dtype == dt and v1.shape == shape else Meta(v1),
+                    v2 if v2.__class__ in _PY_SCALARS else None if v2.dtype == dt and v2.shape == shape else Meta(v2),
                 )
             else:
                 kept = tuple(
@@ -281,13 +284,13 @@ def make_node(op, ids, natives, attrs, out_ids, outs, b):
                         if v.__class__ in _PY_SCALARS or (ins and k in ins)
                         else None
                         if v.dtype == dt and v.shape == shape
-                        else _Meta(v)
+                        else Meta(v)
                         for k, v in enumerate(natives)
                     ]
                 )
         if not saves.outputs:
             kept_out = (None,) * len(outs)
-    return _tuple_new(Node, (op, ids, kept, attrs or _NO_ATTRS, out_ids, kept_out, b))
+    return tuple_new(Node, (op, ids, kept, attrs or NO_ATTRS, out_ids, kept_out, b))
 
 
 def _differentiable_outputs(op, outs, b):
@@ -330,7 +333,7 @@ def record(op, args, natives, attrs, outs, tapes=None):
     else:
         ids, variables = _input_ids(args)
     node = None
-    for rec in _state.tapes if tapes is None else tapes:
+    for rec in per_thread.tapes if tapes is None else tapes:
         if variables is not None and rec.watch_accessed:
             for v in variables:
                 if v._id not in rec.variables:
@@ -453,7 +456,7 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
             # or not, as in TensorFlow)
             i = s._id
             source_ids.append(i if i in rec.watched or any(t._id == i for t in targets) else 0)
-    native = not _state.tapes
+    native = not per_thread.tapes
     reach, path = _path(rec, source_ids)
     if native:
         nodes = rec.nodes if path is None else path
@@ -495,12 +498,12 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
         grads[tid] = g if prev is None else prev + g
 
     keep = set(source_ids)
-    saved_reach = _state.reach
-    _state.reach = reach
+    saved_reach = per_thread.reach
+    per_thread.reach = reach
     try:
         _walk_fast(nodes, grads, reach, keep, consume, nb, native)
     finally:
-        _state.reach = saved_reach
+        per_thread.reach = saved_reach
         if consume:
             nodes.clear()
 
@@ -518,7 +521,7 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
                 # a gradient laid out as its source (dask's chunks, a JAX sharding); not for a sub-trace's
                 # stand-in source (gt.cond / gt.while_loop), which has an identity and no value
                 g = b.match_layout(g, s._v)
-            g = _wrap(g, b)
+            g = wrap(g, b)
         out.append(g)
     return out
 
@@ -596,7 +599,7 @@ def _general_rule(n, gs, grads, reach, nb, native):
     view = TensorOp(n)
     if native:
         at = b.array_type
-        gs = [None if h is None else _wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
+        gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
     if len(gs) > 1 and any(h is None for h in gs):
         gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
     in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
@@ -639,7 +642,7 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
 def _native_rule_failed(n, e):
     """A rule failed on native arrays with a TypeError or AttributeError: where its node keeps
     ``None`` for a value its op does not save, that is the likely cause; say so (else re-raise)."""
-    unsaved = [f"inputs[{k}]" for k, v in enumerate(n.inputs) if v is None or v.__class__ is _Meta]
+    unsaved = [f"inputs[{k}]" for k, v in enumerate(n.inputs) if v is None or v.__class__ is Meta]
     unsaved += [f"outputs[{k}]" for k, v in enumerate(n.outputs) if v is None]
     if not unsaved:
         raise e
@@ -663,10 +666,10 @@ def _fit_tensor(g, n, k, g_out, xp):
     b = n.backend
     if not isinstance(g, Tensor):
         if g.__class__ in _PY_SCALARS or not b.is_native(g):
-            like = v if v is not None and v.__class__ is not _Meta and hasattr(v, "dtype") else None
+            like = v if v is not None and v.__class__ is not Meta and hasattr(v, "dtype") else None
             g = convert_to_tensor(g, dtype=b.dtype_of(like) if like is not None else None, backend=b)
         else:
-            g = _wrap(g, b)
+            g = wrap(g, b)
     if v is None:
         shape = tuple(g_out.shape)
         if tuple(g.shape) != shape and not broadcasts_to(shape, tuple(g.shape)):

@@ -15,7 +15,16 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["active_context", "connected_tapes", "on_variable_created", "recording_context"]
+__all__ = [
+    "active_context",
+    "connected_tapes",
+    "on_variable_created",
+    "recording_context",
+    "ACTIVE_TAPES",
+    "active_tapes_lock",
+    "add_active_tapes",
+    "per_thread",
+]
 
 
 class _State(threading.local):
@@ -24,7 +33,7 @@ class _State(threading.local):
         self.reach = None  # the identities the running backward walk wants (``Node.needs_grad``)
 
 
-_state = _State()
+per_thread = _State()
 #: the running recording context, or None: one at a time per process (``gt.function``'s swaps every
 #: live Variable's value for a stand-in while it runs); it has a ``thread`` (the thread that opened it)
 recording_context = [None]
@@ -45,20 +54,20 @@ def on_variable_created(v):
         c.on_variable(v)
 
 
-#: number of recording tapes over all threads: ``_ACTIVE[0] == 0`` lets every op skip the
+#: number of recording tapes over all threads: ``ACTIVE_TAPES[0] == 0`` lets every op skip the
 #: thread-local lookup (the not-recording fast path)
-_ACTIVE = [0]
-_active_lock = threading.Lock()
+ACTIVE_TAPES = [0]
+active_tapes_lock = threading.Lock()
 
 
-def _activate(delta):
-    with _active_lock:
-        _ACTIVE[0] += delta
+def add_active_tapes(delta):
+    with active_tapes_lock:
+        ACTIVE_TAPES[0] += delta
 
 
 def connected_tapes(tensor_id):
     """The recordings of this thread on which ``tensor_id`` is watched or computed from a watched
     tensor (empty when nothing records: one list read)."""
-    if not _ACTIVE[0]:
+    if not ACTIVE_TAPES[0]:
         return ()
-    return [rec for rec in _state.tapes if tensor_id in rec.watched]
+    return [rec for rec in per_thread.tapes if tensor_id in rec.watched]

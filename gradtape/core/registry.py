@@ -33,6 +33,8 @@ __all__ = [
     "rule_location",
     "FORWARD_TAKES",
     "RULE_FORMS",
+    "check_new_name",
+    "register",
 ]
 
 _OPS: dict[str, OpDef] = {}
@@ -438,13 +440,18 @@ class Saves:
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def register(opdef: OpDef) -> OpDef:
-    """Add an op to the registry (a duplicate name is a ``KeyError`` naming the first definition)."""
-    if opdef.name in _OPS:
+def check_new_name(name: str) -> None:
+    """A ``KeyError`` naming the first definition where an op called ``name`` is registered already."""
+    if name in _OPS:
         raise KeyError(
-            f"an op named {opdef.name!r} is already registered ({_OPS[opdef.name]!r}); "
+            f"an op named {name!r} is already registered ({_OPS[name]!r}); "
             "pick another name or override its gradient with gt.RegisterGradient"
         )
+
+
+def register(opdef: OpDef) -> OpDef:
+    """Add an op to the registry (a duplicate name is a ``KeyError`` naming the first definition)."""
+    check_new_name(opdef.name)
     _OPS[opdef.name] = opdef
     if opdef.name in _PENDING_RULES:
         fn, form = _PENDING_RULES.pop(opdef.name)

@@ -27,7 +27,7 @@ import numpy as np
 from gradtape.core import config as _config
 from gradtape.core import backend_registry as _backends
 from gradtape.core import dtypes as _dt
-from gradtape.core.recording_state import _ACTIVE, _state, on_variable_created
+from gradtape.core.recording_state import ACTIVE_TAPES, per_thread, on_variable_created
 
 __all__ = [
     "GradientLeakError",
@@ -37,6 +37,18 @@ __all__ = [
     "constant",
     "convert_to_tensor",
     "is_tensor",
+    "LIVE_VARIABLES",
+    "Nested",
+    "ShapeLike",
+    "TensorLike",
+    "check_leak",
+    "compute",
+    "lift",
+    "new_tensor",
+    "next_id",
+    "ops",
+    "persist",
+    "wrap",
 ]
 
 #: What converts to a Tensor: a Tensor, a Python scalar, a nested list, a NumPy array or a native array
@@ -48,7 +60,7 @@ Nested: TypeAlias = Any
 ShapeLike: TypeAlias = "Sequence[int] | int"
 
 _ids = itertools.count(1)
-_next_id = _ids.__next__
+next_id = _ids.__next__
 
 
 class _OpsForTensors:
@@ -95,7 +107,7 @@ def _call_sites():
 def _connected(t):
     """Whether a recording tape of this thread connects ``t`` to a watched source (a trainable
     Variable counts where a tape watches the variables it reads)."""
-    tapes = _state.tapes
+    tapes = per_thread.tapes
     tid = t._id
     for rec in tapes:
         if tid in rec.watched or (t._is_var and t._trainable and rec.watch_accessed):
@@ -103,10 +115,10 @@ def _connected(t):
     return False
 
 
-def _check_leak(t, how):
+def check_leak(t: Tensor, how: str) -> None:
     """Warn (or raise, per ``gt.config.gradient_leak``) when ``how`` converts a tensor that a
     recording tape connects to a watched source out of gradtape."""
-    if not _ACTIVE[0] or not _connected(t):
+    if not ACTIVE_TAPES[0] or not _connected(t):
         return
     site, user = _call_sites()
     if user is not None:  # inside a library: name its function, then the user's line
@@ -240,7 +252,7 @@ class Tensor:
 
     def __init__(self, value: TensorLike, dtype: _dt.DTypeLike | None = None, device: Any = None) -> None:
         t = convert_to_tensor(value, dtype=dtype, device=device)
-        self._v, self._b, self._id = t._v, t._b, _next_id()
+        self._v, self._b, self._id = t._v, t._b, next_id()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -284,16 +296,16 @@ class Tensor:
         """The raw backend array (no copy).  Do not modify it in place.  What is computed from it is
         outside the tape: warns ``GradientLeakWarning`` while a recording tape connects this tensor to
         a watched source (wrap library calls in ``gt.custom_gradient`` to keep the gradient)."""
-        if _ACTIVE[0]:
-            _check_leak(self, "Tensor.native")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "Tensor.native")
         return self._v
 
     # ------------------------------------------------------------------ conversion
     def numpy(self) -> np.ndarray:
         """A NumPy copy of the value (outside the tape: warns ``GradientLeakWarning`` while a
         recording tape connects this tensor to a watched source)."""
-        if _ACTIVE[0]:
-            _check_leak(self, "Tensor.numpy()")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "Tensor.numpy()")
         return np.array(self._b.to_numpy(self._v), copy=True)
 
     def compute(self) -> np.ndarray:
@@ -302,15 +314,15 @@ class Tensor:
         return self.numpy()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        if _ACTIVE[0]:
-            _check_leak(self, "np.asarray(tensor) (Tensor.__array__)")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "np.asarray(tensor) (Tensor.__array__)")
         a = self._b.to_numpy(self._v)
         return np.asarray(a, dtype=dtype) if dtype is not None else np.asarray(a)
 
     def tolist(self) -> Any:
         """The value as (nested) Python scalars, as ``numpy.ndarray.tolist``."""
-        if _ACTIVE[0]:
-            _check_leak(self, "Tensor.tolist()")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "Tensor.tolist()")
         return np.asarray(self._b.to_numpy(self._v)).tolist()
 
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
@@ -323,8 +335,8 @@ class Tensor:
     def __dlpack__(
         self, /, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: bool | None = None
     ) -> Any:
-        if _ACTIVE[0]:
-            _check_leak(self, "Tensor.__dlpack__() (from_dlpack of another library)")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "Tensor.__dlpack__() (from_dlpack of another library)")
         kwargs = {
             k: v
             for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
@@ -353,18 +365,18 @@ class Tensor:
         return self._scalar(bool)
 
     def __int__(self) -> int:
-        if _ACTIVE[0]:
-            _check_leak(self, "int(tensor)")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "int(tensor)")
         return self._scalar(int)
 
     def __float__(self) -> float:
-        if _ACTIVE[0]:
-            _check_leak(self, "float(tensor)")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "float(tensor)")
         return self._scalar(float)
 
     def __complex__(self) -> complex:
-        if _ACTIVE[0]:
-            _check_leak(self, "complex(tensor)")
+        if ACTIVE_TAPES[0]:
+            check_leak(self, "complex(tensor)")
         return self._scalar(complex)
 
     def __index__(self) -> int:
@@ -528,9 +540,9 @@ def compute(*tensors: Tensor) -> tuple[np.ndarray, ...]:
     computed once.  ``gt.compute(loss, *grads)``; elsewhere each is ``numpy()``."""
     out: list[Any] = [None] * len(tensors)
     for b, idx in _lazy_groups(tensors).items():
-        if _ACTIVE[0]:
+        if ACTIVE_TAPES[0]:
             for i in idx:
-                _check_leak(tensors[i], "gt.compute()")
+                check_leak(tensors[i], "gt.compute()")
         for i, v in zip(idx, b.compute([tensors[i]._v for i in idx])):
             out[i] = np.array(v, copy=True)
     return tuple(out)
@@ -546,7 +558,7 @@ def persist(*tensors: Tensor) -> tuple[Tensor, ...]:
         if not b.lazy:
             continue
         for i, v in zip(idx, b.persist([tensors[i]._v for i in idx])):
-            out[i] = _wrap(v, b)
+            out[i] = wrap(v, b)
     return tuple(out)
 
 
@@ -566,12 +578,12 @@ class _Ref:
         return isinstance(other, _Ref) and other._t is self._t
 
 
-def lift(t, b):
+def lift(t: Tensor, b: Any) -> Tensor | None:
     """``t``, a Tensor of another backend, as a Tensor of ``b`` where ``b`` takes it in
     (``Backend.capture``: a stand-in backend makes a value computed outside its recording context a
     constant of it); None where it does not."""
     v = b.capture(t._b, t._v)
-    return None if v is None else _wrap(v, b)
+    return None if v is None else wrap(v, b)
 
 
 def _rebuild(arr, backend_name):
@@ -579,16 +591,16 @@ def _rebuild(arr, backend_name):
         return constant(arr)
 
 
-def _wrap(v, b):
+def wrap(v: Any, b: Any) -> Tensor:
     """A new Tensor around native ``v`` of backend ``b`` (the dispatcher's constructor)."""
-    t = _new(Tensor)
+    t = new_tensor(Tensor)
     t._v = v
     t._b = b
-    t._id = _next_id()
+    t._id = next_id()
     return t
 
 
-_new = object.__new__
+new_tensor = object.__new__
 
 
 def is_tensor(x: object) -> bool:
@@ -661,7 +673,7 @@ class Variable(Tensor):
                 v = t._b.xp.asarray(v, copy=True)
         else:
             v = t._v
-        self._v, self._b, self._id = v, t._b, _next_id()
+        self._v, self._b, self._id = v, t._b, next_id()
         self._lock = threading.RLock()
         self._trainable = bool(trainable)
         base = "Variable" if name is None else str(name)
@@ -933,7 +945,7 @@ def convert_to_tensor(
         v = _default_native(value, b, device)
     if type(v) is not b.array_type:
         v = b.fix_output(v)
-    return _wrap(v, b)
+    return wrap(v, b)
 
 
 def _check_exact(value, d):
@@ -961,7 +973,7 @@ def constant(
     int -> int64, ...)."""
     t = convert_to_tensor(value, dtype=dtype, device=device)
     if isinstance(value, Tensor) and t is value:
-        t = _wrap(t._v, t._b)  # a constant is a new tensor, not the same identity
+        t = wrap(t._v, t._b)  # a constant is a new tensor, not the same identity
     if shape is not None:
         shape = tuple(shape)
         t = ops.broadcast_to(t, shape) if t.size == 1 else ops.reshape(t, shape)

@@ -14,11 +14,11 @@ from gradtape.core import config as _config
 from gradtape import backends as _bk
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import REAL, Case, with_complex
-from gradtape.core.recording_state import _ACTIVE
+from gradtape.core.recording_state import ACTIVE_TAPES
 from gradtape.ops import apply1, composite, defop, public
 from gradtape.ops.elementwise import _identity, astype
 from gradtape.ops.manipulation import _broadcast, reshape
-from gradtape.core.tensor import Tensor, _check_leak, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, check_leak, wrap, convert_to_tensor
 
 __all__ = [
     "arange",
@@ -79,7 +79,7 @@ def _shape(shape):
 def _make(fname, *args, dtype=None, device=None, default=FLOATX, backend=None, **kw):
     b, dev = _backend_and_device(device, backend)
     v = getattr(b.xp, fname)(*args, dtype=_native_dtype(b, dtype, default), device=dev, **kw)
-    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+    return wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
 def zeros(shape, *, dtype=None, device=None):
@@ -140,7 +140,7 @@ def _like(fname, x, *args, dtype=None, device=None):
     nd = x._v.dtype if dtype is None else b.dtype_to_native(dtype)
     dev = b.device_of(x._v) if device is None else (b.parse_device(device) if isinstance(device, str) else device)
     v = getattr(b.xp, fname)(tuple(x._v.shape), *args, dtype=nd, device=dev)
-    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+    return wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
 def zeros_like(x, /, *, dtype=None, device=None):
@@ -202,9 +202,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None, chunks=
     chunks, as ``dask.array.from_array``: a new tensor, not connected to a Tensor ``obj`` on a tape."""
     if chunks is not None:
         t = asarray(obj, dtype=dtype, device=device, copy=copy, backend=backend)
-        if _ACTIVE[0]:
-            _check_leak(t, "asarray(chunks=...)")
-        return _wrap(t._b.rechunk(t._v, chunks), t._b)
+        if ACTIVE_TAPES[0]:
+            check_leak(t, "asarray(chunks=...)")
+        return wrap(t._b.rechunk(t._v, chunks), t._b)
     if isinstance(obj, Tensor):
         if backend is not None:
             target = _bk.get(backend)
@@ -231,11 +231,11 @@ def from_dlpack(x, /, *, device=None, copy=None):
     if isinstance(x, Tensor):
         if b is x._b and (device is None or b.device_str(b.device_of(x._v)) == b.device_str(dev)):
             return astype(x, x.dtype, copy=True) if copy else _identity(x)
-        if _ACTIVE[0]:
-            _check_leak(x, f"from_dlpack to backend {b.name!r}")
+        if ACTIVE_TAPES[0]:
+            check_leak(x, f"from_dlpack to backend {b.name!r}")
         x = x._v
     v = b.from_dlpack(x, dev if device is not None else None)
-    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+    return wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
 # --------------------------------------------------------------------------- differentiable

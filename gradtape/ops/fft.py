@@ -37,7 +37,7 @@ from gradtape.ops import apply1, defop, public
 from gradtape.ops.creation import _backend_and_device, _native_dtype
 from gradtape.ops.elementwise import conj_
 from gradtape.ops.manipulation import roll
-from gradtape.core.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, wrap, convert_to_tensor
 
 __all__ = [
     "fft",
@@ -482,7 +482,7 @@ def _freq(fname, n, d, dtype, device):
         raise TypeError(f"fft.{fname}: dtype must be a real floating-point dtype, not {dtype}")
     b, dev = _backend_and_device(device)
     v = getattr(b.xp.fft, fname)(n, d=d, dtype=_native_dtype(b, dtype), device=dev)
-    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+    return wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):

@@ -62,7 +62,7 @@ from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.elementwise import astype, conj_, is_complex
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, mT, tensordot, vecdot
 from gradtape.ops.statistical import _axes
-from gradtape.core.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, wrap, convert_to_tensor
 
 __all__ = [
     "cholesky",
@@ -141,7 +141,7 @@ def _native_like(x, value):
     domain maps)."""
     b = x._b
     v = b.asarray(np.asarray(value), dtype=x.dtype, device=b.device_of(x._v))
-    return _wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
+    return wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
 def _check_float(name, x):

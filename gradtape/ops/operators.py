@@ -38,7 +38,7 @@ from gradtape.ops.indexing import _getitem_op, _native_key, _setitem, _setitem_o
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose
 from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape, squeeze, stack
-from gradtape.core.tensor import Tensor, Variable, _new, convert_to_tensor
+from gradtape.core.tensor import Tensor, Variable, new_tensor, convert_to_tensor
 
 _BINARY = {
     "add": E.add,
@@ -430,7 +430,7 @@ def __getitem__(self, key):
     out = apply1(_getitem_op, self, {"key": nkey})
     kind = _basic_kind(nkey)
     if kind and self._is_var:
-        s = _new(_VariableSlice)
+        s = new_tensor(_VariableSlice)
         s._v, s._b, s._id = out._v, out._b, out._id
         s._var = self
         s._key = nkey

@@ -15,7 +15,7 @@ import numpy as np
 from gradtape.core import dtypes as _dt
 from gradtape.backends.tracing import host_then
 from gradtape.ops.creation import _backend_and_device, _shape
-from gradtape.core.tensor import Tensor, _wrap
+from gradtape.core.tensor import Tensor, wrap
 
 __all__ = ["Stream", "emit", "float_dtype", "int_or_float_dtype"]
 
@@ -52,7 +52,7 @@ def emit(arr, dtype, device=None, backend=None):
     v = b.random_from_numpy(arr, d, dev)
     if v.__class__ is not b.array_type:
         v = b.fix_output(v)
-    return _wrap(v, b)
+    return wrap(v, b)
 
 
 class Stream:

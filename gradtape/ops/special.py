@@ -58,7 +58,7 @@ from gradtape.ops.elementwise import (
 from gradtape.ops.manipulation import _broadcast, permute_dims, reshape
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, max, sum
-from gradtape.core.tensor import Tensor, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, wrap, convert_to_tensor
 
 __all__ = [
     "betaln",
@@ -643,7 +643,7 @@ def _logsumexp_fn(a, /, axis=None, b=None, keepdims=False, return_sign=False):
         a = where(equal(b, 0), -math.inf, a)  # terms with b == 0 do not count
     axes = _axes(axis, a.ndim)
     m = max(a, axis=axes, keepdims=True)
-    m = _wrap(m._v, m._b)  # a constant: stop_gradient (custom_gradient is a layer above)
+    m = wrap(m._v, m._b)  # a constant: stop_gradient (custom_gradient is a layer above)
     m = where(abs(m) < math.inf, m, 0.0)
     e = exp(a - m)
     s = sum(e if b is None else b * e, axis=axes, keepdims=True)

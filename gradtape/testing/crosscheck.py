@@ -36,7 +36,7 @@ from gradtape.ops.creation import asarray
 from gradtape.ops.elementwise import real
 from gradtape.ops.statistical import sum as _sum
 from gradtape.autodiff.tape import GradientTape
-from gradtape.core.tensor import Tensor, _wrap
+from gradtape.core.tensor import Tensor, wrap
 from gradtape.testing import finite_differences
 
 __all__ = ["TOLERANCES", "GradientReport", "PairResult", "check_gradients", "finite_differences", "native_method_name"]
@@ -239,7 +239,7 @@ def _native_grad(fn, arrays, wrt, backend):
     natives = [asarray(a, backend=backend).native for a in arrays]
 
     def f(*xs):
-        return _loss(_call(fn, [_wrap(x, b) for x in xs])).native
+        return _loss(_call(fn, [wrap(x, b) for x in xs])).native
 
     gs = b.native_grad(f, *natives)
     return [b.to_numpy(gs[k]) for k in wrt]

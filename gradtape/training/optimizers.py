@@ -41,7 +41,7 @@ from gradtape.core import dtypes as _dt
 from gradtape.ops.creation import full_like, zeros_like
 from gradtape.ops.elementwise import astype, floor
 from gradtape.autodiff.tape import GradientTape
-from gradtape.core.tensor import Tensor, TensorLike, Variable, _wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, TensorLike, Variable, wrap, convert_to_tensor
 
 __all__ = [
     "SGD",
@@ -127,7 +127,7 @@ def _tensor(native, like):
     b = like._b
     if type(native) is not b.array_type:  # a NumPy scalar from 0-d arithmetic
         native = b.fix_output(native)
-    return _wrap(native, b)
+    return wrap(native, b)
 
 
 def _log(beta):
