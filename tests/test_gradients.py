@@ -480,6 +480,31 @@ def test_floating_op_without_rule_is_lookup_error(backend):
         tape.gradient(y, x)
 
 
+@pytest.mark.parametrize("form", ["xp", "tf"])
+def test_register_op_takes_the_rule_form_it_is_told(backend, form):
+    """``register_op(..., rule_form=...)`` declares the rule's form, whatever its first parameter is
+    called: gradtape's ``rule(xp, op, grad)`` runs on the walk's namespace, TensorFlow's
+    ``rule(op, grad)`` on Tensors."""
+    seen = []
+
+    def xp_rule(ns, op, grad):  # gradtape's form, its namespace not named xp
+        seen.append(ns)
+        return grad * ns.cos(op.inputs[0])
+
+    def tf_rule(xp, grad):  # TensorFlow's form, its op named xp
+        seen.append(type(xp.inputs[0]))
+        return grad * gt.cos(xp.inputs[0])
+
+    f = gt.register_op(next(_names), lambda xp, x: xp.sin(x), xp_rule if form == "xp" else tf_rule, rule_form=form)
+    x = gt.constant([0.5, 1.0], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.cos([0.5, 1.0]), rtol=1e-12)
+    assert len(seen) == 1
+    assert (seen[0] is gt.Tensor) == (form == "tf")
+
+
 # ---------------------------------------------------------------------------------------- conventions
 def test_subgradient_conventions(backend):
     """API.md §5: abs'(0) = 0, max ties split evenly, maximum ties go to x1, clip passes at bounds."""

@@ -66,7 +66,7 @@ def _custom_rule(op, *grads):
     return tuple(in_grads) + tuple(var_grads)
 
 
-_CUSTOM = OpDef("custom_gradient", forward=None, grad=_custom_rule, chapter="user")
+_CUSTOM = OpDef("custom_gradient", forward=None, grad=_custom_rule, rule_form="tf", chapter="user")
 
 
 def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
@@ -148,6 +148,7 @@ def register_op(
     domain: Any = None,
     differentiable: bool = True,
     saves: tuple[str | int, ...] | None = None,
+    rule_form: str | None = None,
 ) -> Callable[..., Any]:
     """Add an op: ``forward(xp, *native_arrays, **attrs)`` computes it on the backend's namespace
     ``xp``; ``gradient(xp, op, *grads)`` is its rule, on the namespace the backward walk passes
@@ -155,7 +156,9 @@ def register_op(
     TensorFlow's ``gradient(op, *grads)``, always on Tensors (or register one later with
     ``gt.RegisterGradient(name)``).  ``saves``: what the rule reads (``("inputs",)``,
     ``("outputs",)``, ``()`` or input indices; default everything), the rest is freed with the
-    forward.  Returns the function users call: ``f(*arrays, **attrs)``.
+    forward.  ``rule_form`` declares the rule's form, ``"xp"`` or ``"tf"`` (default: ``"xp"`` where the
+    rule's first parameter is named ``xp``, else ``"tf"``).  Returns the function users call:
+    ``f(*arrays, **attrs)``.
 
     The arguments are checked before anything is registered; what ``forward`` returns is checked
     on every call (one array, or a tuple of ``nout`` arrays), a ``TypeError`` naming the op."""
@@ -190,6 +193,7 @@ def register_op(
         name,
         fwd,
         grad=gradient,
+        rule_form=rule_form,
         chapter="user",
         nout=nout,
         domain=domain,

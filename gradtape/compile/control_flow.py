@@ -258,7 +258,7 @@ def _record(trace, name, in_ids, outs, rule, variables):
     out_ids = tuple(o._id if o.dtype.differentiable else 0 for o in outs)
     if not any(out_ids) or not in_ids:
         return
-    op = OpDef(name, grad=rule, nout=len(outs), differentiable=True)
+    op = OpDef(name, grad=rule, rule_form="xp", nout=len(outs), differentiable=True)
     node = make_node(op, tuple(in_ids), (None,) * len(in_ids), None, out_ids, tuple(o._v for o in outs), tb)
     for rec in tapes:
         w = rec.watched
