@@ -8,24 +8,7 @@ functions (``register``, ``get``, ...) are re-exported here, where plugin author
 
 from __future__ import annotations
 
-from gradtape.core.backend_registry import (
-    Backend,
-    DataDependentShapeError,
-    available_backends,
-    get,
-    is_gpu_device,
-    known_backends,
-    register,
-    unregister,
-)
+from gradtape.core import backend_registry as _registry
+from gradtape.core.backend_registry import *  # noqa: F403  (register, get, Backend, ...: its __all__)
 
-__all__ = [
-    "Backend",
-    "DataDependentShapeError",
-    "available_backends",
-    "get",
-    "is_gpu_device",
-    "known_backends",
-    "register",
-    "unregister",
-]
+__all__ = list(_registry.__all__)
