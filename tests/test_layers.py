@@ -780,7 +780,8 @@ def across_the_wall(project):
         if _inside_core(imp.importer) or not _inside_core(imp.target) or imp.target == CORE:
             continue
         exports.setdefault(imp.target, exported(project, imp.target) or set())
-        out.update((imp.importer, imp.target, n) for n in imp.names if n not in exports[imp.target])
+        # (``import *`` takes exactly the module's __all__)
+        out.update((imp.importer, imp.target, n) for n in imp.names if n != "*" and n not in exports[imp.target])
     for (importer, owner), names in project.attributes.items():
         if _inside_core(importer) or not _inside_core(owner) or owner == CORE:
             continue
