@@ -786,7 +786,8 @@ def across_the_wall(project):
         if _inside_core(importer) or not _inside_core(owner) or owner == CORE:
             continue
         exports.setdefault(owner, exported(project, owner) or set())
-        out.update((importer, owner, n) for n in names if n not in exports[owner] and n not in project.modules)
+        dunder = {n for n in names if n.startswith("__") and n.endswith("__")}  # (__all__, __name__: any module's)
+        out.update((importer, owner, n) for n in names - dunder if n not in exports[owner] and n not in project.modules)
     return sorted(out)
 
 
