@@ -116,7 +116,7 @@ def test_an_input_broadcast_against_an_unkept_one_falls_back(backend):
     np.testing.assert_allclose(acc.jvp(y).numpy(), np.broadcast_to(np.cos([1.0, 2.0]) * [1.0, -1.0], (3, 2)))
 
 
-def test_a_replaced_rule_is_the_one_the_walk_uses(backend, monkeypatch):
+def test_a_replaced_rule_is_the_one_the_walk_uses(backend):
     # the walk's direct tangent of multiply stands for its registered rule only
     op = registry.get_op("multiply")
     original = op.grad
@@ -124,9 +124,12 @@ def test_a_replaced_rule_is_the_one_the_walk_uses(backend, monkeypatch):
     def doubled(xp, node, grad):
         return tuple(None if g is None else 2.0 * g for g in original(xp, node, grad))
 
-    monkeypatch.setattr(op, "grad", doubled)
-    x = gt.constant([1.0, 2.0], dtype=gt.float64)
-    c = gt.constant([3.0, -1.0], dtype=gt.float64)
-    with gt.ForwardAccumulator(x, gt.constant([1.0, 1.0], dtype=gt.float64)) as acc:
-        y = x * c
-    np.testing.assert_allclose(acc.jvp(y).numpy(), [6.0, -2.0])
+    op.set_rule(doubled, "xp")
+    try:
+        x = gt.constant([1.0, 2.0], dtype=gt.float64)
+        c = gt.constant([3.0, -1.0], dtype=gt.float64)
+        with gt.ForwardAccumulator(x, gt.constant([1.0, 1.0], dtype=gt.float64)) as acc:
+            y = x * c
+        np.testing.assert_allclose(acc.jvp(y).numpy(), [6.0, -2.0])
+    finally:
+        op.set_rule(original, "xp")

@@ -26,6 +26,7 @@ from gradtape.core.dispatch import apply, apply1
 from gradtape.core.registry import get_op
 from gradtape.autodiff.tape import GradientTape, UnconnectedGradients
 from gradtape.core.tensor import Tensor, convert_to_tensor
+from gradtape.ops import elementwise as _elementwise  # noqa: F401  (registers the ops of _DIRECT)
 from gradtape.ops.creation import zeros_like
 
 __all__ = ["ForwardAccumulator"]
@@ -311,11 +312,11 @@ _DIRECT = {
     "negative": lambda view, k, t: -t,
     "multiply": lambda view, k, t: t * _other(view, k),
 }
-_DIRECT_RULES: dict = {}
+#: the rules the ops of ``_DIRECT`` are registered with, read when this module is imported (after the
+#: chapter that registers them), so a rule replaced later is never taken for the registered one
+_DIRECT_RULES = {name: get_op(name).grad for name in _DIRECT}
 
 
 def _direct_rules():
-    """The rules the ops of ``_DIRECT`` were registered with (looked up once)."""
-    if not _DIRECT_RULES:
-        _DIRECT_RULES.update({name: get_op(name).grad for name in _DIRECT})
+    """The rules the ops of ``_DIRECT`` were registered with."""
     return _DIRECT_RULES
