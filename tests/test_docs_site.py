@@ -89,9 +89,10 @@ def _public_members(cls):
 def _source_file(obj):
     """The file that defines ``obj``, relative to the checkout, else its module's name."""
     try:
-        return os.path.relpath(inspect.getsourcefile(obj), ROOT)
+        path = inspect.getsourcefile(obj)  # (None for a generated function: gt.sin is dispatch.apply's)
     except (TypeError, OSError):
-        return obj.__module__
+        path = None
+    return os.path.relpath(path, ROOT) if path else obj.__module__
 
 
 def undocumented():
