@@ -147,16 +147,6 @@ class _Unsaved:
         return f"<op.{self._what} of {self._opdef.name!r}: not saved>"
 
 
-def _scalar_tensor(v, like):
-    """A 0-d tensor of Python scalar ``v`` on ``like``'s backend and device, in ``like``'s dtype
-    where the scalar fits it, else in the dtype it took beside it (as the forward computed)."""
-    b = like._b
-    d = b.dtype_of(like._v)
-    if _dt.scalar_fits(v, d):
-        return wrap(b.xp.asarray(v, dtype=like._v.dtype, device=b.device_of(like._v)), b)
-    return convert_to_tensor(v, dtype=_dt.scalar_dtype(v, d), like=like)
-
-
 class TensorOp:
     """The ``op`` a rule receives on gradtape's namespace: the node's inputs and outputs as Tensors
     carrying their recorded identities (an outer tape that watches them records the rule)."""
@@ -181,13 +171,12 @@ class TensorOp:
 
     @property
     def inputs(self):
-        """The recorded inputs, as Tensors with their recorded identities (Python scalars as
-        0-d tensors of their partner's dtype)."""
+        """The recorded inputs, as Tensors with their recorded identities (Python scalars as they
+        are, as the native walk passes them: the namespace's functions take them beside a Tensor)."""
         if self._inputs is None:
             n = self.node
             b = n.backend
             ins = []
-            scalars = False
             for k, (i, v) in enumerate(zip(n.in_ids, n.inputs)):
                 if v is None or v.__class__ is Meta:
                     ins.append(_Unsaved(n.opdef, f"inputs[{k}]"))
@@ -196,16 +185,10 @@ class TensorOp:
                     t = wrap(v, b)
                     t._id = i
                 elif v.__class__ in _PY_SCALARS:
-                    scalars = True
                     t = v
                 else:
                     t = wrap(v, b)
                 ins.append(t)
-            if scalars:
-                like = next((t for t in ins if isinstance(t, Tensor)), None)
-                if like is None:
-                    _not_saved(n.opdef, "inputs")
-                ins = [t if isinstance(t, Tensor) else _scalar_tensor(t, like) for t in ins]
             self._inputs = tuple(ins)
         return self._inputs
 
@@ -573,37 +556,44 @@ def _general_rule(n, gs, grads, reach, nb, native):
     """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
     outer tape records, or a TensorFlow-style rule)."""
     op = n.opdef
-    b = n.backend
     rule = op._grad
-    if rule is None:
-        raise LookupError(f"gradient registry has no entry for: {op.name}")
-    on_native = False
-    if native and op.xp_rule:
-        reals = _real_natives(b)
-        on_native = all(h is None or h.dtype in reals for h in gs)
-    if nb and not (on_native and op.batched):
-        raise NotBatchable(op.name)
-    if on_native:
-        xp = native_namespace(b)
-        if any(h is None for h in gs):
-            if nb:
-                raise NotBatchable(op.name)  # (zeros without the batch axis)
-            gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-        try:
-            in_grads = rule(xp, n, *gs)
-        except (TypeError, AttributeError) as e:
-            _native_rule_failed(n, e)
-        _fit_add(grads, reach, n, in_grads, xp, nb, None)
-        return
-    xp = tensor_namespace()
-    view = TensorOp(n)
-    if native:
-        at = b.array_type
-        gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
-    if len(gs) > 1 and any(h is None for h in gs):
-        gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-    in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
-    _fit_add(grads, reach, n, in_grads, xp, 0, next(h for h in gs if h is not None), native)
+    if not native and not nb and len(gs) == 1 and op.xp_rule:
+        # the common recorded case (an outer tape records the walk): one cotangent, an xp rule
+        xp = tensor_namespace()
+        g_out = gs[0]
+        in_grads = rule(xp, TensorOp(n), g_out)
+    else:
+        b = n.backend
+        if rule is None:
+            raise LookupError(f"gradient registry has no entry for: {op.name}")
+        on_native = False
+        if native and op.xp_rule:
+            reals = _real_natives(b)
+            on_native = all(h is None or h.dtype in reals for h in gs)
+        if nb and not (on_native and op.batched):
+            raise NotBatchable(op.name)
+        if on_native:
+            xp = native_namespace(b)
+            if any(h is None for h in gs):
+                if nb:
+                    raise NotBatchable(op.name)  # (zeros without the batch axis)
+                gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+            try:
+                in_grads = rule(xp, n, *gs)
+            except (TypeError, AttributeError) as e:
+                _native_rule_failed(n, e)
+            _fit_add(grads, reach, n, in_grads, xp, nb, None)
+            return
+        xp = tensor_namespace()
+        view = TensorOp(n)
+        if native:
+            at = b.array_type
+            gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
+        if len(gs) > 1 and any(h is None for h in gs):
+            gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+        in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+        g_out = next(h for h in gs if h is not None)
+    _fit_add(grads, reach, n, in_grads, xp, 0, g_out, native)
 
 
 def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
@@ -631,7 +621,11 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
                     if n.backend.chunked:
                         gi = n.backend.match_layout(gi, v)
             else:
-                gi = _fit_tensor(gi, n, k, g_out, xp)
+                v = n.inputs[k]
+                if gi.__class__ is not Tensor or (
+                    gi._v.shape != g_out._v.shape if v is None else gi._v.shape != v.shape or gi._v.dtype != v.dtype
+                ):
+                    gi = _fit_tensor(gi, n, k, g_out, xp)
                 if native:
                     gi = gi._v
             prev = grads.get(i)
