@@ -757,43 +757,144 @@ def _is_call_of(node, name):
     return isinstance(node.func, ast.Name) and node.func.id == name
 
 
+_PURE = (ast.Name, ast.Constant, ast.Attribute, ast.Compare)
+
+
 class _Fold(ast.NodeTransformer):
-    """Constant tests decided: ``None is None``, ``None or x``, ``if True:`` / ``if False:``."""
+    """Constant tests decided: ``None is None``, ``2 == 2``, ``not ()``, ``None or x``, ``x and
+    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves)."""
+
+    def visit_Attribute(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.value, ast.Constant) and isinstance(node.ctx, ast.Load):
+            v = node.value.value
+            if v is not None and not isinstance(v, (bool, int, float, complex, str, bytes, tuple)):
+                return ast.Constant(getattr(v, node.attr))  # (an object folded in: its attribute)
+        return node
 
     def visit_Compare(self, node):
         node = self.generic_visit(node)
-        if (
-            isinstance(node.left, ast.Constant)
-            and len(node.ops) == 1
-            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
-            and isinstance(node.comparators[0], ast.Constant)
-        ):
-            same = node.left.value is node.comparators[0].value
-            return ast.Constant(same if isinstance(node.ops[0], ast.Is) else not same)
+        if isinstance(node.left, ast.Constant) and len(node.ops) == 1 and isinstance(node.comparators[0], ast.Constant):
+            a, b = node.left.value, node.comparators[0].value
+            o = node.ops[0]
+            if isinstance(o, (ast.Is, ast.IsNot)):
+                return ast.Constant((a is b) == isinstance(o, ast.Is))
+            if isinstance(o, (ast.Eq, ast.NotEq)) and type(a) is type(b) and isinstance(a, (int, str, tuple)):
+                return ast.Constant((a == b) == isinstance(o, ast.Eq))
+        return node
+
+    def visit_UnaryOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Constant):
+            return ast.Constant(not node.operand.value)
         return node
 
     def visit_BoolOp(self, node):
         node = self.generic_visit(node)
-        first = node.values[0]
-        if isinstance(first, ast.Constant) and len(node.values) == 2:
-            keep = bool(first.value) == isinstance(node.op, ast.And)
-            return node.values[1] if keep else first
+        short = isinstance(node.op, ast.Or)  # the value that ends the evaluation: falsy for and, truthy for or
+        values = []
+        for k, v in enumerate(node.values):
+            if isinstance(v, ast.Constant):
+                if bool(v.value) == short:  # the evaluation ends here
+                    values.append(v)
+                    break
+                if k < len(node.values) - 1:
+                    continue  # a value that passes the evaluation on, not the last: skipped
+            values.append(v)
+        if len(values) == 1:
+            return values[0]
+        node.values = values
         return node
 
     def visit_If(self, node):
         node = self.generic_visit(node)
+        node.test = _as_test(node.test)
         if isinstance(node.test, ast.Constant):
             return (node.body if node.test.value else node.orelse) or ast.Pass()
         return node
 
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        node.test = _as_test(node.test)
+        if isinstance(node.test, ast.Constant):
+            return node.body if node.test.value else node.orelse
+        return node
+
+
+def _as_test(t):
+    """An ``if`` test with what only its truth needs: ``a and True`` is ``a``; ``a and False`` of
+    pure ``a`` is False (and ``or`` alike)."""
+    if isinstance(t, ast.BoolOp) and isinstance(t.values[-1], ast.Constant):
+        end = t.values[-1].value
+        rest = t.values[:-1]
+        if bool(end) == isinstance(t.op, ast.Or):  # ends it: the test's truth is end's
+            if all(isinstance(w, _PURE) for w in rest):
+                return ast.Constant(bool(end))
+        else:
+            return rest[0] if len(rest) == 1 else ast.BoolOp(t.op, rest)
+    return t
+
+
+class _Propagate(ast.NodeTransformer):
+    """Names assigned once, from a constant, and never otherwise: the constant in their place."""
+
+    def __init__(self, consts):
+        self.consts = consts
+
+    def visit_Assign(self, node):
+        t = node.targets[0]
+        if len(node.targets) == 1 and isinstance(t, ast.Name) and t.id in self.consts:
+            return None
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.consts:
+            return ast.copy_location(ast.Constant(self.consts[node.id]), node)
+        return node
+
+
+def _constant_names(body):
+    stores = {}
+    consts = {}
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                stores[n.id] = stores.get(n.id, 0) + 1
+            if (
+                isinstance(n, ast.Assign)
+                and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name)
+                and isinstance(n.value, ast.Constant)
+            ):
+                consts[n.targets[0].id] = n.value.value
+    return {k: v for k, v in consts.items() if stores.get(k) == 1}
+
 
 def fold_constants(body):
-    """``body`` with the tests that inlining made constant decided (:class:`_Fold`)."""
-    out = []
-    for stmt in body:
-        r = _Fold().visit(stmt)
-        out.extend(r if isinstance(r, list) else [r])
-    return out
+    """``body`` with the tests that inlining (or an op's folded flags) made constant decided
+    (:class:`_Fold`), and names bound once to a constant replaced by it, to a fixed point."""
+    for _ in range(8):
+        before = ast.dump(ast.Module(body, []))
+        out = []
+        for stmt in body:
+            r = _Fold().visit(stmt)
+            out.extend(r if isinstance(r, list) else [r])
+        consts = _constant_names(out)
+        if consts:
+            out = [r for s in out for r in _as_stmts(_Propagate(consts).visit(s))]
+            for s in out:
+                for n in ast.walk(s):
+                    if "body" in n._fields and n.body == []:  # (an assignment propagated was all of it)
+                        n.body = [ast.Pass()]
+        ret = next((k for k, s in enumerate(out) if isinstance(s, ast.Return)), None)
+        body = out if ret is None else out[: ret + 1]  # (what follows a return: unreachable)
+        if ast.dump(ast.Module(body, [])) == before:
+            break
+    return body
+
+
+def _as_stmts(r):
+    return [] if r is None else r if isinstance(r, list) else [r]
 
 
 def generated(fn, callee):
