@@ -174,6 +174,7 @@ FOLDED = ("scalars", "floating", "nout", "differentiable", "float_out", "_saves"
 
 
 def _folded(op):
+    """The values of ``op``'s :data:`FOLDED` flags as its fast path reads them (the key of its code)."""
     s = op._saves
     flags = tuple(bool(getattr(op, a)) if a != "nout" else op.nout for a in FOLDED[:-1])
     return flags + (None if s is None else (s.inputs, s.outputs),)
@@ -317,7 +318,11 @@ class _OpFlags(ast.NodeTransformer):
     """``op.<flag>`` read as the constant it is for one op (:data:`FOLDED`)."""
 
     def __init__(self, op):
-        self.values = {a: getattr(op, a) for a in FOLDED}
+        values = _folded(op)
+        self.values = dict(zip(FOLDED, values))
+        s = op._saves
+        if s is not None:
+            self.values["_saves"] = s  # (its .inputs / .outputs are read, and folded, in make_node's body)
 
     def visit_Attribute(self, node):
         node = self.generic_visit(node)
