@@ -1,5 +1,5 @@
 """The NaN-safe products' shortcuts (``strong_zero_multiply``: one mask call fewer; ``xdivy`` by a
-small positive integer: no mask) give the bits the full masks give, on every backend."""
+power of two: no mask) give the bits the full masks give, on every backend."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_xdivy_by_a_python_scalar_is_the_masked_quotient(backend, dtype):
     if dtype == "complex128":
         x_np = x_np * (1 + 1j)
     x = gt.constant(x_np.astype(dtype))
-    for s in (3, 2.0, 1, 7, 256, 255.0, 0.5, -3, 1e-3, 0, 300):
+    for s in (2, 2.0, 1, 0.5, 0.25, 256, 4.0, 3, 7, 255.0, -2, -3, 1e-3, 0, 300, 512):
         with np.errstate(divide="ignore", invalid="ignore"):  # (NumPy warns for x / 0, complex inf / s)
             got = _XDIVY(x, s)
             want = x / gt.where(x == 0, 1.0, gt.full_like(x, s)) if s != 0 else None
