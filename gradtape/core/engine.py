@@ -762,7 +762,17 @@ _PURE = (ast.Name, ast.Constant, ast.Attribute, ast.Compare)
 
 class _Fold(ast.NodeTransformer):
     """Constant tests decided: ``None is None``, ``2 == 2``, ``not ()``, ``None or x``, ``x and
-    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves)."""
+    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves).
+    ``changed``: whether it decided anything."""
+
+    def __init__(self):
+        self.changed = False
+
+    def visit(self, node):
+        r = super().visit(node)
+        if r is not node:
+            self.changed = True
+        return r
 
     def visit_Attribute(self, node):
         node = self.generic_visit(node)
@@ -803,19 +813,27 @@ class _Fold(ast.NodeTransformer):
             values.append(v)
         if len(values) == 1:
             return values[0]
-        node.values = values
+        if len(values) != len(node.values):
+            self.changed = True
+            node.values = values
         return node
 
     def visit_If(self, node):
         node = self.generic_visit(node)
-        node.test = _as_test(node.test)
+        t = _as_test(node.test)
+        if t is not node.test:
+            self.changed = True
+            node.test = t
         if isinstance(node.test, ast.Constant):
             return (node.body if node.test.value else node.orelse) or ast.Pass()
         return node
 
     def visit_IfExp(self, node):
         node = self.generic_visit(node)
-        node.test = _as_test(node.test)
+        t = _as_test(node.test)
+        if t is not node.test:
+            self.changed = True
+            node.test = t
         if isinstance(node.test, ast.Constant):
             return node.body if node.test.value else node.orelse
         return node
@@ -874,10 +892,10 @@ def fold_constants(body):
     """``body`` with the tests that inlining (or an op's folded flags) made constant decided
     (:class:`_Fold`), and names bound once to a constant replaced by it, to a fixed point."""
     for _ in range(8):
-        before = ast.dump(ast.Module(body, []))
+        fold = _Fold()
         out = []
         for stmt in body:
-            r = _Fold().visit(stmt)
+            r = fold.visit(stmt)
             out.extend(r if isinstance(r, list) else [r])
         consts = _constant_names(out)
         if consts:
@@ -888,7 +906,7 @@ def fold_constants(body):
                         n.body = [ast.Pass()]
         ret = next((k for k, s in enumerate(out) if isinstance(s, ast.Return)), None)
         body = out if ret is None else out[: ret + 1]  # (what follows a return: unreachable)
-        if ast.dump(ast.Module(body, [])) == before:
+        if not (fold.changed or consts or len(body) < len(out)):
             break
     return body
 
