@@ -163,10 +163,51 @@ def fast_path(op, arity):
     So an element-wise call costs what a hand-written function of that op would, and there is
     still one path and one node builder to read and change.  When the op's parts change
     (``op.computes``, ``op.rule``, ``op.saves``, ``op.differentiable``), the function's code is
-    generated again for the new flags (``OpDef.on_change``): the same function object."""
-    f = _maker(arity, op)(op)
-    op.on_change = lambda: _respecialize(f, op, arity)
+    generated again for the new flags (``OpDef.on_change``): the same function object.
+
+    The code is generated on the function's first call (until then it runs a stub that does that
+    and calls it), so importing gradtape generates none, and a change of the op (its rule set
+    after its declaration, say) only puts the stub back."""
+    f = _stub(arity)(op)
+    _FAST_FUNCS[op] = (f, arity)
+    stub = f.__code__
+    op.on_change = lambda: setattr(f, "__code__", stub)
     return f
+
+
+def _stub(arity):
+    """A maker ``maker(op) -> f`` of the stub a fast path starts with: ``f(x1, x2, /)`` generates
+    its code for ``op`` (:func:`_respecialize`) and calls it."""
+    maker = _STUBS.get(arity)
+    if maker is None:
+        params = ", ".join(["x"] if arity == 1 else [f"x{k + 1}" for k in range(arity)])
+        src = f"def maker(op):\n    def f({params}, /):\n        return _first_call(op, ({params},))\n    return f\n"
+        ns = {}
+        exec(compile(src, _where(arity), "exec"), _generated_globals(), ns)
+        maker = _STUBS[arity] = ns["maker"]
+    return maker
+
+
+def _first_call(op, args):
+    f, arity = _FAST_FUNCS[op]
+    _respecialize(f, op, arity)
+    return f(*args)
+
+
+def _generated_globals():
+    """The globals of the generated code (the stub's too: its function keeps them when its code is
+    replaced): this module's and the inlined node builder's."""
+    g = _GLOBALS[0]
+    if g is None:
+        g = _GLOBALS[0] = {**make_node.__globals__, **globals()}
+    return g
+
+
+_GLOBALS: list = [None]
+
+
+def _where(arity):
+    return f"<gradtape.core.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
 
 
 #: the op attributes a fast path folds in as constants (read again when the op changes)
@@ -198,6 +239,9 @@ def _respecialize(f, op, arity):
 
 _FAST_MAKERS: dict = {}
 _FAST_TREES: dict = {}
+_STUBS: dict = {}
+#: op -> (its fast path, its arity)
+_FAST_FUNCS: dict = {}
 
 
 #: the values of apply's ``fast`` for one and for two arguments (0: _prepare's general case)
@@ -363,8 +407,7 @@ def _generate(arity, op):
     )
     mod = ast.fix_missing_locations(ast.Module(body=[maker], type_ignores=[]))
     ns = {}
-    where = f"<gradtape.core.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
-    exec(compile(mod, where, "exec"), {**make_node.__globals__, **globals()}, ns)
+    exec(compile(mod, _where(arity), "exec"), _generated_globals(), ns)
     return ns["maker"]
 
 

@@ -698,9 +698,10 @@ def inline_calls(body, callee):
     stored = {n.id for s in cbody for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     local = set(params) | stored
     uses = {}
+    looped = _in_loops(cbody)
     for node in ast.walk(ast.Module(cbody, [])):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            uses[node.id] = uses.get(node.id, 0) + (2 if _in_loop(cbody, node) else 1)
+            uses[node.id] = uses.get(node.id, 0) + (2 if id(node) in looped else 1)
     suffix = f"__{callee.__name__}"
     same = {}  # a parameter the callee never assigns, given a name or a constant: that, in place
 
@@ -747,10 +748,10 @@ def inline_calls(body, callee):
     return out
 
 
-def _in_loop(body, name_node):
-    """Whether ``name_node`` sits inside a loop or a comprehension of ``body`` (evaluated more than once)."""
+def _in_loops(body):
+    """The ids of the nodes of ``body`` inside a loop or a comprehension (evaluated more than once)."""
     loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-    return any(name_node in set(ast.walk(n)) for s in body for n in ast.walk(s) if isinstance(n, loops))
+    return {id(m) for s in body for n in ast.walk(s) if isinstance(n, loops) for m in ast.walk(n)}
 
 
 def _is_call_of(node, name):
