@@ -417,3 +417,74 @@ def test_the_generated_fast_path_is_apply(backend):
     with gt.GradientTape() as tape:  # a Variable read inside a tape is watched on access
         y = gt.sum(gt.sin(v) * v)
     np.testing.assert_allclose(tape.gradient(y, v).numpy(), np.sin(v.numpy()) + v.numpy() * np.cos(v.numpy()), 1e-6)
+
+
+def test_the_fast_path_folds_the_op_flags():
+    """An element-wise public function reads none of its op's flags at call time: they are
+    constants of its code (``dispatch.FOLDED``), so each op's function has only its own branches."""
+    x = gt.constant(np.array([0.5, 2.0]))
+    for f in (gt.sin, gt.add, gt.multiply, gt.exp, gt.divide, gt.subtract):
+        f(*[x] * f.__code__.co_argcount)  # (generated on the first call)
+        names = set(f.__code__.co_names)
+        assert "_first_call" not in names
+        assert not names & set(dispatch.FOLDED), (f.__name__, names & set(dispatch.FOLDED))
+    # two ops of different saves run different code; two of the same flags share it
+    assert gt.add.__code__ is not gt.multiply.__code__
+    assert gt.add.__code__ is gt.subtract.__code__
+
+
+def test_the_fast_path_follows_the_op_when_its_parts_change(backend):
+    """Changing what an op saves, its rule or whether it is differentiable regenerates its public
+    function (the same function object): a call after the change records as the op now says."""
+    op = registry.get_op("sin")
+    f = gt.sin
+    rule, diff = op.rule, op.differentiable
+    x = gt.constant(np.array([0.25, 0.5]))
+    try:
+        gt.sin(x)
+        code = f.__code__  # (generated on the first call)
+        op.saves = ("inputs", "outputs")
+        assert gt.sin is f and f.__code__ is not code
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sin(x)
+        (node,) = tape._rec.nodes
+        assert node.outputs[0] is y.native and node.inputs[0] is x.native
+        np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.cos([0.25, 0.5]))
+        op.saves = ("outputs",)  # a rule that reads the input now finds it not kept: the clear error
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sin(x)
+        assert tape._rec.nodes[0].inputs == (None,)
+        with pytest.raises(RuntimeError, match="'sin'.*saves"):
+            tape.gradient(y, x)
+        op.rule = rule
+        op.differentiable = False
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sin(x)
+        assert tape._rec.nodes == [] and tape.gradient(y, x) is None
+    finally:
+        op.rule = rule
+        op.differentiable = diff
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = gt.sin(x)
+    assert tape._rec.nodes[0].outputs == (None,)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.cos([0.25, 0.5]))
+
+
+def test_a_binary_fast_path_follows_its_scalars_flag(backend):
+    """``scalars`` folded: turned off, a Python scalar beside a tensor is converted (the general
+    path), and the result is the same."""
+    op = registry.get_op("multiply")
+    computes = op.computes
+    x = gt.constant(np.array([0.25, 0.5], np.float32))
+    want = gt.multiply(x, 3.0)
+    try:
+        op.computes = computes._replace(scalars=False)
+        _same(gt.multiply(x, 3.0), want)
+        _same(gt.multiply(3.0, x), want)
+    finally:
+        op.computes = computes
+    _same(gt.multiply(x, 3.0), want)

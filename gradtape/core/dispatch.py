@@ -11,6 +11,7 @@ input of a floating function) is brought to that form first by :func:`_prepare`.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 
@@ -156,16 +157,91 @@ def fast_path(op, arity):
     """The public function of an element-wise op of ``arity`` (1 or 2) positional arguments:
     :func:`apply` itself, generated from its source for that arity (``f(x, /)`` /
     ``f(x1, x2, /)``: no call into ``apply``, no length test, no attributes) with the node
-    builder ``engine.make_node`` inlined from its source where ``apply`` calls it.  So an
-    element-wise call costs what the hand-inlined closures of before did, and there is still one
-    path and one node builder to read and change."""
-    maker = _FAST_MAKERS.get(arity)
+    builder ``engine.make_node`` inlined from its source where ``apply`` calls it, and the op's
+    flags (:data:`FOLDED`: its ``scalars``, ``floating``, ``nout``, ``differentiable``,
+    ``float_out`` and what it ``saves``) folded in as constants, the branches they decide gone.
+    So an element-wise call costs what a hand-written function of that op would, and there is
+    still one path and one node builder to read and change.  When the op's parts change
+    (``op.computes``, ``op.rule``, ``op.saves``, ``op.differentiable``), the function's code is
+    generated again for the new flags (``OpDef.on_change``): the same function object.
+
+    The code is generated on the function's first call (until then it runs a stub that does that
+    and calls it), so importing gradtape generates none, and a change of the op (its rule set
+    after its declaration, say) only puts the stub back."""
+    f = _stub(arity)(op)
+    _FAST_FUNCS[op] = (f, arity)
+    stub = f.__code__
+    op.on_change = lambda: setattr(f, "__code__", stub)
+    return f
+
+
+def _stub(arity):
+    """A maker ``maker(op) -> f`` of the stub a fast path starts with: ``f(x1, x2, /)`` generates
+    its code for ``op`` (:func:`_respecialize`) and calls it."""
+    maker = _STUBS.get(arity)
     if maker is None:
-        maker = _FAST_MAKERS[arity] = _generate(arity)
-    return maker(op)
+        params = ", ".join(["x"] if arity == 1 else [f"x{k + 1}" for k in range(arity)])
+        src = f"def maker(op):\n    def f({params}, /):\n        return _first_call(op, ({params},))\n    return f\n"
+        ns = {}
+        exec(compile(src, _where(arity), "exec"), _generated_globals(), ns)
+        maker = _STUBS[arity] = ns["maker"]
+    return maker
 
 
-_FAST_MAKERS = {}
+def _first_call(op, args):
+    f, arity = _FAST_FUNCS[op]
+    _respecialize(f, op, arity)
+    return f(*args)
+
+
+def _generated_globals():
+    """The globals of the generated code (the stub's too: its function keeps them when its code is
+    replaced): this module's and the inlined node builder's."""
+    g = _GLOBALS[0]
+    if g is None:
+        g = _GLOBALS[0] = {**make_node.__globals__, **globals()}
+    return g
+
+
+_GLOBALS: list = [None]
+
+
+def _where(arity):
+    return f"<gradtape.core.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
+
+
+#: the op attributes a fast path folds in as constants (read again when the op changes)
+FOLDED = ("scalars", "floating", "nout", "differentiable", "float_out", "_saves")
+
+
+def _folded(op):
+    """The values of ``op``'s :data:`FOLDED` flags as its fast path reads them (the key of its code)."""
+    s = op._saves
+    flags = tuple(bool(getattr(op, a)) if a != "nout" else op.nout for a in FOLDED[:-1])
+    return flags + (None if s is None else (s.inputs, s.outputs),)
+
+
+def _maker(arity, op):
+    key = (arity, _folded(op))
+    maker = _FAST_MAKERS.get(key)
+    if maker is None:
+        maker = _FAST_MAKERS[key] = _generate(arity, op)
+    return maker
+
+
+def _respecialize(f, op, arity):
+    """``f`` (an op's fast path) with its code generated again for the op's flags as they are now."""
+    code = _maker(arity, op)(op).__code__
+    if code.co_freevars != f.__code__.co_freevars:  # (never: both read the op alone from outside)
+        raise AssertionError(f"{op.name}: a regenerated fast path reads other free variables")
+    f.__code__ = code
+
+
+_FAST_MAKERS: dict = {}
+_FAST_TREES: dict = {}
+_STUBS: dict = {}
+#: op -> (its fast path, its arity)
+_FAST_FUNCS: dict = {}
 
 
 #: the values of apply's ``fast`` for one and for two arguments (0: _prepare's general case)
@@ -244,20 +320,84 @@ class _Specialize(ast.NodeTransformer):
         return node
 
 
-def _generate(arity):
-    """A maker ``maker(op) -> f`` of :func:`apply` specialised for ``arity`` arguments (see
-    :func:`fast_path`); a plain call of ``apply`` where its source cannot be read."""
+def _is_len_of(node, name):
+    return (
+        isinstance(node.func, ast.Name)
+        and node.func.id == "len"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id == name
+    )
+
+
+def _tree(arity):
+    """:func:`apply`'s body for ``arity`` arguments with ``make_node`` inlined (not yet folded for
+    an op); None where the source cannot be read."""
+    if arity not in _FAST_TREES:
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(apply)))
+            fn = tree.body[0]
+            body = [s for b in without_docstring(fn.body) for s in _as_list(_Specialize(arity).visit(b))]
+            body = inline_calls(body, make_node)  # the node builder's body where apply calls it
+            _FAST_TREES[arity] = [_Arity(arity).visit(s) for s in body]
+        except (OSError, TypeError):  # no source (a frozen or compiled install)
+            _FAST_TREES[arity] = None
+    return _FAST_TREES[arity]
+
+
+class _Arity(ast.NodeTransformer):
+    """``len(natives)``: the arity (one native per argument), in ``make_node``'s body too."""
+
+    def __init__(self, arity):
+        self.arity = arity
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if _is_len_of(node, "natives"):
+            return ast.copy_location(ast.Constant(self.arity), node)
+        return node
+
+
+class _OpFlags(ast.NodeTransformer):
+    """``op.<flag>`` read as the constant it is for one op (:data:`FOLDED`)."""
+
+    def __init__(self, op):
+        values = _folded(op)
+        self.values = dict(zip(FOLDED, values))
+        s = op._saves
+        if s is not None:
+            self.values["_saves"] = s  # (its .inputs / .outputs are read, and folded, in make_node's body)
+
+    def visit_Attribute(self, node):
+        node = self.generic_visit(node)
+        if (
+            isinstance(node.value, ast.Name)
+            and node.value.id == "op"
+            and node.attr in self.values
+            and isinstance(node.ctx, ast.Load)
+        ):
+            return ast.copy_location(ast.Constant(self.values[node.attr]), node)
+        return node
+
+
+_LITERALS = (type(None), bool, int, float, complex, str, bytes, tuple, type(Ellipsis))
+
+
+def _generate(arity, op):
+    """A maker ``maker(op) -> f`` of :func:`apply` specialised for ``arity`` arguments and the
+    flags of ``op`` (see :func:`fast_path`); a plain call of ``apply`` where its source cannot be
+    read."""
     params = ["x"] if arity == 1 else [f"x{k + 1}" for k in range(arity)]
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(apply)))
-        fn = tree.body[0]
-        body = [s for b in without_docstring(fn.body) for s in _as_list(_Specialize(arity).visit(b))]
-        body = fold_constants(inline_calls(body, make_node))  # the node builder's body where apply calls it
-    except (OSError, TypeError):  # no source (a frozen or compiled install): apply, called
+    body = _tree(arity)
+    if body is None:
         return lambda op: lambda *xs: apply(op, xs)
-    fn.name = "f"
-    fn.args = _arguments(posonly=params)
-    fn.body = body
+    body = copy.deepcopy(body)
+    body = fold_constants([_OpFlags(op).visit(s) for s in body])
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Constant) and not isinstance(n.value, _LITERALS):
+                raise AssertionError(f"{op.name}: the fast path keeps an unfolded op flag ({n.value!r})")
+    fn = ast.FunctionDef(name="f", args=_arguments(posonly=params), body=body, decorator_list=[], returns=None)
     maker = ast.FunctionDef(
         name="maker",
         args=_arguments(plain=["op"]),
@@ -267,8 +407,7 @@ def _generate(arity):
     )
     mod = ast.fix_missing_locations(ast.Module(body=[maker], type_ignores=[]))
     ns = {}
-    where = f"<gradtape.core.dispatch.apply for {arity} argument{'s' if arity > 1 else ''}>"
-    exec(compile(mod, where, "exec"), {**make_node.__globals__, **globals()}, ns)
+    exec(compile(mod, _where(arity), "exec"), _generated_globals(), ns)
     return ns["maker"]
 
 

@@ -147,16 +147,6 @@ class _Unsaved:
         return f"<op.{self._what} of {self._opdef.name!r}: not saved>"
 
 
-def _scalar_tensor(v, like):
-    """A 0-d tensor of Python scalar ``v`` on ``like``'s backend and device, in ``like``'s dtype
-    where the scalar fits it, else in the dtype it took beside it (as the forward computed)."""
-    b = like._b
-    d = b.dtype_of(like._v)
-    if _dt.scalar_fits(v, d):
-        return wrap(b.xp.asarray(v, dtype=like._v.dtype, device=b.device_of(like._v)), b)
-    return convert_to_tensor(v, dtype=_dt.scalar_dtype(v, d), like=like)
-
-
 class TensorOp:
     """The ``op`` a rule receives on gradtape's namespace: the node's inputs and outputs as Tensors
     carrying their recorded identities (an outer tape that watches them records the rule)."""
@@ -181,13 +171,12 @@ class TensorOp:
 
     @property
     def inputs(self):
-        """The recorded inputs, as Tensors with their recorded identities (Python scalars as
-        0-d tensors of their partner's dtype)."""
+        """The recorded inputs, as Tensors with their recorded identities (Python scalars as they
+        are, as the native walk passes them: the namespace's functions take them beside a Tensor)."""
         if self._inputs is None:
             n = self.node
             b = n.backend
             ins = []
-            scalars = False
             for k, (i, v) in enumerate(zip(n.in_ids, n.inputs)):
                 if v is None or v.__class__ is Meta:
                     ins.append(_Unsaved(n.opdef, f"inputs[{k}]"))
@@ -196,16 +185,10 @@ class TensorOp:
                     t = wrap(v, b)
                     t._id = i
                 elif v.__class__ in _PY_SCALARS:
-                    scalars = True
                     t = v
                 else:
                     t = wrap(v, b)
                 ins.append(t)
-            if scalars:
-                like = next((t for t in ins if isinstance(t, Tensor)), None)
-                if like is None:
-                    _not_saved(n.opdef, "inputs")
-                ins = [t if isinstance(t, Tensor) else _scalar_tensor(t, like) for t in ins]
             self._inputs = tuple(ins)
         return self._inputs
 
@@ -573,37 +556,44 @@ def _general_rule(n, gs, grads, reach, nb, native):
     """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
     outer tape records, or a TensorFlow-style rule)."""
     op = n.opdef
-    b = n.backend
     rule = op._grad
-    if rule is None:
-        raise LookupError(f"gradient registry has no entry for: {op.name}")
-    on_native = False
-    if native and op.xp_rule:
-        reals = _real_natives(b)
-        on_native = all(h is None or h.dtype in reals for h in gs)
-    if nb and not (on_native and op.batched):
-        raise NotBatchable(op.name)
-    if on_native:
-        xp = native_namespace(b)
-        if any(h is None for h in gs):
-            if nb:
-                raise NotBatchable(op.name)  # (zeros without the batch axis)
-            gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-        try:
-            in_grads = rule(xp, n, *gs)
-        except (TypeError, AttributeError) as e:
-            _native_rule_failed(n, e)
-        _fit_add(grads, reach, n, in_grads, xp, nb, None)
-        return
-    xp = tensor_namespace()
-    view = TensorOp(n)
-    if native:
-        at = b.array_type
-        gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
-    if len(gs) > 1 and any(h is None for h in gs):
-        gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-    in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
-    _fit_add(grads, reach, n, in_grads, xp, 0, next(h for h in gs if h is not None), native)
+    if not native and not nb and len(gs) == 1 and op.xp_rule:
+        # the common recorded case (an outer tape records the walk): one cotangent, an xp rule
+        xp = tensor_namespace()
+        g_out = gs[0]
+        in_grads = rule(xp, TensorOp(n), g_out)
+    else:
+        b = n.backend
+        if rule is None:
+            raise LookupError(f"gradient registry has no entry for: {op.name}")
+        on_native = False
+        if native and op.xp_rule:
+            reals = _real_natives(b)
+            on_native = all(h is None or h.dtype in reals for h in gs)
+        if nb and not (on_native and op.batched):
+            raise NotBatchable(op.name)
+        if on_native:
+            xp = native_namespace(b)
+            if any(h is None for h in gs):
+                if nb:
+                    raise NotBatchable(op.name)  # (zeros without the batch axis)
+                gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+            try:
+                in_grads = rule(xp, n, *gs)
+            except (TypeError, AttributeError) as e:
+                _native_rule_failed(n, e)
+            _fit_add(grads, reach, n, in_grads, xp, nb, None)
+            return
+        xp = tensor_namespace()
+        view = TensorOp(n)
+        if native:
+            at = b.array_type
+            gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
+        if len(gs) > 1 and any(h is None for h in gs):
+            gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+        in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+        g_out = next(h for h in gs if h is not None)
+    _fit_add(grads, reach, n, in_grads, xp, 0, g_out, native)
 
 
 def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
@@ -631,7 +621,11 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
                     if n.backend.chunked:
                         gi = n.backend.match_layout(gi, v)
             else:
-                gi = _fit_tensor(gi, n, k, g_out, xp)
+                v = n.inputs[k]
+                if gi.__class__ is not Tensor or (
+                    gi._v.shape != g_out._v.shape if v is None else gi._v.shape != v.shape or gi._v.dtype != v.dtype
+                ):
+                    gi = _fit_tensor(gi, n, k, g_out, xp)
                 if native:
                     gi = gi._v
             prev = grads.get(i)
@@ -704,9 +698,10 @@ def inline_calls(body, callee):
     stored = {n.id for s in cbody for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     local = set(params) | stored
     uses = {}
+    looped = _in_loops(cbody)
     for node in ast.walk(ast.Module(cbody, [])):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            uses[node.id] = uses.get(node.id, 0) + (2 if _in_loop(cbody, node) else 1)
+            uses[node.id] = uses.get(node.id, 0) + (2 if id(node) in looped else 1)
     suffix = f"__{callee.__name__}"
     same = {}  # a parameter the callee never assigns, given a name or a constant: that, in place
 
@@ -753,53 +748,172 @@ def inline_calls(body, callee):
     return out
 
 
-def _in_loop(body, name_node):
-    """Whether ``name_node`` sits inside a loop or a comprehension of ``body`` (evaluated more than once)."""
+def _in_loops(body):
+    """The ids of the nodes of ``body`` inside a loop or a comprehension (evaluated more than once)."""
     loops = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-    return any(name_node in set(ast.walk(n)) for s in body for n in ast.walk(s) if isinstance(n, loops))
+    return {id(m) for s in body for n in ast.walk(s) if isinstance(n, loops) for m in ast.walk(n)}
 
 
 def _is_call_of(node, name):
     return isinstance(node.func, ast.Name) and node.func.id == name
 
 
+_PURE = (ast.Name, ast.Constant, ast.Attribute, ast.Compare)
+
+
 class _Fold(ast.NodeTransformer):
-    """Constant tests decided: ``None is None``, ``None or x``, ``if True:`` / ``if False:``."""
+    """Constant tests decided: ``None is None``, ``2 == 2``, ``not ()``, ``None or x``, ``x and
+    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves).
+    ``changed``: whether it decided anything."""
+
+    def __init__(self):
+        self.changed = False
+
+    def visit(self, node):
+        r = super().visit(node)
+        if r is not node:
+            self.changed = True
+        return r
+
+    def visit_Attribute(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.value, ast.Constant) and isinstance(node.ctx, ast.Load):
+            v = node.value.value
+            if v is not None and not isinstance(v, (bool, int, float, complex, str, bytes, tuple)):
+                return ast.Constant(getattr(v, node.attr))  # (an object folded in: its attribute)
+        return node
 
     def visit_Compare(self, node):
         node = self.generic_visit(node)
-        if (
-            isinstance(node.left, ast.Constant)
-            and len(node.ops) == 1
-            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
-            and isinstance(node.comparators[0], ast.Constant)
-        ):
-            same = node.left.value is node.comparators[0].value
-            return ast.Constant(same if isinstance(node.ops[0], ast.Is) else not same)
+        if isinstance(node.left, ast.Constant) and len(node.ops) == 1 and isinstance(node.comparators[0], ast.Constant):
+            a, b = node.left.value, node.comparators[0].value
+            o = node.ops[0]
+            if isinstance(o, (ast.Is, ast.IsNot)):
+                return ast.Constant((a is b) == isinstance(o, ast.Is))
+            if isinstance(o, (ast.Eq, ast.NotEq)) and type(a) is type(b) and isinstance(a, (int, str, tuple)):
+                return ast.Constant((a == b) == isinstance(o, ast.Eq))
+        return node
+
+    def visit_UnaryOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Constant):
+            return ast.Constant(not node.operand.value)
         return node
 
     def visit_BoolOp(self, node):
         node = self.generic_visit(node)
-        first = node.values[0]
-        if isinstance(first, ast.Constant) and len(node.values) == 2:
-            keep = bool(first.value) == isinstance(node.op, ast.And)
-            return node.values[1] if keep else first
+        short = isinstance(node.op, ast.Or)  # the value that ends the evaluation: falsy for and, truthy for or
+        values = []
+        for k, v in enumerate(node.values):
+            if isinstance(v, ast.Constant):
+                if bool(v.value) == short:  # the evaluation ends here
+                    values.append(v)
+                    break
+                if k < len(node.values) - 1:
+                    continue  # a value that passes the evaluation on, not the last: skipped
+            values.append(v)
+        if len(values) == 1:
+            return values[0]
+        if len(values) != len(node.values):
+            self.changed = True
+            node.values = values
         return node
 
     def visit_If(self, node):
         node = self.generic_visit(node)
+        t = _as_test(node.test)
+        if t is not node.test:
+            self.changed = True
+            node.test = t
         if isinstance(node.test, ast.Constant):
             return (node.body if node.test.value else node.orelse) or ast.Pass()
         return node
 
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        t = _as_test(node.test)
+        if t is not node.test:
+            self.changed = True
+            node.test = t
+        if isinstance(node.test, ast.Constant):
+            return node.body if node.test.value else node.orelse
+        return node
+
+
+def _as_test(t):
+    """An ``if`` test with what only its truth needs: ``a and True`` is ``a``; ``a and False`` of
+    pure ``a`` is False (and ``or`` alike)."""
+    if isinstance(t, ast.BoolOp) and isinstance(t.values[-1], ast.Constant):
+        end = t.values[-1].value
+        rest = t.values[:-1]
+        if bool(end) == isinstance(t.op, ast.Or):  # ends it: the test's truth is end's
+            if all(isinstance(w, _PURE) for w in rest):
+                return ast.Constant(bool(end))
+        else:
+            return rest[0] if len(rest) == 1 else ast.BoolOp(t.op, rest)
+    return t
+
+
+class _Propagate(ast.NodeTransformer):
+    """Names assigned once, from a constant, and never otherwise: the constant in their place."""
+
+    def __init__(self, consts):
+        self.consts = consts
+
+    def visit_Assign(self, node):
+        t = node.targets[0]
+        if len(node.targets) == 1 and isinstance(t, ast.Name) and t.id in self.consts:
+            return None
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.consts:
+            return ast.copy_location(ast.Constant(self.consts[node.id]), node)
+        return node
+
+
+def _constant_names(body):
+    stores = {}
+    consts = {}
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                stores[n.id] = stores.get(n.id, 0) + 1
+            if (
+                isinstance(n, ast.Assign)
+                and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name)
+                and isinstance(n.value, ast.Constant)
+            ):
+                consts[n.targets[0].id] = n.value.value
+    return {k: v for k, v in consts.items() if stores.get(k) == 1}
+
 
 def fold_constants(body):
-    """``body`` with the tests that inlining made constant decided (:class:`_Fold`)."""
-    out = []
-    for stmt in body:
-        r = _Fold().visit(stmt)
-        out.extend(r if isinstance(r, list) else [r])
-    return out
+    """``body`` with the tests that inlining (or an op's folded flags) made constant decided
+    (:class:`_Fold`), and names bound once to a constant replaced by it, to a fixed point."""
+    for _ in range(8):
+        fold = _Fold()
+        out = []
+        for stmt in body:
+            r = fold.visit(stmt)
+            out.extend(r if isinstance(r, list) else [r])
+        consts = _constant_names(out)
+        if consts:
+            out = [r for s in out for r in _as_stmts(_Propagate(consts).visit(s))]
+            for s in out:
+                for n in ast.walk(s):
+                    if "body" in n._fields and n.body == []:  # (an assignment propagated was all of it)
+                        n.body = [ast.Pass()]
+        ret = next((k for k, s in enumerate(out) if isinstance(s, ast.Return)), None)
+        body = out if ret is None else out[: ret + 1]  # (what follows a return: unreachable)
+        if not (fold.changed or consts or len(body) < len(out)):
+            break
+    return body
+
+
+def _as_stmts(r):
+    return [] if r is None else r if isinstance(r, list) else [r]
 
 
 def generated(fn, callee):

@@ -219,6 +219,9 @@ class OpDef:
     ``promote``, ``scalars``, ``xp_callable``, ``xp_rule``, ``batched``, ...) mirror the parts and
     are read-only: change a part (``op.rule = op.rule._replace(...)``), or use ``op.saves = ...``,
     ``op.set_rule(fn, form)``, ``@op.gradient``.
+
+    ``on_change``: None, or a function called after the op's parts (or ``differentiable``) change
+    (``dispatch.fast_path`` regenerates the public function it folded the op's flags into).
     """
 
     __slots__ = (
@@ -230,6 +233,7 @@ class OpDef:
         "_computes",
         "_rule",
         "docs",
+        "on_change",
         *sorted(_MIRRORS),
         "__weakref__",
     )
@@ -271,6 +275,7 @@ class OpDef:
         elif keywords or forward is not None:
             raise TypeError(f"OpDef({name!r}): pass either the parts or the keywords, not both")
         object.__setattr__(self, "name", name)
+        object.__setattr__(self, "on_change", None)
         self.domain = domain
         self.differentiable = differentiable
         self.public = None
@@ -299,6 +304,8 @@ class OpDef:
         s(self, "xp_rule", r.fn is not None and r.form == "xp")
         s(self, "_saves", r.saves)
         s(self, "batched", r.batched)
+        if self.on_change is not None:
+            self.on_change()
 
     def __setattr__(self, name, value):
         if name in _MIRRORS or name == "name":
@@ -307,6 +314,8 @@ class OpDef:
                 "(NamedTuple._replace), op.saves, or the rule with op.set_rule / @op.gradient"
             )
         object.__setattr__(self, name, value)
+        if name == "differentiable" and self.on_change is not None:
+            self.on_change()
 
     @property
     def computes(self):
