@@ -424,11 +424,11 @@ def _pow_grad(xp, op, grad):
     x1, x2 = op.inputs
     g1 = g2 = None
     if op.needs_grad(0):
+        if not hasattr(x2, "shape") and x2 == 0:  # (as an array: the zero stays connected to x1, so a
+            x2 = scalar_as_array(xp, x2, x1)  # higher order is 0 too, not unconnected)
         if hasattr(x2, "shape"):
             zero = x2 == 0
             d = xp.where(zero, 0, x2 * xp.pow(x1, xp.where(zero, 1, x2) - 1))
-        elif x2 == 0:
-            d = xp.zeros_like(x1)
         else:
             d = x2 * xp.pow(x1, x2 - 1)
         g1 = xp.multiply_no_nan(conj_(xp, d), grad)
