@@ -235,7 +235,7 @@ def _node_tangent(xp, n, ts, kind):
     # element-wise: a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k,
     # asked (through the walk's reach) for input k's gradient only; the commonest ops directly
     direct = _DIRECT.get(op.name)
-    if direct is not None and op.grad is not _direct_rules().get(op.name):
+    if direct is not None and op.grad is not _DIRECT_RULES.get(op.name):
         direct = None
     rule = op.grad
     out = None
@@ -315,8 +315,3 @@ _DIRECT = {
 #: the rules the ops of ``_DIRECT`` are registered with, read when this module is imported (after the
 #: chapter that registers them), so a rule replaced later is never taken for the registered one
 _DIRECT_RULES = {name: get_op(name).grad for name in _DIRECT}
-
-
-def _direct_rules():
-    """The rules the ops of ``_DIRECT`` were registered with."""
-    return _DIRECT_RULES
