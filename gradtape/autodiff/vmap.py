@@ -24,9 +24,10 @@ from gradtape.backends.batching import (
     enter,
     exit_,
     fallback_policy,
+    innermost_map,
     running_map,
 )
-from gradtape.core.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor, lift
 from gradtape.ops.manipulation import broadcast_to, expand_dims, stack
 
 __all__ = ["vmap", "vectorized_map"]
@@ -104,14 +105,19 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where):
         mapped.append(k)
     if size is None:
         raise ValueError(f"{where}: nothing to map over (every in_axes entry is None)")
-    bk = batching_backend(leaves[mapped[0]]._b)
+    # inside a running map, this one maps over it (a level above): its arguments are taken in first
+    base = innermost_map() or leaves[mapped[0]]._b
+    bk = batching_backend(base)
     call = MapCall(bk, size, where)
     inner = list(leaves)
     for k, (leaf, axis) in enumerate(zip(leaves, axes)):
+        if isinstance(leaf, Tensor) and leaf._b is not base:
+            taken = lift(leaf, base)
+            leaf = leaf if taken is None else taken
         if axis is not None:
-            inner[k] = enter(leaves[k], axis, call)
+            inner[k] = enter(leaf, axis, call)
         elif isinstance(leaf, Tensor):
-            inner[k] = capture(leaf, call) if leaf._b is bk.real else leaf
+            inner[k] = capture(leaf, call) if leaf._b is base else leaf
     inner_args = optree.tree_unflatten(treedef, inner)
     try:
         with fallback_policy(allow, warn, where), running_map(call):

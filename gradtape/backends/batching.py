@@ -41,7 +41,7 @@ from gradtape.backends import Backend
 from gradtape.core.engine import record
 from gradtape.core.recording_state import ACTIVE_TAPES, per_thread
 from gradtape.core.registry import OpDef, get_op
-from gradtape.core.tensor import Tensor, wrap
+from gradtape.core.tensor import Tensor, lift, wrap
 
 __all__ = [
     "BatchArray",
@@ -56,6 +56,7 @@ __all__ = [
     "exit_",
     "capture",
     "running_map",
+    "innermost_map",
     "MapCall",
 ]
 
@@ -972,8 +973,11 @@ class BatchNamespace:
                     kwargs[p] = v
                 if len(rest) > len(params):
                     arrays.extend(rest[len(params) :])
-                if not any(a.__class__ is BatchArray for a in arrays) and not _any_batched((), kwargs):
-                    return real_fn(*args, **kwargs) if not arrays else bk._wrap(real_fn(*args, **kwargs), False)
+                if not any(a.__class__ is BatchArray for a in arrays) and not any(
+                    v.__class__ is BatchArray for v in kwargs.values()
+                ):
+                    out = real_fn(*args, **{k: v for k, v in kwargs.items() if k not in params})
+                    return bk._wrap(out, False) if isinstance(out, bk.real.array_type) else out
                 if name in ("concat", "stack"):
 
                     def impl(*xs, **kw):
@@ -1114,11 +1118,17 @@ def _capture_tensor(bk, t):
     if call is None:
         return None
     if t._b is not bk.real:
-        inner_of = getattr(bk.real, "capture_tensor", None)
-        t = inner_of(t) if isinstance(bk.real, BatchingBackend) else None
+        t = lift(t, bk.real)  # (a map nested in another, or a map inside gt.function: the outer one first)
         if t is None:
             return None
     return capture(t, call)
+
+
+def innermost_map():
+    """The batching backend of the innermost map running in this thread (None: none runs): a map
+    started inside it maps over it (its arrays hold the outer map's arrays)."""
+    maps = getattr(_STATE, "maps", None)
+    return maps[-1].bk if maps else None
 
 
 def _running_call(bk):
