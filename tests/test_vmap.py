@@ -95,9 +95,9 @@ def test_in_axes_none_tuples_and_pytrees(backend):
     out = gt.vmap(lambda a, b: gt.matmul(a, b), in_axes=(2, None))(xt, w)
     _close(out, np.einsum("ijb,jk->bik", xt.numpy(), W))
     tree = {"a": x, "b": [w, xt]}
-    out = gt.vmap(lambda d: gt.matmul(d["a"], d["b"][0]) + gt.reduce_sum(d["b"][1]), in_axes=({"a": 0, "b": [None, 2]},))(
-        tree
-    )
+    out = gt.vmap(
+        lambda d: gt.matmul(d["a"], d["b"][0]) + gt.reduce_sum(d["b"][1]), in_axes=({"a": 0, "b": [None, 2]},)
+    )(tree)
     _close(out, np.einsum("bij,jk->bik", X, W) + np.sum(xt.numpy(), axis=(0, 1))[:, None, None])
     # out_axes
     out = gt.vmap(lambda a: (a, gt.reduce_sum(a, axis=-1)), out_axes=(1, 0))(x)

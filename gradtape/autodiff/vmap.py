@@ -160,9 +160,7 @@ def _loop(fn, leaves, axes, treedef, out_axes, size):
     """The whole function called once per example (recorded: tapes outside see through it)."""
     outs = []
     for i in range(size):
-        ex = [
-            leaf if axis is None else leaf[(slice(None),) * axis + (i,)] for leaf, axis in zip(leaves, axes)
-        ]
+        ex = [leaf if axis is None else leaf[(slice(None),) * axis + (i,)] for leaf, axis in zip(leaves, axes)]
         outs.append(fn(*optree.tree_unflatten(treedef, ex)))
     flat = [optree.tree_flatten(o, is_leaf=_is_leaf, none_is_leaf=True) for o in outs]
     tdef = flat[0][1]

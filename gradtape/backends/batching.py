@@ -278,7 +278,7 @@ for _m_name, (_op_name, _fn) in _BINARY.items():
     setattr(BatchArray, _m_name, _m)
     if _m_name not in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
         setattr(BatchArray, "__r" + _m_name[2:], _r)
-for _m_name, (_op_name, _fn) in _UNARY.items():
+for _m_name, (_op_name, _fn) in _UNARY.items():  # type: ignore[assignment]
     setattr(BatchArray, _m_name, (lambda n, f: lambda self: self.bk.call(n, f, (self,), {}))(_op_name, _fn))
 del _m_name, _op_name, _fn, _m, _r
 
@@ -735,7 +735,7 @@ class BatchingBackend(Backend):
         def at(a, i):
             c = a.__class__
             if c is BatchArray:
-                return a.v[i] if a.bat else a.v
+                return a.v[i, ...] if a.bat else a.v
             if c is tuple or c is list:
                 return c(at(x, i) for x in a)
             return a
@@ -933,7 +933,7 @@ class BatchNamespace:
             setattr(self, name, value)
             return value
         real_fn = getattr(self._ns, name)
-        if not callable(real_fn) or isinstance(real_fn, type) or not hasattr(real_fn, "__call__"):
+        if not callable(real_fn) or isinstance(real_fn, type):
             setattr(self, name, real_fn)
             return real_fn
         if full in _CREATION:
