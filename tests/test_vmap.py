@@ -39,6 +39,8 @@ W = RNG.normal(size=(5, 2))
     [
         pytest.param(lambda x: gt.sin(x) * 2.0 + gt.exp(-x), id="elementwise"),
         pytest.param(lambda x: gt.maximum(x, gt.constant(np.zeros(5), dtype=gt.float64)), id="broadcast"),
+        pytest.param(lambda x: x * x[0] - x[:, :1], id="broadcast_batched_ranks"),
+        pytest.param(lambda x: 2.0 - gt.reduce_sum(x) * x, id="batched_scalar"),
         pytest.param(lambda x: gt.where(x > 0, x, -x), id="where"),
         pytest.param(lambda x: gt.clip(x, -0.5, 0.5), id="clip"),
         pytest.param(lambda x: gt.reduce_sum(x), id="sum_all"),

@@ -354,9 +354,26 @@ def _norm(axis, n):
 
 
 # ------------------------------------------------------------------------------------- the kinds
+_PY_SCALARS = (bool, int, float, complex)
+
+
 def _elementwise(bk, impl, args, attrs):
     """Element-wise: batched inputs get new axes after the batch axis up to the highest logical
     rank, so every library's broadcasting (from the right) lines the examples' axes up."""
+    if len(args) == 2 and not attrs:  # (the common case, without the loops)
+        a, b = args
+        if a.__class__ is BatchArray:
+            va = a.v
+            ra = len(va.shape) - a.bat
+            if b.__class__ is BatchArray:
+                vb = b.v
+                rb = len(vb.shape) - b.bat
+                if ra == rb or (ra > rb and not b.bat) or (rb > ra and not a.bat):
+                    return impl(va, vb)
+            elif b.__class__ in _PY_SCALARS:
+                return impl(va, b)
+        elif b.__class__ is BatchArray and a.__class__ in _PY_SCALARS:
+            return impl(a, b.v)
     xp = bk.real.xp
     rank = max((a.ndim for a in args if _is_b(a)), default=0)
     nat = [(_pad(xp, a, rank) if a.bat else a.v) if _is_b(a) else a for a in args]
@@ -699,6 +716,16 @@ class BatchingBackend(Backend):
         """The op's batched forward: its batching rule around the real adapter's native forward."""
         real_impl = opdef.impls.get(self.real) or opdef.resolve(self.real)
         name = opdef.name
+        if opdef.batching == "elementwise":  # (the common kind, without the generic steps)
+            wrap_out = self._wrap
+
+            def elementwise(*args, **attrs):
+                for a in args:
+                    if a.__class__ is BatchArray and a.bat:
+                        return BatchArray(_elementwise(self, real_impl, args, attrs), True, self)
+                return wrap_out(real_impl(*[a.v if a.__class__ is BatchArray else a for a in args], **attrs), False)
+
+            return elementwise
 
         def batched(*args, **attrs):
             return self.call(name, real_impl, args, attrs, opdef.batching)
@@ -721,10 +748,14 @@ class BatchingBackend(Backend):
         return self._loop(name, impl, args, attrs)
 
     def _wrap(self, out, bat):
-        if isinstance(out, (tuple, list)):
+        c = out.__class__
+        if c is tuple or c is list:
             return tuple(self._wrap(o, bat) for o in out)
-        if out is None or isinstance(out, (bool, int, float, complex)):
+        if out is None or c in (bool, int, float, complex):
             return out
+        real = self.real
+        if c is not real.array_type:
+            out = real.fix_output(out)  # (NumPy's scalars from 0-d inputs)
         return BatchArray(out, bat, self)
 
     def _loop(self, name, impl, args, attrs):
