@@ -737,6 +737,10 @@ class BatchingBackend(Backend):
         BatchArrays, by ``kind`` (default: the kind the op named ``name`` declares)."""
         if kind is None:
             kind = _kind_named(name)
+        if kind == "elementwise":
+            for a in args:
+                if a.__class__ is BatchArray and a.bat:
+                    return BatchArray(_elementwise(self, impl, args, attrs), True, self)
         if not _any_batched(args, attrs):
             return self._wrap(impl(*[_plain(a) for a in args], **_plain(attrs)), False)
         rule = KINDS.get(kind) if isinstance(kind, str) else kind
@@ -888,11 +892,14 @@ class BatchingBackend(Backend):
         return f"<gradtape batching backend of {self.real!r}>"
 
 
+
 def _kind_named(name):
+    """The batching the op named ``name`` declares (None: no such op, or none declared)."""
     try:
-        return get_op(name).batching
+        op = get_op(name)
     except LookupError:
         return None
+    return op.batching
 
 
 #: Array API functions a rule may call that are not ops of the same name, by their kind; and the
