@@ -294,3 +294,16 @@ def test_results_that_do_not_depend_on_the_examples_are_broadcast(backend):
     w = _t(W)
     out = gt.vmap(lambda x: (x, w))(_t(X[:, 0]))
     _close(out[1], np.broadcast_to(W, (4, 5, 2)))
+
+
+def test_assigning_a_per_example_value_to_a_variable_raises(backend):
+    v = gt.Variable(np.zeros(5), dtype=gt.float64)
+    with pytest.raises(ValueError):
+        gt.vmap(lambda r: v.assign(r * 2.0))(_t(X[:, 0]))
+    np.testing.assert_array_equal(v.numpy(), np.zeros(5))
+
+
+def test_a_random_draw_inside_is_shared_by_the_examples(backend):
+    out = gt.vmap(lambda r: r + gt.random.normal((5,), dtype=gt.float64))(_t(X[:, 0])).numpy()
+    noise = out - X[:, 0]
+    np.testing.assert_allclose(noise, np.broadcast_to(noise[0], noise.shape), rtol=1e-12, atol=1e-12)
