@@ -66,6 +66,8 @@ PAGES = {
                     "RegisterGradient",
                     "NotDifferentiable",
                     "check_gradients",
+                    "vmap",
+                    "vectorized_map",
                 ],
             )
         ],
