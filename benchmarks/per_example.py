@@ -23,7 +23,7 @@ import numpy as np
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import gradtape as gt  # noqa: E402
+import gradtape as gt
 
 
 def _time(fn, repeat):

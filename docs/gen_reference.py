@@ -68,6 +68,7 @@ PAGES = {
                     "check_gradients",
                     "vmap",
                     "vectorized_map",
+                    "VmapFallbackWarning",
                 ],
             )
         ],

@@ -237,6 +237,7 @@ linalg.global_norm = math.global_norm  # type: ignore[attr-defined]  # (tf.linal
 from gradtape.training.module import *  # noqa: E402, F403
 from gradtape.autodiff.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.autodiff.vmap import vectorized_map, vmap  # noqa: E402,F401
+from gradtape.backends.batching import VmapFallbackWarning  # noqa: E402,F401
 from gradtape.testing.crosscheck import check_gradients  # noqa: E402,F401
 from gradtape.compile.function import (  # noqa: E402,F401
     Function,

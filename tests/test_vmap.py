@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape.backends.batching import VmapFallbackWarning
 
 _names = (f"test_vmap_op_{i}" for i in itertools.count())
 RNG = np.random.default_rng(0)
@@ -237,7 +236,7 @@ def test_one_native_call_per_elementwise_op(backend):
     f = _counting_op(calls, "elementwise")
     x = _t(X)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", VmapFallbackWarning)
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
         out = gt.vmap(lambda e: f(e) + 1.0)(x)
     _close(out, 3 * X + 1)
     assert calls == [X.shape]  # once, on the whole batch
@@ -247,15 +246,15 @@ def test_op_without_batching_rule_loops_with_one_warning(backend):
     calls = []
     f = _counting_op(calls, None)
     x = _t(X)
-    with pytest.warns(VmapFallbackWarning, match=f.op.name) as rec:
+    with pytest.warns(gt.VmapFallbackWarning, match=f.op.name) as rec:
         out = gt.vmap(lambda e: f(f(e)))(x)
     _close(out, 9 * X)
     assert len(calls) == 2 * X.shape[0]  # a loop over the examples, twice
-    assert len([w for w in rec if issubclass(w.category, VmapFallbackWarning)]) == 1
+    assert len([w for w in rec if issubclass(w.category, gt.VmapFallbackWarning)]) == 1
     with pytest.raises(ValueError, match=f.op.name):
         gt.vmap(lambda e: f(e), fallback_to_while_loop=False)(x)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", VmapFallbackWarning)
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
         gt.vmap(lambda e: f(e), warn=False)(x)
 
 
@@ -264,7 +263,7 @@ def test_gradient_through_a_fallback_op(backend):
     x = _t(X)
     with gt.GradientTape() as tape:
         tape.watch(x)
-        with pytest.warns(VmapFallbackWarning):
+        with pytest.warns(gt.VmapFallbackWarning):
             y = gt.reduce_sum(gt.vmap(lambda e: gt.sin(f(e)))(x))
     _close(tape.gradient(y, x), 3 * np.cos(3 * X))
 
@@ -274,7 +273,7 @@ def test_control_flow_on_a_batched_value_loops_the_function(backend):
         return gt.cond(gt.reduce_sum(x) > 0, lambda: x * 2.0, lambda: -x)
 
     x = _t(X[:, 0])
-    with pytest.warns(VmapFallbackWarning, match="per-example"):
+    with pytest.warns(gt.VmapFallbackWarning, match="per-example"):
         out = gt.vmap(fn)(x)
     expect = np.where(X[:, 0].sum(-1, keepdims=True) > 0, 2 * X[:, 0], -X[:, 0])
     _close(out, expect)

@@ -892,7 +892,6 @@ class BatchingBackend(Backend):
         return f"<gradtape batching backend of {self.real!r}>"
 
 
-
 def _kind_named(name):
     """The batching the op named ``name`` declares (None: no such op, or none declared)."""
     try:
