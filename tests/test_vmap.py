@@ -306,3 +306,45 @@ def test_a_random_draw_inside_is_shared_by_the_examples(backend):
     out = gt.vmap(lambda r: r + gt.random.normal((5,), dtype=gt.float64))(_t(X[:, 0])).numpy()
     noise = out - X[:, 0]
     np.testing.assert_allclose(noise, np.broadcast_to(noise[0], noise.shape), rtol=1e-12, atol=1e-12)
+
+
+_EYE3 = np.eye(3)
+_RULE_CASES = {
+    "getitem": lambda x: gt.reduce_sum(x[1:, ::2] ** 2),
+    "getitem_array": lambda x: gt.reduce_sum(x[:, [0, 4, 4]] ** 2),
+    "getitem_int": lambda x: gt.reduce_sum(x[..., 2] ** 2),
+    "concat": lambda x: gt.reduce_sum(gt.concat([x, x * 2.0], axis=-1) ** 2),
+    "reshape": lambda x: gt.reduce_sum(gt.reshape(x, (15,)) ** 3),
+    "softmax": lambda x: gt.reduce_sum(gt.nn.softmax(x, axis=0)[0]),
+    "max_keepdims": lambda x: gt.reduce_sum(gt.reduce_max(x, axis=1, keepdims=True) * 2.0),
+    "std": lambda x: gt.math.reduce_std(x),
+    "logsumexp": lambda x: gt.reduce_sum(gt.math.reduce_logsumexp(x, axis=-1)),
+    "transpose_matmul": lambda x: gt.reduce_sum(gt.matmul(gt.transpose(x), x)),
+    "det": lambda x: gt.linalg.det(gt.matmul(x, gt.transpose(x))),
+    "solve": lambda x: gt.reduce_sum(gt.linalg.solve(gt.matmul(x, gt.transpose(x)) + _t(_EYE3), x)),
+    "stack": lambda x: gt.reduce_sum(gt.stack([x, x**2], axis=1)),
+    "tile": lambda x: gt.reduce_sum(gt.tile(x, (2, 1)) ** 2),
+    "cumsum": lambda x: gt.reduce_sum(gt.cumsum(x, axis=1) ** 2),
+    "expand_dims": lambda x: gt.reduce_sum(gt.expand_dims(x, 0) * x),
+    "broadcast_to": lambda x: gt.reduce_sum(gt.broadcast_to(x[0], (2, 5)) ** 2),
+    "clip": lambda x: gt.reduce_sum(gt.clip(x, -0.5, 0.5) ** 2),
+    "vector_norm": lambda x: gt.linalg.vector_norm(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RULE_CASES))
+def test_per_example_gradients_of_each_kind_batch_without_a_loop(backend, name):
+    """The rules of each kind run batched too: no fallback warning, the loop's numbers."""
+    f = _RULE_CASES[name]
+
+    def per_example(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        return tape.gradient(y, x)
+
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))

@@ -315,6 +315,8 @@ def _plain(a):
         return a.v
     if c is tuple or c is list:
         return c(_plain(x) for x in a)
+    if c is dict:
+        return {k: _plain(v) for k, v in a.items()}
     return a
 
 
