@@ -348,3 +348,16 @@ def test_per_example_gradients_of_each_kind_batch_without_a_loop(backend, name):
         warnings.simplefilter("error", gt.VmapFallbackWarning)
         got = gt.vmap(per_example)(x)
     _close(got, _loop(per_example, x))
+
+
+def test_a_gt_function_called_inside_the_map_runs_batched(backend):
+    @gt.function
+    def f(r):
+        return gt.sin(r) * 2.0
+
+    x = _t(X[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        out = gt.vmap(f)(x)
+    _close(out, 2 * np.sin(X[:, 0]))
+    _close(f(x), 2 * np.sin(X[:, 0]))  # (outside a map it is traced as ever)
