@@ -361,3 +361,20 @@ def test_a_gt_function_called_inside_the_map_runs_batched(backend):
         out = gt.vmap(f)(x)
     _close(out, 2 * np.sin(X[:, 0]))
     _close(f(x), 2 * np.sin(X[:, 0]))  # (outside a map it is traced as ever)
+
+
+def test_second_order_through_the_map_from_outside(backend):
+    """Nested tapes outside the map: the crossings' rules are recorded too (higher order)."""
+    xs = _t(np.linspace(0.1, 1.0, 4))
+    w = gt.constant(0.7, dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as t2:
+        t2.watch([w, xs])
+        with gt.GradientTape(persistent=True) as t1:
+            t1.watch([w, xs])
+            y = gt.reduce_sum(gt.vmap(lambda x: gt.sin(x * w) * x)(xs))
+        gw = t1.gradient(y, w)
+        gx = t1.gradient(y, xs)
+    x = xs.numpy()
+    _close(gw, np.sum(x * x * np.cos(x * 0.7)))
+    _close(t2.gradient(gw, w), np.sum(-(x**3) * np.sin(x * 0.7)))
+    _close(t2.gradient(gx, xs), 2 * 0.7 * np.cos(0.7 * x) - 0.49 * x * np.sin(0.7 * x))

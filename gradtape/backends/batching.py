@@ -1122,7 +1122,8 @@ def _exit_grad(xp, op, g):
 
 def _capture_grad(xp, op, g):
     call = op.attrs["call"]
-    if call.running and (g._v if isinstance(g, Tensor) else g).bat:
+    v = g._v if isinstance(g, Tensor) else g
+    if call.running and v.__class__ is BatchArray and v.bat:
         raise ValueError(
             f"{call.where}: a GradientTape inside the mapped function differentiates with respect to a tensor "
             "read from outside it (a closure or a variable), whose gradient differs from example to example "
