@@ -242,6 +242,29 @@ def test_one_native_call_per_elementwise_op(backend):
     assert calls == [X.shape]  # once, on the whole batch
 
 
+def test_one_native_call_per_reduction_and_matmul(backend):
+    calls = []
+
+    def total(xp, x, *, axis=None, keepdims=False):
+        calls.append(tuple(x.shape))
+        return xp.sum(x, axis=axis, keepdims=keepdims)
+
+    def product(xp, a, b):
+        calls.append((tuple(a.shape), tuple(b.shape)))
+        return xp.matmul(a, b)
+
+    f = gt.register_op(next(_names), total, lambda xp, op, g: None)
+    f.op.batching = "reduction"
+    m = gt.register_op(next(_names), product, lambda xp, op, g: (None, None))
+    m.op.batching = "matmul"
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        out = gt.vmap(lambda e: f(m(e, _t(W)), axis=None))(x)
+    _close(out, (X @ W).sum(axis=(1, 2)))
+    assert calls == [(X.shape, W.shape), (4, 3, 2)]  # one call each, on the whole batch
+
+
 def test_op_without_batching_rule_loops_with_one_warning(backend):
     calls = []
     f = _counting_op(calls, None)
