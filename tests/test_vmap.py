@@ -325,8 +325,12 @@ def test_assigning_a_per_example_value_to_a_variable_raises(backend):
     np.testing.assert_array_equal(v.numpy(), np.zeros(5))
 
 
-def test_a_random_draw_inside_is_shared_by_the_examples(backend):
-    out = gt.vmap(lambda r: r + gt.random.normal((5,), dtype=gt.float64))(_t(X[:, 0])).numpy()
+def test_a_random_draw_inside_is_shared_by_the_examples_and_says_so(backend):
+    with pytest.warns(UserWarning, match="shared by every example") as rec:
+        out = gt.vmap(lambda r: r + gt.random.normal((5,), dtype=gt.float64) * gt.random.uniform((5,)))(
+            _t(X[:, 0])
+        ).numpy()
+    assert len([w for w in rec if "shared by every example" in str(w.message)]) == 1  # once per map
     noise = out - X[:, 0]
     np.testing.assert_allclose(noise, np.broadcast_to(noise[0], noise.shape), rtol=1e-12, atol=1e-12)
 

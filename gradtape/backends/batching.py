@@ -57,6 +57,7 @@ __all__ = [
     "capture",
     "running_map",
     "innermost_map",
+    "shared_draw",
     "MapCall",
 ]
 
@@ -1169,6 +1170,28 @@ def innermost_map():
     started inside it maps over it (its arrays hold the outer map's arrays)."""
     maps = getattr(_STATE, "maps", None)
     return maps[-1].bk if maps else None
+
+
+def shared_draw():
+    """A random draw made inside a running map (``gt.random``): drawn once with one example's shape
+    and shared by every example (JAX's rule for one key; TensorFlow's ``vectorized_map`` draws per
+    example), said once per map."""
+    maps = getattr(_STATE, "maps", None)
+    if not maps:
+        return
+    calls = _calls()
+    pol = calls[-1] if calls else None
+    if pol is not None and ("random draw" in pol.warned or not pol.warn):
+        return
+    if pol is not None:
+        pol.warned.add("random draw")
+    warnings.warn(
+        f"{maps[-1].where}: a random draw inside the mapped function is drawn once, with one example's shape, "
+        "and shared by every example (TensorFlow's vectorized_map draws per example); for independent draws, "
+        "draw a batch outside the map and map over it",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _running_call(bk):

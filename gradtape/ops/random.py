@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradtape.core import dtypes as _dt
+from gradtape.backends.batching import shared_draw
 from gradtape.backends.tracing import host_then
 from gradtape.ops.creation import _backend_and_device, _shape
 from gradtape.core.tensor import Tensor, wrap
@@ -45,6 +46,7 @@ def _np_value(v):
 def emit(arr, dtype, device=None, backend=None):
     """A Tensor of the active backend (or ``backend``) on its configured device (or ``device``)
     holding the NumPy array ``arr`` cast to ``dtype``."""
+    shared_draw()  # (inside gt.vmap: said once per map)
     b, dev = _backend_and_device(device, backend)
     d = _dt.as_dtype(dtype)
     nd = np.dtype(d.name)
