@@ -172,6 +172,7 @@ from gradtape.ops.statistical import (  # noqa: F401
     var,
 )
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
+from gradtape.ops.einsum import einsum  # noqa: F401
 from gradtape.ops.indexing import take, take_along_axis  # noqa: F401
 from gradtape.ops.searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where  # noqa: F401
 from gradtape.ops.sorting import *  # noqa: F403  (each chapter's __all__)
@@ -234,6 +235,7 @@ from gradtape.math import (  # noqa: E402,F401
 )
 
 linalg.global_norm = math.global_norm  # type: ignore[attr-defined]  # (tf.linalg.global_norm)
+linalg.einsum = einsum  # type: ignore[attr-defined]  # (tf.linalg.einsum)
 from gradtape.training.module import *  # noqa: E402, F403
 from gradtape.autodiff.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.testing.crosscheck import check_gradients  # noqa: E402,F401

@@ -225,7 +225,7 @@ class TorchBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem}
+        self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
         self._special = {}
 
     def load(self):
@@ -404,6 +404,10 @@ class TorchBackend(Backend):
         # keeps its negative stride, which torch.from_numpy refuses
         flat = np.arange(n).reshape(tuple(shape))[host].copy()
         return torch.from_numpy(flat).to(device)
+
+    def _einsum(self, *arrays, subscripts):
+        """The op ``einsum`` by the library's own einsum."""
+        return self._torch.einsum(subscripts, *arrays)
 
     def _getitem(self, x, *, key):
         """``x[key]`` (NumPy's meaning); a negative-step slice becomes a gather at the flat positions
