@@ -406,8 +406,10 @@ class TorchBackend(Backend):
         return torch.from_numpy(flat).to(device)
 
     def _einsum(self, *arrays, subscripts):
-        """The op ``einsum`` by the library's own einsum."""
-        return self._torch.einsum(subscripts, *arrays)
+        """The op ``einsum`` by torch's einsum, in its operands' (promoted) dtype: torch sums integers
+        in int64, NumPy keeps their dtype."""
+        out = self._torch.einsum(subscripts, *arrays)
+        return out if out.dtype == arrays[0].dtype else out.to(arrays[0].dtype)
 
     def _getitem(self, x, *, key):
         """``x[key]`` (NumPy's meaning); a negative-step slice becomes a gather at the flat positions

@@ -134,7 +134,7 @@ def _sum_out(xp, x, labels, keep):
     axes = tuple(k for k, a in enumerate(labels) if a not in keep)
     if not axes:
         return x, labels
-    return xp.sum(x, axis=axes), [a for a in labels if a in keep]
+    return xp.sum(x, axis=axes, dtype=x.dtype), [a for a in labels if a in keep]  # (integers keep their dtype)
 
 
 def _contract(xp, a, la, b, lb, keep):
