@@ -342,8 +342,10 @@ class DaskBackend(Backend):
         return len(arrays) == 1 and arrays[0].ndim == 1 and not any(k is None for k in key)
 
     def _einsum(self, *arrays, subscripts):
-        """The op ``einsum`` by the library's own einsum."""
-        return self._da.einsum(subscripts, *arrays)
+        """The op ``einsum`` by dask's einsum, in its operands' (promoted) dtype: dask sums integers in
+        int64, NumPy keeps their dtype."""
+        out = self._da.einsum(subscripts, *arrays)
+        return out if out.dtype == arrays[0].dtype else out.astype(arrays[0].dtype)
 
     def _getitem(self, x, *, key):
         """``x[key]`` by dask where it takes the key; integer arrays in several axes (which dask refuses)
