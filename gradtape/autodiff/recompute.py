@@ -113,14 +113,14 @@ class _Session:
     """One ``recompute_grad`` call: what its forward saved (op outputs, stream states) and where its
     recomputation stands."""
 
-    __slots__ = ("where", "policy", "saved", "states", "replaying", "pos", "draw_pos", "outer", "outer_obs")
+    __slots__ = ("where", "policy", "saved", "states", "replaying", "pos", "draw_pos", "inside", "outer", "outer_obs")
 
     def __init__(self, where, policy):
         self.where = where
         self.policy = frozenset(op.name for op in policy.ops())
         self.saved = []  # (op name, input shapes, native output)
         self.states = []  # the stream's state before each draw
-        self.replaying = False
+        self.replaying = self.inside = False
         self.pos = self.draw_pos = 0
 
     def __enter__(self):
@@ -164,8 +164,14 @@ class _Session:
 
     # the saved op outputs, through the wrappers of _install
     def forward(self, name, impl, arrays, attrs):
+        if self.inside:  # (a wrapped forward calling another: gt.function's, the real backend's)
+            return impl(*arrays, **attrs)
         if not self.replaying:
-            out = impl(*arrays, **attrs)
+            self.inside = True
+            try:
+                out = impl(*arrays, **attrs)
+            finally:
+                self.inside = False
             self.saved.append((name, tuple(tuple(a.shape) for a in arrays if hasattr(a, "shape")), out))
             return out
         shapes = tuple(tuple(a.shape) for a in arrays if hasattr(a, "shape"))
