@@ -130,7 +130,16 @@ def measure_memory(args):
 def memory_row(args, backend, mode):
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
     cmd = [sys.executable, os.path.abspath(__file__), "--_memory", backend, mode]
-    cmd += ["--depth", str(args.depth), "--width", str(args.width), "--hidden", str(args.hidden), "--batch", str(args.batch)]
+    cmd += [
+        "--depth",
+        str(args.depth),
+        "--width",
+        str(args.width),
+        "--hidden",
+        str(args.hidden),
+        "--batch",
+        str(args.batch),
+    ]
     cmd += ["--approximate"] if args.approximate else []
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if p.returncode:

@@ -198,8 +198,8 @@ def _wrapped(op, impl):
             return impl(*arrays, **attrs)
         return s.forward(name, impl, arrays, attrs)
 
-    forward.recompute_wrapper = True  # type: ignore[attr-defined]
-    forward.__wrapped__ = impl  # type: ignore[attr-defined]
+    forward.recompute_wrapper = True
+    forward.__wrapped__ = impl
     return forward
 
 
@@ -269,4 +269,3 @@ def recompute_grad(f: Callable[..., Any] | None = None, policy: Any = None) -> C
 
     wrapper.policy = pol  # type: ignore[attr-defined]
     return wrapper
-

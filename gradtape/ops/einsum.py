@@ -87,14 +87,14 @@ def parse_subscripts(subscripts, shapes):
         if missing:
             raise ValueError(f"einsum: output labels {missing} of {subscripts!r} are in no operand")
     else:
-        counts: dict = {}
+        counts = {}
         for ls in labels:
             for c in ls:
                 if isinstance(c, str):
                     counts[c] = counts.get(c, 0) + 1
         rhs = ("..." if has_ell else "") + "".join(sorted(c for c, m in counts.items() if m == 1))
         out = [n_ell - 1 - i for i in range(n_ell)] + sorted(c for c, m in counts.items() if m == 1)
-    size: dict = {}
+    size = {}
     for k, (ls, shape) in enumerate(zip(labels, shapes)):
         for c, n in zip(ls, shape):
             m = size.get(c, 1)
@@ -109,7 +109,7 @@ def parse_subscripts(subscripts, shapes):
 
 
 def _sizes(labels, shapes):
-    size: dict = {}
+    size = {}
     for ls, shape in zip(labels, shapes):
         for c, n in zip(ls, shape):
             size[c] = max(size.get(c, 1), n)
@@ -224,7 +224,7 @@ def _einsum_grad(xp, op, grad):
     size = _sizes(labels, shapes)
     nb = grad.ndim - len(out)
     # every label a letter of its own; a size-1 axis that broadcasts gets a fresh one
-    names: dict = {}
+    names = {}
 
     def letter(key):
         if key not in names:
@@ -240,7 +240,7 @@ def _einsum_grad(xp, op, grad):
     ]
     g_spec = batch + [letter(c) for c in out]
     grads = []
-    for k, x in enumerate(xs):
+    for k in range(len(xs)):
         if not op.needs_grad(k):
             grads.append(None)
             continue
@@ -248,7 +248,9 @@ def _einsum_grad(xp, op, grad):
         have = {c for _, s in others for c in s}
         own = list(dict.fromkeys(spec[k]))  # operand k's labels, a repeated one once
         target = batch + [c for c in own if c in have]
-        g = xp.einsum(*[t for t, _ in others], subscripts=",".join("".join(s) for _, s in others) + "->" + "".join(target))
+        g = xp.einsum(
+            *[t for t, _ in others], subscripts=",".join("".join(s) for _, s in others) + "->" + "".join(target)
+        )
         # labels only operand k has (summed out by the forward): the gradient is constant along them
         extent = dict(zip(spec[k], shapes[k]))
         lost = [c for c in own if c not in have]
@@ -266,7 +268,9 @@ def _einsum_grad(xp, op, grad):
             final.append(c)
         if eyes:
             g = xp.einsum(
-                g, *[e for e, _ in eyes], subscripts=",".join(["".join(target)] + [s for _, s in eyes]) + "->" + "".join(final)
+                g,
+                *[e for e, _ in eyes],
+                subscripts=",".join(["".join(target)] + [s for _, s in eyes]) + "->" + "".join(final),
             )
         elif target != final:
             g = xp.permute_dims(g, tuple(target.index(c) for c in final))
