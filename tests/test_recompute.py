@@ -4,6 +4,10 @@ replayed, checkpoint policies (what the recomputation skips), gt.function, and t
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -359,3 +363,20 @@ def test_bad_arguments(backend):
         gt.recompute_grad(3)
     with pytest.raises(Exception, match="no_such_op"):
         gt.checkpoint_policies.save_ops("no_such_op")
+
+
+def test_benchmark_harness_runs():
+    """benchmarks/recompute.py --tiny: its table, every row's gradients equal to the plain step's
+    (no timing is asserted: figures are docs/performance.md's)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "recompute.py"), "--tiny", "--backends", "numpy"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [line.split("|") for line in p.stdout.splitlines() if line.startswith("| numpy |")]
+    assert [r[2].strip() for r in rows] == ["plain", "recompute", "matmul"]
+    assert all(float(r[-2]) < 1e-5 for r in rows)

@@ -51,13 +51,23 @@ class CheckpointPolicy:
     def __init__(self, name: str, saves: Callable[[str], bool]) -> None:
         self.name = name
         self.saves = saves
-        self._ops: tuple[OpDef, ...] | None = None
+        self._ops: tuple[OpDef, ...] = ()
+        self._names: frozenset[str] = frozenset()
+        self._seen = -1  # the number of registered ops when _ops was read
 
     def ops(self) -> tuple[OpDef, ...]:
-        """The registered ops this policy saves (read once)."""
-        if self._ops is None:
-            self._ops = tuple(op for op in ops() if op.forward is not None and self.saves(op.name))
+        """The registered ops this policy saves (read again when an op is registered)."""
+        registered = ops()
+        if len(registered) != self._seen:
+            self._ops = tuple(op for op in registered if op.forward is not None and self.saves(op.name))
+            self._names = frozenset(op.name for op in self._ops)
+            self._seen = len(registered)
         return self._ops
+
+    def names(self) -> frozenset[str]:
+        """The names of :meth:`ops`."""
+        self.ops()
+        return self._names
 
     def __repr__(self) -> str:
         return f"<checkpoint policy {self.name}>"
@@ -117,7 +127,7 @@ class _Session:
 
     def __init__(self, where, policy):
         self.where = where
-        self.policy = frozenset(op.name for op in policy.ops())
+        self.policy = policy.names()
         self.saved = []  # (op name, input shapes, native output)
         self.states = []  # the stream's state before each draw
         self.replaying = self.inside = False
