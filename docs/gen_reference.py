@@ -61,6 +61,7 @@ PAGES = {
                     "UnconnectedGradients",
                     "ForwardAccumulator",
                     "custom_gradient",
+                    "recompute_grad",
                     "stop_gradient",
                     "register_op",
                     "RegisterGradient",
