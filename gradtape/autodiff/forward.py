@@ -74,20 +74,26 @@ class ForwardAccumulator:
         for y in leaves:
             if not isinstance(y, Tensor):
                 raise TypeError(f"ForwardAccumulator.jvp: expected a Tensor, got {type(y).__name__}")
+        return optree.tree_unflatten(spec, self._jvp_along(leaves, self._tangents, unconnected_gradients))
+
+    def _jvp_along(self, leaves, tangents, unconnected_gradients=UnconnectedGradients.NONE):
+        """The jvps of the Tensors ``leaves`` along ``tangents`` (one per primal, in order; None: no
+        tangent) instead of the accumulator's own: what it recorded, walked again (``gt.jacfwd``
+        pushes each basis vector through one recording this way)."""
         zero = UnconnectedGradients(unconnected_gradients) is UnconnectedGradients.ZERO
         rec = self._tape._rec
         if rec is not None:
             with self._tape.stop_recording() if self._tape._recording else _null():
-                tangents = _forward_walk(rec.nodes, self._primals, self._tangents)
-            if tangents is not None:
+                tan = _forward_walk(rec.nodes, self._primals, tangents)
+            if tan is not None:
                 out = []
                 for y in leaves:
-                    t = tangents.get(y._id)
+                    t = tan.get(y._id)
                     out.append(t if t is not None else (zeros_like(y) if zero else None))
-                return optree.tree_unflatten(spec, out)
-        return optree.tree_unflatten(spec, self._transposed(leaves, unconnected_gradients))
+                return out
+        return self._transposed(leaves, tangents, unconnected_gradients)
 
-    def _transposed(self, leaves, unconnected_gradients):
+    def _transposed(self, leaves, tangents, unconnected_gradients):
         """The jvps of ``leaves`` by transposing the tape twice (every op, any rule)."""
         out = []
         for y in leaves:
@@ -96,7 +102,7 @@ class ForwardAccumulator:
                 outer.watch(u)
                 with self._tape.stop_recording() if self._tape._recording else _null():
                     vjps = self._tape.gradient(y, self._primals, output_gradients=u)
-            pairs = [(g, t) for g, t in zip(vjps, self._tangents) if g is not None]
+            pairs = [(g, t) for g, t in zip(vjps, tangents) if g is not None and t is not None]
             if not pairs:
                 out.append(
                     zeros_like(y) if UnconnectedGradients(unconnected_gradients) is UnconnectedGradients.ZERO else None
@@ -140,6 +146,7 @@ _LINEAR = frozenset(
         "flip",
         "roll",
         "matrix_transpose",
+        "identity",
     }
 )
 #: ops linear in each input separately: the product rule, one call per input with a tangent
