@@ -321,7 +321,10 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     def jacfwd_fn(*args):
         a = _Args("jacfwd", args, argnums)
         srcs = a.sources
-        with ForwardAccumulator(srcs, [zeros(s.shape, dtype=s.dtype, device=s._b.device_of(s._v)) for s in srcs]) as acc:
+        # the other sources' tangents are zeros, not None: a node whose recorded inputs do not give its
+        # output's shape (``x @ w + b`` keeps neither) needs a tangent for every input on its path
+        nought = [zeros(s.shape, dtype=s.dtype, device=s._b.device_of(s._v)) for s in srcs]
+        with ForwardAccumulator(srcs, nought) as acc:
             out, aux = _call("jacfwd", fun, a.args, has_aux)
         leaves, spec = optree.tree_flatten(out)
         outs = [_tensor(y, srcs[0]) for y in leaves]
@@ -336,7 +339,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             eye = xp.eye(n, dtype=s._v.dtype, device=s._b.device_of(s._v))
             cols: list[list[Tensor]] = [[] for _ in outs]
             for i in range(n):
-                basis = [None] * len(srcs)
+                basis = list(nought)
                 basis[k] = convert_to_tensor(xp.reshape(eye[i, ...], tuple(s.shape)), like=s)
                 for c, t in zip(cols, acc._jvp_along(outs, basis)):
                     c.append(t)
