@@ -151,10 +151,25 @@ _LINEAR = frozenset(
 )
 #: ops linear in each input separately: the product rule, one call per input with a tangent
 _MULTILINEAR = frozenset({"matmul"})
-#: element-wise ops outside the element-wise chapter (their Jacobians are diagonal too)
+#: element-wise ops outside the element-wise chapter (their Jacobians are diagonal too), and ops of
+#: one input whose Jacobian is symmetric (``softmax``: ``diag(y) - y y^T``): the rule at the tangent
 _ELEMENTWISE = frozenset(
-    {"xdivy", "strong_zero_multiply", "multiply_no_nan", "divide_no_nan", "where", "relu", "sigmoid", "softplus"}
+    {
+        "xdivy",
+        "strong_zero_multiply",
+        "multiply_no_nan",
+        "divide_no_nan",
+        "where",
+        "relu",
+        "sigmoid",
+        "softplus",
+        "softmax",
+    }
 )
+#: ops that reduce each row of their inputs (along ``attrs["axis"]``, else the last axis) to one element
+#: of the output: the Jacobian is block-diagonal, one row per output element, so ``J t_k`` is the row
+#: sums of ``(J^T 1)_k * t_k``: the rule once, at ones
+_ROWWISE = frozenset({"sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits"})
 
 
 def _kind(op):
@@ -168,6 +183,8 @@ def _kind(op):
             k = "multilinear"
         elif op.chapter == "elementwise" or name in _ELEMENTWISE:
             k = "elementwise"
+        elif name in _ROWWISE:
+            k = "rowwise"
         else:
             k = ""
         _KINDS[op] = k
@@ -238,6 +255,19 @@ def _node_tangent(xp, n, ts, kind):
             if t is not None:
                 term = apply(op, [t if j == k else ins[j] for j in range(len(ts))], n.attrs or None)
                 out = term if out is None else out + term
+        return out
+    if kind == "rowwise":
+        axis = (n.attrs or {}).get("axis", -1)
+        out = None
+        for k, t in enumerate(ts):
+            if t is None:
+                continue
+            per_thread.reach = {n.in_ids[k]}
+            g = op.grad(xp, view, xp.ones_like(xp.sum(t, axis=axis)))[k]
+            if g is None:
+                raise _NoTangentRule(op.name)
+            term = xp.sum(g * t, axis=axis)
+            out = term if out is None else out + term
         return out
     # element-wise: a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k,
     # asked (through the walk's reach) for input k's gradient only; the commonest ops directly
