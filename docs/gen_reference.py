@@ -67,7 +67,11 @@ PAGES = {
                     "NotDifferentiable",
                     "check_gradients",
                 ],
-            )
+            ),
+            (
+                "Function transforms",
+                ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp"],
+            ),
         ],
     ),
     "backends.md": (

@@ -202,7 +202,7 @@ def test_jvp_with_aux_and_pytree_primals(backend):
 
 
 def test_jvp_is_a_column_of_jacfwd(backend):
-    f = lambda x: gt.sin(x) * gt.sum(x**2)  # noqa: E731
+    f = lambda x: gt.sin(x) * gt.sum(x**2)
     x = c64(X3)
     jac = gt.jacfwd(f)(x).numpy()
     for i in range(3):
@@ -362,3 +362,20 @@ def test_bad_calls_are_errors(backend):
     _, vjp_fn = gt.vjp(lambda a: (gt.sin(a), a), x)
     with pytest.raises(ValueError, match="cotangent's structure"):
         vjp_fn(x)
+
+
+def test_complex_inputs_follow_tensorflow_and_torch(backend):
+    """A complex argument's gradient is TensorFlow's and PyTorch's, the conjugate of JAX's (said in
+    docs/transforms.md)."""
+    z = np.array([3 + 4j, -1 + 0.5j])
+    f, jf = both(lambda ns, z: ns.sum(ns.real(z * z)) + ns.sum(ns.abs(z) ** 2))
+    got = gt.grad(f)(gt.constant(z, dtype=gt.complex128))
+    np.testing.assert_allclose(got.numpy(), np.conj(np.asarray(jax.grad(jf)(z))), rtol=RTOL)
+    np.testing.assert_allclose(got.numpy(), 2 * np.conj(z) + 2 * z, rtol=RTOL)
+
+
+def test_hessian_with_aux_and_argnums(backend):
+    f, jf = both(lambda ns, x, y: (_poly(ns, x, y), ns.sum(y)))
+    h, aux = gt.hessian(f, argnums=1, has_aux=True)(c64(X3), c64(Y3))
+    jh, jaux = jax.hessian(jf, argnums=1, has_aux=True)(X3, Y3)
+    close((h, aux), (jh, jaux))

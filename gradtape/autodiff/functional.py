@@ -274,10 +274,10 @@ def _tangents(call: str, primals: Any, tangents: Any) -> tuple[tuple[Any, ...], 
                 f"got a {type(v).__name__}; write gt.{call}(f, (x,), (v,)) for one argument"
             )
     if len(primals) != len(tangents):
-        raise ValueError(
-            f"gt.{call}: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal"
-        )
-    ps, ts = optree.tree_structure(tuple(primals)), optree.tree_structure(tuple(tangents))
+        raise ValueError(f"gt.{call}: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
+    p_tree: Any = tuple(primals)
+    t_tree: Any = tuple(tangents)
+    ps, ts = optree.tree_structure(p_tree), optree.tree_structure(t_tree)
     if ps != ts:
         raise ValueError(f"gt.{call}: the primals' structure {ps} and the tangents' {ts} differ; they must match")
     return tuple(primals), tuple(tangents)
@@ -305,7 +305,7 @@ def _jvp(call, fun, primals, tangents, has_aux):
 
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple[Any, ...]:
     """``(fun(*primals), J @ tangents)``, as ``jax.jvp``: forward mode, by a
-    :class:`ForwardAccumulator` (one forward walk over what ``fun`` recorded).  ``primals`` and
+    ``gt.ForwardAccumulator`` (one forward walk over what ``fun`` recorded).  ``primals`` and
     ``tangents`` are tuples of one structure; the tangents take the primals' dtypes.  With
     ``has_aux=True`` returns ``(output, tangent_out, aux)``."""
     out, jv, aux = _jvp("jvp", fun, primals, tangents, has_aux)
@@ -314,7 +314,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``fun`` by forward mode, as ``jax.jacfwd`` (the same structure and shapes as
-    :func:`jacrev`): ``fun`` runs once under a :class:`ForwardAccumulator`, then one forward walk per
+    ``gt.jacrev``): ``fun`` runs once under a ``gt.ForwardAccumulator``, then one forward walk per
     input element pushes each basis vector.  With ``has_aux=True`` returns ``(jacobian, aux)``."""
 
     @functools.wraps(fun)
@@ -356,18 +356,23 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
-    """The Hessian of a scalar function, as ``jax.hessian``: ``jacfwd(jacrev(fun))`` with respect to
-    ``argnums``, of shape ``input.shape + input.shape`` (for tuple ``argnums``, a tuple of tuples of
-    the blocks).  With ``has_aux=True`` returns ``(hessian, aux)``."""
+    """The Hessian of a scalar function, as ``jax.hessian``, with respect to ``argnums``: of shape
+    ``input.shape + input.shape`` (for tuple ``argnums``, a tuple of tuples of the blocks).  With
+    ``has_aux=True`` returns ``(hessian, aux)``.
+
+    It is ``jacrev(jacrev(fun))`` (JAX composes ``jacfwd(jacrev(fun))``; the values are the same): the
+    outer jacobian walks the recorded gradient once for all rows where the tape's ``jacobian``
+    vectorizes (the backend's ``vmap``, or the ops' batched rules), 5-25x faster here than a forward
+    walk per input element (``benchmarks/hvp.py``'s notes in docs/performance.md)."""
     inner = jacrev(fun, argnums, has_aux=has_aux)
-    return jacfwd(inner, argnums, has_aux=has_aux)
+    return jacrev(inner, argnums, has_aux=has_aux)
 
 
 def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, ...]:
     """The Hessian-vector product of a scalar function, forward over reverse: ``jvp(grad(fun,
     argnums=all), primals, tangents)``'s tangent, that is ``H @ v`` with ``H`` the Hessian with
     respect to every primal, a tuple in the structure of ``primals`` (``primals`` and ``tangents`` as
-    :func:`jvp` takes them).  It costs a gradient and a forward walk over it, never the Hessian."""
+    ``gt.jvp`` takes them).  It costs a gradient and a forward walk over it, never the Hessian."""
     primals, tangents = _tangents("hvp", primals, tangents)
     g = grad(fun, argnums=tuple(range(len(primals))))
     _, hv, _ = _jvp("hvp", g, primals, tangents, False)
