@@ -91,10 +91,13 @@ class ForwardAccumulator:
                     t = tan.get(y._id)
                     out.append(t if t is not None else (zeros_like(y) if zero else None))
                 return out
-        return self._transposed(leaves, tangents, unconnected_gradients)
+        return self._transposed(leaves, unconnected_gradients, tangents)
 
-    def _transposed(self, leaves, tangents, unconnected_gradients):
-        """The jvps of ``leaves`` by transposing the tape twice (every op, any rule)."""
+    def _transposed(self, leaves, unconnected_gradients, tangents=None):
+        """The jvps of ``leaves`` by transposing the tape twice (every op, any rule), along
+        ``tangents`` (default: the accumulator's own)."""
+        if tangents is None:
+            tangents = self._tangents
         out = []
         for y in leaves:
             with GradientTape(persistent=True) as outer:
