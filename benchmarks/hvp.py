@@ -2,7 +2,7 @@
 W3 model (784-512-512-10 tanh MLP, batch 128, mean sparse softmax cross-entropy, float32), beside
 the anchors ``jax.jvp(jax.grad)`` and ``torch.func.jvp(torch.func.grad)``.
 
-    python benchmarks/hvp.py                 # every installed row, ~1 min on the 2-core machine
+    python benchmarks/hvp.py                 # every installed row, ~1.5 min on the 2-core machine
     python benchmarks/hvp.py --quick         # fewer repeats
     python benchmarks/hvp.py --frameworks gradtape-numpy --profile 25   # + cProfile of one HVP
     python benchmarks/hvp.py --tiny --json raw.json                      # the harness (tests/test_benchmarks_smoke.py)
@@ -13,7 +13,8 @@ row: ``gt.hvp``; ``jax.jvp`` of ``jax.grad``, eager and under ``jax.jit``; ``tor
 ``torch.func.grad``).  The figure is the median of the process CPU time per call (``--clock wall``
 for wall time); the ratio HVP / gradient is the row's own.  The target is gt.hvp <= 3x a gradient.
 Every row's HVP is compared with the first row's (max relative difference; above 1e-3 in float32
-the run exits 1).
+the run exits 1).  A second table times ``gt.hessian`` (``jacrev(jacrev)``) beside ``jacfwd(jacrev)``
+(JAX's composition) on the gradtape rows (``--hessian 30,100``: the parameter counts).
 """
 
 from __future__ import annotations
@@ -124,6 +125,33 @@ def _jax(xs, labels, ps, vs, jit):
     )
 
 
+def _hessians(backend, n, repeats, clock):
+    """Median times of ``gt.hessian`` (``jacrev(jacrev)``) and of ``jacfwd(jacrev)``, the composition
+    JAX's ``hessian`` uses, for a tanh layer's loss in ``n`` float64 parameters; and their largest
+    difference."""
+    import gradtape as gt
+
+    gt.set_backend(backend)
+    rng = np.random.default_rng(4)
+    a = gt.constant(rng.standard_normal((n, n)) / n, dtype=gt.float64)
+    x = gt.constant(rng.standard_normal((16, n)), dtype=gt.float64)
+    w = gt.constant(rng.standard_normal(n), dtype=gt.float64)
+
+    def f(w):
+        return gt.mean(gt.tanh(x @ (a * w[:, None])) ** 2) + gt.sum(gt.sin(w))
+
+    ways = {"jacrev(jacrev) = gt.hessian": gt.hessian(f), "jacfwd(jacrev)": gt.jacfwd(gt.jacrev(f))}
+    res = {k: h(w).numpy() for k, h in ways.items()}
+    times = {k: [] for k in ways}
+    for _ in range(repeats):
+        for k, h in ways.items():
+            t0 = clock()
+            h(w)
+            times[k].append(clock() - t0)
+    diff = float(np.max(np.abs(res["jacfwd(jacrev)"] - res["jacrev(jacrev) = gt.hessian"])))
+    return {k: statistics.median(v) for k, v in times.items()}, diff
+
+
 def available(framework):
     """None, or why the row cannot run here."""
     import importlib.util
@@ -154,6 +182,11 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per row and kind")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     ap.add_argument("--profile", type=int, default=0, help="print cProfile's top N of one HVP per gradtape row")
+    ap.add_argument(
+        "--hessian",
+        default="30,100",
+        help="parameter counts for the Hessian compositions' table (gradtape rows; '' for none)",
+    )
     ap.add_argument("--json", help="write every repeat here")
     ap.add_argument("--out", help="write the report here too")
     args = ap.parse_args(argv)
@@ -205,6 +238,30 @@ def main(argv=None):
         record["rows"][fw] = {"grad_s": times[fw]["grad"], "hvp_s": times[fw]["hvp"], "max_rel_diff": diff}
     for fw, why in skipped.items():
         lines.append(f"| `{fw}` | — | — | — | not run: {why} |")
+    sizes = [int(k) for k in args.hessian.split(",") if k.strip()] if args.hessian else []
+    if args.tiny:
+        sizes = [min(k, 8) for k in sizes[:1]]
+    hess_rows = [fw for fw in rows if fw.startswith("gradtape-")]
+    if sizes and hess_rows:
+        lines += [
+            "",
+            "Hessian of a tanh layer's loss in n float64 parameters (median ms; max abs difference):",
+            "",
+            "| framework | n | `gt.hessian` = jacrev(jacrev) | jacfwd(jacrev) | difference |",
+            "|---|---|---|---|---|",
+        ]
+        record["hessian"] = {}
+        for fw in hess_rows:
+            for n in sizes:
+                t, diff = _hessians(fw.split("-", 1)[1], n, max(3, repeats // 3), clock)
+                bad |= diff > 1e-9
+                rev, fwd = t["jacrev(jacrev) = gt.hessian"], t["jacfwd(jacrev)"]
+                lines.append(f"| `{fw}` | {n} | {rev * 1e3:.1f} | {fwd * 1e3:.1f} | {diff:.1e} |")
+                record["hessian"][f"{fw} n={n}"] = {
+                    "jacrev_jacrev_s": rev,
+                    "jacfwd_jacrev_s": fwd,
+                    "max_abs_diff": diff,
+                }
     report = "\n".join(lines)
     print(report)
 
