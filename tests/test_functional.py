@@ -132,6 +132,14 @@ def test_grad_is_with_respect_to_the_argument_only(backend):
     close(gt.grad(lambda a: gt.sum(a * a))(x), 2 * X3)
 
 
+def test_an_argument_without_leaves(backend):
+    """An empty structure among the differentiated arguments: its gradient is the empty structure."""
+    got = gt.grad(lambda p, x: gt.sum(x**2) + 1.0, argnums=(0, 1))({}, c64(X3))
+    assert got[0] == {}
+    close(got[1], 2 * X3)
+    assert gt.jacrev(lambda p: 2.0)({}) == {}
+
+
 def test_unconnected_argument_has_zero_gradient(backend):
     g = gt.grad(lambda a, b: gt.sum(b * 2.0), argnums=(0, 1))(c64(X3), c64(Y3))
     close(g, (np.zeros(3), np.full(3, 2.0)))
@@ -357,6 +365,8 @@ def test_bad_calls_are_errors(backend):
         gt.jvp(gt.sin, x, x)
     with pytest.raises(ValueError, match="tangent of shape"):
         gt.jvp(gt.sin, (x,), (c64([1.0]),))
+    with pytest.raises(TypeError, match="gt.jvp needs at least one primal"):
+        gt.jvp(gt.sin, (), ())
     with pytest.raises(ValueError, match="1 primals but 2 tangents"):
         gt.hvp(gt.sum, (x,), (x, x))
     _, vjp_fn = gt.vjp(lambda a: (gt.sin(a), a), x)

@@ -65,24 +65,20 @@ def _argnums(call: str, argnums: int | Sequence[int], nargs: int) -> tuple[tuple
 def _source(call: str, where: str, leaf: Any) -> Tensor:
     """A fresh recorded copy of one leaf of a differentiated argument (a Tensor of a floating or
     complex dtype)."""
-    if isinstance(leaf, Tensor) and leaf._is_var:
-        t = convert_to_tensor(leaf)  # the Variable's read: already a recorded copy of its own
-    else:
-        try:
-            t = convert_to_tensor(leaf)
-        except (TypeError, ValueError) as e:
-            raise TypeError(
-                f"gt.{call}: {where} is a {type(leaf).__name__}, which is not an array; the "
-                f"differentiated arguments must be gt.Tensors, arrays or Python floats ({e})"
-            ) from None
-        t = _identity(t)
+    try:
+        t = convert_to_tensor(leaf)  # (a Variable's read is a recorded copy of its own)
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"gt.{call}: {where} is a {type(leaf).__name__}, which is not an array; the "
+            f"differentiated arguments must be gt.Tensors, arrays or Python floats ({e})"
+        ) from None
     if not t.dtype.differentiable:
         raise TypeError(
             f"gt.{call} requires floating (or complex) inputs, but {where} has dtype {t.dtype}; pass a "
             "floating value (gt.cast(x, gt.float32), or 1.0 rather than 1) or leave that argument out of "
             "argnums"
         )
-    return t
+    return t if isinstance(leaf, Tensor) and leaf._is_var else _identity(t)
 
 
 class _Args:
@@ -105,6 +101,8 @@ class _Args:
             self.args[a] = optree.tree_unflatten(spec, fresh)
             self.sources.extend(fresh)
             self.specs.append(spec)
+        #: what an output that is not a Tensor (a Python number) is converted beside
+        self.like = self.sources[0] if self.sources else None
 
     def unflatten(self, flat: Sequence[Any]) -> Any:
         out, k = [], 0
@@ -165,7 +163,7 @@ def _value_and_grad(call, f, args, argnums, has_aux):
     with GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(a.sources)
         out, aux = _call(call, f, a.args, has_aux)
-    y = _scalar(call, f, out, a.sources[0] if a.sources else None)
+    y = _scalar(call, f, out, a.like)
     grads = tape.gradient(y, a.sources, unconnected_gradients=_ZERO)
     return y, a.unflatten(grads), aux
 
@@ -213,8 +211,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
         tape.watch(a.sources)
         out, aux = _call("vjp", fun, a.args, has_aux)
     leaves, spec = optree.tree_flatten(out)
-    like = a.sources[0]
-    targets = [_tensor(y, like) for y in leaves]
+    targets = [_tensor(y, a.like) for y in leaves]
 
     def vjp_fn(cotangent):
         ct_leaves, ct_spec = optree.tree_flatten(cotangent)
@@ -255,7 +252,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         leaves, spec = optree.tree_flatten(out)
         jacs = []
         for y in leaves:
-            y = _tensor(y, a.sources[0])
+            y = _tensor(y, a.like)
             js = tape.jacobian(y, a.sources, unconnected_gradients=_ZERO)
             jacs.append(a.unflatten(js))
         res = optree.tree_unflatten(spec, jacs)
@@ -273,6 +270,8 @@ def _tangents(call: str, primals: Any, tangents: Any) -> tuple[tuple[Any, ...], 
                 f"gt.{call}: {what} must be a tuple (or list) with one entry per argument of the function, "
                 f"got a {type(v).__name__}; write gt.{call}(f, (x,), (v,)) for one argument"
             )
+    if not primals:
+        raise TypeError(f"gt.{call} needs at least one primal to differentiate with respect to")
     if len(primals) != len(tangents):
         raise ValueError(f"gt.{call}: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
     p_tree: Any = tuple(primals)
@@ -297,8 +296,7 @@ def _jvp(call, fun, primals, tangents, has_aux):
     with ForwardAccumulator(a.sources, tans) as acc:
         out, aux = _call(call, fun, a.args, has_aux)
     leaves, spec = optree.tree_flatten(out)
-    like = a.sources[0]
-    outs = [_tensor(y, like) for y in leaves]
+    outs = [_tensor(y, a.like) for y in leaves]
     jv = acc.jvp(outs, unconnected_gradients=_ZERO)
     return optree.tree_unflatten(spec, outs), optree.tree_unflatten(spec, jv), aux
 
@@ -327,7 +325,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         with ForwardAccumulator(srcs, nought) as acc:
             out, aux = _call("jacfwd", fun, a.args, has_aux)
         leaves, spec = optree.tree_flatten(out)
-        outs = [_tensor(y, srcs[0]) for y in leaves]
+        outs = [_tensor(y, a.like) for y in leaves]
         per_source = []  # per source: per output, the Jacobian block [out..., in...]
         for k, s in enumerate(srcs):
             n, xp = s.size, s._b.xp
