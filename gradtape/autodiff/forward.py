@@ -6,7 +6,10 @@ node's output tangent from the op's one rule (no rule of its own is needed):
 * an element-wise op (real values): its Jacobian is diagonal, so the tangent is the sum over the
   inputs of the vector-Jacobian product taken at that input's tangent, ``rule(xp, op, t_k)[k]``;
 * an op linear in its inputs (``reshape``, ``sum``, ``getitem``, ``concat``, ...): the op itself
-  on the tangents; a multilinear one (``matmul``): the product rule, one call per tangent.
+  on the tangents; a multilinear one (``matmul``): the product rule, one call per tangent;
+* an op whose Jacobian is symmetric (``softmax``): the rule at the tangent, as element-wise ops;
+* an op that reduces each row of its inputs to one output element (the softmax cross-entropies):
+  the row sums of the rule at ones times the tangent.
 
 Every other node (several outputs, complex tangents, a TensorFlow-style or custom rule, a shape the
 node did not keep) makes ``jvp`` transpose the tape twice instead: the vector-Jacobian product
