@@ -18,6 +18,7 @@ converted as ``gt.convert_to_tensor`` converts, then each leaf is passed on as a
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +26,8 @@ import optree
 
 from gradtape.autodiff.forward import ForwardAccumulator
 from gradtape.autodiff.tape import GradientTape
-from gradtape.core.tensor import Tensor, convert_to_tensor
+from gradtape.core.recording_state import per_thread
+from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
 from gradtape.ops.creation import zeros
 from gradtape.ops.elementwise import _identity
 from gradtape.ops.manipulation import moveaxis, reshape, stack
@@ -312,8 +314,9 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``fun`` by forward mode, as ``jax.jacfwd`` (the same structure and shapes as
-    ``gt.jacrev``): ``fun`` runs once under a ``gt.ForwardAccumulator``, then one forward walk per
-    input element pushes each basis vector.  With ``has_aux=True`` returns ``(jacobian, aux)``."""
+    ``gt.jacrev``): ``fun`` runs once under a ``gt.ForwardAccumulator``, then its recording is walked
+    forward along each basis vector (at once, by the backend's ``vmap``, on PyTorch and JAX; one walk
+    per input element elsewhere).  With ``has_aux=True`` returns ``(jacobian, aux)``."""
 
     @functools.wraps(fun)
     def jacfwd_fn(*args):
@@ -328,22 +331,15 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         outs = [_tensor(y, a.like) for y in leaves]
         per_source = []  # per source: per output, the Jacobian block [out..., in...]
         for k, s in enumerate(srcs):
-            n, xp = s.size, s._b.xp
+            n = s.size
             if not n:
                 per_source.append(
                     [zeros(tuple(y.shape) + tuple(s.shape), dtype=s.dtype, device=s._b.device_of(s._v)) for y in outs]
                 )
                 continue
-            eye = xp.eye(n, dtype=s._v.dtype, device=s._b.device_of(s._v))
-            cols: list[list[Tensor]] = [[] for _ in outs]
-            for i in range(n):
-                basis = list(nought)
-                basis[k] = convert_to_tensor(xp.reshape(eye[i, ...], tuple(s.shape)), like=s)
-                for c, t in zip(cols, acc._jvp_along(outs, basis)):
-                    c.append(t)
             blocks = []
-            for y, c in zip(outs, cols):
-                j = moveaxis(stack(c, axis=0), 0, -1)  # [out..., n]
+            for y, c in zip(outs, _columns(acc, outs, nought, k)):
+                j = moveaxis(c, 0, -1)  # [out..., n]
                 blocks.append(reshape(j, tuple(y.shape) + tuple(s.shape)))
             per_source.append(blocks)
         jacs = [a.unflatten([blocks[j] for blocks in per_source]) for j in range(len(outs))]
@@ -351,6 +347,33 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         return (res, aux) if has_aux else res
 
     return jacfwd_fn
+
+
+def _columns(acc: ForwardAccumulator, outs: list[Tensor], nought: list[Tensor], k: int) -> list[Tensor]:
+    """Per output, the jvps along each basis vector of source ``k`` (the others' tangents zero),
+    stacked: ``[n, out...]``.  One forward walk mapped by the backend's ``vmap`` where it has one
+    and no tape records (as the tape's ``jacobian`` maps its backward walk); else one walk per basis
+    vector, recordable."""
+    s = nought[k]
+    b, n, shape = s._b, s.size, tuple(s.shape)
+    xp = b.xp
+    eye = xp.eye(n, dtype=s._v.dtype, device=b.device_of(s._v))
+
+    def push(e):
+        basis = list(nought)
+        basis[k] = wrap(e, b)
+        return acc._jvp_along(outs, basis, _ZERO)
+
+    if getattr(b, "supports_vmap", False) and not per_thread.tapes:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cols = b.vmap(lambda e: tuple(t._v for t in push(e)))(xp.reshape(eye, (n,) + shape))
+            return [wrap(c, b) for c in cols]
+        except Exception:  # a walk that does not map (Python control flow on values): the loop below
+            pass
+    rows = [push(xp.reshape(eye[i, ...], shape)) for i in range(n)]
+    return [stack([r[j] for r in rows], axis=0) for j in range(len(outs))]
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
