@@ -71,7 +71,11 @@ PAGES = {
                     "vectorized_map",
                     "VmapFallbackWarning",
                 ],
-            )
+            ),
+            (
+                "Function transforms",
+                ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp"],
+            ),
         ],
     ),
     "backends.md": (

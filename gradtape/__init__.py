@@ -241,6 +241,16 @@ from gradtape.training.module import *  # noqa: E402, F403
 from gradtape.autodiff.forward import ForwardAccumulator  # noqa: E402,F401
 from gradtape.autodiff.vmap import vectorized_map, vmap  # noqa: E402,F401
 from gradtape.backends.batching import VmapFallbackWarning  # noqa: E402,F401
+from gradtape.autodiff.functional import (  # noqa: E402,F401  (JAX's / torch.func's transforms)
+    grad,
+    hessian,
+    hvp,
+    jacfwd,
+    jacrev,
+    jvp,
+    value_and_grad,
+    vjp,
+)
 from gradtape.testing.crosscheck import check_gradients  # noqa: E402,F401
 from gradtape.compile.function import (  # noqa: E402,F401
     Function,
