@@ -1,0 +1,260 @@
+"""gradtape inside PyTorch and PyTorch inside gradtape: :func:`to_torch` and :func:`from_torch`.
+
+``to_torch(fn)`` is ``fn`` on torch tensors, differentiable by ``torch.autograd``: one
+``torch.autograd.Function`` per call, whose forward runs ``fn`` on gradtape under a tape and whose
+backward is that tape's one walk (first order: the tape of the forward is reused).  When torch
+differentiates the backward (``create_graph=True``: ``gradgradcheck``, Hessian-vector products),
+the backward crosses again, as a ``to_torch`` function of its own: gradtape's VJP
+(:func:`gradtape.interop.crossing.vjp_function`), recorded, so every order is gradtape's.
+
+``from_torch(fn)`` is a torch function as a gradtape op: its rule is ``torch.autograd.grad`` on the
+graph torch recorded in the forward; under an outer gradtape tape (higher order) the rule is itself a
+``from_torch`` op, the VJP recomputed with ``create_graph=True``.
+
+Copies: on the torch backend none (the torch tensors are the gradtape tensors' arrays).  From other
+backends the arrays cross by DLPack: NumPy, array_api_strict and JAX on the CPU share memory with torch;
+a dask array is computed (it has no buffer), and a negatively strided NumPy array is made contiguous
+first (``TorchBackend.from_dlpack``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gradtape.autodiff.custom_gradient import custom_gradient
+from gradtape.autodiff.tape import GradientTape
+from gradtape.core.backend_registry import get as get_backend_named
+from gradtape.core.tensor import Tensor, wrap
+from gradtape.interop.crossing import Flat, differentiable, outer_tape_records, resolve_backend, to_gradtape, vjp_function
+
+__all__ = ["from_torch", "to_torch"]
+
+_TORCH = get_backend_named("torch")
+
+
+def _torch_of(x: Any) -> torch.Tensor:
+    """A native array of any gradtape backend as a torch tensor (itself on the torch backend)."""
+    return x if isinstance(x, torch.Tensor) else _TORCH.from_dlpack(x)
+
+
+def _floating(x: torch.Tensor) -> bool:
+    return x.is_floating_point() or x.is_complex()
+
+
+# ------------------------------------------------------------------------------------------ to_torch
+class _Crossing:
+    """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
+
+    __slots__ = ("f", "b", "n_in", "tape", "xs", "outs")
+
+    def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
+        self.f, self.b, self.n_in = f, b, n_in
+        self.tape: GradientTape | None = None
+        self.xs: list = []
+        self.outs: list = []
+
+    def forward(self, xs: tuple, needs: tuple) -> tuple:
+        b = self.b
+        self.xs = [to_gradtape(x if b is _TORCH else x.detach(), b) for x in xs]
+        wrt = [x for x, n in zip(self.xs, needs) if n and differentiable(x)]
+        if wrt:
+            self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
+            with self.tape:
+                self.tape.watch(wrt)
+                self.outs = list(self.f(*self.xs))
+        else:
+            self.outs = list(self.f(*self.xs))
+        return tuple(_torch_of(_native(o, k, self)) for k, o in enumerate(self.outs))
+
+    def backward(self, gys: tuple, needs: tuple) -> tuple:
+        """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
+        b, outs = self.b, self.outs
+        pairs = [(o, g) for o, g in zip(outs, gys) if differentiable(o) and g is not None]
+        wrt = [k for k, (x, n) in enumerate(zip(self.xs, needs)) if n and differentiable(x)]
+        grads: list = [None] * len(self.xs)
+        if not pairs or not wrt or self.tape is None:
+            return tuple(grads)
+        gs = self.tape.gradient(
+            [o for o, _ in pairs],
+            [self.xs[k] for k in wrt],
+            output_gradients=[to_gradtape(g if b is _TORCH else g.detach(), b) for _, g in pairs],
+        )
+        for k, g in zip(wrt, gs):
+            grads[k] = None if g is None else _torch_of(g.native)
+        return tuple(grads)
+
+
+def _native(o: Any, k: int, c: _Crossing) -> Any:
+    if isinstance(o, Tensor):
+        return o.native
+    raise TypeError(
+        f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape Tensor; "
+        "return gradtape tensors (gt.asarray(value) makes one), so torch can differentiate them"
+    )
+
+
+class _Function(torch.autograd.Function):
+    """The torch side of one crossing: ``apply(crossing, *torch_tensors)``."""
+
+    @staticmethod
+    def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> tuple:  # type: ignore[override]
+        needs = tuple(x.requires_grad and _floating(x) for x in xs)
+        outs = c.forward(xs, needs)
+        ctx.crossing = c
+        ctx.save_for_backward(*xs)
+        ints = [o for o in outs if not _floating(o)]
+        if ints:
+            ctx.mark_non_differentiable(*ints)
+        return outs
+
+    @staticmethod
+    def backward(ctx: Any, *gys: torch.Tensor) -> tuple:  # type: ignore[override]
+        c: _Crossing = ctx.crossing
+        needs = ctx.needs_input_grad[1:]
+        if torch.is_grad_enabled() and any(needs):
+            # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's VJP)
+            xs = ctx.saved_tensors  # (torch materialises the cotangents of unused outputs as zeros)
+            vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
+            grads = _Function.apply(vjp, *xs, *gys)
+            return (None, *(g if n else None for g, n in zip(grads, needs)))
+        return (None, *c.backward(gys, needs))
+
+
+def _is_torch_array(x: Any) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., Any]:
+    """``fn`` (written for gradtape / the Array API) as a function of torch tensors that
+    ``torch.autograd`` differentiates, to any order, with gradtape's gradients.
+
+    The torch tensors among the arguments (nested in lists, tuples, dicts: any pytree) become gradtape
+    tensors of ``backend`` (default: the active backend when called; ``"torch"`` shares their
+    memory, others cross by DLPack), ``fn`` runs on them, and the gradtape tensors it returns (any
+    pytree) come back as torch tensors.  Other arguments are passed as they are."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flat = Flat(fn, args, kwargs, _is_torch_array)
+        xs = flat.arrays
+        c = _Crossing(flat.call, resolve_backend(backend), len(xs))
+        outs = _Function.apply(c, *xs)
+        return flat.unflatten(outs)
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------- from_torch
+@custom_gradient
+def _torch_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
+    """One call of the flat torch function ``fn`` on gradtape Tensors ``xs`` (of one backend), recorded
+    with the rule ``torch.autograd.grad`` (see :func:`from_torch`)."""
+    b = xs[0]._b
+    live = any(x._v.requires_grad for x in xs if isinstance(x._v, torch.Tensor))  # torch records already
+    ts = []
+    for x in xs:
+        t = _torch_of(x._v)
+        if _floating(t) and not t.requires_grad:
+            t = t.detach().requires_grad_()
+        ts.append(t)
+    with torch.enable_grad():
+        outs = fn(*ts)
+    if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise TypeError(f"from_torch({name}): the function must return torch tensors (any pytree of them)")
+    outs = list(outs)
+    ys = [wrap(b.from_dlpack(o if (live and b is _TORCH) else o.detach()), b) for o in outs]
+
+    def grad_fn(*dys: Tensor) -> list:
+        dys = tuple(wrap(b.xp.zeros_like(y._v), b) if d is None else d for d, y in zip(dys, ys))
+        if outer_tape_records((*xs, *dys)):  # higher order: the rule is itself a recorded op
+            n = len(xs)
+            return list(_torch_op(*xs, *dys, fn=_vjp_of(fn, n, name), name=f"vjp of {name}"))[:n]
+        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+        wrt = [k for k, t in enumerate(ts) if t.requires_grad]
+        grads: list = [None] * len(xs)
+        if pairs and wrt:
+            gs = torch.autograd.grad(
+                [o for o, _ in pairs],
+                [ts[k] for k in wrt],
+                [_torch_of(d._v).to(o.dtype) for o, d in pairs],
+                retain_graph=True,
+                allow_unused=True,
+            )
+            for k, g in zip(wrt, gs):
+                grads[k] = wrap(b.from_dlpack(g), b) if g is not None else wrap(b.xp.zeros_like(xs[k]._v), b)
+        return grads
+
+    return tuple(ys), grad_fn
+
+
+def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., Any]:
+    """The VJP of the flat torch function ``fn`` as a flat torch function of ``(*xs, *dys)`` whose
+    result torch can differentiate again (``create_graph=True``)."""
+
+    def vjp(*args: torch.Tensor) -> list:
+        xs, dys = args[:n], args[n:]
+        outs = fn(*xs)
+        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+        wrt = [x for x in xs if x.requires_grad]
+        try:
+            gs = iter(
+                torch.autograd.grad(
+                    [o for o, _ in pairs], wrt, [d.to(o.dtype) for o, d in pairs], create_graph=True, allow_unused=True
+                )
+            )
+        except RuntimeError as e:
+            raise NotImplementedError(
+                f"from_torch({name}): torch cannot differentiate this function's gradient ({e}); "
+                "gradtape gets its higher derivatives from torch.autograd, so compute only first-order "
+                "gradients through it"
+            ) from e
+        out = []
+        for x in xs:
+            g = next(gs) if x.requires_grad else None
+            out.append(torch.zeros_like(x) if g is None else g)
+        return out
+
+    return vjp
+
+
+def _is_gradtape_array(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def from_torch(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A torch function as a gradtape function: its gradtape tensor arguments (any pytree, one
+    backend) become torch tensors (shared on the torch backend, by DLPack from others), ``fn`` runs
+    on them, and the torch tensors it returns (any pytree) come back as gradtape tensors of the
+    inputs' backend, recorded as one op whose rule is ``torch.autograd.grad``.  Called with no
+    gradtape tensor among its arguments it is ``fn`` itself."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flat = Flat(fn, args, kwargs, _is_gradtape_array)
+        xs = flat.arrays
+        if not xs:
+            return fn(*args, **kwargs)
+        b = xs[0]._b
+        for x in xs[1:]:
+            if x._b is not b:
+                raise ValueError(
+                    f"from_torch({name}): its gradtape tensors are of two backends, {b.name!r} and "
+                    f"{x._b.name!r}; convert them to one"
+                )
+        out_spec: list = []
+
+        def native(*ts: torch.Tensor) -> list:
+            outs = flat.call(*ts)
+            out_spec[:] = [flat.out_spec]
+            return outs
+
+        ys = _torch_op(*xs, fn=native, name=name)
+        flat.out_spec = out_spec[0]
+        return flat.unflatten(ys)
+
+    return wrapper
