@@ -246,15 +246,7 @@ def from_torch(fn: Callable[..., Any]) -> Callable[..., Any]:
                     f"from_torch({name}): its gradtape tensors are of two backends, {b.name!r} and "
                     f"{x._b.name!r}; convert them to one"
                 )
-        out_spec: list = []
-
-        def native(*ts: torch.Tensor) -> list:
-            outs = flat.call(*ts)
-            out_spec[:] = [flat.out_spec]
-            return outs
-
-        ys = _torch_op(*xs, fn=native, name=name)
-        flat.out_spec = out_spec[0]
+        ys = _torch_op(*xs, fn=flat.call, name=name)
         return flat.unflatten(ys)
 
     return wrapper
