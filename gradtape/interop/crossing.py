@@ -29,6 +29,7 @@ from gradtape.core.tensor import Tensor, wrap
 __all__ = [
     "Flat",
     "differentiable",
+    "display_name",
     "outer_tape_records",
     "resolve_backend",
     "to_gradtape",
@@ -47,6 +48,15 @@ def to_gradtape(x: Any, b: Any) -> Tensor:
     when it is ``b``'s (no copy), else shared through DLPack where ``b`` can (``Backend.from_dlpack``;
     a copy through NumPy only where DLPack cannot carry it)."""
     return wrap(b.from_dlpack(x), b)
+
+
+def display_name(fn: Any) -> str:
+    """How errors name a user's function: its qualified name (``Model.apply`` for a bound method)."""
+    owner = getattr(fn, "__self__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    if isinstance(owner, type) and not name.startswith(owner.__name__ + "."):
+        return f"{owner.__name__}.{getattr(fn, '__name__', name)}"
+    return name
 
 
 def differentiable(t: Any) -> bool:
@@ -72,7 +82,7 @@ class Flat:
         self.leaves, self.spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
         self.positions = [k for k, leaf in enumerate(self.leaves) if is_array(leaf)]
         self.out_spec: Any = None
-        self.name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+        self.name = display_name(fn)
 
     @property
     def arrays(self) -> list:

@@ -29,7 +29,7 @@ import numpy as np
 from gradtape.autodiff.custom_gradient import custom_gradient
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
-from gradtape.interop.crossing import Flat, outer_tape_records, resolve_backend, to_gradtape, vjp_function
+from gradtape.interop.crossing import Flat, display_name, outer_tape_records, resolve_backend, to_gradtape, vjp_function
 
 __all__ = ["from_jax", "to_jax"]
 
@@ -128,9 +128,7 @@ def _crossing(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Cal
         # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them
         gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else gy for gy in gys)
         grads = _crossing(vjp_function(f, n), b, f"vjp of {name}", vmap_method)(*xs, *gys)
-        return tuple(
-            g.astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n])
-        )
+        return tuple(g.astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n]))
 
     g.defvjp(g_fwd, g_bwd)
     return g
@@ -148,7 +146,7 @@ def to_jax(fn: Callable[..., Any], *, backend: Any = None, vmap_method: str = "s
     ``"broadcast_all"`` where ``fn`` takes a leading batch axis)."""
     if vmap_method not in VMAP_METHODS:
         raise ValueError(f"to_jax: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    name = display_name(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -203,9 +201,7 @@ def _vjp_of(fn: Callable[..., Any], n: int) -> Callable[..., tuple]:
     def vjp(*args: Any) -> tuple:
         xs, dys = args[:n], args[n:]
         outs, pull = jax.vjp(lambda *a: tuple(fn(*a)), *xs)
-        cts = tuple(
-            d.astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys)
-        )
+        cts = tuple(d.astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
         return tuple(g if _floating(x) else jnp.zeros(x.shape, x.dtype) for g, x in zip(pull(cts), xs))
 
     return vjp
@@ -221,7 +217,7 @@ def from_jax(fn: Callable[..., Any]) -> Callable[..., Any]:
     JAX arrays it returns (any pytree) come back as gradtape tensors of the inputs' backend, recorded
     as one op whose rule is ``jax.vjp``'s.  Called with no gradtape tensor among its arguments it is
     ``fn`` itself."""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    name = display_name(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

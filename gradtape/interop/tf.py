@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from gradtape.core.tensor import Tensor
-from gradtape.interop.crossing import Flat, resolve_backend, to_gradtape, vjp_function
+from gradtape.interop.crossing import Flat, display_name, resolve_backend, to_gradtape, vjp_function
 
 __all__ = ["to_tf"]
 
@@ -49,7 +49,7 @@ def to_tf(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., Any]:
     """``fn`` (written for gradtape / the Array API) as a function of ``tf.Tensor`` arguments (any
     pytree) that ``tf.GradientTape`` differentiates with gradtape's gradients, on ``backend`` (default:
     the active one when called)."""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    name = display_name(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

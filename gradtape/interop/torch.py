@@ -29,7 +29,15 @@ from gradtape.autodiff.custom_gradient import custom_gradient
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
-from gradtape.interop.crossing import Flat, differentiable, outer_tape_records, resolve_backend, to_gradtape, vjp_function
+from gradtape.interop.crossing import (
+    Flat,
+    display_name,
+    differentiable,
+    outer_tape_records,
+    resolve_backend,
+    to_gradtape,
+    vjp_function,
+)
 
 __all__ = ["from_torch", "to_torch"]
 
@@ -101,22 +109,26 @@ class _Function(torch.autograd.Function):
     """The torch side of one crossing: ``apply(crossing, *torch_tensors)``."""
 
     @staticmethod
-    def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> tuple:  # type: ignore[override]
-        needs = tuple(x.requires_grad and _floating(x) for x in xs)
-        outs = c.forward(xs, needs)
-        ctx.crossing = c
-        ctx.save_for_backward(*xs)
-        ints = [o for o in outs if not _floating(o)]
+    def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:  # type: ignore[override]
+        return c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        # (forward and setup_context apart: torch.func's transforms call functions written so)
+        ctx.crossing = inputs[0]
+        ctx.save_for_backward(*inputs[1:])
+        ints = [o for o in output if not _floating(o)]
         if ints:
             ctx.mark_non_differentiable(*ints)
-        return outs
 
     @staticmethod
     def backward(ctx: Any, *gys: torch.Tensor) -> tuple:  # type: ignore[override]
         c: _Crossing = ctx.crossing
         needs = ctx.needs_input_grad[1:]
-        if torch.is_grad_enabled() and any(needs):
-            # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's VJP)
+        if (torch.is_grad_enabled() or c.tape is None) and any(needs):
+            # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
+            # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
+            # that do not require grad)
             xs = ctx.saved_tensors  # (torch materialises the cotangents of unused outputs as zeros)
             vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
             grads = _Function.apply(vjp, *xs, *gys)
@@ -177,18 +189,34 @@ def _torch_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
         wrt = [k for k, t in enumerate(ts) if t.requires_grad]
         grads: list = [None] * len(xs)
         if pairs and wrt:
-            gs = torch.autograd.grad(
-                [o for o, _ in pairs],
-                [ts[k] for k in wrt],
-                [_torch_of(d._v).to(o.dtype) for o, d in pairs],
-                retain_graph=True,
-                allow_unused=True,
+            gs = _autograd(
+                name, [o for o, _ in pairs], [ts[k] for k in wrt], [_torch_of(d._v).to(o.dtype) for o, d in pairs]
             )
             for k, g in zip(wrt, gs):
                 grads[k] = wrap(b.from_dlpack(g), b) if g is not None else wrap(b.xp.zeros_like(xs[k]._v), b)
         return grads
 
     return tuple(ys), grad_fn
+
+
+def _autograd(name: str, outs: list, wrt: list, cts: list, create_graph: bool = False) -> tuple:
+    """``torch.autograd.grad`` (the graph kept: a persistent tape may walk it again); torch's refusal to
+    differentiate a function twice (a ``once_differentiable`` backward, say) is said as gradtape's."""
+    refused = [o for o in outs if type(o.grad_fn).__name__ in ("Error", "DelayedError")]
+    try:
+        if refused:  # torch marks a gradient it cannot differentiate so, and walks it as unconnected
+            raise RuntimeError(
+                f"its graph ends in {type(refused[0].grad_fn).__name__} (a once_differentiable backward)"
+            )
+        return torch.autograd.grad(outs, wrt, cts, retain_graph=True, create_graph=create_graph, allow_unused=True)
+    except RuntimeError as e:
+        if not refused and "twice" not in str(e):
+            raise
+        raise NotImplementedError(
+            f"from_torch({name}): torch cannot differentiate this function's gradient ({e}); "
+            "gradtape gets the higher derivatives of a torch function from torch.autograd, so compute only "
+            "first-order gradients through it"
+        ) from e
 
 
 def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., Any]:
@@ -200,18 +228,8 @@ def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., Any]:
         outs = fn(*xs)
         pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
         wrt = [x for x in xs if x.requires_grad]
-        try:
-            gs = iter(
-                torch.autograd.grad(
-                    [o for o, _ in pairs], wrt, [d.to(o.dtype) for o, d in pairs], create_graph=True, allow_unused=True
-                )
-            )
-        except RuntimeError as e:
-            raise NotImplementedError(
-                f"from_torch({name}): torch cannot differentiate this function's gradient ({e}); "
-                "gradtape gets its higher derivatives from torch.autograd, so compute only first-order "
-                "gradients through it"
-            ) from e
+        cts = [d.to(o.dtype) for o, d in pairs]
+        gs = iter(_autograd(name, [o for o, _ in pairs], wrt, cts, create_graph=True) if pairs and wrt else ())
         out = []
         for x in xs:
             g = next(gs) if x.requires_grad else None
@@ -231,7 +249,7 @@ def from_torch(fn: Callable[..., Any]) -> Callable[..., Any]:
     on them, and the torch tensors it returns (any pytree) come back as gradtape tensors of the
     inputs' backend, recorded as one op whose rule is ``torch.autograd.grad``.  Called with no
     gradtape tensor among its arguments it is ``fn`` itself."""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    name = display_name(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
