@@ -79,7 +79,7 @@ class Flat:
 
     def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, is_array: Callable[[Any], bool]):
         self.fn = fn
-        self.leaves, self.spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+        self.leaves, self.spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)  # type: ignore[arg-type]
         self.positions = [k for k, leaf in enumerate(self.leaves) if is_array(leaf)]
         self.out_spec: Any = None
         self.name = display_name(fn)

@@ -58,8 +58,8 @@ def _is_tracer(x: Any) -> bool:
 
 # -------------------------------------------------------------------------------------------- to_jax
 def _outputs(outs: list, name: str) -> list:
-    """The natives of a flat function's outputs (None, an input without a gradient: a 0-d zero)."""
-    res = []
+    """A flat function's outputs, checked: Tensors (None: an input of a VJP that carries no gradient)."""
+    res: list[Tensor | None] = []
     for k, o in enumerate(outs):
         if o is None:
             res.append(None)
@@ -77,7 +77,8 @@ def _traced(f: Callable[..., Any], name: str) -> Callable[..., tuple]:
     """``f`` on the jax backend: JAX's values (tracers too) are the gradtape tensors' arrays."""
 
     def run(*xs: Any) -> tuple:
-        outs = _outputs(list(f(*[wrap(x, _JAX) for x in xs])), name)
+        # (JAX may hand a cotangent over as a NumPy-like literal, not a jax.Array: made one here)
+        outs = _outputs(list(f(*[wrap(x if _is_jax_array(x) else jnp.asarray(x), _JAX) for x in xs])), name)
         return tuple(jnp.zeros((), jnp.float32) if o is None else o._v for o in outs)
 
     return run

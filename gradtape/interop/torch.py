@@ -23,10 +23,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from gradtape.autodiff.custom_gradient import custom_gradient
 from gradtape.autodiff.tape import GradientTape
+from gradtape.core.backend import DLPACK_ERRORS
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
 from gradtape.interop.crossing import (
@@ -45,8 +47,17 @@ _TORCH = get_backend_named("torch")
 
 
 def _torch_of(x: Any) -> torch.Tensor:
-    """A native array of any gradtape backend as a torch tensor (itself on the torch backend)."""
-    return x if isinstance(x, torch.Tensor) else _TORCH.from_dlpack(x)
+    """A native array of any gradtape backend as a torch tensor (itself on the torch backend).  A host
+    array goes through a NumPy view of it (``np.from_dlpack``, no copy), which the torch adapter takes
+    whatever its strides (torch's own ``from_dlpack`` aborts the process on negative ones: an
+    array_api_strict array of a flipped view); a device array crosses by DLPack directly."""
+    if isinstance(x, torch.Tensor):
+        return x
+    try:
+        host = np.from_dlpack(x)
+    except DLPACK_ERRORS:  # not on the host (a GPU array), or not a DLPack producer
+        return _TORCH.from_dlpack(x)
+    return _TORCH.from_dlpack(host)
 
 
 def _floating(x: torch.Tensor) -> bool:
@@ -109,7 +120,7 @@ class _Function(torch.autograd.Function):
     """The torch side of one crossing: ``apply(crossing, *torch_tensors)``."""
 
     @staticmethod
-    def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:  # type: ignore[override]
+    def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:
         return c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
 
     @staticmethod
@@ -122,7 +133,7 @@ class _Function(torch.autograd.Function):
             ctx.mark_non_differentiable(*ints)
 
     @staticmethod
-    def backward(ctx: Any, *gys: torch.Tensor) -> tuple:  # type: ignore[override]
+    def backward(ctx: Any, *gys: torch.Tensor) -> tuple:
         c: _Crossing = ctx.crossing
         needs = ctx.needs_input_grad[1:]
         if (torch.is_grad_enabled() or c.tape is None) and any(needs):
