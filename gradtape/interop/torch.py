@@ -68,7 +68,7 @@ def _floating(x: torch.Tensor) -> bool:
 class _Crossing:
     """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
 
-    __slots__ = ("f", "b", "n_in", "tape", "xs", "outs")
+    __slots__ = ("f", "b", "n_in", "tape", "xs", "outs", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
@@ -87,7 +87,11 @@ class _Crossing:
                 self.outs = list(self.f(*self.xs))
         else:
             self.outs = list(self.f(*self.xs))
-        return tuple(_torch_of(_native(o, k, self)) for k, o in enumerate(self.outs))
+        # a new tensor object per output (a view of the same memory): torch hangs the graph on what
+        # forward returns, and the tape's Tensor holding that very object would close a reference
+        # cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
+        outs = tuple(_torch_of(_native(o, k, self)) for k, o in enumerate(self.outs))
+        return tuple(t.view_as(t) if t is o._v else t for t, o in zip(outs, self.outs))
 
     def backward(self, gys: tuple, needs: tuple) -> tuple:
         """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
@@ -116,8 +120,44 @@ def _native(o: Any, k: int, c: _Crossing) -> Any:
     )
 
 
+def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
+    ctx.crossing = c
+    ctx.save_for_backward(*xs)
+    ints = [o for o in outs if not _floating(o)]
+    if ints:
+        ctx.mark_non_differentiable(*ints)
+
+
+def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
+    c: _Crossing = ctx.crossing
+    needs = ctx.needs_input_grad[1:]
+    if (torch.is_grad_enabled() or c.tape is None) and any(needs):
+        # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
+        # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
+        # that do not require grad)
+        xs = ctx.saved_tensors  # (torch materialises the cotangents of unused outputs as zeros)
+        vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
+        grads = _apply(vjp, *xs, *gys)
+        return (None, *(g if n else None for g, n in zip(grads, needs)))
+    return (None, *c.backward(gys, needs))
+
+
 class _Function(torch.autograd.Function):
     """The torch side of one crossing: ``apply(crossing, *torch_tensors)``."""
+
+    @staticmethod
+    def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> tuple:
+        outs = c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+        _setup(ctx, c, xs, outs)
+        return outs
+
+    backward = staticmethod(_backward)
+
+
+class _FunctorchFunction(torch.autograd.Function):
+    """:class:`_Function` in the form ``torch.func``'s transforms call (forward and ``setup_context``
+    apart), used only under them: torch binds the arguments of that form by ``inspect.signature`` on
+    every call (+50 µs a call)."""
 
     @staticmethod
     def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:
@@ -125,26 +165,16 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-        # (forward and setup_context apart: torch.func's transforms call functions written so)
-        ctx.crossing = inputs[0]
-        ctx.save_for_backward(*inputs[1:])
-        ints = [o for o in output if not _floating(o)]
-        if ints:
-            ctx.mark_non_differentiable(*ints)
+        _setup(ctx, inputs[0], inputs[1:], output)
 
-    @staticmethod
-    def backward(ctx: Any, *gys: torch.Tensor) -> tuple:
-        c: _Crossing = ctx.crossing
-        needs = ctx.needs_input_grad[1:]
-        if (torch.is_grad_enabled() or c.tape is None) and any(needs):
-            # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
-            # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
-            # that do not require grad)
-            xs = ctx.saved_tensors  # (torch materialises the cotangents of unused outputs as zeros)
-            vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
-            grads = _Function.apply(vjp, *xs, *gys)
-            return (None, *(g if n else None for g, n in zip(grads, needs)))
-        return (None, *c.backward(gys, needs))
+    backward = staticmethod(_backward)
+
+
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+
+
+def _apply(c: _Crossing, *xs: torch.Tensor) -> tuple:
+    return (_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs)
 
 
 def _is_torch_array(x: Any) -> bool:
@@ -165,7 +195,7 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
         flat = Flat(fn, args, kwargs, _is_torch_array)
         xs = flat.arrays
         c = _Crossing(flat.call, resolve_backend(backend), len(xs))
-        outs = _Function.apply(c, *xs)
+        outs = _apply(c, *xs)
         return flat.unflatten(outs)
 
     return wrapper
