@@ -2,10 +2,11 @@
 
 The classifier of ``torch_with_gradtape_loss.py`` written in JAX (2-32-32-3, tanh, parameters in a
 dict), trained by plain gradient descent with momentum under ``jax.jit(jax.value_and_grad(...))``.  The
-loss is that example's gradtape function (softmax cross-entropy with SciPy's ``logsumexp``, unmodified,
-plus a weight penalty), wrapped by ``gt.interop.to_jax``: on the jax backend gradtape's ops run on JAX's
-tracers and the whole step compiles to one program; on another backend the loss and its gradient run on
-the host through ``jax.pure_callback``.
+loss is a gradtape function (softmax cross-entropy with ``gt.nn.log_softmax`` plus a weight penalty),
+wrapped by ``gt.interop.to_jax``: on the jax backend gradtape's ops run on JAX's tracers and the whole
+step compiles to one program; on another backend the loss and its gradient run on the host through
+``jax.pure_callback``.  (Not SciPy's ``logsumexp`` as in the torch example: under ``jax.jit`` on the jax
+backend it assigns through a boolean mask, which JAX cannot trace.)
 
     python examples/jax_with_gradtape_loss.py [--backend jax] [--seed 0] [--steps 300]
 
@@ -48,8 +49,14 @@ def _sibling(name):
     return sys.modules[key]
 
 
-torch_example = _sibling("torch_with_gradtape_loss")
-make_data, cross_entropy = torch_example.make_data, torch_example.cross_entropy
+make_data = _sibling("torch_with_gradtape_loss").make_data
+
+
+def cross_entropy(logits, onehot, weights, decay):
+    """Mean softmax cross-entropy plus ``decay`` times the squared norm of ``weights``, written for
+    gradtape: it knows nothing of JAX."""
+    penalty = sum(gt.sum(w * w) for w in weights)
+    return -gt.mean(gt.sum(onehot * gt.nn.log_softmax(logits, axis=1), axis=1)) + decay * penalty
 
 
 @dataclasses.dataclass
