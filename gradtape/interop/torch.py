@@ -90,7 +90,7 @@ class _Crossing:
         # a new tensor object per output (a view of the same memory): torch hangs the graph on what
         # forward returns, and the tape's Tensor holding that very object would close a reference
         # cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
-        outs = tuple(_torch_of(_native(o, k, self)) for k, o in enumerate(self.outs))
+        outs = tuple(_torch_of(_native(o, k)) for k, o in enumerate(self.outs))
         return tuple(t.view_as(t) if t is o._v else t for t, o in zip(outs, self.outs))
 
     def backward(self, gys: tuple, needs: tuple) -> tuple:
@@ -111,7 +111,7 @@ class _Crossing:
         return tuple(grads)
 
 
-def _native(o: Any, k: int, c: _Crossing) -> Any:
+def _native(o: Any, k: int) -> Any:
     if isinstance(o, Tensor):
         return o.native
     raise TypeError(
