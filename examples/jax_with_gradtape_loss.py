@@ -10,7 +10,7 @@ backend it assigns through a boolean mask, which JAX cannot trace.)
 
     python examples/jax_with_gradtape_loss.py [--backend jax] [--seed 0] [--steps 300]
 
-prints the test accuracy and exits with status 1 unless it is at least 0.9 (about 0.97 with the
+prints the test accuracy and exits with status 1 unless it is at least 0.9 (about 0.99 with the
 defaults).
 """
 

@@ -9,7 +9,7 @@ parameters through gradtape's gradient.  ``torch.optim.Adam`` takes the steps.
     python examples/torch_with_gradtape_loss.py [--backend torch] [--seed 0] [--steps 300]
 
 prints the test accuracy and exits with status 1 unless it is at least 0.9 (with the defaults it
-reaches about 0.97; the loss runs on the gradtape backend given, ``torch`` sharing the tensors'
+reaches about 0.99; the loss runs on the gradtape backend given, ``torch`` sharing the tensors'
 memory, the others by DLPack).
 """
 
