@@ -59,8 +59,24 @@ def test_classifier(backend, capsys):
     assert "test accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("name", ["torch_with_gradtape_loss", "jax_with_gradtape_loss"])
+def test_a_native_model_trained_with_a_gradtape_loss(backend, capsys, name):
+    """issue 25: a torch / JAX model whose loss gradtape differentiates (gt.interop.to_torch / to_jax)."""
+    ex = load(name)
+    result = ex.main(["--backend", backend, "--steps", "150"])
+    assert result.ok and result.test_accuracy >= ex.TARGET_ACCURACY == 0.9, result
+    assert result.backend == backend.split(":")[0]
+    assert "test accuracy" in capsys.readouterr().out
+
+
 def test_examples_state_their_targets_in_their_docstrings():
-    for name, phrase in (("linear_regression", "0.25"), ("polynomial_regression", "0.3"), ("classifier", "0.95")):
+    for name, phrase in (
+        ("linear_regression", "0.25"),
+        ("polynomial_regression", "0.3"),
+        ("classifier", "0.95"),
+        ("torch_with_gradtape_loss", "0.9"),
+        ("jax_with_gradtape_loss", "0.9"),
+    ):
         doc = load(name).__doc__
         assert phrase in doc and "--backend" in doc and "--seed" in doc, name
 

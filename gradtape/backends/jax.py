@@ -194,7 +194,11 @@ class JaxBackend(Backend):
         return self._default_device
 
     def device_beside(self, x):
-        return None if getattr(x, "committed", True) is False else self.device_of(x)
+        try:
+            committed = x.committed
+        except Exception:  # no such attribute; a tracer under jax.jit raises its own error for it
+            committed = True
+        return None if committed is False else self.device_of(x)
 
     def unplaced_device(self):
         """None on the default device: an array made there without ``device=`` is uncommitted, as

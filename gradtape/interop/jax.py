@@ -1,0 +1,239 @@
+"""gradtape inside JAX and JAX inside gradtape: :func:`to_jax` and :func:`from_jax`.
+
+``to_jax(fn)`` is a ``jax.custom_vjp`` function whose backward is gradtape's VJP.  On the jax backend
+gradtape's ops run on JAX's own values, tracers included, so the function is traced straight through
+(``jax.jit`` compiles gradtape's forward and its rules); on another backend it runs on the host, through
+``jax.pure_callback``, and so does its backward.  JAX's residuals must be arrays, so the backward
+recomputes the forward under a tape (one forward, one walk).  When JAX differentiates the backward
+(``jax.grad`` of ``jax.grad``, ``jax.hessian``) it meets another ``to_jax`` function: gradtape's VJP
+(:func:`gradtape.interop.crossing.vjp_function`), recorded, so every order is gradtape's.
+
+``from_jax(fn)`` is a JAX function as a gradtape op whose rule is ``jax.vjp``'s; under an outer gradtape
+tape the rule is itself a ``from_jax`` op, the VJP as a JAX function of the inputs and the cotangents.
+
+Copies: none on the jax backend.  NumPy, array_api_strict and torch arrays on the CPU cross by
+DLPack and share memory with JAX where JAX accepts the buffer (JAX may copy one it finds misaligned);
+a dask array is computed; under ``jax.jit`` a callback's arguments and results are copied by JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gradtape.autodiff.custom_gradient import custom_gradient
+from gradtape.core.backend_registry import get as get_backend_named
+from gradtape.core.tensor import Tensor, wrap
+from gradtape.interop.crossing import Flat, display_name, outer_tape_records, resolve_backend, to_gradtape, vjp_function
+
+__all__ = ["from_jax", "to_jax"]
+
+_JAX = get_backend_named("jax")
+_FLOAT0 = jax.dtypes.float0
+VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all", "sequential_unrolled")
+
+
+def _floating(x: Any) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.inexact)
+
+
+def _is_jax_array(x: Any) -> bool:
+    return isinstance(x, jax.Array)
+
+
+def _is_array_argument(x: Any) -> bool:
+    """What ``to_jax`` takes as an array argument: a JAX array (a tracer too) or, as JAX functions do,
+    a NumPy array."""
+    return isinstance(x, (jax.Array, np.ndarray))
+
+
+def _is_tracer(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+# -------------------------------------------------------------------------------------------- to_jax
+def _outputs(outs: list, name: str) -> list:
+    """A flat function's outputs, checked: Tensors (None: an input of a VJP that carries no gradient)."""
+    res: list[Tensor | None] = []
+    for k, o in enumerate(outs):
+        if o is None:
+            res.append(None)
+        elif isinstance(o, Tensor):
+            res.append(o)
+        else:
+            raise TypeError(
+                f"to_jax({name}): output {k} is {type(o).__name__} {o!r:.60}, not a gradtape Tensor; return "
+                "gradtape tensors (gt.asarray(value) makes one), so JAX can differentiate them"
+            )
+    return res
+
+
+def _traced(f: Callable[..., Any], name: str) -> Callable[..., tuple]:
+    """``f`` on the jax backend: JAX's values (tracers too) are the gradtape tensors' arrays."""
+
+    def run(*xs: Any) -> tuple:
+        # (JAX may hand a cotangent over as a NumPy-like literal, not a jax.Array: made one here)
+        outs = _outputs(list(f(*[wrap(x if _is_jax_array(x) else jnp.asarray(x), _JAX) for x in xs])), name)
+        return tuple(jnp.zeros((), jnp.float32) if o is None else o._v for o in outs)
+
+    return run
+
+
+def _hosted(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Callable[..., tuple]:
+    """``f`` on backend ``b``: at once on concrete values, through ``jax.pure_callback`` under a trace."""
+
+    def host(*arrays: Any) -> tuple:
+        outs = _outputs(list(f(*[to_gradtape(a, b) for a in arrays])), name)
+        return tuple(np.zeros((), np.float32) if o is None else o._b.to_numpy(o._v) for o in outs)
+
+    def run(*xs: Any) -> tuple:
+        if not any(_is_tracer(x) for x in xs):
+            return tuple(_JAX.from_dlpack(o) for o in host(*xs))
+        shapes = _result_shapes(f, b, xs, host, name)
+        return tuple(jax.pure_callback(host, shapes, *xs, vmap_method=vmap_method))
+
+    return run
+
+
+def _result_shapes(f: Callable[..., Any], b: Any, xs: tuple, host: Callable[..., tuple], name: str) -> tuple:
+    """The shapes and dtypes of ``f``'s outputs at inputs shaped as ``xs``: by JAX's abstract
+    evaluation of ``f`` on the jax backend (nothing computed), else by running ``f`` on ``b`` at ones."""
+    structs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
+    try:
+        return tuple(jax.eval_shape(_traced(f, name), *structs))
+    except Exception:  # f does not run on the jax backend (it holds another backend's tensors): run it
+        outs = host(*[np.ones(s.shape, s.dtype) for s in structs])
+        return tuple(jax.ShapeDtypeStruct(np.shape(o), np.asarray(o).dtype) for o in outs)
+
+
+def _crossing(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Callable[..., tuple]:
+    """The flat gradtape function ``f`` on backend ``b`` as a ``jax.custom_vjp`` function."""
+    run = _traced(f, name) if b is _JAX else _hosted(f, b, name, vmap_method)
+
+    @jax.custom_vjp
+    def g(*xs: Any) -> tuple:
+        return run(*xs)
+
+    def g_fwd(*xs: Any) -> tuple:
+        # g itself, not run: under an outer transformation (the JVP of a VJP, second order) JAX then
+        # differentiates it by this rule again, never the callback
+        return g(*xs), xs
+
+    def g_bwd(xs: tuple, gys: tuple) -> tuple:
+        n = len(xs)
+        # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them
+        gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else gy for gy in gys)
+        grads = _crossing(vjp_function(f, n), b, f"vjp of {name}", vmap_method)(*xs, *gys)
+        return tuple(g.astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n]))
+
+    g.defvjp(g_fwd, g_bwd)
+    return g
+
+
+def to_jax(fn: Callable[..., Any], *, backend: Any = None, vmap_method: str = "sequential") -> Callable[..., Any]:
+    """``fn`` (written for gradtape / the Array API) as a function of JAX arrays that ``jax.grad``
+    differentiates, to any order, with gradtape's gradients; usable under ``jax.jit`` and ``jax.vmap``.
+
+    The JAX arrays among the arguments (any pytree) become gradtape tensors of ``backend`` (default:
+    the active backend when called; ``"jax"`` is traced straight through), ``fn`` runs on them and the
+    gradtape tensors it returns (any pytree) come back as JAX arrays.  On a backend other than jax,
+    under a JAX transformation the function runs through ``jax.pure_callback``; ``vmap_method`` says how
+    ``jax.vmap`` calls it (``"sequential"``: once per element; ``"expand_dims"`` /
+    ``"broadcast_all"`` where ``fn`` takes a leading batch axis)."""
+    if vmap_method not in VMAP_METHODS:
+        raise ValueError(f"to_jax: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
+    name = display_name(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flat = Flat(fn, args, kwargs, _is_array_argument)
+        xs = [x if _is_jax_array(x) else jnp.asarray(x) for x in flat.arrays]
+        outs = _crossing(flat.call, resolve_backend(backend), name, vmap_method)(*xs)
+        return flat.unflatten(outs)
+
+    return wrapper
+
+
+# ------------------------------------------------------------------------------------------ from_jax
+def _jax_of(x: Any, name: str) -> Any:
+    if getattr(x, "requires_grad", False):
+        raise TypeError(
+            f"from_jax({name}): a torch tensor that torch.autograd records cannot cross into JAX (its "
+            "gradient would be lost); call the function on gradtape tensors under a gradtape tape"
+        )
+    return _JAX.from_dlpack(x)
+
+
+@custom_gradient
+def _jax_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
+    """One call of the flat JAX function ``fn`` on gradtape Tensors ``xs`` (of one backend), recorded
+    with the rule ``jax.vjp``'s (see :func:`from_jax`)."""
+    b = xs[0]._b
+    js = [_jax_of(x._v, name) for x in xs]
+    outs, vjp = jax.vjp(lambda *a: tuple(fn(*a)), *js)
+    for o in outs:
+        if not _is_jax_array(o):
+            raise TypeError(f"from_jax({name}): the function must return JAX arrays, got {type(o).__name__}")
+    ys = [wrap(b.from_dlpack(o), b) for o in outs]
+
+    def grad_fn(*dys: Tensor) -> list:
+        n = len(xs)
+        dys = tuple(wrap(b.xp.zeros_like(y._v), b) if d is None else d for d, y in zip(dys, ys))
+        if outer_tape_records((*xs, *dys)):  # higher order: the rule is itself a recorded op
+            return list(_jax_op(*xs, *dys, fn=_vjp_of(fn, n), name=f"vjp of {name}"))[:n]
+        cts = tuple(
+            _jax_of(d._v, name).astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0)
+            for o, d in zip(outs, dys)
+        )
+        gs = vjp(cts)
+        return [wrap(b.from_dlpack(g), b) if _floating(j) else None for g, j in zip(gs, js)]
+
+    return tuple(ys), grad_fn
+
+
+def _vjp_of(fn: Callable[..., Any], n: int) -> Callable[..., tuple]:
+    """The VJP of the flat JAX function ``fn`` as a flat JAX function of ``(*xs, *dys)``."""
+
+    def vjp(*args: Any) -> tuple:
+        xs, dys = args[:n], args[n:]
+        outs, pull = jax.vjp(lambda *a: tuple(fn(*a)), *xs)
+        cts = tuple(d.astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
+        return tuple(g if _floating(x) else jnp.zeros(x.shape, x.dtype) for g, x in zip(pull(cts), xs))
+
+    return vjp
+
+
+def _is_gradtape_array(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def from_jax(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A JAX function as a gradtape function: its gradtape tensor arguments (any pytree, one backend)
+    become JAX arrays (shared on the jax backend, by DLPack from others), ``fn`` runs on them, and the
+    JAX arrays it returns (any pytree) come back as gradtape tensors of the inputs' backend, recorded
+    as one op whose rule is ``jax.vjp``'s.  Called with no gradtape tensor among its arguments it is
+    ``fn`` itself."""
+    name = display_name(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flat = Flat(fn, args, kwargs, _is_gradtape_array)
+        xs = flat.arrays
+        if not xs:
+            return fn(*args, **kwargs)
+        b = xs[0]._b
+        for x in xs[1:]:
+            if x._b is not b:
+                raise ValueError(
+                    f"from_jax({name}): its gradtape tensors are of two backends, {b.name!r} and "
+                    f"{x._b.name!r}; convert them to one"
+                )
+        ys = _jax_op(*xs, fn=flat.call, name=name)
+        return flat.unflatten(ys)
+
+    return wrapper

@@ -1,0 +1,311 @@
+"""gradtape inside PyTorch and PyTorch inside gradtape: :func:`to_torch` and :func:`from_torch`.
+
+``to_torch(fn)`` is ``fn`` on torch tensors, differentiable by ``torch.autograd``: one
+``torch.autograd.Function`` per call, whose forward runs ``fn`` on gradtape under a tape and whose
+backward is that tape's one walk (first order: the tape of the forward is reused).  When torch
+differentiates the backward (``create_graph=True``: ``gradgradcheck``, Hessian-vector products),
+the backward crosses again, as a ``to_torch`` function of its own: gradtape's VJP
+(:func:`gradtape.interop.crossing.vjp_function`), recorded, so every order is gradtape's.
+
+``from_torch(fn)`` is a torch function as a gradtape op: its rule is ``torch.autograd.grad`` on the
+graph torch recorded in the forward; under an outer gradtape tape (higher order) the rule is itself a
+``from_torch`` op, the VJP recomputed with ``create_graph=True``.
+
+Copies: on the torch backend none (the torch tensors are the gradtape tensors' arrays).  From other
+backends the arrays cross by DLPack: NumPy, array_api_strict and JAX on the CPU share memory with torch;
+a dask array is computed (it has no buffer), and a negatively strided NumPy array is made contiguous
+first (``TorchBackend.from_dlpack``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from gradtape.autodiff.custom_gradient import custom_gradient
+from gradtape.autodiff.tape import GradientTape
+from gradtape.core.backend import DLPACK_ERRORS
+from gradtape.core.backend_registry import get as get_backend_named
+from gradtape.core.tensor import Tensor, wrap
+from gradtape.interop.crossing import (
+    Flat,
+    display_name,
+    differentiable,
+    outer_tape_records,
+    resolve_backend,
+    to_gradtape,
+    vjp_function,
+)
+
+__all__ = ["from_torch", "to_torch"]
+
+_TORCH = get_backend_named("torch")
+
+
+def _torch_of(x: Any) -> torch.Tensor:
+    """A native array of any gradtape backend as a torch tensor (itself on the torch backend).  A host
+    array goes through a NumPy view of it (``np.from_dlpack``, no copy), which the torch adapter takes
+    whatever its strides (torch's own ``from_dlpack`` aborts the process on negative ones: an
+    array_api_strict array of a flipped view); a device array crosses by DLPack directly."""
+    if isinstance(x, torch.Tensor):
+        return x
+    try:
+        host = np.from_dlpack(x)
+    except DLPACK_ERRORS:  # not on the host (a GPU array), or not a DLPack producer
+        return _TORCH.from_dlpack(x)
+    return _TORCH.from_dlpack(host)
+
+
+def _floating(x: torch.Tensor) -> bool:
+    return x.is_floating_point() or x.is_complex()
+
+
+# ------------------------------------------------------------------------------------------ to_torch
+class _Crossing:
+    """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
+
+    __slots__ = ("f", "b", "n_in", "tape", "xs", "outs", "__weakref__")
+
+    def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
+        self.f, self.b, self.n_in = f, b, n_in
+        self.tape: GradientTape | None = None
+        self.xs: list = []
+        self.outs: list = []
+
+    def forward(self, xs: tuple, needs: tuple) -> tuple:
+        b = self.b
+        self.xs = [to_gradtape(x if b is _TORCH else x.detach(), b) for x in xs]
+        wrt = [x for x, n in zip(self.xs, needs) if n and differentiable(x)]
+        if wrt:
+            self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
+            with self.tape:
+                self.tape.watch(wrt)
+                self.outs = list(self.f(*self.xs))
+        else:
+            self.outs = list(self.f(*self.xs))
+        # a new tensor object per output (a view of the same memory): torch hangs the graph on what
+        # forward returns, and the tape's Tensor holding that very object would close a reference
+        # cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
+        outs = tuple(_torch_of(_native(o, k)) for k, o in enumerate(self.outs))
+        return tuple(t.view_as(t) if t is o._v else t for t, o in zip(outs, self.outs))
+
+    def backward(self, gys: tuple, needs: tuple) -> tuple:
+        """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
+        b, outs = self.b, self.outs
+        pairs = [(o, g) for o, g in zip(outs, gys) if differentiable(o) and g is not None]
+        wrt = [k for k, (x, n) in enumerate(zip(self.xs, needs)) if n and differentiable(x)]
+        grads: list = [None] * len(self.xs)
+        if not pairs or not wrt or self.tape is None:
+            return tuple(grads)
+        gs = self.tape.gradient(
+            [o for o, _ in pairs],
+            [self.xs[k] for k in wrt],
+            output_gradients=[to_gradtape(g if b is _TORCH else g.detach(), b) for _, g in pairs],
+        )
+        for k, g in zip(wrt, gs):
+            grads[k] = None if g is None else _torch_of(g.native)
+        return tuple(grads)
+
+
+def _native(o: Any, k: int) -> Any:
+    if isinstance(o, Tensor):
+        return o.native
+    raise TypeError(
+        f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape Tensor; "
+        "return gradtape tensors (gt.asarray(value) makes one), so torch can differentiate them"
+    )
+
+
+def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
+    ctx.crossing = c
+    ctx.save_for_backward(*xs)
+    ints = [o for o in outs if not _floating(o)]
+    if ints:
+        ctx.mark_non_differentiable(*ints)
+
+
+def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
+    c: _Crossing = ctx.crossing
+    needs = ctx.needs_input_grad[1:]
+    if (torch.is_grad_enabled() or c.tape is None) and any(needs):
+        # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
+        # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
+        # that do not require grad)
+        xs = ctx.saved_tensors  # (torch materialises the cotangents of unused outputs as zeros)
+        vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
+        grads = _apply(vjp, *xs, *gys)
+        return (None, *(g if n else None for g, n in zip(grads, needs)))
+    return (None, *c.backward(gys, needs))
+
+
+class _Function(torch.autograd.Function):
+    """The torch side of one crossing: ``apply(crossing, *torch_tensors)``."""
+
+    @staticmethod
+    def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> tuple:
+        outs = c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+        _setup(ctx, c, xs, outs)
+        return outs
+
+    backward = staticmethod(_backward)
+
+
+class _FunctorchFunction(torch.autograd.Function):
+    """:class:`_Function` in the form ``torch.func``'s transforms call (forward and ``setup_context``
+    apart), used only under them: torch binds the arguments of that form by ``inspect.signature`` on
+    every call (+50 µs a call)."""
+
+    @staticmethod
+    def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:
+        return c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        _setup(ctx, inputs[0], inputs[1:], output)
+
+    backward = staticmethod(_backward)
+
+
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+
+
+def _apply(c: _Crossing, *xs: torch.Tensor) -> tuple:
+    return (_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs)
+
+
+def _is_torch_array(x: Any) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., Any]:
+    """``fn`` (written for gradtape / the Array API) as a function of torch tensors that
+    ``torch.autograd`` differentiates, to any order, with gradtape's gradients.
+
+    The torch tensors among the arguments (nested in lists, tuples, dicts: any pytree) become gradtape
+    tensors of ``backend`` (default: the active backend when called; ``"torch"`` shares their
+    memory, others cross by DLPack), ``fn`` runs on them, and the gradtape tensors it returns (any
+    pytree) come back as torch tensors.  Other arguments are passed as they are."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flat = Flat(fn, args, kwargs, _is_torch_array)
+        xs = flat.arrays
+        c = _Crossing(flat.call, resolve_backend(backend), len(xs))
+        outs = _apply(c, *xs)
+        return flat.unflatten(outs)
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------- from_torch
+@custom_gradient
+def _torch_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
+    """One call of the flat torch function ``fn`` on gradtape Tensors ``xs`` (of one backend), recorded
+    with the rule ``torch.autograd.grad`` (see :func:`from_torch`)."""
+    b = xs[0]._b
+    live = any(x._v.requires_grad for x in xs if isinstance(x._v, torch.Tensor))  # torch records already
+    ts = []
+    for x in xs:
+        t = _torch_of(x._v)
+        if _floating(t) and not t.requires_grad:
+            t = t.detach().requires_grad_()
+        ts.append(t)
+    with torch.enable_grad():
+        outs = fn(*ts)
+    if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise TypeError(f"from_torch({name}): the function must return torch tensors (any pytree of them)")
+    outs = list(outs)
+    ys = [wrap(b.from_dlpack(o if (live and b is _TORCH) else o.detach()), b) for o in outs]
+
+    def grad_fn(*dys: Tensor) -> list:
+        dys = tuple(wrap(b.xp.zeros_like(y._v), b) if d is None else d for d, y in zip(dys, ys))
+        if outer_tape_records((*xs, *dys)):  # higher order: the rule is itself a recorded op
+            n = len(xs)
+            return list(_torch_op(*xs, *dys, fn=_vjp_of(fn, n, name), name=f"vjp of {name}"))[:n]
+        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+        wrt = [k for k, t in enumerate(ts) if t.requires_grad]
+        grads: list = [None] * len(xs)
+        if pairs and wrt:
+            gs = _autograd(
+                name, [o for o, _ in pairs], [ts[k] for k in wrt], [_torch_of(d._v).to(o.dtype) for o, d in pairs]
+            )
+            for k, g in zip(wrt, gs):
+                grads[k] = wrap(b.from_dlpack(g), b) if g is not None else wrap(b.xp.zeros_like(xs[k]._v), b)
+        return grads
+
+    return tuple(ys), grad_fn
+
+
+def _autograd(name: str, outs: list, wrt: list, cts: list, create_graph: bool = False) -> tuple:
+    """``torch.autograd.grad`` (the graph kept: a persistent tape may walk it again); torch's refusal to
+    differentiate a function twice (a ``once_differentiable`` backward, say) is said as gradtape's."""
+    refused = [o for o in outs if type(o.grad_fn).__name__ in ("Error", "DelayedError")]
+    try:
+        if refused:  # torch marks a gradient it cannot differentiate so, and walks it as unconnected
+            raise RuntimeError(
+                f"its graph ends in {type(refused[0].grad_fn).__name__} (a once_differentiable backward)"
+            )
+        return torch.autograd.grad(outs, wrt, cts, retain_graph=True, create_graph=create_graph, allow_unused=True)
+    except RuntimeError as e:
+        if not refused and "twice" not in str(e):
+            raise
+        raise NotImplementedError(
+            f"from_torch({name}): torch cannot differentiate this function's gradient ({e}); "
+            "gradtape gets the higher derivatives of a torch function from torch.autograd, so compute only "
+            "first-order gradients through it"
+        ) from e
+
+
+def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., Any]:
+    """The VJP of the flat torch function ``fn`` as a flat torch function of ``(*xs, *dys)`` whose
+    result torch can differentiate again (``create_graph=True``)."""
+
+    def vjp(*args: torch.Tensor) -> list:
+        xs, dys = args[:n], args[n:]
+        outs = fn(*xs)
+        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
+        wrt = [x for x in xs if x.requires_grad]
+        cts = [d.to(o.dtype) for o, d in pairs]
+        gs = iter(_autograd(name, [o for o, _ in pairs], wrt, cts, create_graph=True) if pairs and wrt else ())
+        out = []
+        for x in xs:
+            g = next(gs) if x.requires_grad else None
+            out.append(torch.zeros_like(x) if g is None else g)
+        return out
+
+    return vjp
+
+
+def _is_gradtape_array(x: Any) -> bool:
+    return isinstance(x, Tensor)
+
+
+def from_torch(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A torch function as a gradtape function: its gradtape tensor arguments (any pytree, one
+    backend) become torch tensors (shared on the torch backend, by DLPack from others), ``fn`` runs
+    on them, and the torch tensors it returns (any pytree) come back as gradtape tensors of the
+    inputs' backend, recorded as one op whose rule is ``torch.autograd.grad``.  Called with no
+    gradtape tensor among its arguments it is ``fn`` itself."""
+    name = display_name(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flat = Flat(fn, args, kwargs, _is_gradtape_array)
+        xs = flat.arrays
+        if not xs:
+            return fn(*args, **kwargs)
+        b = xs[0]._b
+        for x in xs[1:]:
+            if x._b is not b:
+                raise ValueError(
+                    f"from_torch({name}): its gradtape tensors are of two backends, {b.name!r} and "
+                    f"{x._b.name!r}; convert them to one"
+                )
+        ys = _torch_op(*xs, fn=flat.call, name=name)
+        return flat.unflatten(ys)
+
+    return wrapper
