@@ -155,3 +155,32 @@ def test_the_check_sees_a_mangled_block_and_a_missing_heading(tmp_path, site, re
     assert len(problems) == 3, problems
     assert "'import gradtape as gt' is not a code element" in problems[0]
     assert "['Gone']" in problems[1] and "['a comment']" in problems[2]
+
+
+@pytest.mark.parametrize(
+    "page, anchor, parameters",
+    [
+        ("reference/tapes", "gradtape.GradientTape", ["persistent", "watch_accessed_variables"]),
+        ("reference/tensors", "gradtape.Variable", ["initial_value", "trainable", "dtype"]),
+        ("reference/optimizers", "gradtape.training.optimizers.Adam", ["learning_rate", "beta_1", "epsilon"]),
+    ],
+)
+def test_the_reference_shows_constructor_parameters(site, browser, page, anchor, parameters):
+    tab = browser.new_page(viewport={"width": 900, "height": 900})  # narrow: long signatures must wrap
+    try:
+        tab.goto((site / page / "index.html").as_uri())
+        heading = tab.locator(f'[id="{anchor}"]')
+        assert heading.count() == 1, f"no {anchor} on {page}/"
+        signature = heading.locator("xpath=following-sibling::div[contains(@class, 'doc-signature')][1]")
+        text = signature.inner_text()
+        assert text.startswith(anchor.rsplit(".", 1)[1] + "("), text
+        for p in parameters:
+            assert p in text, (p, text)
+        # every signature of the page fits its width: it wraps instead of scrolling sideways
+        too_wide = tab.eval_on_selector_all(
+            ".doc-signature pre > code",
+            "els => els.filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.slice(0, 60))",
+        )
+        assert too_wide == [], too_wide
+    finally:
+        tab.close()
