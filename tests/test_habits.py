@@ -93,7 +93,8 @@ def test_every_habit_is_missing_and_every_hint_names_what_exists():
         )
     for name in habits.MODULE_HINTS:
         assert name not in vars(gt), f"gt.{name} exists: remove it from MODULE_HINTS"
-    named = {m for hint in [*habits.TENSOR_HINTS.values(), *habits.MODULE_HINTS.values()] for m in _GT_NAME.findall(hint)}
+    hints = [*habits.TENSOR_HINTS.values(), *habits.MODULE_HINTS.values()]
+    named = {m for hint in hints for m in _GT_NAME.findall(hint)}
     assert {"reduce_sum", "optimizers", "constant", "GradientTape", "stop_gradient"} <= named
     missing = []
     for dotted in sorted(named):
