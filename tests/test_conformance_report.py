@@ -287,3 +287,18 @@ def test_cli_writes_the_html_report(tmp_path, capsys, backend):
     page = parse(path.read_text(encoding="utf-8"))
     backends = ["numpy", backend] if backend != "numpy" else ["numpy"]
     assert {(c["op"], c["data-backend"]) for c in page.cells} == {(op, b) for op in ("exp", "floor") for b in backends}
+
+
+def test_the_verdict_names_the_native_cross_checks_that_ran(backend):
+    """A NumPy-only run compares with no library's own autodiff, and says so; a torch or jax run names
+    torch.autograd / jax.grad; --no-native says off (issue 26: "native cross-checks on" though none ran)."""
+    rep = run(backends=[backend], ops=["sin"], samples=1, progress=False, order2=False)
+    ran = [native_method_name(b) for b in rep.backends if gt.backends.get(b).supports_native_grad]
+    assert rep.natives_compared() == sorted(ran)
+    if ran:
+        assert f"native cross-checks: {', '.join(sorted(ran))}," in rep.verdict()
+    else:
+        assert "native cross-checks: none (no backend here has its own autodiff)," in rep.verdict()
+        assert "native cross-checks on" not in rep.markdown()
+    off = run(backends=[backend], ops=["sin"], samples=1, progress=False, order2=False, native=False)
+    assert off.natives_compared() == [] and "native cross-checks off," in off.verdict()
