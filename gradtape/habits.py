@@ -116,25 +116,20 @@ MODULE_HINTS: dict[str, str] = {
 }
 
 
-def _shown(key):
-    """``sum()`` -> ``.sum()``; ``grad`` -> ``.grad``."""
-    return "." + key
-
-
 class _Habit:
-    """A ``Tensor`` class attribute whose every lookup raises an ``AttributeError`` with a hint."""
+    """A ``Tensor`` class attribute whose every lookup raises an ``AttributeError`` with a hint: Python's
+    own words (``'Tensor' object has no attribute 'sum'``, which gt.check_gradients reads to add the
+    Array API's spelling for code written against the standard), then what to write instead."""
 
-    __slots__ = ("message", "name")
+    __slots__ = ("hint", "name")
 
     def __init__(self, key, hint):
         self.name = key.removesuffix("()")
-        self.message = f"gradtape tensors have no {_shown(key)}: {hint}"
+        self.hint = hint
 
     def __get__(self, obj, owner=None):
-        raise AttributeError(self.message, name=self.name)
-
-    def __set_name__(self, owner, name):
-        self.name = name
+        what = f"type object {owner.__name__!r}" if obj is None else f"{type(obj).__name__!r} object"
+        raise AttributeError(f"{what} has no attribute {self.name!r}: {self.hint}", name=self.name)
 
 
 def install(cls=Tensor):

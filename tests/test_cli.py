@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -139,6 +140,17 @@ def test_check_accepts_modules_and_files(userdir, capsys, spec):
     assert main(["check", spec, "--shape", "2,3", "--backends", "numpy", "--no-native", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("check_gradients: all pairs agree") and "| gradtape:numpy | finite differences | 0 |" in out
+
+
+def test_check_does_not_push_tensorflow(userdir, capsys, backend):
+    """TensorFlow is an optional reference: where it is not installed, `gradtape check` (native
+    cross-checks on) neither lists it as skipped nor suggests installing it (issue 26)."""
+    if importlib.util.find_spec("tensorflow") is not None:
+        pytest.skip("tensorflow is installed here: it takes part in the check")
+    assert main(["check", "userfns:f", "--shape", "3", "--backends", backend, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "tensorflow" not in out and "skipped" not in out, out
+    assert out.startswith("check_gradients: all pairs agree"), out
 
 
 def test_check_optional_and_variadic_parameters(userdir, capsys):

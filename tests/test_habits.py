@@ -38,8 +38,8 @@ def test_a_tensor_habit_says_what_to_write(backend, key):
         with pytest.raises(AttributeError) as e:
             getattr(t, name)
         msg = str(e.value)
-        assert msg.startswith(f"gradtape tensors have no .{key}: "), msg
-        assert habits.TENSOR_HINTS[key] in msg and e.value.name == name
+        assert msg == f"{type(t).__name__!r} object has no attribute {name!r}: {habits.TENSOR_HINTS[key]}", msg
+        assert e.value.name == name
         # as for any missing attribute: hasattr is False, getattr's default comes back
         assert not hasattr(t, name) and getattr(t, name, "default") == "default"
 
@@ -48,13 +48,21 @@ def test_the_issues_habits(backend):
     x = gt.Variable([1.0, 2.0])
     with gt.GradientTape() as tape:
         loss = gt.reduce_sum(x * x)
-    with pytest.raises(AttributeError, match=r"no \.backward\(\): gradients come from a GradientTape.*tape\.gradient"):
+    with pytest.raises(
+        AttributeError,
+        match=r"^'Tensor' object has no attribute 'backward': gradients come from a GradientTape.*tape\.gradient",
+    ):
         loss.backward()
-    with pytest.raises(AttributeError, match=r"no \.sum\(\): gt\.reduce_sum\(t, axis=\.\.\.\).*gt\.sum"):
+    with pytest.raises(
+        AttributeError, match=r"^'Tensor' object has no attribute 'sum': gt\.reduce_sum\(t, axis=\.\.\.\).*gt\.sum"
+    ):
         loss.sum()
-    with pytest.raises(AttributeError, match=r"no \.grad: .*tape\.gradient"):
+    with pytest.raises(AttributeError, match=r"^'Variable' object has no attribute 'grad': .*tape\.gradient"):
         x.grad  # noqa: B018
-    with pytest.raises(AttributeError, match=r"no \.requires_grad: make it a gt\.Variable .*tape\.watch"):
+    with pytest.raises(
+        AttributeError,
+        match=r"^'Variable' object has no attribute 'requires_grad': make it a gt\.Variable .*tape\.watch",
+    ):
         x.requires_grad  # noqa: B018
     # the gradtape way the hints name gives the gradient
     assert tape.gradient(loss, x).numpy().tolist() == [2.0, 4.0]

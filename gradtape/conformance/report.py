@@ -92,6 +92,9 @@ class Report:
             else "native cross-checks: none (no backend here has its own autodiff)"
         )
 
+    def _natives_short(self):
+        return (", ".join(self.natives_compared()) or "none here") if self.native else "off: --no-native"
+
     def verdict(self):
         """One line: PASS or FAIL, the failures and known disagreements, what was run and how long."""
         summary = ""
@@ -181,7 +184,7 @@ class Report:
             "- `pass (1e-08)`: every comparison of this backend's gradient agreed; the number is the largest "
             "relative error |a - b| / max(|a|, |b|) among them: against central finite differences (tolerance "
             f"rtol {fd_rtol:g}, atol {fd_atol:g}), against the other backends and each library's own autodiff"
-            f" ({', '.join(self.natives_compared()) or 'none here' if self.native else 'off: --no-native'}) (rtol {ex_rtol:g}, "
+            f" ({self._natives_short()}) (rtol {ex_rtol:g}, "
             f"atol {ex_atol:g})"
             + (", and at second order (nested tapes) against finite differences" if self._ran("order2") else "")
             + ". A wrong rule is off by O(1).",
