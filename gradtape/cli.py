@@ -449,6 +449,15 @@ def _parser():
     return parser
 
 
+def _check_environment():
+    """A GRADTAPE_BACKEND that names no backend, or one not installed here, is one line up front (what
+    is wrong, the valid names), not a run in which every computation fails on it."""
+    try:
+        gt.get_backend()
+    except (ValueError, ImportError, RuntimeError) as e:
+        raise CLIError(" ".join(str(e).split())) from None
+
+
 def main(argv=None):
     """Run the ``gradtape`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = _parser()
@@ -457,6 +466,8 @@ def main(argv=None):
     except SystemExit as e:  # --help, --version, or a usage error already printed
         return e.code if isinstance(e.code, int) else 2
     try:
+        if args.run is not _backends:  # (`gradtape backends` lists what is installed, whatever it says)
+            _check_environment()
         return args.run(args)
     except CLIError as e:
         print(f"gradtape {args.command}: {e}", file=sys.stderr)

@@ -500,3 +500,29 @@ def test_check_an_integer_output_is_a_mistake_not_a_pass(userdir, capsys, backen
     line = one_line_error(capsys, ["check", "counts.py:count", "--shape", "3", "--backends", backend, "--no-native"])
     assert "counts.py:count: nothing was compared" in line
     assert "returns int64 values, and gradients need a floating output" in line
+
+
+@pytest.mark.parametrize("spec", ["nump", "torch:cpu9"])
+def test_a_bad_gradtape_backend_is_one_line_up_front(spec):
+    """A GRADTAPE_BACKEND that names no backend (or no device of it) stops the command at once with one
+    line naming the valid ones, not a traceback or a run whose every computation fails (issue 26)."""
+    env = {**os.environ, "GRADTAPE_BACKEND": spec}
+    for args in (["conformance", "--ops", "sin"], ["check", "math:sin", "--shape", "3"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gradtape", *args], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert proc.returncode == 2 and proc.stdout == "", (proc.stdout[-2000:], proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"gradtape {args[0]}: GRADTAPE_BACKEND={spec!r}: "), lines
+        assert ("installed here: numpy" if spec == "nump" else "devices: ['cpu']") in lines[0], lines
+        assert "To fix" in lines[0], lines
+    # `gradtape backends` lists what is installed, whatever the variable says
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradtape", "backends"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0 and "| numpy | yes |" in proc.stdout, proc.stderr
