@@ -1,0 +1,45 @@
+"""The run ends with its cost per backend (tests/suite_summary.py, issue 26): a row per backend with its
+tests, outcomes and time, the slowest files, and the process's peak memory."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_run_ends_with_a_table_per_backend(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("GRADTAPE_TEST_BACKENDS", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/test_habits.py",
+            "--backend",
+            "numpy",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "the_issues_habits or no_getattr or dir_of or gradient_tape_hint",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
+    table = out[out.index("the run, per backend") :]
+    assert re.search(r"^numpy\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    assert re.search(r"^\(none\)\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    assert "the slowest files: test_habits.py" in table
+    assert re.search(r"peak memory \(RSS\) of this process: \d+\.\d GB", table), table
