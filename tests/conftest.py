@@ -23,8 +23,14 @@ import pytest
 import gradtape as gt
 from gradtape.core import backend_registry as _backends
 
-# the table of the run per backend (tests, outcomes, time), the slowest files and the peak memory, at the end
-from suite_summary import pytest_collection_modifyitems, pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401
+# the table of the run per backend (tests, outcomes, time), the slowest files and the peak memory, at the end;
+# JAX's caches cleared when the process grows past GRADTAPE_TEST_MEMORY_MIB
+from suite_summary import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_runtest_logreport,
+    pytest_runtest_teardown,
+    pytest_terminal_summary,
+)
 
 #: SciPy's and scikit-learn's own suites with gradtape (issue 21): a runner, not tests of this suite;
 #: ``python tests/downstream/run.py --help``
