@@ -47,6 +47,11 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if os.environ.get("GRADTAPE_BACKEND", "").strip():  # a bad one: one line now, not an error per test file
+        try:
+            gt.get_backend()
+        except (ValueError, ImportError, RuntimeError) as e:
+            raise pytest.UsageError(" ".join(str(e).split())) from None
     config.addinivalue_line("markers", "gpu: needs a CUDA/GPU device (skipped without one)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
 

@@ -78,3 +78,21 @@ def test_jax_caches_are_cleared_above_the_memory_limit(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "JAX's caches cleared 1 time(s) above 1 MiB" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_bad_gradtape_backend_stops_the_suite_in_one_line():
+    env = {**os.environ, "GRADTAPE_BACKEND": "nump"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_habits.py", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = [s for s in (proc.stdout + proc.stderr).splitlines() if s.strip()]
+    assert proc.returncode == 4, lines  # pytest's usage error
+    assert lines == [lines[0]] and lines[0].startswith("ERROR: GRADTAPE_BACKEND='nump': unknown gradtape backend"), (
+        lines
+    )
