@@ -106,8 +106,8 @@ MODULE_HINTS: dict[str, str] = {
     "no_grad": "nothing outside a GradientTape is recorded; inside one, `with tape.stop_recording():` "
     "or gt.stop_gradient(x)",
     "enable_grad": f"a GradientTape records what runs inside it: {_TAPE}",
-    "jit": "gt.function(fn) traces a step once and replays it; gt.function(fn, jit_compile=True) "
-    "compiles it (jax.jit or torch.compile)",
+    "jit": "gt.function(fn) traces a step once, then runs it with jax.jit on JAX and replays it elsewhere; "
+    "gt.function(fn, jit_compile=True) compiles it with torch.compile on PyTorch",
     "device": _DEVICE,
     "manual_seed": "gt.random.set_seed(seed)",
     "set_seed": "gt.random.set_seed(seed)",
