@@ -9,8 +9,9 @@ as in tests/test_report_browser.py): what ``mkdocs build --strict`` cannot see.
 * The API reference shows a class's constructor parameters (``GradientTape(persistent=...)``), and its
   long signatures wrap inside the page instead of scrolling sideways.
 
-The site is built once for the module (``mkdocs build --strict``, about 20 s); the test skips, saying
-why, without the ``[docs]`` extra, Playwright or Chromium.
+The site is built once for the run (``mkdocs build --strict``, about 20 s, shared with
+tests/test_docs_site.py); the tests skip, saying why, without the ``[docs]`` extra, Playwright or
+Chromium.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from test_docs import parse
-from test_docs_site import DOCS, ROOT, _build, needs_docs_extra
+from test_docs_site import DOCS, ROOT, built_site, needs_docs_extra
 from test_report_browser import ARGS, CHROMIUM, sync_playwright  # skips the module without a browser
 
 pytestmark = needs_docs_extra
@@ -77,9 +78,8 @@ def fences_and_headings(md):
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    site = tmp_path_factory.mktemp("docs") / "site"
-    proc = _build(ROOT, site)
+def site():
+    site, proc = built_site()  # (the build test_docs_site.py checks, made once for both)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
     return site
 
