@@ -61,13 +61,21 @@ PAGES = {
                     "UnconnectedGradients",
                     "ForwardAccumulator",
                     "custom_gradient",
+                    "recompute_grad",
                     "stop_gradient",
                     "register_op",
                     "RegisterGradient",
                     "NotDifferentiable",
                     "check_gradients",
+                    "vmap",
+                    "vectorized_map",
+                    "VmapFallbackWarning",
                 ],
-            )
+            ),
+            (
+                "Function transforms",
+                ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp"],
+            ),
         ],
     ),
     "backends.md": (

@@ -172,6 +172,7 @@ from gradtape.ops.statistical import (  # noqa: F401
     var,
 )
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
+from gradtape.ops.einsum import einsum
 from gradtape.ops.indexing import take, take_along_axis  # noqa: F401
 from gradtape.ops.searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where  # noqa: F401
 from gradtape.ops.sorting import *  # noqa: F403  (each chapter's __all__)
@@ -184,6 +185,7 @@ from gradtape.ops import linalg_extension as linalg
 from gradtape.ops import special  # noqa: F401  (gt.special.*: what SciPy's array-API dispatch looks up)
 from gradtape.ops.nan_functions import *  # noqa: F403  (nansum, nanmean, ...: what xarray looks up)
 from gradtape.autodiff.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
+from gradtape.autodiff.recompute import checkpoint_policies, recompute_grad  # noqa: F401
 from gradtape.ops import operators as _operators  # noqa: F401  (binds the Python operators and computing methods)
 from gradtape.core import registry  # noqa: F401
 from gradtape.core import domains  # noqa: F401  (the input domains op authors declare)
@@ -234,8 +236,21 @@ from gradtape.math import (  # noqa: E402,F401
 )
 
 linalg.global_norm = math.global_norm  # type: ignore[attr-defined]  # (tf.linalg.global_norm)
+linalg.einsum = einsum  # type: ignore[attr-defined]  # (tf.linalg.einsum)
 from gradtape.training.module import *  # noqa: E402, F403
 from gradtape.autodiff.forward import ForwardAccumulator  # noqa: E402,F401
+from gradtape.autodiff.vmap import vectorized_map, vmap  # noqa: E402,F401
+from gradtape.backends.batching import VmapFallbackWarning  # noqa: E402,F401
+from gradtape.autodiff.functional import (  # noqa: E402,F401  (JAX's / torch.func's transforms)
+    grad,
+    hessian,
+    hvp,
+    jacfwd,
+    jacrev,
+    jvp,
+    value_and_grad,
+    vjp,
+)
 from gradtape.testing.crosscheck import check_gradients  # noqa: E402,F401
 from gradtape.compile.function import (  # noqa: E402,F401
     Function,

@@ -34,7 +34,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.backends.tracing import host_draw
-from gradtape.ops.random import Stream, emit, float_dtype, int_or_float_dtype
+from gradtape.ops.random import Stream, draw, emit, float_dtype, int_or_float_dtype
 from gradtape.core.dtypes import DTypeLike
 from gradtape.core.tensor import ShapeLike, Tensor, TensorLike, convert_to_tensor
 from gradtape.ops.indexing import _getitem
@@ -138,7 +138,7 @@ class Generator:
         """``method`` of this generator's current stream (read at each draw: ``reset_from_seed``
         replaces it), under its lock."""
         with self._lock:
-            return getattr(self._stream, method)(*args)
+            return draw(self._stream, method, *args)
 
     def __getstate__(self):
         """Pickled or deep-copied: the seed and the stream's state (a copy continues the same
@@ -231,8 +231,8 @@ def _draw(seed, method, *args):
     if stream is None:
         g = _global
         with g._lock:
-            return getattr(g._stream, method)(*args)
-    return getattr(stream, method)(*args)
+            return draw(g._stream, method, *args)
+    return draw(stream, method, *args)
 
 
 # ---------------------------------------------------------------------------------- distributions

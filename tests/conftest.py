@@ -68,6 +68,8 @@ LAZY_BACKEND_MODULES = {
     "test_third_party",
     "test_views",
     "test_indexing_numpy",
+    "test_einsum",
+    "test_recompute",
 }
 
 

@@ -29,6 +29,7 @@ def _walks(op):
         or op.name in forward._MULTILINEAR
         or op.chapter == "elementwise"
         or op.name in forward._ELEMENTWISE
+        or op.name in forward._ROWWISE
     )
 
 

@@ -428,11 +428,11 @@ def test_einops_picks_the_gradtape_backend(backend):
 
 def test_einops_einsum_refuses_inconsistent_patterns(backend):
     x = gt.ones((2, 3), dtype=gt.float64)
-    with pytest.raises(ValueError, match="repeated label"):
+    with pytest.raises(ValueError, match="einsum: label .* size"):
         einops.einsum(x, "i i ->")
-    with pytest.raises(ValueError, match="does not match"):
+    with pytest.raises(ValueError, match="einsum: operand 0 .* 2 dimension"):
         einops.einsum(x, "i -> i")
-    with pytest.raises(ValueError, match="names 3 operands"):
+    with pytest.raises(ValueError, match="einsum: .* name 3 operand"):
         einops.einsum(x, x, "i j, i j, i j -> i")
     with pytest.raises(NotImplementedError, match="non-floating"):
         einops.reduce(gt.ones((2, 3), dtype=gt.int64), "a b -> a", "mean")

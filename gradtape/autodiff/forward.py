@@ -6,7 +6,10 @@ node's output tangent from the op's one rule (no rule of its own is needed):
 * an element-wise op (real values): its Jacobian is diagonal, so the tangent is the sum over the
   inputs of the vector-Jacobian product taken at that input's tangent, ``rule(xp, op, t_k)[k]``;
 * an op linear in its inputs (``reshape``, ``sum``, ``getitem``, ``concat``, ...): the op itself
-  on the tangents; a multilinear one (``matmul``): the product rule, one call per tangent.
+  on the tangents; a multilinear one (``matmul``): the product rule, one call per tangent;
+* an op whose Jacobian is symmetric (``softmax``): the rule at the tangent, as element-wise ops;
+* an op that reduces each row of its inputs to one output element (the softmax cross-entropies):
+  the row sums of the rule at ones times the tangent.
 
 Every other node (several outputs, complex tangents, a TensorFlow-style or custom rule, a shape the
 node did not keep) makes ``jvp`` transpose the tape twice instead: the vector-Jacobian product
@@ -74,21 +77,30 @@ class ForwardAccumulator:
         for y in leaves:
             if not isinstance(y, Tensor):
                 raise TypeError(f"ForwardAccumulator.jvp: expected a Tensor, got {type(y).__name__}")
+        return optree.tree_unflatten(spec, self._jvp_along(leaves, self._tangents, unconnected_gradients))
+
+    def _jvp_along(self, leaves, tangents, unconnected_gradients=UnconnectedGradients.NONE):
+        """The jvps of the Tensors ``leaves`` along ``tangents`` (one per primal, in order; None: no
+        tangent) instead of the accumulator's own: what it recorded, walked again (``gt.jacfwd``
+        pushes each basis vector through one recording this way)."""
         zero = UnconnectedGradients(unconnected_gradients) is UnconnectedGradients.ZERO
         rec = self._tape._rec
         if rec is not None:
             with self._tape.stop_recording() if self._tape._recording else _null():
-                tangents = _forward_walk(rec.nodes, self._primals, self._tangents)
-            if tangents is not None:
+                tan = _forward_walk(rec.nodes, self._primals, tangents)
+            if tan is not None:
                 out = []
                 for y in leaves:
-                    t = tangents.get(y._id)
+                    t = tan.get(y._id)
                     out.append(t if t is not None else (zeros_like(y) if zero else None))
-                return optree.tree_unflatten(spec, out)
-        return optree.tree_unflatten(spec, self._transposed(leaves, unconnected_gradients))
+                return out
+        return self._transposed(leaves, unconnected_gradients, tangents)
 
-    def _transposed(self, leaves, unconnected_gradients):
-        """The jvps of ``leaves`` by transposing the tape twice (every op, any rule)."""
+    def _transposed(self, leaves, unconnected_gradients, tangents=None):
+        """The jvps of ``leaves`` by transposing the tape twice (every op, any rule), along
+        ``tangents`` (default: the accumulator's own)."""
+        if tangents is None:
+            tangents = self._tangents
         out = []
         for y in leaves:
             with GradientTape(persistent=True) as outer:
@@ -96,7 +108,7 @@ class ForwardAccumulator:
                 outer.watch(u)
                 with self._tape.stop_recording() if self._tape._recording else _null():
                     vjps = self._tape.gradient(y, self._primals, output_gradients=u)
-            pairs = [(g, t) for g, t in zip(vjps, self._tangents) if g is not None]
+            pairs = [(g, t) for g, t in zip(vjps, tangents) if g is not None and t is not None]
             if not pairs:
                 out.append(
                     zeros_like(y) if UnconnectedGradients(unconnected_gradients) is UnconnectedGradients.ZERO else None
@@ -140,14 +152,30 @@ _LINEAR = frozenset(
         "flip",
         "roll",
         "matrix_transpose",
+        "identity",
     }
 )
 #: ops linear in each input separately: the product rule, one call per input with a tangent
 _MULTILINEAR = frozenset({"matmul"})
-#: element-wise ops outside the element-wise chapter (their Jacobians are diagonal too)
+#: element-wise ops outside the element-wise chapter (their Jacobians are diagonal too), and ops of
+#: one input whose Jacobian is symmetric (``softmax``: ``diag(y) - y y^T``): the rule at the tangent
 _ELEMENTWISE = frozenset(
-    {"xdivy", "strong_zero_multiply", "multiply_no_nan", "divide_no_nan", "where", "relu", "sigmoid", "softplus"}
+    {
+        "xdivy",
+        "strong_zero_multiply",
+        "multiply_no_nan",
+        "divide_no_nan",
+        "where",
+        "relu",
+        "sigmoid",
+        "softplus",
+        "softmax",
+    }
 )
+#: ops that reduce each row of their inputs (along ``attrs["axis"]``, else the last axis) to one element
+#: of the output: the Jacobian is block-diagonal, one row per output element, so ``J t_k`` is the row
+#: sums of ``(J^T 1)_k * t_k``: the rule once, at ones
+_ROWWISE = frozenset({"sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits"})
 
 
 def _kind(op):
@@ -161,6 +189,8 @@ def _kind(op):
             k = "multilinear"
         elif op.chapter == "elementwise" or name in _ELEMENTWISE:
             k = "elementwise"
+        elif name in _ROWWISE:
+            k = "rowwise"
         else:
             k = ""
         _KINDS[op] = k
@@ -231,6 +261,19 @@ def _node_tangent(xp, n, ts, kind):
             if t is not None:
                 term = apply(op, [t if j == k else ins[j] for j in range(len(ts))], n.attrs or None)
                 out = term if out is None else out + term
+        return out
+    if kind == "rowwise":
+        axis = (n.attrs or {}).get("axis", -1)
+        out = None
+        for k, t in enumerate(ts):
+            if t is None:
+                continue
+            per_thread.reach = {n.in_ids[k]}
+            g = op.grad(xp, view, xp.ones_like(xp.sum(t, axis=axis)))[k]
+            if g is None:
+                raise _NoTangentRule(op.name)
+            term = xp.sum(g * t, axis=axis)
+            out = term if out is None else out + term
         return out
     # element-wise: a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k,
     # asked (through the walk's reach) for input k's gradient only; the commonest ops directly

@@ -186,7 +186,12 @@ class CupyBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem, "take": self._take, "reciprocal": self._reciprocal}
+        self.overrides = {
+            "getitem": self._getitem,
+            "take": self._take,
+            "reciprocal": self._reciprocal,
+            "einsum": self._einsum,
+        }
 
     # ------------------------------------------------------------------ loading
     def load(self):
@@ -388,6 +393,10 @@ class CupyBackend(Backend):
                 if axis < ndim and k.size:
                     self._check_index(k, shape[axis], axis)
             axis += 1
+
+    def _einsum(self, *arrays, subscripts):
+        """The op ``einsum`` by the library's own einsum."""
+        return self._cupy.einsum(subscripts, *arrays)
 
     def _getitem(self, x, *, key):
         """``x[key]``, integer-array indices checked first (CuPy wraps them around)."""

@@ -122,7 +122,7 @@ class DaskBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem, "reciprocal": _reciprocal}
+        self.overrides = {"getitem": self._getitem, "reciprocal": _reciprocal, "einsum": self._einsum}
 
     def load(self):
         import array_api_compat.dask.array as compat
@@ -340,6 +340,12 @@ class DaskBackend(Backend):
         if not arrays:
             return True
         return len(arrays) == 1 and arrays[0].ndim == 1 and not any(k is None for k in key)
+
+    def _einsum(self, *arrays, subscripts):
+        """The op ``einsum`` by dask's einsum, in its operands' (promoted) dtype: dask sums integers in
+        int64, NumPy keeps their dtype."""
+        out = self._da.einsum(subscripts, *arrays)
+        return out if out.dtype == arrays[0].dtype else out.astype(arrays[0].dtype)
 
     def _getitem(self, x, *, key):
         """``x[key]`` by dask where it takes the key; integer arrays in several axes (which dask refuses)

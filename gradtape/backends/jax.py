@@ -154,7 +154,7 @@ class JaxBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem}
+        self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
         self._special = {}
 
     def load(self):
@@ -394,6 +394,10 @@ class JaxBackend(Backend):
         host = tuple(np.asarray(k) if isinstance(k, self._abstract) else k for k in key)
         n = int(np.prod(shape, dtype=np.int64))
         return self._jnp.asarray(np.arange(n).reshape(tuple(shape))[host])
+
+    def _einsum(self, *arrays, subscripts):
+        """The op ``einsum`` by the library's own einsum."""
+        return self._jnp.einsum(subscripts, *arrays)
 
     def _getitem(self, x, *, key):
         """``x[key]``; a key JAX misreads is a gather at the flat positions NumPy reads from it."""

@@ -31,6 +31,11 @@ def _nan_function(name, *, same_dtype=True):
     return forward
 
 
+def _einsum(*arrays, subscripts):
+    """The op ``einsum`` by NumPy's own (a contraction of several operands along its BLAS path)."""
+    return np.einsum(subscripts, *arrays, optimize=len(arrays) > 1)
+
+
 #: SciPy's special functions by name, as :meth:`NumpyBackend.special_function` hands them out
 _SPECIAL: dict = {}
 
@@ -54,6 +59,7 @@ _OVERRIDES = {
     },
     "nanargmax": _nan_function("nanargmax", same_dtype=False),
     "nanargmin": _nan_function("nanargmin", same_dtype=False),
+    "einsum": _einsum,
 }
 
 

@@ -225,7 +225,7 @@ class TorchBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem}
+        self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
         self._special = {}
 
     def load(self):
@@ -404,6 +404,12 @@ class TorchBackend(Backend):
         # keeps its negative stride, which torch.from_numpy refuses
         flat = np.arange(n).reshape(tuple(shape))[host].copy()
         return torch.from_numpy(flat).to(device)
+
+    def _einsum(self, *arrays, subscripts):
+        """The op ``einsum`` by torch's einsum, in its operands' (promoted) dtype: torch sums integers
+        in int64, NumPy keeps their dtype."""
+        out = self._torch.einsum(subscripts, *arrays)
+        return out if out.dtype == arrays[0].dtype else out.to(arrays[0].dtype)
 
     def _getitem(self, x, *, key):
         """``x[key]`` (NumPy's meaning); a negative-step slice becomes a gather at the flat positions

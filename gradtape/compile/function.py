@@ -35,6 +35,7 @@ from gradtape.core import dtypes as _dt
 from gradtape.core.recording_state import ACTIVE_TAPES, per_thread, active_context, recording_context
 from gradtape.compile.control_flow import lowered_cond, lowered_while
 from gradtape.ops import operators as _operators
+from gradtape.backends.batching import innermost_map
 from gradtape.backends.tracing import (
     GuardFailed,
     QUIET,
@@ -184,8 +185,9 @@ class Function:
     def __call__(self, *args, **kwargs):
         if active_context() is not None:
             return self._python_function(*args, **kwargs)  # inside another trace: inlined
-        if self._eager or ACTIVE_TAPES[0] and per_thread.tapes or _config.config._functions_eagerly:
-            # an outer tape records: run eagerly, so that it records the function's ops
+        if self._eager or ACTIVE_TAPES[0] and per_thread.tapes or _config.config._functions_eagerly or innermost_map():
+            # an outer tape records: run eagerly, so that it records the function's ops (inside a
+            # gt.vmap too: its ops batch)
             return self._python_function(*args, **kwargs)
         if self._input_signature is not None:
             args = self._check_input_signature(args, kwargs)

@@ -149,6 +149,12 @@ class Backend:
         constant of it); None where it does not (the default: tensors of two backends do not mix)."""
         return None
 
+    def capture_tensor(self, t):
+        """``t``, a Tensor of another backend, taken in as a Tensor of this backend *with the step that
+        takes it in recorded* (a batching backend: a gradient through it reaches ``t``); None where this
+        backend has no such step (the default: :meth:`capture` is asked next)."""
+        return None
+
     def restore_input(self, x, value, dtype) -> bool:
         """Make ``x`` hold ``value`` (a NumPy array of its shape; gradtape dtype ``dtype``) where ``x``
         is a stand-in for an input of a program being recorded (a Variable created while recording,

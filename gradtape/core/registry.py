@@ -234,6 +234,7 @@ class OpDef:
         "_rule",
         "docs",
         "on_change",
+        "batching",
         *sorted(_MIRRORS),
         "__weakref__",
     )
@@ -280,6 +281,9 @@ class OpDef:
         self.differentiable = differentiable
         self.public = None
         self.impls = {}
+        #: how the op batches under ``gt.vmap`` (``gradtape/backends/batching.py``): a kind's name
+        #: (``"elementwise"``, ``"reduction"``, ...) or a callable; None: a loop over the batch, warned
+        self.batching = None
         self.docs = docs
         object.__setattr__(self, "_computes", computes)
         object.__setattr__(self, "_rule", rule)

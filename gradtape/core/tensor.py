@@ -582,6 +582,9 @@ def lift(t: Tensor, b: Any) -> Tensor | None:
     """``t``, a Tensor of another backend, as a Tensor of ``b`` where ``b`` takes it in
     (``Backend.capture``: a stand-in backend makes a value computed outside its recording context a
     constant of it); None where it does not."""
+    taken = b.capture_tensor(t)
+    if taken is not None:
+        return taken
     v = b.capture(t._b, t._v)
     return None if v is None else wrap(v, b)
 

@@ -17,8 +17,7 @@ from types import SimpleNamespace
 
 from gradtape.core.dtypes import isdtype
 from gradtape.ops.creation import arange, asarray
-from gradtape.ops.indexing import take
-from gradtape.ops.linear_algebra_functions import matmul
+from gradtape.ops.einsum import einsum
 from gradtape.ops.manipulation import broadcast_to, concat, expand_dims, permute_dims, reshape, stack, tile
 from gradtape.ops.statistical import max as _max
 from gradtape.ops.statistical import mean, prod
@@ -28,7 +27,7 @@ from gradtape.ops.utility import all as _all
 from gradtape.ops.utility import any as _any
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
-#: the gradtape functions einops' backend and ``einsum`` call (imported from the chapters: this module is
+#: the gradtape functions einops' backend calls (imported from the chapters: this module is
 #: imported by the package's ``__init__``)
 gt = SimpleNamespace(
     Tensor=Tensor,
@@ -43,7 +42,6 @@ gt = SimpleNamespace(
     tile=tile,
     concat=concat,
     isdtype=isdtype,
-    take=take,
     sum=_sum,
     mean=mean,
     max=_max,
@@ -51,10 +49,10 @@ gt = SimpleNamespace(
     prod=prod,
     any=_any,
     all=_all,
-    matmul=matmul,
+    einsum=einsum,
 )
 
-__all__ = ["einsum", "install"]
+__all__ = ["install"]
 
 _TARGET = "einops._backends"
 _backend_class = None
@@ -181,110 +179,12 @@ def _define_backend(module=None):
             return self.gt.isdtype(x.dtype, ("real floating", "complex floating"))
 
         def einsum(self, pattern, *x):
-            return einsum(pattern, *x)
+            return self.gt.einsum(pattern, *x)
 
     GradtapeBackend.__module__ = __name__
     GradtapeBackend.__qualname__ = "GradtapeBackend"
     _backend_class = GradtapeBackend
     return GradtapeBackend
-
-
-# ------------------------------------------------------------------------------------------ einsum
-def _parse(pattern, operands):
-    """Labels of each operand and of the output; ``...`` becomes labels ``0, 1, ...`` counted from the
-    right, so that operands with fewer broadcast axes get the rightmost ones (NumPy's rule)."""
-    lhs, _, rhs = pattern.replace(" ", "").partition("->")
-    specs = lhs.split(",")
-    if len(specs) != len(operands):
-        raise ValueError(f"einsum pattern {pattern!r} names {len(specs)} operands, got {len(operands)}")
-    labels, n_ell = [], 0
-    for spec, t in zip(specs, operands):
-        head, dots, tail = spec.partition("...")
-        n = t.ndim - len(head) - len(tail) if dots else 0
-        if n < 0 or (not dots and len(spec) != t.ndim):
-            raise ValueError(f"einsum operand {spec!r} does not match a tensor of shape {t.shape}")
-        n_ell = max(n_ell, n)
-        labels.append(list(head) + [n - 1 - i for i in range(n)] + list(tail))
-    head, dots, tail = rhs.partition("...")
-    out = list(head) + ([n_ell - 1 - i for i in range(n_ell)] if dots else []) + list(tail)
-    return labels, out
-
-
-def _diagonal(gt, x, labels):
-    """Take the diagonal over every label repeated in ``labels`` (``"ii"`` -> ``"i"``)."""
-    while len(set(labels)) < len(labels):
-        i = next(k for k, a in enumerate(labels) if labels.index(a) != k)
-        j = labels.index(labels[i])
-        n = x.shape[i]
-        if x.shape[j] != n:
-            raise ValueError(f"einsum: repeated label {labels[i]!r} has sizes {x.shape[j]} and {n}")
-        rest = [k for k in range(x.ndim) if k not in (i, j)]
-        x = gt.reshape(gt.permute_dims(x, (*rest, j, i)), (*[x.shape[k] for k in rest], n * n))
-        x = gt.take(x, gt.arange(0, n * n, n + 1), axis=-1)
-        labels = [labels[k] for k in rest] + [labels[j]]
-    return x, labels
-
-
-def _sum_out(gt, x, labels, keep):
-    axes = tuple(k for k, a in enumerate(labels) if a not in keep)
-    if not axes:
-        return x, labels
-    return gt.sum(x, axis=axes), [a for a in labels if a in keep]
-
-
-def _contract(gt, a, la, b, lb, keep):
-    """``a`` (labels ``la``) times ``b`` (``lb``) summed over their shared labels not in ``keep``,
-    as one batched matmul: ``(batch, free_a, summed) @ (batch, summed, free_b)``."""
-    batch = [c for c in la if c in lb and c in keep]
-    summed = [c for c in la if c in lb and c not in keep]
-    free_a = [c for c in la if c not in lb]
-    free_b = [c for c in lb if c not in la]
-    size = {}
-    for labels, t in ((la, a), (lb, b)):
-        for c, n in zip(labels, t.shape):
-            size[c] = max(size.get(c, 1), n)
-
-    def arrange(t, labels, order):
-        t = gt.permute_dims(t, tuple(labels.index(c) for c in order))
-        return gt.broadcast_to(t, tuple(size[c] for c in order))  # size-1 axes broadcast
-
-    def prod(cs):
-        n = 1
-        for c in cs:
-            n *= size[c]
-        return n
-
-    nb, na, ns, nf = prod(batch), prod(free_a), prod(summed), prod(free_b)
-    a = gt.reshape(arrange(a, la, batch + free_a + summed), (nb, na, ns))
-    b = gt.reshape(arrange(b, lb, batch + summed + free_b), (nb, ns, nf))
-    y = gt.matmul(a, b)
-    return gt.reshape(y, tuple(size[c] for c in batch + free_a + free_b)), batch + free_a + free_b
-
-
-def einsum(pattern, *operands):
-    """``einsum`` in NumPy's explicit notation (``"ij,jk->ik"``, ``"...i,i->..."``, ``"ii->"``) from
-    gradtape ops (diagonals by ``take``, contractions by ``matmul``), so that it is differentiable on
-    every backend.  Operands are contracted left to right."""
-    operands = [gt.convert_to_tensor(t) for t in operands]
-    if not operands:
-        raise ValueError("einsum needs at least one operand")
-    labels, out = _parse(pattern, operands)
-    if len(set(out)) != len(out):
-        raise ValueError(f"einsum: output labels of {pattern!r} repeat")
-    missing = set(out) - {c for ls in labels for c in ls}
-    if missing:
-        raise ValueError(f"einsum: output labels {sorted(map(str, missing))} of {pattern!r} are not in any operand")
-    terms = [_diagonal(gt, t, ls) for t, ls in zip(operands, labels)]
-    x, lx = terms[0]
-    for k in range(1, len(terms) + 1):
-        later = set(out).union(*(ls for _, ls in terms[k:]))
-        rhs = terms[k][1] if k < len(terms) else []
-        x, lx = _sum_out(gt, x, lx, later | set(rhs))
-        if k == len(terms):
-            break
-        y, ly = _sum_out(gt, *terms[k], later | set(lx))
-        x, lx = _contract(gt, x, lx, y, ly, later)
-    return gt.permute_dims(x, tuple(lx.index(c) for c in out)) if lx != out else x
 
 
 install()

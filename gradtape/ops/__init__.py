@@ -63,9 +63,9 @@ from __future__ import annotations
 
 from gradtape.core import domains as _domains
 from gradtape.core.dispatch import apply, apply1, fast_path
-from gradtape.core.registry import OpDef, register
+from gradtape.core.registry import OpDef, get_op, register
 
-__all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1"]
+__all__ = ["unary", "binary", "defop", "public", "composite", "apply", "apply1", "batch_as"]
 
 #: the standard's element-wise functions whose inputs "should have a floating-point data type" (and
 #: gradtape's ``reciprocal``): a bool or integer input is computed in the default float dtype
@@ -102,7 +102,9 @@ FLOATING_FUNCTIONS = frozenset(
 )
 
 
-def defop(name, forward=None, *, domain=None, complex=False, differentiable=True, rule_form=None, **keywords):
+def defop(
+    name, forward=None, *, domain=None, complex=False, differentiable=True, rule_form=None, batching=None, **keywords
+):
     """Declare and register an op; returns its OpDef (decorate the rule with ``@opdef.gradient``).
 
     ``forward``: the name of a namespace function (default: the op's name) or a callable, called as
@@ -116,10 +118,22 @@ def defop(name, forward=None, *, domain=None, complex=False, differentiable=True
     ``("outputs",)``, ``()``, or input indices; default all); ``batched`` that the rule takes
     leading batch axes on its cotangents; ``xp_callable`` that the forward takes the public
     function's arguments (rules may then call it as ``xp.<name>``; default: a forward named in the
-    namespace)."""
+    namespace); ``batching`` how it batches under ``gt.vmap`` (a kind of
+    ``gradtape/backends/batching.py``'s ``KINDS``, or a callable; None: a warned loop)."""
     if complex and domain is not None:
         domain = _domains.with_complex(domain)
-    return register(OpDef(name, forward, domain=domain, differentiable=differentiable, rule_form=rule_form, **keywords))
+    op = register(OpDef(name, forward, domain=domain, differentiable=differentiable, rule_form=rule_form, **keywords))
+    op.batching = batching
+    return op
+
+
+def batch_as(kind, *ops):
+    """Declare how ``ops`` (OpDefs, or public functions with ``.op``) batch under ``gt.vmap``: ``kind``,
+    a kind of ``gradtape/backends/batching.py``'s ``KINDS`` (``"reduction"``, ``"axis"``, ...)."""
+    for op in ops:
+        if isinstance(op, str):
+            op = get_op(op)
+        getattr(op, "op", op).batching = kind
 
 
 def public(opdef):
@@ -160,6 +174,7 @@ def unary(name, domain=None, *, chapter="elementwise", floating=None, doc=None, 
         floating=floating,
         xp_callable=True,
         batched=True,
+        batching="elementwise",
         **keywords,
     )
 
@@ -182,6 +197,7 @@ def binary(name, domain=None, *, chapter="elementwise", scalars=True, floating=N
         floating=floating,
         xp_callable=True,
         batched=True,
+        batching="elementwise",
         **keywords,
     )
 

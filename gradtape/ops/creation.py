@@ -15,7 +15,7 @@ from gradtape import backends as _bk
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.core.recording_state import ACTIVE_TAPES
-from gradtape.ops import apply1, composite, defop, public
+from gradtape.ops import apply1, batch_as, composite, defop, public
 from gradtape.ops.elementwise import _identity, astype
 from gradtape.ops.manipulation import _broadcast, reshape
 from gradtape.core.tensor import Tensor, check_leak, wrap, convert_to_tensor
@@ -335,3 +335,7 @@ composite(
     complex=True,
     domain=[Case(REAL[3], REAL[2]), Case(REAL[3], REAL[2], REAL[2], indexing="ij")],
 )
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("leading", _tril, _triu, _to_device)

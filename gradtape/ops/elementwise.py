@@ -27,7 +27,7 @@ from gradtape.core.domains import (
     Sampler,
 )
 from gradtape.core.dtypes import as_dtype
-from gradtape.ops import apply, apply1, binary, defop, public, unary
+from gradtape.ops import apply, apply1, batch_as, binary, defop, public, unary
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
 # --------------------------------------------------------------------------- helpers for rules
@@ -784,3 +784,8 @@ _identity = unary(
     saves=(),
 )
 _identity.gradient(lambda xp, op, grad: grad)
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("elementwise", _clip)
+batch_as("leading", _astype)

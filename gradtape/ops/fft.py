@@ -33,7 +33,8 @@ from array_api_compat import device as _device
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import COMPLEX, REAL, Case
-from gradtape.ops import apply1, defop, public
+from gradtape.backends.batching import axis_kind
+from gradtape.ops import apply1, batch_as, defop, public
 from gradtape.ops.creation import _backend_and_device, _native_dtype
 from gradtape.ops.elementwise import conj_
 from gradtape.ops.manipulation import roll
@@ -532,3 +533,9 @@ def fftshift(x, /, *, axes=None):
 def ifftshift(x, /, *, axes=None):
     """The inverse of ``fftshift`` (they differ by one sample on odd lengths)."""
     return _shift(_ifftshift, "ifftshift", x, axes, -1)
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("axis_or_loop", _fft, _ifft, _rfft, _irfft, _hfft, _ihfft)
+batch_as(axis_kind(attr="axes", none="loop"), _fftn, _ifftn, _rfftn, _irfftn)
+batch_as(axis_kind(attr="axes"), _fftshift, _ifftshift)

@@ -13,7 +13,7 @@ import builtins
 import numpy as np
 
 from gradtape.core.domains import REAL, Case, with_complex
-from gradtape.ops import apply, apply1, composite, defop, public
+from gradtape.ops import apply, apply1, batch_as, composite, defop, public
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["take", "take_along_axis"]  # and the ops getitem, setitem, index_add (Tensor methods)
@@ -337,3 +337,11 @@ composite(
     complex=True,
     domain=[Case(REAL[2, 3], np.array([[2, 0], [1, 1]]), axis=1), Case(REAL[3, 2], np.array([[0, 2, 2, 1]]).T, axis=0)],
 )
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("getitem", _getitem_op)
+batch_as("index_add", _index_add_op)
+batch_as("setitem", _setitem_op)
+batch_as("axis", _take)
+batch_as("take_along_axis", "take_along_axis")

@@ -57,7 +57,7 @@ from array_api_compat import device as _device
 from gradtape.core import dtypes as _dt
 from gradtape.core.rule_namespace import tensor_namespace
 from gradtape.core.domains import NONZERO, REAL, SMALL, Case, with_complex
-from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.elementwise import astype, conj_, is_complex
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, mT, tensordot, vecdot
@@ -1149,3 +1149,11 @@ def diagonal(x, /, *, offset=0):
     attrs = {"offset": operator.index(offset)}
     # a read-only view of x, as NumPy's (docs/conventions.md, "Views"); through the module: _operators links
     return _manipulation._linked(apply1(_diagonal, x, attrs), x, _diagonal, attrs, read_only=True)
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("leading", _cholesky, _det, _slogdet, _inv, _eigh, _eigvalsh, _eig, _eigvals, _svd, _svdvals, _qr, _pinv)
+batch_as("leading", _matrix_rank, _matrix_norm, _matrix_power, _trace, _diagonal)
+batch_as("stacked_matrices", _solve)
+batch_as("reduction", _vector_norm)
+batch_as("elementwise_axis", _cross)

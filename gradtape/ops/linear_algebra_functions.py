@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.core.dispatch import apply2
-from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.elementwise import conj_
 from gradtape.core.tensor import Tensor, convert_to_tensor
@@ -217,3 +217,9 @@ def vecdot(x1, x2, /, *, axis=-1):
     if axis >= 0:
         axis -= nd  # negative axes index the broadcast result the same way for every input
     return apply(_vecdot, (x1, x2), {"axis": axis})
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("leading", _matrix_transpose)
+batch_as("matmul", _matmul)
+batch_as("elementwise_axis", _vecdot)

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from gradtape.core.domains import REAL, Case, Pack, with_complex
-from gradtape.ops import apply, apply1, composite, defop, public
+from gradtape.ops import apply, apply1, batch_as, composite, defop, public
 from gradtape.ops.indexing import _getitem_op, _native_key
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
@@ -595,3 +595,17 @@ def _tile_grad(xp, op, grad):
 def tile(x, repetitions, /):
     """``x`` repeated ``repetitions[i]`` times along each axis ``i`` (leading axes added as needed)."""
     return apply1(_tile, x, {"repetitions": tuple(int(r) for r in repetitions)})
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("reshape", _reshape)
+batch_as("expand_dims", _expand_dims)
+batch_as("axis", _squeeze, _flip, "unstack")
+batch_as("permute_dims", _permute_dims)
+batch_as("broadcast_to", _broadcast_to)
+batch_as("broadcast_arrays", "broadcast_arrays")
+batch_as("concat", _concat)
+batch_as("stack", _stack)
+batch_as("axis_or_loop", _repeat, _roll)
+batch_as("tile", _tile)
+batch_as("moveaxis", "moveaxis")

@@ -28,7 +28,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import Case, Sampler
-from gradtape.ops import apply1, defop, public
+from gradtape.ops import apply1, batch_as, defop, public
 from gradtape.ops.elementwise import astype
 from gradtape.ops.manipulation import reshape
 from gradtape.ops.statistical import (
@@ -488,3 +488,9 @@ def nanargmin(a, axis=None, out=None, *, keepdims=False):
     """Index of the minimum ignoring NaN (``np.nanargmin``; ``ValueError`` for an all-NaN slice)."""
     a, ax = _arg_axis(a, axis, out)
     return apply1(_nanargmin, a, {"axis": ax, "keepdims": bool(keepdims)})
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("reduction", _nansum, _nanprod, _nanmean, _nanvar, _nanstd, _nanmax, _nanmin)
+batch_as("axis", _nancumsum, _nancumprod)
+batch_as("flat_reduction", _nanargmax, _nanargmin)

@@ -30,7 +30,8 @@ from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
 from gradtape.backends.tracing import value_check
 from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case
-from gradtape.ops import apply, apply1, defop, public
+from gradtape.backends.batching import axis_kind
+from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops.elementwise import (
     astype,
     conj_,
@@ -702,3 +703,11 @@ def bias_add(value, bias, data_format=None, name=None):
 def _on(x):
     """The backend and device of ``x``, for creating tensors beside it."""
     return _config.use_backend(x._b, x._b.device_of(x._v))
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("elementwise", _relu, _sigmoid, _softplus, _erf, _gelu, _elu, _leaky_relu)
+batch_as("axis", _softmax, _log_softmax)
+batch_as("reduction", _logsumexp)
+batch_as(axis_kind(extra=1), _one_hot)
+batch_as("elementwise_axis", _xent)

@@ -10,14 +10,17 @@ tensor inputs).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from gradtape.core import dtypes as _dt
+from gradtape.backends.batching import shared_draw
 from gradtape.backends.tracing import host_then
 from gradtape.ops.creation import _backend_and_device, _shape
 from gradtape.core.tensor import Tensor, wrap
 
-__all__ = ["Stream", "emit", "float_dtype", "int_or_float_dtype"]
+__all__ = ["Stream", "draw", "draw_observer", "emit", "float_dtype", "int_or_float_dtype"]
 
 
 def float_dtype(dtype, what):
@@ -45,6 +48,7 @@ def _np_value(v):
 def emit(arr, dtype, device=None, backend=None):
     """A Tensor of the active backend (or ``backend``) on its configured device (or ``device``)
     holding the NumPy array ``arr`` cast to ``dtype``."""
+    shared_draw()  # (inside gt.vmap: said once per map)
     b, dev = _backend_and_device(device, backend)
     d = _dt.as_dtype(dtype)
     nd = np.dtype(d.name)
@@ -97,3 +101,24 @@ class Stream:
 
     def gumbel(self, shape):
         return self.gen.gumbel(size=_shape(shape))
+
+
+class _DrawObserver(threading.local):
+    """This thread's observer of stateful draws (``gt.recompute_grad``'s: it records each stream's
+    state before a draw of the function's forward and replays it in the recomputation), or None."""
+
+    current = None
+
+
+#: set ``draw_observer.current`` to an object with ``draw(stream, method, args)`` to see every draw
+draw_observer = _DrawObserver()
+
+
+def draw(stream, method, *args):
+    """``stream.<method>(*args)``: the one place every draw of ``gt.random`` passes (the global
+    generator's, a :class:`~gradtape.random.Generator`'s, an op seed's), so that an observer of this
+    thread (``gt.recompute_grad``) can replay it."""
+    obs = draw_observer.current
+    if obs is None:
+        return getattr(stream, method)(*args)
+    return obs.draw(stream, method, args)

@@ -9,7 +9,7 @@ import numpy as np
 
 from gradtape.core.domains import BOOL, REAL, Case, with_complex
 from gradtape.core.dtypes import float64, result_type
-from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops.elementwise import astype
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
@@ -206,3 +206,9 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
         like = x1 if isinstance(x1, Tensor) else x2 if isinstance(x2, Tensor) else None
         sorter = convert_to_tensor(sorter, like=like)._v
     return apply(_searchsorted, (x1, x2), {"side": side, "sorter": sorter})
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("elementwise", _where)
+batch_as("flat_reduction", _argmax, _argmin)
+batch_as("reduction", _count_nonzero)

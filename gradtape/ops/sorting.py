@@ -9,7 +9,7 @@ indices and is not differentiable.
 from __future__ import annotations
 
 from gradtape.core.domains import REAL, Case
-from gradtape.ops import apply1, defop, public
+from gradtape.ops import apply1, batch_as, defop, public
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["argsort", "sort"]
@@ -102,3 +102,7 @@ def argsort(x, /, *, axis=-1, descending=False, stable=True):
     equal elements keep their order, in descending sorts too."""
     x, axis = _prep("argsort", x, axis)
     return apply1(_argsort, x, _attrs(axis, descending, stable))
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("axis", _sort, _argsort)

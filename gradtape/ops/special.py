@@ -41,7 +41,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import POSITIVE, REAL, UNIT, Case, Sampler
-from gradtape.ops import apply1, binary, composite, defop, public, unary
+from gradtape.ops import apply1, batch_as, binary, composite, defop, public, unary
 from gradtape.ops import nn as _nn
 from gradtape.ops.elementwise import (
     abs,
@@ -673,3 +673,7 @@ logsumexp = _named(
     "logsumexp",
     "``log(sum(b * exp(a), axis))``, computed stably, with SciPy's signature.",
 )
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("elementwise", _polygamma)

@@ -13,7 +13,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case, with_complex
-from gradtape.ops import apply1, defop, public
+from gradtape.ops import apply1, batch_as, defop, public
 from gradtape.ops.elementwise import astype, conj_
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
@@ -448,3 +448,8 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
         axis = 0
     x = _in_result_dtype(x, dtype)
     return apply1(_cumprod, x, {"axis": _axes(axis, x.ndim)[0], "include_initial": bool(include_initial)})
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("reduction", _sum, _prod, _mean, _var, _std, _max, _min)
+batch_as("axis", _cumsum, _cumprod)

@@ -15,7 +15,7 @@ import numpy as np
 from array_api_compat import device as _device
 
 from gradtape.core.domains import BOOL, COMPLEX, INT, REAL, Case
-from gradtape.ops import apply, apply1, defop, public
+from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops.manipulation import _broadcast
 from gradtape.ops.statistical import _axes
 from gradtape.core.tensor import Tensor, convert_to_tensor
@@ -187,3 +187,8 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
         args.append(_side("append", append, x, axis))
         parts = parts + "a"
     return apply(_diff, tuple(args), {"axis": axis, "n": int(n), "parts": parts})
+
+
+# how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
+batch_as("reduction", _all, _any)
+batch_as("axis", _diff)

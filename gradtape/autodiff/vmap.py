@@ -1,0 +1,172 @@
+"""``gt.vmap`` (JAX's and torch.func's) and ``gt.vectorized_map`` (TensorFlow's): a function of one
+example mapped over a batch, on every backend, by the ops' batching rules.
+
+The mapped function runs once, on the whole batch: its arguments cross into a batching backend
+(``gradtape/backends/batching.py``: each op is called once on the batch, by the batching kind it
+declares), its results cross back with the examples along ``out_axes``.  The crossings are
+recorded steps with rules, so a ``GradientTape`` outside the map differentiates through it, one
+inside gives per-example gradients, and maps nest.  See docs/vmap.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import optree
+
+from gradtape.backends.batching import (
+    BatchedValueError,
+    MapCall,
+    VmapFallbackWarning,
+    batching_backend,
+    capture,
+    enter,
+    exit_,
+    fallback_policy,
+    innermost_map,
+    running_map,
+)
+from gradtape.core.tensor import Tensor, convert_to_tensor, lift
+from gradtape.ops.manipulation import broadcast_to, expand_dims, stack
+
+__all__ = ["vmap", "vectorized_map"]
+
+
+def _is_leaf(x):
+    return isinstance(x, Tensor) or x is None
+
+
+def _broadcast_prefix(axes, tree, what):
+    """``axes`` (an int, None, or a pytree prefix of ``tree``) as one entry per leaf of ``tree``."""
+    try:
+        return optree.broadcast_prefix(axes, tree, is_leaf=_is_leaf, none_is_leaf=True)
+    except ValueError as e:
+        raise ValueError(f"gt.vmap: {what} does not match the structure it maps over: {e}") from None
+
+
+def _as_tensor(x):
+    if isinstance(x, Tensor):
+        return x
+    return convert_to_tensor(x)
+
+
+def vmap(fn, in_axes=0, out_axes=0, *, fallback_to_while_loop=True, warn=True):
+    """``fn`` mapped over axis ``in_axes`` of its arguments (JAX's ``jax.vmap``, torch.func's
+    ``vmap``): ``vmap(fn)(xs)[i] == fn(xs[i])``, computed once on the whole batch.
+
+    ``in_axes``: an int (every argument's axis), None (not mapped: the same value for every
+    example), or a tuple with one entry per argument, each an int, None, or a pytree prefix of that
+    argument (dicts, lists, tuples of tensors).  ``out_axes``: where the examples go in each result
+    (an int or a pytree prefix of the results).  An op with no batching rule runs as a loop over
+    the examples with one :class:`VmapFallbackWarning` naming it (``warn=False``: silent,
+    TensorFlow's ``warn``), or raises where ``fallback_to_while_loop=False``."""
+
+    @functools.wraps(fn)
+    def mapped(*args):
+        return _run(fn, args, in_axes, out_axes, fallback_to_while_loop, warn, "gt.vmap")
+
+    return mapped
+
+
+def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
+    """TensorFlow's ``tf.vectorized_map``: ``fn`` applied to each example of ``elems`` (a tensor or a
+    nested structure of tensors, unstacked along axis 0), the results stacked along axis 0; computed
+    once on the whole batch (see :func:`vmap`)."""
+    return _run(fn, (elems,), 0, 0, fallback_to_while_loop, warn, "gt.vectorized_map")
+
+
+def _run(fn, args, in_axes, out_axes, allow, warn, where):
+    if not isinstance(in_axes, (list, tuple)):
+        in_axes = (in_axes,) * len(args)
+    if len(in_axes) != len(args):
+        raise ValueError(f"{where}: in_axes has {len(in_axes)} entries for {len(args)} arguments")
+    in_axes = tuple(in_axes)
+    leaves, treedef = optree.tree_flatten(args, is_leaf=_is_leaf, none_is_leaf=True)
+    axes = _broadcast_prefix(in_axes, args, "in_axes")
+    mapped = []
+    size = None
+    for k, (leaf, axis) in enumerate(zip(leaves, axes)):
+        if axis is None:
+            continue
+        t = leaves[k] = _as_tensor(leaf)
+        if t.ndim == 0:
+            raise ValueError(f"{where}: cannot map over axis {axis} of a scalar argument")
+        axis = int(axis) % t.ndim
+        axes[k] = axis
+        n = t.shape[axis]
+        if size is None:
+            size = n
+        elif n != size:
+            raise ValueError(
+                f"{where}: the mapped arguments have different sizes along their mapped axes ({size} and {n}); "
+                "every mapped argument must hold the same number of examples"
+            )
+        mapped.append(k)
+    if size is None:
+        raise ValueError(f"{where}: nothing to map over (every in_axes entry is None)")
+    # inside a running map, this one maps over it (a level above): its arguments are taken in first
+    base = innermost_map() or leaves[mapped[0]]._b
+    bk = batching_backend(base)
+    call = MapCall(bk, size, where)
+    inner = list(leaves)
+    for k, (leaf, axis) in enumerate(zip(leaves, axes)):
+        if isinstance(leaf, Tensor) and leaf._b is not base:
+            taken = lift(leaf, base)
+            leaf = leaf if taken is None else taken
+        if axis is not None:
+            inner[k] = enter(leaf, axis, call)
+        elif isinstance(leaf, Tensor):
+            inner[k] = capture(leaf, call) if leaf._b is base else leaf
+    inner_args = optree.tree_unflatten(treedef, inner)
+    try:
+        with fallback_policy(allow, warn, where), running_map(call):
+            out = fn(*inner_args)
+    except BatchedValueError as e:
+        if not allow:
+            raise
+        if warn:
+            warnings.warn(
+                f"{where}: the mapped function reads a Python value of a per-example tensor ({e}); it runs as "
+                f"a Python loop over the {size} examples (TensorFlow's fallback_to_while_loop)",
+                VmapFallbackWarning,
+                stacklevel=3,
+            )
+        return _loop(fn, leaves, axes, treedef, out_axes, size)
+    return _results(out, out_axes, call, where)
+
+
+def _results(out, out_axes, call, where):
+    leaves, treedef = optree.tree_flatten(out, is_leaf=_is_leaf, none_is_leaf=True)
+    axes = _broadcast_prefix(out_axes, out, "out_axes")
+    res = []
+    for leaf, axis in zip(leaves, axes):
+        if leaf is None:
+            res.append(None)
+            continue
+        t = _as_tensor(leaf) if not isinstance(leaf, Tensor) else leaf
+        if axis is None:
+            raise ValueError(f"{where}: out_axes=None is for results that are the same for every example")
+        axis = int(axis) % (t.ndim + 1)
+        if t._b is call.bk:
+            res.append(exit_(t, axis, call))
+        else:  # a result that does not depend on the mapped arguments: the same for every example
+            shape = tuple(t.shape)
+            res.append(broadcast_to(expand_dims(t, axis=axis), shape[:axis] + (call.size,) + shape[axis:]))
+    return optree.tree_unflatten(treedef, res)
+
+
+def _loop(fn, leaves, axes, treedef, out_axes, size):
+    """The whole function called once per example (recorded: tapes outside see through it)."""
+    outs = []
+    for i in range(size):
+        ex = [leaf if axis is None else leaf[(slice(None),) * axis + (i,)] for leaf, axis in zip(leaves, axes)]
+        outs.append(fn(*optree.tree_unflatten(treedef, ex)))
+    flat = [optree.tree_flatten(o, is_leaf=_is_leaf, none_is_leaf=True) for o in outs]
+    tdef = flat[0][1]
+    oaxes = _broadcast_prefix(out_axes, outs[0], "out_axes")
+    res = []
+    for j, axis in enumerate(oaxes):
+        parts = [_as_tensor(f[0][j]) for f in flat]
+        res.append(stack(parts, axis=int(axis) % (parts[0].ndim + 1)))
+    return optree.tree_unflatten(tdef, res)

@@ -1,0 +1,407 @@
+"""gt.vmap / gt.vectorized_map (issue 24, items 1 and 3), on every backend: the batched result against
+a Python loop over the examples, per-example gradients against jax.vmap(jax.grad), tapes inside and
+outside the map, nesting, gt.function, the warned loop fallback, and one native call per op."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+
+_names = (f"test_vmap_op_{i}" for i in itertools.count())
+RNG = np.random.default_rng(0)
+
+
+def _t(a):
+    return gt.constant(np.asarray(a), dtype=gt.float64)
+
+
+def _loop(fn, *xs):
+    """fn applied to each example (axis 0 of every argument), stacked: the reference."""
+    return np.stack([np.asarray(fn(*(x[i] for x in xs)).numpy()) for i in range(xs[0].shape[0])])
+
+
+def _close(a, b):
+    np.testing.assert_allclose(np.asarray(a.numpy() if hasattr(a, "numpy") else a), b, rtol=1e-10, atol=1e-12)
+
+
+X = RNG.normal(size=(4, 3, 5))
+W = RNG.normal(size=(5, 2))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        pytest.param(lambda x: gt.sin(x) * 2.0 + gt.exp(-x), id="elementwise"),
+        pytest.param(lambda x: gt.maximum(x, gt.constant(np.zeros(5), dtype=gt.float64)), id="broadcast"),
+        pytest.param(lambda x: x * x[0] - x[:, :1], id="broadcast_batched_ranks"),
+        pytest.param(lambda x: 2.0 - gt.reduce_sum(x) * x, id="batched_scalar"),
+        pytest.param(lambda x: gt.where(x > 0, x, -x), id="where"),
+        pytest.param(lambda x: gt.clip(x, -0.5, 0.5), id="clip"),
+        pytest.param(lambda x: gt.reduce_sum(x), id="sum_all"),
+        pytest.param(lambda x: gt.reduce_mean(x, axis=-1, keepdims=True), id="mean_axis"),
+        pytest.param(lambda x: gt.reduce_max(x, axis=0), id="max_axis0"),
+        pytest.param(lambda x: gt.math.reduce_std(x, axis=1), id="std"),
+        pytest.param(lambda x: gt.argmax(x), id="argmax_flat"),
+        pytest.param(lambda x: gt.nn.softmax(x, axis=0), id="softmax"),
+        pytest.param(lambda x: gt.cumsum(x, axis=1), id="cumsum"),
+        pytest.param(lambda x: gt.matmul(x, _t(W)), id="matmul"),
+        pytest.param(lambda x: gt.matmul(gt.transpose(_t(W)), gt.transpose(x)), id="matmul_left"),
+        pytest.param(lambda x: gt.matmul(x[0], _t(W)), id="matmul_vector"),
+        pytest.param(lambda x: gt.matmul(x, x[0]), id="matmul_both"),
+        pytest.param(lambda x: gt.reshape(x, (5, 3)), id="reshape"),
+        pytest.param(lambda x: gt.transpose(x), id="transpose"),
+        pytest.param(lambda x: gt.expand_dims(x, axis=-1), id="expand_dims"),
+        pytest.param(lambda x: gt.concat([x, x * 2.0], axis=-1), id="concat"),
+        pytest.param(lambda x: gt.stack([x, _t(X[0])], axis=1), id="stack_unbatched"),
+        pytest.param(lambda x: gt.squeeze(x[:1], axis=0), id="squeeze"),
+        pytest.param(lambda x: gt.broadcast_to(x[0], (2, 5)), id="broadcast_to"),
+        pytest.param(lambda x: gt.tile(x, (2, 1)), id="tile"),
+        pytest.param(lambda x: x[1:, ::2], id="getitem_slices"),
+        pytest.param(lambda x: x[..., 2], id="getitem_int"),
+        pytest.param(lambda x: x[:, [0, 4, 4]], id="getitem_array"),
+        pytest.param(lambda x: gt.linalg.det(gt.matmul(x, gt.transpose(x))), id="det"),
+    ],
+)
+def test_vmap_matches_a_loop(backend, fn):
+    x = _t(X)
+    _close(gt.vmap(fn)(x), _loop(fn, x))
+
+
+def test_gradient_of_each_kind_through_the_map_matches_the_loop(backend):
+    """A tape outside the map: the gradient of a loss over the batch equals the loop's."""
+    w = _t(W)
+
+    def f(x):
+        h = gt.tanh(gt.matmul(x, w))
+        return gt.reduce_sum(gt.nn.softmax(h[:, 1:] * 2.0, axis=0)) + gt.reduce_mean(gt.concat([h, x[:, :2]], axis=-1))
+
+    x = _t(X)
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch([x, w])
+        y = gt.reduce_sum(gt.vmap(f)(x) ** 2)
+        z = gt.reduce_sum(gt.stack([f(x[i]) for i in range(4)]) ** 2)
+    for a, b in zip(tape.gradient(y, [x, w]), tape.gradient(z, [x, w])):
+        _close(a, b.numpy())
+
+
+def test_in_axes_none_tuples_and_pytrees(backend):
+    x = _t(X)
+    w = _t(W)
+    xt = _t(np.moveaxis(X, 0, 2))  # the examples along axis 2
+    out = gt.vmap(lambda a, b: gt.matmul(a, b), in_axes=(2, None))(xt, w)
+    _close(out, np.einsum("ijb,jk->bik", xt.numpy(), W))
+    tree = {"a": x, "b": [w, xt]}
+    out = gt.vmap(
+        lambda d: gt.matmul(d["a"], d["b"][0]) + gt.reduce_sum(d["b"][1]), in_axes=({"a": 0, "b": [None, 2]},)
+    )(tree)
+    _close(out, np.einsum("bij,jk->bik", X, W) + np.sum(xt.numpy(), axis=(0, 1))[:, None, None])
+    # out_axes
+    out = gt.vmap(lambda a: (a, gt.reduce_sum(a, axis=-1)), out_axes=(1, 0))(x)
+    _close(out[0], np.moveaxis(X, 0, 1))
+    _close(out[1], X.sum(-1))
+
+
+def test_bad_axes_and_sizes_raise(backend):
+    x = _t(X)
+    with pytest.raises(ValueError, match="different sizes"):
+        gt.vmap(lambda a, b: a + b)(x, _t(X[:2]))
+    with pytest.raises(ValueError, match="nothing to map"):
+        gt.vmap(lambda a: a, in_axes=None)(x)
+    with pytest.raises(ValueError, match="2 arguments"):
+        gt.vmap(lambda a, b: a, in_axes=(0,))(x, x)
+
+
+def test_nested_vmap(backend):
+    x = _t(X)
+    w = _t(W)
+    f = gt.vmap(gt.vmap(lambda row: gt.tanh(gt.matmul(row, w))))
+    _close(f(x), np.tanh(X @ W))
+    # the inner map over a different argument: an outer product
+    a = _t(RNG.normal(size=(3,)))
+    b = _t(RNG.normal(size=(4,)))
+    _close(gt.vmap(lambda ai: gt.vmap(lambda bj: ai * bj)(b))(a), np.outer(a.numpy(), b.numpy()))
+
+
+def test_per_example_gradients_match_jax(backend):
+    """A tape inside the mapped function: per-example gradients, as jax.vmap(jax.grad(loss))."""
+    jax = pytest.importorskip("jax", reason="the reference per-example gradients are jax.vmap(jax.grad)")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    w1 = RNG.normal(size=(5, 8))
+    w2 = RNG.normal(size=(8, 3))
+    xs = RNG.normal(size=(6, 5))
+    ys = RNG.normal(size=(6, 3))
+
+    def loss_jax(params, x, y):
+        h = jnp.tanh(x @ params[0])
+        return jnp.mean((h @ params[1] - y) ** 2)
+
+    ref = jax.vmap(jax.grad(loss_jax), in_axes=(None, 0, 0))((w1, w2), xs, ys)
+
+    def per_example(params, x, y):
+        with gt.GradientTape() as tape:
+            tape.watch(params)
+            h = gt.tanh(gt.matmul(x, params[0]))
+            loss = gt.reduce_mean((gt.matmul(h, params[1]) - y) ** 2)
+        return tape.gradient(loss, params)
+
+    got = gt.vmap(per_example, in_axes=(None, 0, 0))((_t(w1), _t(w2)), _t(xs), _t(ys))
+    for g, r in zip(got, ref):
+        assert tuple(g.shape) == r.shape
+        _close(g, np.asarray(r))
+
+
+def test_vectorized_map_of_a_tape_inside_with_nested_elems(backend):
+    w = _t(W)
+
+    def fn(e):
+        x, (s,) = e["x"], e["scale"]
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.reduce_sum(gt.sin(gt.matmul(x, w)) * s)
+        return {"g": tape.gradient(y, x), "y": y}
+
+    xs = _t(X[:, 0])
+    ss = _t(RNG.normal(size=(4,)))
+    out = gt.vectorized_map(fn, {"x": xs, "scale": (ss,)})
+    expect_g = (np.cos(X[:, 0] @ W) * ss.numpy()[:, None]) @ W.T
+    _close(out["g"], expect_g)
+    _close(out["y"], np.sum(np.sin(X[:, 0] @ W), axis=-1) * ss.numpy())
+
+
+def test_second_order_inside_the_map(backend):
+    """Nested tapes inside the map: per-example second derivatives."""
+
+    def d2(x):
+        with gt.GradientTape() as outer:
+            outer.watch(x)
+            with gt.GradientTape() as inner:
+                inner.watch(x)
+                y = gt.reduce_sum(x**3)
+            g = inner.gradient(y, x)
+            s = gt.reduce_sum(g)
+        return outer.gradient(s, x)
+
+    x = _t(X[:, 0, :2])
+    _close(gt.vmap(d2)(x), 6 * X[:, 0, :2])
+
+
+def test_tape_inside_on_a_captured_tensor_raises(backend):
+    w = _t(W)
+
+    def fn(x):
+        with gt.GradientTape() as tape:
+            tape.watch(w)
+            y = gt.reduce_sum(gt.matmul(x, w))
+        return tape.gradient(y, w)
+
+    with pytest.raises(ValueError, match="in_axes=None"):
+        gt.vmap(fn)(_t(X[:, 0]))
+
+
+def test_inside_gt_function(backend):
+    w = _t(W)
+
+    @gt.function
+    def step(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.reduce_sum(gt.vmap(lambda r: gt.tanh(gt.matmul(r, w)))(x))
+        return y, tape.gradient(y, x)
+
+    x = _t(X[:, 0])
+    for _ in range(2):
+        y, g = step(x)
+        _close(y, np.tanh(X[:, 0] @ W).sum())
+        _close(g, (1 - np.tanh(X[:, 0] @ W) ** 2) @ W.T)
+
+
+def _counting_op(calls, batching):
+    def forward(xp, x):
+        calls.append(tuple(x.shape))
+        return x * 3.0
+
+    f = gt.register_op(next(_names), forward, lambda xp, op, g: g * 3.0)
+    f.op.batching = batching
+    return f
+
+
+def test_one_native_call_per_elementwise_op(backend):
+    calls = []
+    f = _counting_op(calls, "elementwise")
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        out = gt.vmap(lambda e: f(e) + 1.0)(x)
+    _close(out, 3 * X + 1)
+    assert calls == [X.shape]  # once, on the whole batch
+
+
+def test_one_native_call_per_reduction_and_matmul(backend):
+    calls = []
+
+    def total(xp, x, *, axis=None, keepdims=False):
+        calls.append(tuple(x.shape))
+        return xp.sum(x, axis=axis, keepdims=keepdims)
+
+    def product(xp, a, b):
+        calls.append((tuple(a.shape), tuple(b.shape)))
+        return xp.matmul(a, b)
+
+    f = gt.register_op(next(_names), total, lambda xp, op, g: None)
+    f.op.batching = "reduction"
+    m = gt.register_op(next(_names), product, lambda xp, op, g: (None, None))
+    m.op.batching = "matmul"
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        out = gt.vmap(lambda e: f(m(e, _t(W)), axis=None))(x)
+    _close(out, (X @ W).sum(axis=(1, 2)))
+    assert calls == [(X.shape, W.shape), (4, 3, 2)]  # one call each, on the whole batch
+
+
+def test_op_without_batching_rule_loops_with_one_warning(backend):
+    calls = []
+    f = _counting_op(calls, None)
+    x = _t(X)
+    with pytest.warns(gt.VmapFallbackWarning, match=f.op.name) as rec:
+        out = gt.vmap(lambda e: f(f(e)))(x)
+    _close(out, 9 * X)
+    assert len(calls) == 2 * X.shape[0]  # a loop over the examples, twice
+    assert len([w for w in rec if issubclass(w.category, gt.VmapFallbackWarning)]) == 1
+    with pytest.raises(ValueError, match=f.op.name):
+        gt.vmap(lambda e: f(e), fallback_to_while_loop=False)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        gt.vmap(lambda e: f(e), warn=False)(x)
+
+
+def test_gradient_through_a_fallback_op(backend):
+    f = _counting_op([], None)
+    x = _t(X)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        with pytest.warns(gt.VmapFallbackWarning):
+            y = gt.reduce_sum(gt.vmap(lambda e: gt.sin(f(e)))(x))
+    _close(tape.gradient(y, x), 3 * np.cos(3 * X))
+
+
+def test_control_flow_on_a_batched_value_loops_the_function(backend):
+    def fn(x):
+        return gt.cond(gt.reduce_sum(x) > 0, lambda: x * 2.0, lambda: -x)
+
+    x = _t(X[:, 0])
+    with pytest.warns(gt.VmapFallbackWarning, match="per-example"):
+        out = gt.vmap(fn)(x)
+    expect = np.where(X[:, 0].sum(-1, keepdims=True) > 0, 2 * X[:, 0], -X[:, 0])
+    _close(out, expect)
+    with pytest.raises(TypeError, match="gt.where"):
+        gt.vmap(fn, fallback_to_while_loop=False)(x)
+
+
+def test_variables_are_read_unbatched(backend):
+    v = gt.Variable(np.ones((5,)), dtype=gt.float64)
+    x = _t(X[:, 0])
+    with gt.GradientTape() as tape:
+        y = gt.reduce_sum(gt.vmap(lambda r: r * v)(x))
+    _close(tape.gradient(y, v), X[:, 0].sum(0))
+
+
+def test_results_that_do_not_depend_on_the_examples_are_broadcast(backend):
+    w = _t(W)
+    out = gt.vmap(lambda x: (x, w))(_t(X[:, 0]))
+    _close(out[1], np.broadcast_to(W, (4, 5, 2)))
+
+
+def test_assigning_a_per_example_value_to_a_variable_raises(backend):
+    v = gt.Variable(np.zeros(5), dtype=gt.float64)
+    with pytest.raises(ValueError):
+        gt.vmap(lambda r: v.assign(r * 2.0))(_t(X[:, 0]))
+    np.testing.assert_array_equal(v.numpy(), np.zeros(5))
+
+
+def test_a_random_draw_inside_is_shared_by_the_examples_and_says_so(backend):
+    with pytest.warns(UserWarning, match="shared by every example") as rec:
+        out = gt.vmap(lambda r: r + gt.random.normal((5,), dtype=gt.float64) * gt.random.uniform((5,)))(
+            _t(X[:, 0])
+        ).numpy()
+    assert len([w for w in rec if "shared by every example" in str(w.message)]) == 1  # once per map
+    noise = out - X[:, 0]
+    np.testing.assert_allclose(noise, np.broadcast_to(noise[0], noise.shape), rtol=1e-12, atol=1e-12)
+
+
+_EYE3 = np.eye(3)
+_RULE_CASES = {
+    "getitem": lambda x: gt.reduce_sum(x[1:, ::2] ** 2),
+    "getitem_array": lambda x: gt.reduce_sum(x[:, [0, 4, 4]] ** 2),
+    "getitem_int": lambda x: gt.reduce_sum(x[..., 2] ** 2),
+    "concat": lambda x: gt.reduce_sum(gt.concat([x, x * 2.0], axis=-1) ** 2),
+    "reshape": lambda x: gt.reduce_sum(gt.reshape(x, (15,)) ** 3),
+    "softmax": lambda x: gt.reduce_sum(gt.nn.softmax(x, axis=0)[0]),
+    "max_keepdims": lambda x: gt.reduce_sum(gt.reduce_max(x, axis=1, keepdims=True) * 2.0),
+    "std": lambda x: gt.math.reduce_std(x),
+    "logsumexp": lambda x: gt.reduce_sum(gt.math.reduce_logsumexp(x, axis=-1)),
+    "transpose_matmul": lambda x: gt.reduce_sum(gt.matmul(gt.transpose(x), x)),
+    "det": lambda x: gt.linalg.det(gt.matmul(x, gt.transpose(x))),
+    "solve": lambda x: gt.reduce_sum(gt.linalg.solve(gt.matmul(x, gt.transpose(x)) + _t(_EYE3), x)),
+    "stack": lambda x: gt.reduce_sum(gt.stack([x, x**2], axis=1)),
+    "tile": lambda x: gt.reduce_sum(gt.tile(x, (2, 1)) ** 2),
+    "cumsum": lambda x: gt.reduce_sum(gt.cumsum(x, axis=1) ** 2),
+    "expand_dims": lambda x: gt.reduce_sum(gt.expand_dims(x, 0) * x),
+    "broadcast_to": lambda x: gt.reduce_sum(gt.broadcast_to(x[0], (2, 5)) ** 2),
+    "clip": lambda x: gt.reduce_sum(gt.clip(x, -0.5, 0.5) ** 2),
+    "vector_norm": lambda x: gt.linalg.vector_norm(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_RULE_CASES))
+def test_per_example_gradients_of_each_kind_batch_without_a_loop(backend, name):
+    """The rules of each kind run batched too: no fallback warning, the loop's numbers."""
+    f = _RULE_CASES[name]
+
+    def per_example(x):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        return tape.gradient(y, x)
+
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))
+
+
+def test_a_gt_function_called_inside_the_map_runs_batched(backend):
+    @gt.function
+    def f(r):
+        return gt.sin(r) * 2.0
+
+    x = _t(X[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        out = gt.vmap(f)(x)
+    _close(out, 2 * np.sin(X[:, 0]))
+    _close(f(x), 2 * np.sin(X[:, 0]))  # (outside a map it is traced as ever)
+
+
+def test_second_order_through_the_map_from_outside(backend):
+    """Nested tapes outside the map: the crossings' rules are recorded too (higher order)."""
+    xs = _t(np.linspace(0.1, 1.0, 4))
+    w = gt.constant(0.7, dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as t2:
+        t2.watch([w, xs])
+        with gt.GradientTape(persistent=True) as t1:
+            t1.watch([w, xs])
+            y = gt.reduce_sum(gt.vmap(lambda x: gt.sin(x * w) * x)(xs))
+        gw = t1.gradient(y, w)
+        gx = t1.gradient(y, xs)
+    x = xs.numpy()
+    _close(gw, np.sum(x * x * np.cos(x * 0.7)))
+    _close(t2.gradient(gw, w), np.sum(-(x**3) * np.sin(x * 0.7)))
+    _close(t2.gradient(gx, xs), 2 * 0.7 * np.cos(0.7 * x) - 0.49 * x * np.sin(0.7 * x))
