@@ -124,7 +124,7 @@ def cluster(args, tmp):
             threads_per_worker=1,
             processes=True,
             memory_limit=args.limit_mib * MiB,
-            dashboard_address=None,
+            dashboard_address=":0",
             local_directory=tmp,
         )
 

@@ -5,6 +5,10 @@ right on GitHub and in a clone. The site holds only docs/, so for the site each 
 whatever it links to in turn) is added under ``repo/`` at its path in the repository, and the link
 is rewritten to it. A link to a file that does not exist is left alone, so the strict build still
 fails on it. Links from an added file back into docs/ are rewritten to the page.
+
+A fence's options for the docs' own tests (``python no-run``, ``python requires=backend:torch``: see
+tests/test_docs.py) are no syntax the Markdown extensions know: such a block would render as
+run-together text, its comments as headings. The site gets the fence without them (``python``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from mkdocs.structure.files import File
 PREFIX = "repo"
 # an inline Markdown link's relative target (no scheme, no leading /, no pure anchor)
 _LINK = re.compile(r"\]\((?![a-z][\w+.-]*:|/|#)(?P<target>[^)#\s]+)(?P<anchor>#[^)\s]*)?\)")
+# a fence's opening line with the test options of tests/test_docs.py after its language
+_TEST_FENCE = re.compile(r"^(?P<open>```[\w+-]+)(?:[ \t]+(?:no-run|requires=[\w.:,-]+))+[ \t]*$", re.M)
 
 
 def _dirs(config):
@@ -74,4 +80,4 @@ def on_page_markdown(markdown, page, config, files):
             site_path = f"{PREFIX}/{target.relative_to(root).as_posix()}"
         return f"]({posixpath.relpath(site_path, site_dir_of_page)}{m['anchor'] or ''})"
 
-    return _LINK.sub(repl, markdown)
+    return _LINK.sub(repl, _TEST_FENCE.sub(r"\g<open>", markdown))

@@ -301,3 +301,14 @@ _MOVED = {
 }
 for _old, _new in _MOVED.items():
     _sys.modules.setdefault(_old, _sys.modules[_new])
+
+# PyTorch / JAX / Keras habits (t.sum(), loss.backward(), x.grad, gt.tensor, gt.optim) get an
+# AttributeError that says what to write instead: gradtape/habits.py
+from gradtape import habits as _habits  # noqa: E402
+
+_habits.install()
+
+
+def __getattr__(name):
+    """A missing name of the package: ``AttributeError``, with the gradtape way for a PyTorch/JAX habit."""
+    raise _habits.module_attribute_error(__name__, name)

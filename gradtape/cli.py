@@ -312,6 +312,10 @@ def _check(args):
             f"{label} raised {type(e).__name__}: {_one_line(e)}{f' (at {at})' if at else ''}; fix the function "
             "(--traceback shows the whole traceback)"
         ) from None
+    if report.skipped.get("tensorflow", "").startswith("not installed"):
+        # TensorFlow is an optional extra reference (--native's help says so): not a skip to report on
+        # every run, nor a package to suggest to everyone
+        del report.skipped["tensorflow"]
     if not report.compared:
         # every gradtape backend was skipped: the reason, once, as a mistake (not a disagreement)
         reasons = {why for name, why in report.skipped.items() if name.startswith("gradtape:")}
@@ -388,7 +392,7 @@ def _parser():
         "--native",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="cross-check with torch.autograd / jax.grad / TensorFlow (default: on)",
+        help="cross-check with torch.autograd / jax.grad, and TensorFlow where it is installed (default: on)",
     )
     c.add_argument("--samples", type=int, default=None, help="cases per op (default: all of its domain)")
     c.add_argument("--order", type=int, choices=[1, 2], default=2, help="2 also checks gradients of gradients")
@@ -424,7 +428,8 @@ def _parser():
         "--native",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also compare with torch.autograd / jax.grad / TensorFlow on the same function (default: on)",
+        help="also compare with torch.autograd / jax.grad, and TensorFlow where it is installed, on the same "
+        "function (default: on)",
     )
     k.add_argument("--dtype", default="float64", choices=["float64", "float32"], help="dtype of the inputs")
     k.add_argument("--low", type=float, default=-1.0, help="inputs are drawn uniformly from [low, high] (default -1)")
@@ -444,6 +449,15 @@ def _parser():
     return parser
 
 
+def _check_environment():
+    """A GRADTAPE_BACKEND that names no backend, or one not installed here, is one line up front (what
+    is wrong, the valid names), not a run in which every computation fails on it."""
+    try:
+        gt.get_backend()
+    except (ValueError, ImportError, RuntimeError) as e:
+        raise CLIError(" ".join(str(e).split())) from None
+
+
 def main(argv=None):
     """Run the ``gradtape`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = _parser()
@@ -452,6 +466,8 @@ def main(argv=None):
     except SystemExit as e:  # --help, --version, or a usage error already printed
         return e.code if isinstance(e.code, int) else 2
     try:
+        if args.run is not _backends:  # (`gradtape backends` lists what is installed, whatever it says)
+            _check_environment()
         return args.run(args)
     except CLIError as e:
         print(f"gradtape {args.command}: {e}", file=sys.stderr)

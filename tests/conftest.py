@@ -23,6 +23,15 @@ import pytest
 import gradtape as gt
 from gradtape.core import backend_registry as _backends
 
+# the table of the run per backend (tests, outcomes, time), the slowest files and the peak memory, at the end;
+# JAX's caches cleared when the process grows past GRADTAPE_TEST_MEMORY_MIB
+from suite_summary import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_runtest_logreport,
+    pytest_runtest_teardown,
+    pytest_terminal_summary,
+)
+
 #: SciPy's and scikit-learn's own suites with gradtape (issue 21): a runner, not tests of this suite;
 #: ``python tests/downstream/run.py --help``
 collect_ignore = ["downstream"]
@@ -38,6 +47,11 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if os.environ.get("GRADTAPE_BACKEND", "").strip():  # a bad one: one line now, not an error per test file
+        try:
+            gt.get_backend()
+        except (ValueError, ImportError, RuntimeError) as e:
+            raise pytest.UsageError(" ".join(str(e).split())) from None
     config.addinivalue_line("markers", "gpu: needs a CUDA/GPU device (skipped without one)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -139,6 +140,17 @@ def test_check_accepts_modules_and_files(userdir, capsys, spec):
     assert main(["check", spec, "--shape", "2,3", "--backends", "numpy", "--no-native", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("check_gradients: all pairs agree") and "| gradtape:numpy | finite differences | 0 |" in out
+
+
+def test_check_does_not_push_tensorflow(userdir, capsys, backend):
+    """TensorFlow is an optional reference: where it is not installed, `gradtape check` (native
+    cross-checks on) neither lists it as skipped nor suggests installing it (issue 26)."""
+    if importlib.util.find_spec("tensorflow") is not None:
+        pytest.skip("tensorflow is installed here: it takes part in the check")
+    assert main(["check", "userfns:f", "--shape", "3", "--backends", backend, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "tensorflow" not in out and "skipped" not in out, out
+    assert out.startswith("check_gradients: all pairs agree"), out
 
 
 def test_check_optional_and_variadic_parameters(userdir, capsys):
@@ -488,3 +500,29 @@ def test_check_an_integer_output_is_a_mistake_not_a_pass(userdir, capsys, backen
     line = one_line_error(capsys, ["check", "counts.py:count", "--shape", "3", "--backends", backend, "--no-native"])
     assert "counts.py:count: nothing was compared" in line
     assert "returns int64 values, and gradients need a floating output" in line
+
+
+@pytest.mark.parametrize("spec", ["nump", "torch:cpu9"])
+def test_a_bad_gradtape_backend_is_one_line_up_front(spec):
+    """A GRADTAPE_BACKEND that names no backend (or no device of it) stops the command at once with one
+    line naming the valid ones, not a traceback or a run whose every computation fails (issue 26)."""
+    env = {**os.environ, "GRADTAPE_BACKEND": spec}
+    for args in (["conformance", "--ops", "sin"], ["check", "math:sin", "--shape", "3"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gradtape", *args], env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert proc.returncode == 2 and proc.stdout == "", (proc.stdout[-2000:], proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"gradtape {args[0]}: GRADTAPE_BACKEND={spec!r}: "), lines
+        assert ("installed here: numpy" if spec == "nump" else "devices: ['cpu']") in lines[0], lines
+        assert "To fix" in lines[0], lines
+    # `gradtape backends` lists what is installed, whatever the variable says
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradtape", "backends"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0 and "| numpy | yes |" in proc.stdout, proc.stderr

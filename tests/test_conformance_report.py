@@ -8,6 +8,7 @@ import html
 import html.parser
 import json
 import math
+import re
 
 import pytest
 
@@ -287,3 +288,35 @@ def test_cli_writes_the_html_report(tmp_path, capsys, backend):
     page = parse(path.read_text(encoding="utf-8"))
     backends = ["numpy", backend] if backend != "numpy" else ["numpy"]
     assert {(c["op"], c["data-backend"]) for c in page.cells} == {(op, b) for op in ("exp", "floor") for b in backends}
+
+
+def test_the_verdict_names_the_native_cross_checks_that_ran(backend):
+    """A NumPy-only run compares with no library's own autodiff, and says so; a torch or jax run names
+    torch.autograd / jax.grad; --no-native says off (issue 26: "native cross-checks on" though none ran)."""
+    rep = run(backends=[backend], ops=["sin"], samples=1, progress=False, order2=False)
+    ran = [native_method_name(b) for b in rep.backends if gt.backends.get(b).supports_native_grad]
+    assert rep.natives_compared() == sorted(ran)
+    if ran:
+        assert f"native cross-checks: {', '.join(sorted(ran))}," in rep.verdict()
+    else:
+        assert "native cross-checks: none (no backend here has its own autodiff)," in rep.verdict()
+        assert "native cross-checks on" not in rep.markdown()
+    off = run(backends=[backend], ops=["sin"], samples=1, progress=False, order2=False, native=False)
+    assert off.natives_compared() == [] and "native cross-checks off," in off.verdict()
+
+
+def test_a_cells_number_agrees_with_its_colour():
+    """Errors either side of a band's edge (9.6e-07 and 1.2e-06 round alike to one digit) read apart,
+    and the number a cell shows falls in the band of its colour (issue 26)."""
+    errs = {"just_under": 9.6e-7, "just_over": 1.2e-6, "edge": 1e-6, "under_e9": 9.96e-10, "over_e9": 1.04e-9}
+    rows = {
+        op: {"numpy": cell("pass", err, [pair("gradtape:numpy", "finite differences", err)])}
+        for op, err in errs.items()
+    }
+    text = html_report.render(Report(backends=["numpy"], dtype="float64", native=True, rows=rows, seconds=1.0))
+    shown = dict(re.findall(r'<tr data-op="(\w+)".*?<span class="err">([^<]*)</span>', text, re.S))
+    classes = dict(re.findall(r'<tr data-op="(\w+)".*?data-class="(\w+)"', text, re.S))
+    assert set(shown) == set(errs), shown
+    assert len(set(shown.values())) == len(errs), shown  # no two different errors read alike
+    for op, label in shown.items():
+        assert html_report.band_of(float(label)) == classes[op] == html_report.band_of(errs[op]), (op, label)

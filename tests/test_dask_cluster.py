@@ -154,7 +154,7 @@ def client(tmp_path_factory):
             threads_per_worker=1,
             processes=True,
             memory_limit=LIMIT,
-            dashboard_address=None,
+            dashboard_address=":0",
             local_directory=str(tmp_path_factory.mktemp("dask-spill")),
         ) as cluster,
         distributed.Client(cluster) as c,

@@ -339,6 +339,32 @@ def test_readme_install_hints_are_the_plain_wheels():
     assert "docs/index.md" in text and "mkdocs serve" in text, "the README links the docs and says how to serve them"
 
 
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+
+
+def readme_commands():
+    """The README's fenced bash blocks, in order (.ci/run runs the second: the test command)."""
+    return [b.code.strip() for b in parse(README) if b.lang == "bash"]
+
+
+def test_readme_says_how_to_get_the_cpu_torch_anywhere():
+    """From the public PyPI ``torch==2.13.0`` is the CUDA build on Linux: the README gives PyTorch's CPU
+    index for the same version, and that version satisfies the unchanged test command's pin."""
+    from packaging.specifiers import SpecifierSet
+
+    commands = readme_commands()
+    first, test = commands[0], commands[1]
+    assert first == "python3 -m pip install -e . && gradtape conformance", first
+    assert test.startswith("python3 -m pip install torch==") and test.endswith("&& python3 -m pytest"), test
+    assert CPU_INDEX not in test, "the test command must keep working where only PyPI (or a mirror) is reachable"
+    pin = re.match(r"python3 -m pip install torch(==[\w.]+) ", test)[1]
+    cpu = [c for c in commands if CPU_INDEX in c]
+    assert cpu == [f"python3 -m pip install torch{pin} {CPU_INDEX}"], cpu
+    # the CPU index's wheel is 2.13.0+cpu: pip counts it as the test command's torch==2.13.0
+    assert SpecifierSet(pin).contains(pin[2:] + "+cpu")
+    assert CPU_INDEX in (DOCS / "backends.md").read_text(encoding="utf-8").replace("\n", " ")
+
+
 @pytest.mark.parametrize("path", sorted(DOCS.rglob("*.md")), ids=lambda p: str(p.relative_to(DOCS)))
 def test_local_links_resolve(path):
     """Every relative link of every page (docs/reference/ too) names a file that exists; the

@@ -12,12 +12,15 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import importlib.util
 import inspect
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -205,10 +208,19 @@ def _build(cwd, site_dir):
     return _run("-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir), cwd=cwd)
 
 
+@functools.cache
+def built_site():
+    """``(site folder, mkdocs' process)``: the checkout's site, built once per run (this file and
+    tests/test_docs_browser.py read it), removed at exit."""
+    tmp = Path(tempfile.mkdtemp(prefix="gradtape-site-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    site = tmp / "site"
+    return site, _build(ROOT, site)
+
+
 @needs_docs_extra
-def test_site_builds_strict(tmp_path):
-    site = tmp_path / "site"
-    proc = _build(ROOT, site)
+def test_site_builds_strict():
+    site, proc = built_site()
     assert proc.returncode == 0, (
         "`mkdocs build --strict` failed; the WARNING lines say which page and link:\n"
         + proc.stdout[-6000:]

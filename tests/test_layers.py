@@ -76,6 +76,7 @@ LAYERS = [
             "gradtape.testing.*",
             "gradtape.interop",
             "gradtape.interop.*",
+            "gradtape.habits",
             "gradtape",
         ],
     ),

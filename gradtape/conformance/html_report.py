@@ -11,6 +11,7 @@ file can be mailed, archived or opened from a CI artifact as it is.
 
 from __future__ import annotations
 
+import decimal
 import html
 import math
 
@@ -78,6 +79,16 @@ def _e(text):
 
 def _num(x, fmt=".2e"):
     return "inf" if x == math.inf else ("nan" if x != x else format(x, fmt))
+
+
+def _err_label(x):
+    """A cell's worst error, rounded *up* to two significant digits: never below the error, so the
+    number shown lies in the band of the cell's colour (``.0e`` showed "1e-06" for 9.6e-07 and for
+    1.2e-06, in two colours, on adjacent rows)."""
+    if not 0 < x < math.inf:
+        return _num(x, ".1e")
+    d = decimal.Decimal(repr(float(x)))  # the shortest decimal of x, not its binary expansion
+    return format(d.quantize(decimal.Decimal(1).scaleb(d.adjusted() - 1), rounding=decimal.ROUND_CEILING), ".1e")
 
 
 def _pair_class(pair, backend, cell_status):
@@ -187,7 +198,7 @@ def _cell(op, backend, cell, has_compiled):
     for p, pcls in pairs:
         groups.setdefault(reference_of(p, backend), []).append((p, pcls))
     label = {"FAIL": "FAIL", "known": "known", "fwd": "fwd", "pass": "pass"}[status]
-    err = "" if status == "fwd" else _num(cell["max_err"], ".0e")
+    err = "" if status == "fwd" else _err_label(cell["max_err"])
     tooltip = [f"{op} on {backend}: {label}" + (f", worst relative error {err}" if err else "")]
     if status == "known":
         tooltip.append(f"known: {cell.get('reason', '')}")

@@ -25,7 +25,7 @@ import numpy as np
 from gradtape.conformance import html_report
 from gradtape.conformance.cases import cases
 from gradtape.conformance.checks import check_case_everywhere, known_failures
-from gradtape.testing.crosscheck import TOLERANCES
+from gradtape.testing.crosscheck import TOLERANCES, native_method_name
 import gradtape as gt
 
 __all__ = ["Report", "run"]
@@ -67,6 +67,34 @@ class Report:
         ``gradtape/conformance/known_failures/<backend>.txt`` (known disagreements: not failures)."""
         return [(op, b) for op, cells in self.rows.items() for b, c in cells.items() if c["status"] == "known"]
 
+    def natives_compared(self):
+        """The libraries' own autodiffs that took part in a comparison (``["jax.grad", "torch.autograd"]``):
+        none where ``native`` is off, or where no installed backend has one (NumPy alone)."""
+        names = {native_method_name(b) for b in self.backends}
+        return sorted(
+            {
+                m
+                for cells in self.rows.values()
+                for c in cells.values()
+                for p in c.get("pairs", ())
+                for m in (p["a"], p["b"])
+                if m in names
+            }
+        )
+
+    def _natives_text(self):
+        if not self.native:
+            return "native cross-checks off"
+        ran = self.natives_compared()
+        return (
+            f"native cross-checks: {', '.join(ran)}"
+            if ran
+            else "native cross-checks: none (no backend here has its own autodiff)"
+        )
+
+    def _natives_short(self):
+        return (", ".join(self.natives_compared()) or "none here") if self.native else "off: --no-native"
+
     def verdict(self):
         """One line: PASS or FAIL, the failures and known disagreements, what was run and how long."""
         summary = ""
@@ -81,7 +109,7 @@ class Report:
         return (
             f"gradtape conformance: {'FAIL' if self.failed else 'PASS'}: {len(self.failed)} failure(s), "
             f"{len(known)} known disagreement(s){f' ({which})' if known else ''}; {len(self.rows)} ops x "
-            f"{len(self.backends)} backends, dtype {self.dtype}, native cross-checks {'on' if self.native else 'off'}, "
+            f"{len(self.backends)} backends, dtype {self.dtype}, {self._natives_text()}, "
             f"{self.seconds:.1f} s{summary}"
         )
 
@@ -156,7 +184,7 @@ class Report:
             "- `pass (1e-08)`: every comparison of this backend's gradient agreed; the number is the largest "
             "relative error |a - b| / max(|a|, |b|) among them: against central finite differences (tolerance "
             f"rtol {fd_rtol:g}, atol {fd_atol:g}), against the other backends and each library's own autodiff"
-            f"{' (torch.autograd, jax.grad)' if self.native else ' (off: --no-native)'} (rtol {ex_rtol:g}, "
+            f" ({self._natives_short()}) (rtol {ex_rtol:g}, "
             f"atol {ex_atol:g})"
             + (", and at second order (nested tapes) against finite differences" if self._ran("order2") else "")
             + ". A wrong rule is off by O(1).",

@@ -1,0 +1,98 @@
+"""The run ends with its cost per backend (tests/suite_summary.py, issue 26): a row per backend with its
+tests, outcomes and time, the slowest files, and the process's peak memory."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_run_ends_with_a_table_per_backend(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("GRADTAPE_TEST_BACKENDS", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/test_habits.py",
+            "--backend",
+            "numpy",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "the_issues_habits or no_getattr or dir_of or gradient_tape_hint",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
+    table = out[out.index("the run, per backend") :]
+    assert re.search(r"^numpy\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    assert re.search(r"^\(none\)\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    assert "the slowest files: test_habits.py" in table
+    assert re.search(r"peak memory \(RSS\) of this process: \d+\.\d GB", table), table
+
+
+def test_jax_caches_are_cleared_above_the_memory_limit(tmp_path):
+    """With the limit at 1 MiB every jax test's teardown clears JAX's caches, and the summary says so;
+    the tests still pass (the ops compile again)."""
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed: no caches to clear")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GRADTAPE_TEST_MEMORY_MIB": "1"}
+    env.pop("GRADTAPE_TEST_BACKENDS", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/test_habits.py",
+            "--backend",
+            "jax",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "the_issues_habits",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "JAX's caches cleared 1 time(s) above 1 MiB" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_bad_gradtape_backend_stops_the_suite_in_one_line():
+    env = {**os.environ, "GRADTAPE_BACKEND": "nump"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_habits.py", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    lines = [s for s in (proc.stdout + proc.stderr).splitlines() if s.strip()]
+    assert proc.returncode == 4, lines  # pytest's usage error
+    assert lines == [lines[0]] and lines[0].startswith("ERROR: GRADTAPE_BACKEND='nump': unknown gradtape backend"), (
+        lines
+    )
