@@ -71,7 +71,7 @@ def _scalar_operand(torch):
     key would not tell +0.0 from -0.0), nor an int that float32 cannot hold exactly; the cache is
     bounded (NaN, never equal to itself, never hits it).  ``tests/test_adapters.py`` checks the bits."""
     exact = (torch.float32, torch.float64)
-    cache: dict = {}
+    cache = dict()  # (value, dtype) -> 0-d tensor
 
     def operand(v, x):
         if not v or (v.__class__ is int and not -_EXACT_INT <= v <= _EXACT_INT):
