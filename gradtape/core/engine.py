@@ -513,9 +513,11 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
 
 def _walk(nodes, grads, reach, keep, consume, nb, native):
     """Call each node's rule in reverse order and hand its gradients to :func:`_fit_add`.
-    ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output and a
-    real cotangent in a native walk, calls the rule here; everything else (several outputs,
-    complex cotangents, rules on Tensors) goes through :func:`_general_rule`."""
+    ``native``: ``grads`` holds native arrays (else Tensors).  The two common cases call the rule
+    here: one output and a real cotangent in a native walk (the rule on native arrays), and one
+    output and an ``xp`` rule in a recorded walk (on Tensors, an outer tape recording); everything
+    else (several outputs, complex cotangents in a native walk, TensorFlow-style rules, a batched
+    walk's other nodes) goes through :func:`_general_rule`."""
     pop = grads.pop
     get = grads.get
     last_b = None
@@ -561,8 +563,8 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
 
 
 def _general_rule(n, gs, grads, reach, nb, native):
-    """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
-    outer tape records, or a TensorFlow-style rule)."""
+    """One node off the walk's common cases: several outputs, a complex cotangent, a rule on
+    Tensors in a native walk or a TensorFlow-style rule."""
     op = n.opdef
     rule = op._grad
     b = n.backend
