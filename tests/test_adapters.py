@@ -221,7 +221,7 @@ def test_torch_scalar_operand_cache_same_bits(torch_env, name, dtype):
             for t in (x, x[3].clone()):  # 1-d and 0-d
                 for args in ((t, v), (v, t)):
                     want = torch_fn(*args)
-                    for _ in range(2):  # (the cache filled, then read)
+                    for _ in range(3):  # (the value met, the cache filled, then read)
                         got = fast(*args)
                         what = f"{name}({dtype}{tuple(t.shape)}, {v!r}) order {args[0] is v}"
                         assert got.dtype is want.dtype and got.shape == want.shape, what
@@ -231,23 +231,27 @@ def test_torch_scalar_operand_cache_same_bits(torch_env, name, dtype):
 @needs_torch
 def test_torch_scalar_operand_cache(torch_env):
     """What the cache gives: one 0-d tensor per (value, dtype) of a float32 / float64 CPU tensor; the
-    scalar itself for zero (+0.0 and -0.0 share a key), for an int float32 cannot hold exactly, and
-    beside other dtypes."""
+    scalar itself the first time a value is met, for zero (+0.0 and -0.0 share a key), for an int
+    float32 cannot hold exactly, and beside other dtypes."""
     torch, compat, b = torch_env
     operand = sys.modules[type(b).__module__]._scalar_operand(torch)
     x32, x64 = torch.ones(2), torch.ones(2, dtype=torch.float64)
+    first = operand(3.0, x32)  # (met once: the Python scalar as it is)
+    assert first.__class__ is float and first == 3.0
     s = operand(3.0, x32)
     assert isinstance(s, torch.Tensor) and s.ndim == 0 and s.dtype is torch.float32 and s.item() == 3.0
     assert operand(3.0, x32) is s and operand(3, x32) is s
-    assert operand(3.0, x64).dtype is torch.float64
+    assert operand(3.0, x64).__class__ is float and operand(3.0, x64).dtype is torch.float64
     for v in (0.0, -0.0, 0, 2**24 + 1):
-        assert operand(v, x32) is v
+        for _ in range(2):
+            assert operand(v, x32) is v
     for t in (
         torch.ones(2, dtype=torch.float16),
         torch.ones(2, dtype=torch.int64),
         torch.ones(2, dtype=torch.complex64),
     ):
-        assert operand(3.0, t) == 3.0 and not isinstance(operand(3.0, t), torch.Tensor)
+        for _ in range(2):
+            assert operand(3.0, t) == 3.0 and not isinstance(operand(3.0, t), torch.Tensor)
 
 
 @needs_torch

@@ -67,11 +67,15 @@ def _scalar_operand(torch):
     costs about twice ``t * s``, ``s`` a 0-d tensor); for ``add``, ``subtract``, ``multiply`` and
     ``divide`` on float32 / float64 CPU tensors a 0-d tensor of the same dtype gives the same
     result bit for bit (the kernel reads the wrapped scalar in the tensor's dtype too; the same
-    result type: a 0-d operand never promotes a tensor of its own kind).  Zero is never cached (its
-    key would not tell +0.0 from -0.0), nor an int that float32 cannot hold exactly; the cache is
-    bounded (NaN, never equal to itself, never hits it).  ``tests/test_adapters.py`` checks the bits."""
+    result type: a 0-d operand never promotes a tensor of its own kind).  A value is cached the
+    second time it is met (making the tensor costs about what it saves once: a value met once, as
+    a scalar computed afresh at each step, stays a Python scalar at the cost of a set lookup).
+    Zero is never cached (its key would not tell +0.0 from -0.0), nor an int that float32 cannot
+    hold exactly; both tables are bounded (NaN, never equal to itself, never hits them).
+    ``tests/test_adapters.py`` checks the bits."""
     exact = (torch.float32, torch.float64)
     cache = dict()  # (value, dtype) -> 0-d tensor
+    seen = set()  # (value, dtype) met once
 
     def operand(v, x):
         if not v or (v.__class__ is int and not -_EXACT_INT <= v <= _EXACT_INT):
@@ -81,6 +85,11 @@ def _scalar_operand(torch):
         s = cache.get(key)
         if s is None:
             if d not in exact or not x.is_cpu:
+                return v
+            if key not in seen:
+                if len(seen) >= 256:
+                    seen.clear()
+                seen.add(key)
                 return v
             if len(cache) >= 256:
                 cache.clear()
