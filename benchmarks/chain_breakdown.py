@@ -9,6 +9,8 @@ of process CPU time, in µs per chain step (``y = sin(y) * 1.0001 + 1e-6``: thre
 - ``forward, no tape``: the ops alone (gradtape's not-recording path; NumPy itself for the anchors);
 - ``forward, recorded``: inside a tape that watches the input;
 - ``backward``: ``tape.gradient`` (gradtape) / the minimal tape's walk;
+- on ``--backend torch``, also ``torch.autograd`` (the same chain on a tensor that requires grad,
+  then ``torch.autograd.grad``): the anchor of issue 23's "gradtape-torch W1 <= torch.autograd";
 - ``--profile``: a cProfile of one gradtape step, top functions by own time.
 
 ``--masked``: instead, what the NaN-safe (masked) rules cost: a 1,000-step chain
@@ -116,6 +118,26 @@ def main(argv=None):
         times["numpy forward"].append(clock() - t0)
 
     fns = (gt_plain, gt_taped, mini, np_plain)
+    if a.backend == "torch":
+        import torch
+
+        tx = torch.from_numpy(x0.copy())
+        times["torch.autograd forward"] = []
+        times["torch.autograd backward"] = []
+
+        def torch_autograd():
+            t0 = clock()
+            xr = tx.clone().requires_grad_()
+            y = xr
+            for _ in range(n):
+                y = torch.sin(y) * CHAIN_SCALE + CHAIN_SHIFT
+            t1 = clock()
+            torch.autograd.grad(y, xr, torch.ones_like(y))
+            t2 = clock()
+            times["torch.autograd forward"].append(t1 - t0)
+            times["torch.autograd backward"].append(t2 - t1)
+
+        fns += (torch_autograd,)
     for _ in range(2):
         for f in fns:
             f()
@@ -132,6 +154,9 @@ def main(argv=None):
     fwd = med["gradtape forward, recorded"] / med["minitape forward, recorded"]
     bwd = med["gradtape backward"] / med["minitape backward"]
     print(f"  gradtape / minitape: forward {fwd:.2f}x, backward {bwd:.2f}x, total {gt_total / mini_total:.2f}x")
+    if "torch.autograd forward" in med:
+        ta = med["torch.autograd forward"] + med["torch.autograd backward"]
+        print(f"  gradtape / torch.autograd: total {gt_total / ta:.2f}x")
     if a.profile:
         pr = cProfile.Profile()
         pr.enable()

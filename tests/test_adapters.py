@@ -171,6 +171,89 @@ def test_torch_fast_binary_functions_match_compat(torch_env, name):
             _assert_same(_outcome(fast, x1, x2), _outcome(slow, x1, x2), f"{name}({x1!r}, {x2!r})")
 
 
+#: Python scalars beside a float tensor: ordinary, inexact in float32, subnormal, past float32's
+#: range, infinite, NaN, signed zeros, ints at and past float32's exact range
+_SCALAR_OPERANDS = [
+    1.0001,
+    1e-6,
+    3.0,
+    1 / 3,
+    0.1,
+    -2.5,
+    1e-45,
+    5e-324,
+    3.5e38,
+    1e39,
+    -1e300,
+    float("inf"),
+    -float("inf"),
+    float("nan"),
+    0.0,
+    -0.0,
+    0,
+    2,
+    -7,
+    2**24,
+    2**24 + 1,
+    2**53 + 1,
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torch_scalar_operand_cache_same_bits(torch_env, name, dtype):
+    """A Python scalar beside a float32 / float64 CPU tensor goes to torch as a cached 0-d tensor of
+    the tensor's dtype (faster than torch's wrapped number): the result has the dtype, the shape and
+    the bits of torch's own ``fn(tensor, scalar)`` (signed zeros and NaN payloads included), in both
+    operand orders, on the call that fills the cache and on the one that reads it."""
+    torch, compat, b = torch_env
+    dt = getattr(torch, dtype)
+    ints = torch.int32 if dt is torch.float32 else torch.int64
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(400, generator=g, dtype=torch.float64) * torch.logspace(-320, 300, 400, dtype=torch.float64)
+    specials = [0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), 1e-45, 3e38]
+    x = torch.cat([base, torch.tensor(specials, dtype=torch.float64)]).to(dt)
+    fast, torch_fn = getattr(b.xp, name), getattr(torch, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for v in _SCALAR_OPERANDS:
+            for t in (x, x[3].clone()):  # 1-d and 0-d
+                for args in ((t, v), (v, t)):
+                    want = torch_fn(*args)
+                    for _ in range(3):  # (the value met, the cache filled, then read)
+                        got = fast(*args)
+                        what = f"{name}({dtype}{tuple(t.shape)}, {v!r}) order {args[0] is v}"
+                        assert got.dtype is want.dtype and got.shape == want.shape, what
+                        assert torch.equal(got.view(ints), want.view(ints)), what
+
+
+@needs_torch
+def test_torch_scalar_operand_cache(torch_env):
+    """What the cache gives: one 0-d tensor per (value, dtype) of a float32 / float64 CPU tensor; the
+    scalar itself the first time a value is met, for zero (+0.0 and -0.0 share a key), for an int
+    float32 cannot hold exactly, and beside other dtypes."""
+    torch, compat, b = torch_env
+    operand = sys.modules[type(b).__module__]._scalar_operand(torch)
+    x32, x64 = torch.ones(2), torch.ones(2, dtype=torch.float64)
+    first = operand(3.0, x32)  # (met once: the Python scalar as it is)
+    assert first.__class__ is float and first == 3.0
+    s = operand(3.0, x32)
+    assert isinstance(s, torch.Tensor) and s.ndim == 0 and s.dtype is torch.float32 and s.item() == 3.0
+    assert operand(3.0, x32) is s and operand(3, x32) is s
+    assert operand(3.0, x64).__class__ is float and operand(3.0, x64).dtype is torch.float64
+    for v in (0.0, -0.0, 0, 2**24 + 1):
+        for _ in range(2):
+            assert operand(v, x32) is v
+    for t in (
+        torch.ones(2, dtype=torch.float16),
+        torch.ones(2, dtype=torch.int64),
+        torch.ones(2, dtype=torch.complex64),
+    ):
+        for _ in range(2):
+            assert operand(3.0, t) == 3.0 and not isinstance(operand(3.0, t), torch.Tensor)
+
+
 @needs_torch
 def test_torch_fast_where_matches_compat(torch_env):
     """``where`` goes straight to torch for two tensors of one dtype: the same as compat's for all."""

@@ -52,8 +52,58 @@ _BINARY = {
 }
 
 
-def _fast_binary(torch, fn, slow, scalar_x1_slow, scalar_x2_slow):
-    """``fn(x1, x2)`` straight to torch when compat's wrapper would not change the arguments."""
+#: the arithmetic whose Python-scalar operand may be a cached 0-d tensor of the other operand's
+#: dtype (:func:`_scalar_operand`): the same bits, half the time
+_SCALAR_CACHED = frozenset({"add", "subtract", "multiply", "divide"})
+#: Python ints at most this large in magnitude are exact in float32's and float64's cached 0-d tensors
+_EXACT_INT = 2**24
+
+
+def _scalar_operand(torch):
+    """``operand(v, x) -> s``: for a Python float or int ``v`` beside a CPU tensor ``x`` of float32 or
+    float64, a cached 0-d CPU tensor of ``v`` in ``x``'s dtype; else ``v`` itself.
+
+    torch turns a Python scalar into a new 0-d "wrapped number" tensor at every call (``t * 3.0``
+    costs about twice ``t * s``, ``s`` a 0-d tensor); for ``add``, ``subtract``, ``multiply`` and
+    ``divide`` on float32 / float64 CPU tensors a 0-d tensor of the same dtype gives the same
+    result bit for bit (the kernel reads the wrapped scalar in the tensor's dtype too; the same
+    result type: a 0-d operand never promotes a tensor of its own kind).  A value is cached the
+    second time it is met (making the tensor costs about what it saves once: a value met once, as
+    a scalar computed afresh at each step, stays a Python scalar at the cost of a set lookup).
+    Zero is never cached (its key would not tell +0.0 from -0.0), nor an int that float32 cannot
+    hold exactly; both tables are bounded (NaN, never equal to itself, never hits them).
+    ``tests/test_adapters.py`` checks the bits."""
+    exact = (torch.float32, torch.float64)
+    cache = dict()  # (value, dtype) -> 0-d tensor
+    seen = set()  # (value, dtype) met once
+
+    def operand(v, x):
+        if not v or (v.__class__ is int and not -_EXACT_INT <= v <= _EXACT_INT):
+            return v
+        d = x.dtype
+        key = (v, d)
+        s = cache.get(key)
+        if s is None:
+            if d not in exact or not x.is_cpu:
+                return v
+            if key not in seen:
+                if len(seen) >= 256:
+                    seen.clear()
+                seen.add(key)
+                return v
+            if len(cache) >= 256:
+                cache.clear()
+            s = cache[key] = torch.tensor(v, dtype=d)
+        elif not x.is_cpu:
+            return v
+        return s
+
+    return operand
+
+
+def _fast_binary(torch, fn, slow, scalar_x1_slow, scalar_x2_slow, operand=None):
+    """``fn(x1, x2)`` straight to torch when compat's wrapper would not change the arguments;
+    ``operand``: a Python-scalar operand's cached 0-d tensor (:func:`_scalar_operand`)."""
     T = torch.Tensor
 
     def f(x1, x2, /):
@@ -62,9 +112,9 @@ def _fast_binary(torch, fn, slow, scalar_x1_slow, scalar_x2_slow):
                 if x1.dtype is x2.dtype or (x1.ndim and x2.ndim):
                     return fn(x1, x2)
             elif not scalar_x2_slow and x2.__class__ in (float, int):
-                return fn(x1, x2)
+                return fn(x1, x2) if operand is None else fn(x1, operand(x2, x1))
         elif x2.__class__ is T and not scalar_x1_slow and x1.__class__ in (float, int):
-            return fn(x1, x2)
+            return fn(x1, x2) if operand is None else fn(operand(x1, x2), x2)
         return slow(x1, x2)
 
     f.__name__ = f.__qualname__ = slow.__name__
@@ -84,8 +134,10 @@ def _namespace(torch):
     ns.__array_api_version__ = compat.__array_api_version__
     ns.__array_namespace_info__ = compat.__array_namespace_info__
     T = torch.Tensor
+    operand = _scalar_operand(torch)
     for name, (tname, s1, s2) in _BINARY.items():
-        setattr(ns, name, _fast_binary(torch, getattr(torch, tname), getattr(compat, name), s1, s2))
+        cached = operand if name in _SCALAR_CACHED else None
+        setattr(ns, name, _fast_binary(torch, getattr(torch, tname), getattr(compat, name), s1, s2, cached))
 
     def _same(f, slow):
         def g(x1, x2, /, **kw):

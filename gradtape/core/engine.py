@@ -31,7 +31,7 @@ from gradtape.core.recording_state import per_thread
 from gradtape.core.rule_namespace import native_namespace, tensor_namespace
 from gradtape.core.unbroadcast import bad_gradient, broadcasts_to, fit
 from gradtape.core.registry import OpDef, rule_location
-from gradtape.core.tensor import Tensor, Variable, wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, Variable, new_tensor, wrap, convert_to_tensor
 
 __all__ = [
     "Node",
@@ -182,7 +182,9 @@ class TensorOp:
                     ins.append(_Unsaved(n.opdef, f"inputs[{k}]"))
                     continue
                 if i:
-                    t = wrap(v, b)
+                    t = new_tensor(Tensor)  # (wrap's body with the recorded identity: no new one)
+                    t._v = v
+                    t._b = b
                     t._id = i
                 elif v.__class__ in _PY_SCALARS:
                     t = v
@@ -511,13 +513,16 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
 
 def _walk(nodes, grads, reach, keep, consume, nb, native):
     """Call each node's rule in reverse order and hand its gradients to :func:`_fit_add`.
-    ``native``: ``grads`` holds native arrays (else Tensors).  The common case, one output and a
-    real cotangent in a native walk, calls the rule here; everything else (several outputs,
-    complex cotangents, rules on Tensors) goes through :func:`_general_rule`."""
+    ``native``: ``grads`` holds native arrays (else Tensors).  The two common cases call the rule
+    here: one output and a real cotangent in a native walk (the rule on native arrays), and one
+    output and an ``xp`` rule in a recorded walk (on Tensors, an outer tape recording); everything
+    else (several outputs, complex cotangents in a native walk, TensorFlow-style rules, a batched
+    walk's other nodes) goes through :func:`_general_rule`."""
     pop = grads.pop
     get = grads.get
     last_b = None
     reals = xp_native = None
+    xp_tensors = None if native else tensor_namespace()
     for idx in range(len(nodes) - 1, -1, -1):
         n = nodes[idx]
         if consume:
@@ -544,6 +549,11 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                         _native_rule_failed(n, e)
                     _fit_add(grads, reach, n, in_grads, xp_native, nb, None)
                     continue
+            elif not native and not nb and op.xp_rule:
+                # the recorded walk's common case (an outer tape records it): one cotangent, an xp
+                # rule on Tensors, its gradients kept as Tensors
+                _fit_add(grads, reach, n, op._grad(xp_tensors, TensorOp(n), g), xp_tensors, 0, g, False)
+                continue
             gs = (g,)
         else:
             gs = [(get(i) if i in keep else pop(i, None)) if i else None for i in oids]
@@ -553,46 +563,40 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
 
 
 def _general_rule(n, gs, grads, reach, nb, native):
-    """One node off the common path: several outputs, a complex cotangent, a rule on Tensors (an
-    outer tape records, or a TensorFlow-style rule)."""
+    """One node off the walk's common cases: several outputs, a complex cotangent, a rule on
+    Tensors in a native walk or a TensorFlow-style rule."""
     op = n.opdef
     rule = op._grad
-    if not native and not nb and len(gs) == 1 and op.xp_rule:
-        # the common recorded case (an outer tape records the walk): one cotangent, an xp rule
-        xp = tensor_namespace()
-        g_out = gs[0]
-        in_grads = rule(xp, TensorOp(n), g_out)
-    else:
-        b = n.backend
-        if rule is None:
-            raise LookupError(f"gradient registry has no entry for: {op.name}")
-        on_native = False
-        if native and op.xp_rule:
-            reals = _real_natives(b)
-            on_native = all(h is None or h.dtype in reals for h in gs)
-        if nb and not (on_native and op.batched):
-            raise NotBatchable(op.name)
-        if on_native:
-            xp = native_namespace(b)
-            if any(h is None for h in gs):
-                if nb:
-                    raise NotBatchable(op.name)  # (zeros without the batch axis)
-                gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-            try:
-                in_grads = rule(xp, n, *gs)
-            except (TypeError, AttributeError) as e:
-                _native_rule_failed(n, e)
-            _fit_add(grads, reach, n, in_grads, xp, nb, None)
-            return
-        xp = tensor_namespace()
-        view = TensorOp(n)
-        if native:
-            at = b.array_type
-            gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
-        if len(gs) > 1 and any(h is None for h in gs):
-            gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
-        in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
-        g_out = next(h for h in gs if h is not None)
+    b = n.backend
+    if rule is None:
+        raise LookupError(f"gradient registry has no entry for: {op.name}")
+    on_native = False
+    if native and op.xp_rule:
+        reals = _real_natives(b)
+        on_native = all(h is None or h.dtype in reals for h in gs)
+    if nb and not (on_native and op.batched):
+        raise NotBatchable(op.name)
+    if on_native:
+        xp = native_namespace(b)
+        if any(h is None for h in gs):
+            if nb:
+                raise NotBatchable(op.name)  # (zeros without the batch axis)
+            gs = [xp.zeros_like(n.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+        try:
+            in_grads = rule(xp, n, *gs)
+        except (TypeError, AttributeError) as e:
+            _native_rule_failed(n, e)
+        _fit_add(grads, reach, n, in_grads, xp, nb, None)
+        return
+    xp = tensor_namespace()
+    view = TensorOp(n)
+    if native:
+        at = b.array_type
+        gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
+    if len(gs) > 1 and any(h is None for h in gs):
+        gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+    in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+    g_out = next(h for h in gs if h is not None)
     _fit_add(grads, reach, n, in_grads, xp, 0, g_out, native)
 
 
@@ -623,7 +627,9 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
             else:
                 v = n.inputs[k]
                 if gi.__class__ is not Tensor or (
-                    gi._v.shape != g_out._v.shape if v is None else gi._v.shape != v.shape or gi._v.dtype != v.dtype
+                    (gi is not g_out and gi._v.shape != g_out._v.shape)
+                    if v is None
+                    else gi._v.shape != v.shape or gi._v.dtype != v.dtype
                 ):
                     gi = _fit_tensor(gi, n, k, g_out, xp)
                 if native:

@@ -233,9 +233,11 @@ def _multiply_grad(xp, op, grad):
     """d(x1 x2) = x2 dx1 + x1 dx2, so (grad * conj(x2), grad * conj(x1))."""
     x1, x2 = op.inputs
     i1, i2 = op.in_ids  # (0: a Python scalar operand, the common scale: no gradient, no conj_)
+    # (a Python float through xp.multiply: the backend's own scalar handling, e.g. torch's cached 0-d
+    # tensor, which an operator on a native array would bypass)
     return (
-        grad * (x2 if x2.__class__ is float else conj_(xp, x2)) if i1 and op.needs_grad(0) else None,
-        grad * (x1 if x1.__class__ is float else conj_(xp, x1)) if i2 and op.needs_grad(1) else None,
+        (xp.multiply(grad, x2) if x2.__class__ is float else grad * conj_(xp, x2)) if i1 and op.needs_grad(0) else None,
+        (xp.multiply(grad, x1) if x1.__class__ is float else grad * conj_(xp, x1)) if i2 and op.needs_grad(1) else None,
     )
 
 
