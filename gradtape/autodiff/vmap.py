@@ -127,7 +127,7 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where):
             raise
         if warn:
             warnings.warn(
-                f"{where}: the mapped function reads a Python value of a per-example tensor ({e}); it runs as "
+                f"{where}: the mapped function cannot run batched ({e}); it runs as "
                 f"a Python loop over the {size} examples (TensorFlow's fallback_to_while_loop)",
                 VmapFallbackWarning,
                 stacklevel=3,

@@ -41,7 +41,7 @@ from gradtape.backends import Backend
 from gradtape.core.engine import record
 from gradtape.core.recording_state import ACTIVE_TAPES, per_thread
 from gradtape.core.registry import OpDef, get_op
-from gradtape.core.tensor import Tensor, lift, wrap
+from gradtape.core.tensor import Tensor, lift, new_tensor, wrap
 
 __all__ = [
     "BatchArray",
@@ -59,6 +59,7 @@ __all__ = [
     "innermost_map",
     "shared_draw",
     "MapCall",
+    "per_example_sources",
 ]
 
 
@@ -1123,15 +1124,11 @@ def _exit_grad(xp, op, g):
 
 def _capture_grad(xp, op, g):
     call = op.attrs["call"]
-    v = g._v if isinstance(g, Tensor) else g
-    if call.running and v.__class__ is BatchArray and v.bat:
-        raise ValueError(
-            f"{call.where}: a GradientTape inside the mapped function differentiates with respect to a tensor "
-            "read from outside it (a closure or a variable), whose gradient differs from example to example "
-            "and cannot be one value of the outer tensor. Pass the tensor as an argument of the mapped function "
-            "(in_axes=None: per-example gradients come back stacked), or take the tape outside the map for the "
-            "gradient summed over the examples"
-        )
+    if call.running:
+        # a tape inside the mapped function, differentiating with respect to a tensor read from
+        # outside (a closure, a variable): its gradient per example, as ``jax.vmap(jax.grad(f))``
+        # with the value closed over (the tape asks for it on the map's backend: :func:`per_example_sources`)
+        return g
     if isinstance(g, Tensor):
         return xp.sum(exit_(g, 0, call), axis=0)
     if g.__class__ is not BatchArray:
@@ -1150,6 +1147,7 @@ def _crossing(name, rule):
 _ENTER = _crossing("enter", _enter_grad)
 _EXIT = _crossing("exit", _exit_grad)
 _CAPTURE = _crossing("capture", _capture_grad)
+_CROSSINGS = (_ENTER, _EXIT, _CAPTURE)
 
 
 def _capture_tensor(bk, t):
@@ -1163,6 +1161,48 @@ def _capture_tensor(bk, t):
         if t is None:
             return None
     return capture(t, call)
+
+
+def per_example_sources(sources, nodes):
+    """``sources`` of a tape's ``gradient`` called inside a running map, each tensor from outside
+    the map (a closure, a variable: captured where the mapped function reads it) standing as a
+    tensor of the map's backend with its identity, so that its gradient comes back per example
+    (batched inside the map, stacked when it leaves), as ``jax.vmap(jax.grad(f))`` gives for a
+    closed-over value.  Outside a map: ``sources`` themselves.
+
+    Where the tape (its ``nodes``) also recorded ops computed inside the mapped function on outer
+    tensors alone (``w ** 2`` before ``w`` meets an example: those ran outside the batch, and their
+    rules cannot take a per-example gradient) raises :class:`BatchedValueError`: the map then runs
+    the function as a loop over the examples (warned), or says why it cannot."""
+    maps = getattr(_STATE, "maps", None)
+    if not maps:
+        return sources
+    bk = maps[-1].bk
+    layers = [bk]  # the map's backend, then the ones it stands in for, down to the real one
+    while layers[-1].__class__ is BatchingBackend:
+        layers.append(layers[-1].real)
+    out = sources
+    for k, s in enumerate(sources):
+        if s._b is bk or not any(s._b is b for b in layers):
+            continue
+        if out is sources:
+            out = list(sources)
+            outer = layers[1:]
+            for n in nodes:
+                if n.opdef not in _CROSSINGS and any(n.backend is b for b in outer):
+                    raise BatchedValueError(
+                        f"{maps[-1].where}: a GradientTape inside the mapped function differentiates with respect "
+                        f"to a tensor read from outside it through op {n.opdef.name!r}, computed on tensors from "
+                        "outside alone (outside the batch), whose rule cannot take a per-example gradient; "
+                        "compute it outside the tape, or pass the tensor as an argument with in_axes=None"
+                    )
+        v = s._v
+        for b in reversed(layers[: layers.index(s._b)]):
+            v = BatchArray(v, False, b)
+        p = new_tensor(Tensor)
+        p._v, p._b, p._id = v, bk, s._id
+        out[k] = p
+    return out
 
 
 def innermost_map():
