@@ -72,6 +72,118 @@ def test_vmap_matches_a_loop(backend, fn):
     _close(gt.vmap(fn)(x), _loop(fn, x))
 
 
+_M35 = RNG.normal(size=(3, 5))
+_V5 = RNG.normal(size=(5,))
+_LABELS = np.array([0, 4, 2])
+_NEWLY_BATCHED = {
+    "einsum_first": lambda x: gt.einsum("ij,jk->ik", x, _t(W)),
+    "einsum_second": lambda x: gt.einsum("ki,ij->kj", _t(_M35.T), x),
+    "einsum_both": lambda x: gt.einsum("ij,kj->ik", x, x * 2.0),
+    "einsum_ellipsis": lambda x: gt.einsum("...j,j->...", x, _t(_V5)),
+    "einsum_diag_implicit": lambda x: gt.einsum("ii", gt.matmul(x, gt.transpose(x))),
+    "einsum_three": lambda x: gt.einsum("ij,jk,k->i", x, _t(W), x[0, :2]),
+    "tensordot_first": lambda x: gt.tensordot(x, _t(W), axes=1),
+    "tensordot_second": lambda x: gt.tensordot(_t(_M35), x, axes=[[0], [0]]),
+    "tensordot_both": lambda x: gt.tensordot(x, x * x, axes=[[1], [1]]),
+    "tensordot_both_all": lambda x: gt.tensordot(x, x + 1.0, axes=2),
+    "tensordot_outer": lambda x: gt.tensordot(x[0], _t(_V5), axes=0),
+    "outer_first": lambda x: gt.linalg.outer(x[0], _t(_V5)),
+    "outer_second": lambda x: gt.linalg.outer(_t(_V5), x[1]),
+    "outer_both": lambda x: gt.linalg.outer(x[0], x[2]),
+    "l2_loss": lambda x: gt.nn.l2_loss(x),
+    "l2_loss_vector": lambda x: gt.nn.l2_loss(x[0]),
+    "sparse_xent": lambda x: gt.nn.sparse_softmax_cross_entropy_with_logits(gt.constant(_LABELS), x),
+    "fftn": lambda x: gt.math.real(gt.fft.fftn(gt.cast(x, gt.complex128))),
+    "fftn_s": lambda x: gt.math.imag(gt.fft.fftn(gt.cast(x, gt.complex128), s=(4,), axes=(-1,))),
+    "meshgrid_xy": lambda x: gt.stack(gt.meshgrid(x[0, :3], x[1, :3])),
+    "meshgrid_ij": lambda x: gt.meshgrid(_t(_V5[:2]), x[0], indexing="ij")[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NEWLY_BATCHED))
+def test_einsum_tensordot_outer_losses_fftn_meshgrid_batch_without_a_loop(backend, name):
+    """Ops that had no batching rule (issue 24 item 3): batched, no fallback warning, the loop's
+    numbers; and their per-example gradients likewise."""
+    fn = _NEWLY_BATCHED[name]
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(fn)(x)
+    _close(got, _loop(fn, x))
+
+    def per_example(e):
+        with gt.GradientTape() as tape:
+            tape.watch(e)
+            y = gt.reduce_sum(fn(e) ** 2)
+        return tape.gradient(y, e)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))
+
+
+def test_meshgrid_from_a_rule_batches(backend):
+    """A rule that calls ``xp.meshgrid`` on the map's namespace: a batch of grids (row 0 of the "xy"
+    grid of ``(g, g)`` is ``g``), as the loop."""
+
+    def rule(xp, op, g):
+        return g * xp.meshgrid(g, g)[0][0, ...] + xp.meshgrid(g, g[:2], indexing="ij")[1][:, 1]
+
+    f = gt.register_op(next(_names), lambda xp, x: x * 3.0, rule)
+    f.op.batching = "elementwise"
+
+    def per_example(e):
+        with gt.GradientTape() as tape:
+            tape.watch(e)
+            y = gt.reduce_sum(f(e) * e)
+        return tape.gradient(y, e)
+
+    x = _t(X[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))
+    _close(got, X[:, 0] ** 2 + X[:, 0, 1:2] + 3 * X[:, 0])
+
+
+def test_sparse_xent_with_per_example_labels(backend):
+    logits = _t(X)
+    labels = gt.constant(RNG.integers(0, 5, size=(4, 3)))
+    f = gt.nn.sparse_softmax_cross_entropy_with_logits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(f)(labels, logits)
+    _close(got, f(labels, logits).numpy())
+    bad = gt.constant(np.array([[0, 1, 2]] * 3 + [[0, 5, 1]]))
+    with pytest.raises(ValueError, match="label value of 5"):
+        gt.vmap(f)(bad, logits)
+
+
+def test_fftn_without_axes_from_a_rule_batches(backend):
+    """A rule that calls ``xp.fft.fftn(g)`` (axes=None) on the map's namespace: the example's axes."""
+    calls = []
+
+    def rule(xp, op, g):
+        calls.append(1)
+        return xp.real(xp.fft.fftn(xp.astype(g, xp.complex128)))
+
+    f = gt.register_op(next(_names), lambda xp, x: x * 3.0, rule)
+    f.op.batching = "elementwise"
+
+    def per_example(e):
+        with gt.GradientTape() as tape:
+            tape.watch(e)
+            y = gt.reduce_sum(f(e) * e)
+        return tape.gradient(y, e)
+
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))
+
+
 def test_gradient_of_each_kind_through_the_map_matches_the_loop(backend):
     """A tape outside the map: the gradient of a loss over the batch equals the loop's."""
     w = _t(W)

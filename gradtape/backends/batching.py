@@ -59,6 +59,7 @@ __all__ = [
     "innermost_map",
     "shared_draw",
     "MapCall",
+    "NoBatchingRule",
     "per_example_sources",
 ]
 
@@ -73,8 +74,12 @@ class BatchedValueError(TypeError):
     from example to example inside ``gt.vmap``: control flow on a per-example value."""
 
 
-class _Loop(Exception):
-    """A kind's rule does not take these inputs: loop over the examples."""
+class NoBatchingRule(Exception):
+    """Raised by a batching rule (a kind, or an op's own ``rule(bk, impl, args, attrs)``) that does
+    not take these inputs: the call runs as a warned loop over the examples."""
+
+
+_Loop = NoBatchingRule
 
 
 # ------------------------------------------------------------------------------- the fallback policy
@@ -188,7 +193,7 @@ class BatchArray:
 
     @property
     def device(self):
-        return self.v.device
+        return self.bk.real.device_of(self.v)  # (a dask array has no .device)
 
     @property
     def size(self):
@@ -394,7 +399,12 @@ def _reduction(bk, impl, args, attrs):
     axis = attrs.get("axis")
     attrs["axis"] = tuple(range(1, n + 1)) if axis is None else _norm(axis, n)
     if attrs["axis"] == ():
-        raise _Loop  # (a reduction over no axis: libraries read an empty tuple differently)
+        if n or (axis is not None and axis != ()):
+            raise _Loop  # (a reduction over no axis: libraries read an empty tuple differently)
+        # a scalar example: reduced over a unit axis (the same as over none, for every reduction)
+        attrs["axis"] = 1
+        attrs["keepdims"] = False
+        return impl(bk.real.xp.reshape(x.v, (x.v.shape[0], 1)), **attrs)
     return impl(x.v, **attrs)
 
 
@@ -634,6 +644,77 @@ def _index_add(bk, impl, args, attrs):
     return impl(values.v, key=nkey, shape=(values.v.shape[0], *tuple(attrs["shape"])))
 
 
+def _leading_all(bk, impl, args, attrs):
+    """An op of several arrays that takes the same leading stack axes on all of them (a loss of
+    labels and logits): every array given the batch axis."""
+    xp = bk.real.xp
+    size = _size(args, attrs)
+    return impl(*[_full(xp, a, size) if _is_b(a) else a for a in args], **_plain(attrs))
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _tensordot(bk, impl, args, attrs):
+    """``tensordot`` over ``axes`` (a pair of axis tuples): the axes of a batched operand shifted past
+    the batch axis; both batched: the contracted axes lined up and one batched ``matmul``."""
+    a, b = args
+    if not (_is_b(a) and _is_b(b)):
+        raise _Loop
+    xp = bk.real.xp
+    a1, a2 = attrs["axes"]
+    if not b.bat:
+        return impl(a.v, b.v, axes=(tuple(i + 1 for i in a1), tuple(a2)))
+    nf1 = a.ndim - len(a1)
+    if not a.bat:
+        out = impl(a.v, b.v, axes=(tuple(a1), tuple(i + 1 for i in a2)))
+        return out if nf1 == 0 else xp.moveaxis(out, nf1, 0)
+    free1 = [i for i in range(a.ndim) if i not in a1]
+    free2 = [i for i in range(b.ndim) if i not in a2]
+    s1 = [a.shape[i] for i in free1]
+    s2 = [b.shape[i] for i in free2]
+    size, k = a.v.shape[0], _prod(a.shape[i] for i in a1)
+    va = xp.permute_dims(a.v, (0, *[i + 1 for i in free1], *[i + 1 for i in a1]))
+    vb = xp.permute_dims(b.v, (0, *[i + 1 for i in a2], *[i + 1 for i in free2]))
+    out = xp.matmul(xp.reshape(va, (size, _prod(s1), k)), xp.reshape(vb, (size, k, _prod(s2))))
+    return xp.reshape(out, (size, *s1, *s2))
+
+
+def _outer(bk, impl, args, attrs):
+    """``linalg.outer`` of two vectors: ``a[..., :, None] * b[..., None, :]``, the batch leading."""
+    a, b = args
+    if not (_is_b(a) and _is_b(b)):
+        raise _Loop
+    xp = bk.real.xp
+    return xp.multiply(xp.expand_dims(a.v, axis=-1), xp.expand_dims(b.v, axis=-2))
+
+
+def _meshgrid(bk, impl, args, attrs):
+    """``meshgrid`` of 1-D arrays: each reshaped to its axis of the grid (``"xy"``: the first two
+    swapped) after the batch axis, and broadcast to the batch of grids."""
+    if not all(_is_b(a) and a.ndim == 1 for a in args):
+        raise _Loop
+    xp = bk.real.xp
+    size = _size(args, attrs)
+    n = len(args)
+    xy = attrs.get("indexing", "xy") == "xy" and n >= 2
+    pos = [(1 - i if xy and i < 2 else i) for i in range(n)]
+    grid = [0] * n
+    for a, p in zip(args, pos):
+        grid[p] = a.shape[0]
+    out = []
+    for a, p in zip(args, pos):
+        shape = [1] * n
+        shape[p] = a.shape[0]
+        v = xp.reshape(a.v, (a.v.shape[0] if a.bat else 1, *shape))
+        out.append(xp.broadcast_to(v, (size, *grid)))
+    return tuple(out)
+
+
 def _unbatched(bk, impl, args, attrs):
     """An op that makes its output from its attributes alone (creation): never batched."""
     raise _Loop
@@ -664,6 +745,10 @@ KINDS = {
     "setitem": _setitem,
     "index_add": _index_add,
     "unbatched": _unbatched,
+    "leading_all": _leading_all,
+    "tensordot": _tensordot,
+    "outer": _outer,
+    "meshgrid": _meshgrid,
 }
 
 
@@ -945,9 +1030,7 @@ _NS_KINDS = {
     "isin": (None, ()),
 }
 #: namespace functions that make arrays from shapes and values alone (unbatched), or read dtypes
-_CREATION = frozenset(
-    {"zeros", "ones", "empty", "full", "arange", "linspace", "eye", "asarray", "from_dlpack", "meshgrid"}
-)
+_CREATION = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "eye", "asarray", "from_dlpack"})
 _LIKE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like"})
 
 
