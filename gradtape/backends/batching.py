@@ -271,11 +271,14 @@ def _getitem_native(x, *, key):
 
 
 def _binary_method(name, fn):
+    # (a Python operator's kind is its own: element-wise, or matmul; no registry look-up per call)
+    kind = "matmul" if name == "matmul" else "elementwise"
+
     def method(self, other):
-        return self.bk.call(name, fn, (self, other), {})
+        return self.bk.call(name, fn, (self, other), {}, kind)
 
     def reflected(self, other):
-        return self.bk.call(name, fn, (other, self), {})
+        return self.bk.call(name, fn, (other, self), {}, kind)
 
     return method, reflected
 
@@ -286,7 +289,8 @@ for _m_name, (_op_name, _fn) in _BINARY.items():
     if _m_name not in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
         setattr(BatchArray, "__r" + _m_name[2:], _r)
 for _m_name, (_op_name, _fn) in _UNARY.items():  # type: ignore[assignment]
-    setattr(BatchArray, _m_name, (lambda n, f: lambda self: self.bk.call(n, f, (self,), {}))(_op_name, _fn))
+    _m = (lambda n, f: lambda self: self.bk.call(n, f, (self,), {}, "elementwise"))(_op_name, _fn)
+    setattr(BatchArray, _m_name, _m)
 del _m_name, _op_name, _fn, _m, _r
 
 
@@ -1081,6 +1085,19 @@ class BatchNamespace:
             value = like
         else:
             kind, params = _NS_KINDS.get(full, (_kind_named(full), ()))
+            if name in ("concat", "stack"):
+
+                def impl(*xs, **kw):
+                    return real_fn(list(xs), **kw)
+
+            elif params:
+
+                def impl(*xs, **kw):
+                    pos = [kw.pop(p) for p in params if p in kw]
+                    return real_fn(*xs, *pos, **kw)
+
+            else:
+                impl = real_fn
 
             def fn(*args, **kwargs):
                 arrays = []
@@ -1102,19 +1119,6 @@ class BatchNamespace:
                 ):
                     out = real_fn(*args, **{k: v for k, v in kwargs.items() if k not in params})
                     return bk._wrap(out, False) if isinstance(out, bk.real.array_type) else out
-                if name in ("concat", "stack"):
-
-                    def impl(*xs, **kw):
-                        return real_fn(list(xs), **kw)
-
-                else:
-                    impl = real_fn
-                    if params:
-
-                        def impl(*xs, **kw):
-                            pos = [kw.pop(p) for p in params if p in kw]
-                            return real_fn(*xs, *pos, **kw)
-
                 return bk.call(full, impl, tuple(arrays), kwargs, kind)
 
             value = fn
