@@ -72,6 +72,118 @@ def test_vmap_matches_a_loop(backend, fn):
     _close(gt.vmap(fn)(x), _loop(fn, x))
 
 
+_M35 = RNG.normal(size=(3, 5))
+_V5 = RNG.normal(size=(5,))
+_LABELS = np.array([0, 4, 2])
+_NEWLY_BATCHED = {
+    "einsum_first": lambda x: gt.einsum("ij,jk->ik", x, _t(W)),
+    "einsum_second": lambda x: gt.einsum("ki,ij->kj", _t(_M35.T), x),
+    "einsum_both": lambda x: gt.einsum("ij,kj->ik", x, x * 2.0),
+    "einsum_ellipsis": lambda x: gt.einsum("...j,j->...", x, _t(_V5)),
+    "einsum_diag_implicit": lambda x: gt.einsum("ii", gt.matmul(x, gt.transpose(x))),
+    "einsum_three": lambda x: gt.einsum("ij,jk,k->i", x, _t(W), x[0, :2]),
+    "tensordot_first": lambda x: gt.tensordot(x, _t(W), axes=1),
+    "tensordot_second": lambda x: gt.tensordot(_t(_M35), x, axes=[[0], [0]]),
+    "tensordot_both": lambda x: gt.tensordot(x, x * x, axes=[[1], [1]]),
+    "tensordot_both_all": lambda x: gt.tensordot(x, x + 1.0, axes=2),
+    "tensordot_outer": lambda x: gt.tensordot(x[0], _t(_V5), axes=0),
+    "outer_first": lambda x: gt.linalg.outer(x[0], _t(_V5)),
+    "outer_second": lambda x: gt.linalg.outer(_t(_V5), x[1]),
+    "outer_both": lambda x: gt.linalg.outer(x[0], x[2]),
+    "l2_loss": lambda x: gt.nn.l2_loss(x),
+    "l2_loss_vector": lambda x: gt.nn.l2_loss(x[0]),
+    "sparse_xent": lambda x: gt.nn.sparse_softmax_cross_entropy_with_logits(gt.constant(_LABELS), x),
+    "fftn": lambda x: gt.math.real(gt.fft.fftn(gt.cast(x, gt.complex128))),
+    "fftn_s": lambda x: gt.math.imag(gt.fft.fftn(gt.cast(x, gt.complex128), s=(4,), axes=(-1,))),
+    "meshgrid_xy": lambda x: gt.stack(gt.meshgrid(x[0, :3], x[1, :3])),
+    "meshgrid_ij": lambda x: gt.meshgrid(_t(_V5[:2]), x[0], indexing="ij")[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NEWLY_BATCHED))
+def test_einsum_tensordot_outer_losses_fftn_meshgrid_batch_without_a_loop(backend, name):
+    """Ops that had no batching rule (issue 24 item 3): batched, no fallback warning, the loop's
+    numbers; and their per-example gradients likewise."""
+    fn = _NEWLY_BATCHED[name]
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(fn)(x)
+    _close(got, _loop(fn, x))
+
+    def per_example(e):
+        with gt.GradientTape() as tape:
+            tape.watch(e)
+            y = gt.reduce_sum(fn(e) ** 2)
+        return tape.gradient(y, e)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))
+
+
+def test_meshgrid_from_a_rule_batches(backend):
+    """A rule that calls ``xp.meshgrid`` on the map's namespace: a batch of grids (row 0 of the "xy"
+    grid of ``(g, g)`` is ``g``), as the loop."""
+
+    def rule(xp, op, g):
+        return g * xp.meshgrid(g, g)[0][0, ...] + xp.meshgrid(g, g[:2], indexing="ij")[1][:, 1]
+
+    f = gt.register_op(next(_names), lambda xp, x: x * 3.0, rule)
+    f.op.batching = "elementwise"
+
+    def per_example(e):
+        with gt.GradientTape() as tape:
+            tape.watch(e)
+            y = gt.reduce_sum(f(e) * e)
+        return tape.gradient(y, e)
+
+    x = _t(X[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))
+    _close(got, X[:, 0] ** 2 + X[:, 0, 1:2] + 3 * X[:, 0])
+
+
+def test_sparse_xent_with_per_example_labels(backend):
+    logits = _t(X)
+    labels = gt.constant(RNG.integers(0, 5, size=(4, 3)))
+    f = gt.nn.sparse_softmax_cross_entropy_with_logits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(f)(labels, logits)
+    _close(got, f(labels, logits).numpy())
+    bad = gt.constant(np.array([[0, 1, 2]] * 3 + [[0, 5, 1]]))
+    with pytest.raises(ValueError, match="label value of 5"):
+        gt.vmap(f)(bad, logits)
+
+
+def test_fftn_without_axes_from_a_rule_batches(backend):
+    """A rule that calls ``xp.fft.fftn(g)`` (axes=None) on the map's namespace: the example's axes."""
+    calls = []
+
+    def rule(xp, op, g):
+        calls.append(1)
+        return xp.real(xp.fft.fftn(xp.astype(g, xp.complex128)))
+
+    f = gt.register_op(next(_names), lambda xp, x: x * 3.0, rule)
+    f.op.batching = "elementwise"
+
+    def per_example(e):
+        with gt.GradientTape() as tape:
+            tape.watch(e)
+            y = gt.reduce_sum(f(e) * e)
+        return tape.gradient(y, e)
+
+    x = _t(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(per_example)(x)
+    _close(got, _loop(per_example, x))
+
+
 def test_gradient_of_each_kind_through_the_map_matches_the_loop(backend):
     """A tape outside the map: the gradient of a loss over the batch equals the loop's."""
     w = _t(W)
@@ -191,17 +303,134 @@ def test_second_order_inside_the_map(backend):
     _close(gt.vmap(d2)(x), 6 * X[:, 0, :2])
 
 
-def test_tape_inside_on_a_captured_tensor_raises(backend):
+def _model():
+    """A small model whose parameters the mapped function reads from outside (variables)."""
+    w1 = gt.Variable(RNG.normal(size=(5, 8)), dtype=gt.float64, name="w1")
+    w2 = gt.Variable(RNG.normal(size=(8, 3)), dtype=gt.float64, name="w2")
+    b = gt.Variable(RNG.normal(size=(3,)), dtype=gt.float64, name="b")
+    return [w1, w2, b]
+
+
+def _forward(params, x):
+    w1, w2, b = params
+    return gt.matmul(gt.tanh(gt.matmul(x, w1)), w2) + b
+
+
+def _per_example_grads(params):
+    """TensorFlow's per-example pattern: a tape inside, the gradient of the variables read from outside."""
+
+    def per_example(x, y):
+        with gt.GradientTape() as tape:
+            loss = gt.reduce_mean((_forward(params, x[None]) - y[None]) ** 2)
+        return tape.gradient(loss, params)
+
+    return per_example
+
+
+def test_per_example_gradients_of_captured_variables_tf_pattern(backend):
+    """A tape inside ``vectorized_map`` asks for the gradient of the model's variables (read from
+    outside): per-example gradients, as jax.vmap(jax.grad) with the parameters closed over, and as a
+    Python loop of tapes."""
+    jax = pytest.importorskip("jax", reason="the reference per-example gradients are jax.vmap(jax.grad)")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    params = _model()
+    xs, ys = RNG.normal(size=(6, 5)), RNG.normal(size=(6, 3))
+    per_example = _per_example_grads(params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vectorized_map(lambda e: per_example(*e), (_t(xs), _t(ys)))
+
+    pj = [jnp.asarray(p.numpy()) for p in params]
+
+    def loss_jax(ps, x, y):
+        return jnp.mean((jnp.tanh(x[None] @ ps[0]) @ ps[1] + ps[2] - y[None]) ** 2)
+
+    ref = jax.vmap(lambda x, y: jax.grad(loss_jax)(pj, x, y))(jnp.asarray(xs), jnp.asarray(ys))  # pj closed over
+    loop = [per_example(_t(xs[i]), _t(ys[i])) for i in range(6)]
+    for k, (g, r) in enumerate(zip(got, ref)):
+        assert tuple(g.shape) == (6,) + tuple(params[k].shape)
+        _close(g, np.asarray(r))
+        _close(g, np.stack([step[k].numpy() for step in loop]))
+
+
+def test_per_example_gradient_of_a_watched_closure(backend):
+    """A constant read from outside and watched by the tape inside: per-example gradients (zeros
+    where asked for an unconnected one)."""
     w = _t(W)
+    v = _t(W[0])
+
+    def fn(x):
+        with gt.GradientTape(persistent=True) as tape:
+            tape.watch([w, v])
+            y = gt.reduce_sum(gt.sin(gt.matmul(x, w)))
+        return tape.gradient(y, w), tape.gradient(y, v), tape.gradient(y, v, unconnected_gradients="zero")
+
+    xs = X[:, 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        g, none, zeros = gt.vmap(fn)(_t(xs))
+    _close(g, np.einsum("bi,bk->bik", xs, np.cos(xs @ W)))
+    assert none is None
+    _close(zeros, np.zeros((4, 2)))
+
+
+def test_per_example_gradients_of_captured_variables_from_a_tape_outside(backend):
+    """Both directions at once: a tape outside the map differentiates the per-example gradients
+    (second order, with respect to the same variables) and a plain loss through the capture (summed
+    over the examples), as the loop of tapes does."""
+    params = _model()
+    xs, ys = _t(RNG.normal(size=(4, 5))), _t(RNG.normal(size=(4, 3)))
+    per_example = _per_example_grads(params)
+    with gt.GradientTape(persistent=True) as outer:
+        batched = gt.vectorized_map(lambda e: per_example(*e), (xs, ys))
+        s = gt.add_n([gt.reduce_sum(g**2) for g in batched])
+        looped = [per_example(xs[i], ys[i]) for i in range(4)]
+        s_loop = gt.add_n([gt.reduce_sum(g**2) for step in looped for g in step])
+        y = gt.reduce_sum(gt.vmap(lambda x: _forward(params, x))(xs) ** 2)
+        y_loop = gt.add_n([gt.reduce_sum(_forward(params, xs[i]) ** 2) for i in range(4)])
+    _close(s, s_loop.numpy())
+    for a, b in zip(outer.gradient(s, params), outer.gradient(s_loop, params)):
+        _close(a, b.numpy())
+    for a, b in zip(outer.gradient(y, params), outer.gradient(y_loop, params)):
+        _close(a, b.numpy())
+
+
+def test_per_example_gradients_of_a_closure_in_nested_maps(backend):
+    """A tape inside the inner of two maps, on a tensor read from outside both: one gradient per pair."""
+    w = _t(W[:, 0])
+    a = _t(RNG.normal(size=(3, 5)))
+    b = _t(RNG.normal(size=(2, 5)))
+
+    def inner(ai, bj):
+        with gt.GradientTape() as tape:
+            tape.watch(w)
+            y = gt.reduce_sum(ai * bj * w * w)
+        return tape.gradient(y, w)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gt.VmapFallbackWarning)
+        got = gt.vmap(lambda ai: gt.vmap(lambda bj: inner(ai, bj))(b))(a)
+    _close(got, 2 * a.numpy()[:, None, :] * b.numpy()[None, :, :] * W[:, 0])
+
+
+def test_per_example_gradient_through_ops_on_the_closure_alone_loops_and_says_so(backend):
+    """``w ** 2`` computed inside the mapped function on the outer tensor alone runs outside the batch;
+    its rule cannot take a per-example gradient: the function runs as a loop (right numbers), warned."""
+    w = _t(W[:, 0])
 
     def fn(x):
         with gt.GradientTape() as tape:
             tape.watch(w)
-            y = gt.reduce_sum(gt.matmul(x, w))
+            y = gt.reduce_sum(x * w) + gt.reduce_sum(w**2)
         return tape.gradient(y, w)
 
-    with pytest.raises(ValueError, match="in_axes=None"):
-        gt.vmap(fn)(_t(X[:, 0]))
+    xs = X[:, 0]
+    with pytest.warns(gt.VmapFallbackWarning, match="outside the batch"):
+        got = gt.vmap(fn)(_t(xs))
+    _close(got, xs + 2 * W[:, 0])
+    with pytest.raises(TypeError, match="outside the batch"):
+        gt.vmap(fn, fallback_to_while_loop=False)(_t(xs))
 
 
 def test_inside_gt_function(backend):

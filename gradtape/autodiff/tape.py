@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar, overload
 import optree
 
 from gradtape.core.engine import Node, UnconnectedGradients, Recording, backward
+from gradtape.backends.batching import per_example_sources
 from gradtape.autodiff.jacobian import batch_jacobian, check_args, check_batch_args, jacobian
 from gradtape.core.recording_state import ACTIVE_TAPES, active_tapes_lock, per_thread
 from gradtape.core.tensor import Nested, Tensor, Variable
@@ -270,6 +271,7 @@ class GradientTape:
                         f"output_gradients has {len(tgrads)} entries but there are "
                         f"{len(targets)} targets; give one per target, in the same structure"
                     )
+            src = per_example_sources(src, rec.nodes)
             grads = backward(rec, targets, tgrads, src, unconnected, consume=not self._persistent)
         finally:
             self._release()

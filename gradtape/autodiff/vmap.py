@@ -37,8 +37,17 @@ def _is_leaf(x):
     return isinstance(x, Tensor) or x is None
 
 
-def _broadcast_prefix(axes, tree, what):
-    """``axes`` (an int, None, or a pytree prefix of ``tree``) as one entry per leaf of ``tree``."""
+def _broadcast_prefix(axes, tree, what, treedef=None):
+    """``axes`` (an int, None, or a pytree prefix of ``tree``) as one entry per leaf of ``tree``
+    (``treedef``: ``tree``'s, where the caller has it: an int, None or a tuple of them per entry of a
+    tuple is then spread without walking the tree again)."""
+    if treedef is not None:
+        if axes is None or axes.__class__ is int:
+            return [axes] * treedef.num_leaves
+        if axes.__class__ is tuple and treedef.kind == optree.PyTreeKind.TUPLE:
+            children = treedef.children()
+            if len(children) == len(axes) and all(a is None or a.__class__ is int for a in axes):
+                return [a for a, c in zip(axes, children) for _ in range(c.num_leaves)]
     try:
         return optree.broadcast_prefix(axes, tree, is_leaf=_is_leaf, none_is_leaf=True)
     except ValueError as e:
@@ -83,7 +92,7 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where):
         raise ValueError(f"{where}: in_axes has {len(in_axes)} entries for {len(args)} arguments")
     in_axes = tuple(in_axes)
     leaves, treedef = optree.tree_flatten(args, is_leaf=_is_leaf, none_is_leaf=True)
-    axes = _broadcast_prefix(in_axes, args, "in_axes")
+    axes = _broadcast_prefix(in_axes, args, "in_axes", treedef)
     mapped = []
     size = None
     for k, (leaf, axis) in enumerate(zip(leaves, axes)):
@@ -127,7 +136,7 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where):
             raise
         if warn:
             warnings.warn(
-                f"{where}: the mapped function reads a Python value of a per-example tensor ({e}); it runs as "
+                f"{where}: the mapped function cannot run batched ({e}); it runs as "
                 f"a Python loop over the {size} examples (TensorFlow's fallback_to_while_loop)",
                 VmapFallbackWarning,
                 stacklevel=3,
@@ -138,7 +147,7 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where):
 
 def _results(out, out_axes, call, where):
     leaves, treedef = optree.tree_flatten(out, is_leaf=_is_leaf, none_is_leaf=True)
-    axes = _broadcast_prefix(out_axes, out, "out_axes")
+    axes = _broadcast_prefix(out_axes, out, "out_axes", treedef)
     res = []
     for leaf, axis in zip(leaves, axes):
         if leaf is None:

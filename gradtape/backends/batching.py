@@ -41,7 +41,7 @@ from gradtape.backends import Backend
 from gradtape.core.engine import record
 from gradtape.core.recording_state import ACTIVE_TAPES, per_thread
 from gradtape.core.registry import OpDef, get_op
-from gradtape.core.tensor import Tensor, lift, wrap
+from gradtape.core.tensor import Tensor, lift, new_tensor, wrap
 
 __all__ = [
     "BatchArray",
@@ -59,6 +59,8 @@ __all__ = [
     "innermost_map",
     "shared_draw",
     "MapCall",
+    "NoBatchingRule",
+    "per_example_sources",
 ]
 
 
@@ -72,8 +74,12 @@ class BatchedValueError(TypeError):
     from example to example inside ``gt.vmap``: control flow on a per-example value."""
 
 
-class _Loop(Exception):
-    """A kind's rule does not take these inputs: loop over the examples."""
+class NoBatchingRule(Exception):
+    """Raised by a batching rule (a kind, or an op's own ``rule(bk, impl, args, attrs)``) that does
+    not take these inputs: the call runs as a warned loop over the examples."""
+
+
+_Loop = NoBatchingRule
 
 
 # ------------------------------------------------------------------------------- the fallback policy
@@ -187,7 +193,7 @@ class BatchArray:
 
     @property
     def device(self):
-        return self.v.device
+        return self.bk.real.device_of(self.v)  # (a dask array has no .device)
 
     @property
     def size(self):
@@ -265,11 +271,14 @@ def _getitem_native(x, *, key):
 
 
 def _binary_method(name, fn):
+    # (a Python operator's kind is its own: element-wise, or matmul; no registry look-up per call)
+    kind = "matmul" if name == "matmul" else "elementwise"
+
     def method(self, other):
-        return self.bk.call(name, fn, (self, other), {})
+        return self.bk.call(name, fn, (self, other), {}, kind)
 
     def reflected(self, other):
-        return self.bk.call(name, fn, (other, self), {})
+        return self.bk.call(name, fn, (other, self), {}, kind)
 
     return method, reflected
 
@@ -280,7 +289,8 @@ for _m_name, (_op_name, _fn) in _BINARY.items():
     if _m_name not in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
         setattr(BatchArray, "__r" + _m_name[2:], _r)
 for _m_name, (_op_name, _fn) in _UNARY.items():  # type: ignore[assignment]
-    setattr(BatchArray, _m_name, (lambda n, f: lambda self: self.bk.call(n, f, (self,), {}))(_op_name, _fn))
+    _m = (lambda n, f: lambda self: self.bk.call(n, f, (self,), {}, "elementwise"))(_op_name, _fn)
+    setattr(BatchArray, _m_name, _m)
 del _m_name, _op_name, _fn, _m, _r
 
 
@@ -393,7 +403,12 @@ def _reduction(bk, impl, args, attrs):
     axis = attrs.get("axis")
     attrs["axis"] = tuple(range(1, n + 1)) if axis is None else _norm(axis, n)
     if attrs["axis"] == ():
-        raise _Loop  # (a reduction over no axis: libraries read an empty tuple differently)
+        if n or (axis is not None and axis != ()):
+            raise _Loop  # (a reduction over no axis: libraries read an empty tuple differently)
+        # a scalar example: reduced over a unit axis (the same as over none, for every reduction)
+        attrs["axis"] = 1
+        attrs["keepdims"] = False
+        return impl(bk.real.xp.reshape(x.v, (x.v.shape[0], 1)), **attrs)
     return impl(x.v, **attrs)
 
 
@@ -633,6 +648,77 @@ def _index_add(bk, impl, args, attrs):
     return impl(values.v, key=nkey, shape=(values.v.shape[0], *tuple(attrs["shape"])))
 
 
+def _leading_all(bk, impl, args, attrs):
+    """An op of several arrays that takes the same leading stack axes on all of them (a loss of
+    labels and logits): every array given the batch axis."""
+    xp = bk.real.xp
+    size = _size(args, attrs)
+    return impl(*[_full(xp, a, size) if _is_b(a) else a for a in args], **_plain(attrs))
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _tensordot(bk, impl, args, attrs):
+    """``tensordot`` over ``axes`` (a pair of axis tuples): the axes of a batched operand shifted past
+    the batch axis; both batched: the contracted axes lined up and one batched ``matmul``."""
+    a, b = args
+    if not (_is_b(a) and _is_b(b)):
+        raise _Loop
+    xp = bk.real.xp
+    a1, a2 = attrs["axes"]
+    if not b.bat:
+        return impl(a.v, b.v, axes=(tuple(i + 1 for i in a1), tuple(a2)))
+    nf1 = a.ndim - len(a1)
+    if not a.bat:
+        out = impl(a.v, b.v, axes=(tuple(a1), tuple(i + 1 for i in a2)))
+        return out if nf1 == 0 else xp.moveaxis(out, nf1, 0)
+    free1 = [i for i in range(a.ndim) if i not in a1]
+    free2 = [i for i in range(b.ndim) if i not in a2]
+    s1 = [a.shape[i] for i in free1]
+    s2 = [b.shape[i] for i in free2]
+    size, k = a.v.shape[0], _prod(a.shape[i] for i in a1)
+    va = xp.permute_dims(a.v, (0, *[i + 1 for i in free1], *[i + 1 for i in a1]))
+    vb = xp.permute_dims(b.v, (0, *[i + 1 for i in a2], *[i + 1 for i in free2]))
+    out = xp.matmul(xp.reshape(va, (size, _prod(s1), k)), xp.reshape(vb, (size, k, _prod(s2))))
+    return xp.reshape(out, (size, *s1, *s2))
+
+
+def _outer(bk, impl, args, attrs):
+    """``linalg.outer`` of two vectors: ``a[..., :, None] * b[..., None, :]``, the batch leading."""
+    a, b = args
+    if not (_is_b(a) and _is_b(b)):
+        raise _Loop
+    xp = bk.real.xp
+    return xp.multiply(xp.expand_dims(a.v, axis=-1), xp.expand_dims(b.v, axis=-2))
+
+
+def _meshgrid(bk, impl, args, attrs):
+    """``meshgrid`` of 1-D arrays: each reshaped to its axis of the grid (``"xy"``: the first two
+    swapped) after the batch axis, and broadcast to the batch of grids."""
+    if not all(_is_b(a) and a.ndim == 1 for a in args):
+        raise _Loop
+    xp = bk.real.xp
+    size = _size(args, attrs)
+    n = len(args)
+    xy = attrs.get("indexing", "xy") == "xy" and n >= 2
+    pos = [(1 - i if xy and i < 2 else i) for i in range(n)]
+    grid = [0] * n
+    for a, p in zip(args, pos):
+        grid[p] = a.shape[0]
+    out = []
+    for a, p in zip(args, pos):
+        shape = [1] * n
+        shape[p] = a.shape[0]
+        v = xp.reshape(a.v, (a.v.shape[0] if a.bat else 1, *shape))
+        out.append(xp.broadcast_to(v, (size, *grid)))
+    return tuple(out)
+
+
 def _unbatched(bk, impl, args, attrs):
     """An op that makes its output from its attributes alone (creation): never batched."""
     raise _Loop
@@ -663,6 +749,10 @@ KINDS = {
     "setitem": _setitem,
     "index_add": _index_add,
     "unbatched": _unbatched,
+    "leading_all": _leading_all,
+    "tensordot": _tensordot,
+    "outer": _outer,
+    "meshgrid": _meshgrid,
 }
 
 
@@ -944,9 +1034,7 @@ _NS_KINDS = {
     "isin": (None, ()),
 }
 #: namespace functions that make arrays from shapes and values alone (unbatched), or read dtypes
-_CREATION = frozenset(
-    {"zeros", "ones", "empty", "full", "arange", "linspace", "eye", "asarray", "from_dlpack", "meshgrid"}
-)
+_CREATION = frozenset({"zeros", "ones", "empty", "full", "arange", "linspace", "eye", "asarray", "from_dlpack"})
 _LIKE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like"})
 
 
@@ -997,6 +1085,19 @@ class BatchNamespace:
             value = like
         else:
             kind, params = _NS_KINDS.get(full, (_kind_named(full), ()))
+            if name in ("concat", "stack"):
+
+                def impl(*xs, **kw):
+                    return real_fn(list(xs), **kw)
+
+            elif params:
+
+                def impl(*xs, **kw):
+                    pos = [kw.pop(p) for p in params if p in kw]
+                    return real_fn(*xs, *pos, **kw)
+
+            else:
+                impl = real_fn
 
             def fn(*args, **kwargs):
                 arrays = []
@@ -1018,19 +1119,6 @@ class BatchNamespace:
                 ):
                     out = real_fn(*args, **{k: v for k, v in kwargs.items() if k not in params})
                     return bk._wrap(out, False) if isinstance(out, bk.real.array_type) else out
-                if name in ("concat", "stack"):
-
-                    def impl(*xs, **kw):
-                        return real_fn(list(xs), **kw)
-
-                else:
-                    impl = real_fn
-                    if params:
-
-                        def impl(*xs, **kw):
-                            pos = [kw.pop(p) for p in params if p in kw]
-                            return real_fn(*xs, *pos, **kw)
-
                 return bk.call(full, impl, tuple(arrays), kwargs, kind)
 
             value = fn
@@ -1123,15 +1211,11 @@ def _exit_grad(xp, op, g):
 
 def _capture_grad(xp, op, g):
     call = op.attrs["call"]
-    v = g._v if isinstance(g, Tensor) else g
-    if call.running and v.__class__ is BatchArray and v.bat:
-        raise ValueError(
-            f"{call.where}: a GradientTape inside the mapped function differentiates with respect to a tensor "
-            "read from outside it (a closure or a variable), whose gradient differs from example to example "
-            "and cannot be one value of the outer tensor. Pass the tensor as an argument of the mapped function "
-            "(in_axes=None: per-example gradients come back stacked), or take the tape outside the map for the "
-            "gradient summed over the examples"
-        )
+    if call.running:
+        # a tape inside the mapped function, differentiating with respect to a tensor read from
+        # outside (a closure, a variable): its gradient per example, as ``jax.vmap(jax.grad(f))``
+        # with the value closed over (the tape asks for it on the map's backend: :func:`per_example_sources`)
+        return g
     if isinstance(g, Tensor):
         return xp.sum(exit_(g, 0, call), axis=0)
     if g.__class__ is not BatchArray:
@@ -1150,6 +1234,7 @@ def _crossing(name, rule):
 _ENTER = _crossing("enter", _enter_grad)
 _EXIT = _crossing("exit", _exit_grad)
 _CAPTURE = _crossing("capture", _capture_grad)
+_CROSSINGS = (_ENTER, _EXIT, _CAPTURE)
 
 
 def _capture_tensor(bk, t):
@@ -1163,6 +1248,48 @@ def _capture_tensor(bk, t):
         if t is None:
             return None
     return capture(t, call)
+
+
+def per_example_sources(sources, nodes):
+    """``sources`` of a tape's ``gradient`` called inside a running map, each tensor from outside
+    the map (a closure, a variable: captured where the mapped function reads it) standing as a
+    tensor of the map's backend with its identity, so that its gradient comes back per example
+    (batched inside the map, stacked when it leaves), as ``jax.vmap(jax.grad(f))`` gives for a
+    closed-over value.  Outside a map: ``sources`` themselves.
+
+    Where the tape (its ``nodes``) also recorded ops computed inside the mapped function on outer
+    tensors alone (``w ** 2`` before ``w`` meets an example: those ran outside the batch, and their
+    rules cannot take a per-example gradient) raises :class:`BatchedValueError`: the map then runs
+    the function as a loop over the examples (warned), or says why it cannot."""
+    maps = getattr(_STATE, "maps", None)
+    if not maps:
+        return sources
+    bk = maps[-1].bk
+    layers = [bk]  # the map's backend, then the ones it stands in for, down to the real one
+    while layers[-1].__class__ is BatchingBackend:
+        layers.append(layers[-1].real)
+    out = sources
+    for k, s in enumerate(sources):
+        if s._b is bk or not any(s._b is b for b in layers):
+            continue
+        if out is sources:
+            out = list(sources)
+            outer = layers[1:]
+            for n in nodes:
+                if n.opdef not in _CROSSINGS and any(n.backend is b for b in outer):
+                    raise BatchedValueError(
+                        f"{maps[-1].where}: a GradientTape inside the mapped function differentiates with respect "
+                        f"to a tensor read from outside it through op {n.opdef.name!r}, computed on tensors from "
+                        "outside alone (outside the batch), whose rule cannot take a per-example gradient; "
+                        "compute it outside the tape, or pass the tensor as an argument with in_axes=None"
+                    )
+        v = s._v
+        for b in reversed(layers[: layers.index(s._b)]):
+            v = BatchArray(v, False, b)
+        p = new_tensor(Tensor)
+        p._v, p._b, p._id = v, bk, s._id
+        out[k] = p
+    return out
 
 
 def innermost_map():

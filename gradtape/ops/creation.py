@@ -339,3 +339,4 @@ composite(
 
 # how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
 batch_as("leading", _tril, _triu, _to_device)
+batch_as("meshgrid", "meshgrid")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import string
 
+from gradtape.backends.batching import NoBatchingRule
 from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.core.tensor import Tensor, convert_to_tensor
 from gradtape.ops import apply, defop, public
@@ -276,6 +277,26 @@ def _einsum_grad(xp, op, grad):
             g = xp.permute_dims(g, tuple(target.index(c) for c in final))
         grads.append(g)
     return tuple(grads)
+
+
+def _einsum_batching(bk, impl, args, attrs):
+    """``gt.vmap``'s rule for einsum: a label no operand uses, prepended to the batched operands and the
+    output (``"ij,jk->ik"`` on a batched first operand is ``"Zij,jk->Zik"``): one call of the library."""
+    subscripts = attrs["subscripts"]
+    lhs, _, rhs = subscripts.partition("->")
+    free = next((c for c in reversed(_LETTERS) if c not in subscripts), None)
+    if free is None:
+        raise NoBatchingRule  # (every letter in use)
+    specs = lhs.split(",")
+    arrays = []
+    for k, a in enumerate(args):
+        if a.bat:
+            specs[k] = free + specs[k]
+        arrays.append(a.v)
+    return impl(*arrays, subscripts=",".join(specs) + "->" + free + rhs)
+
+
+_einsum.batching = _einsum_batching
 
 
 @public(_einsum)

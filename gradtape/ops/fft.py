@@ -537,5 +537,18 @@ def ifftshift(x, /, *, axes=None):
 
 # how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)
 batch_as("axis_or_loop", _fft, _ifft, _rfft, _irfft, _hfft, _ihfft)
-batch_as(axis_kind(attr="axes", none="loop"), _fftn, _ifftn, _rfftn, _irfftn)
+_along_axes = axis_kind(attr="axes")
+
+
+def _n_d_batching(bk, impl, args, attrs):
+    """``gt.vmap``'s rule for the n-dimensional transforms: ``axes=None`` is the example's last
+    ``len(s)`` axes (all of them without ``s``), then the axes shifted past the batch axis."""
+    if attrs.get("axes") is None:
+        n = args[0].ndim
+        s = attrs.get("s")
+        attrs = {**attrs, "axes": tuple(range(n - (n if s is None else len(s)), n))}
+    return _along_axes(bk, impl, args, attrs)
+
+
+batch_as(_n_d_batching, _fftn, _ifftn, _rfftn, _irfftn)
 batch_as(axis_kind(attr="axes"), _fftshift, _ifftshift)

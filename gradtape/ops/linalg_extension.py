@@ -1157,3 +1157,4 @@ batch_as("leading", _matrix_rank, _matrix_norm, _matrix_power, _trace, _diagonal
 batch_as("stacked_matrices", _solve)
 batch_as("reduction", _vector_norm)
 batch_as("elementwise_axis", _cross)
+batch_as("outer", _outer)

@@ -223,3 +223,4 @@ def vecdot(x1, x2, /, *, axis=-1):
 batch_as("leading", _matrix_transpose)
 batch_as("matmul", _matmul)
 batch_as("elementwise_axis", _vecdot)
+batch_as("tensordot", _tensordot)

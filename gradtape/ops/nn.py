@@ -30,7 +30,7 @@ from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
 from gradtape.backends.tracing import value_check
 from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case
-from gradtape.backends.batching import axis_kind
+from gradtape.backends.batching import BatchArray, axis_kind
 from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops.elementwise import (
     astype,
@@ -47,7 +47,7 @@ from gradtape.ops.manipulation import reshape, squeeze
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, _keep_shape, mean
 from gradtape.ops.statistical import sum as _sum
-from gradtape.core.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
 
 __all__ = [
     "bias_add",
@@ -572,12 +572,15 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
             f"and logits.shape={logits.shape}"
         )
     depth = logits.shape[-1]
-    xp = labels._b.xp
-    lv = labels._v
+    checked = labels
+    while checked._v.__class__ is BatchArray:  # inside gt.vmap: every example's labels checked at once
+        checked = wrap(checked._v.v, checked._v.bk.real)
+    xp = checked._b.xp
+    lv = checked._v
     if labels.size:
 
         def detail():
-            bad = labels.numpy()
+            bad = checked.numpy()
             bad = bad[(bad < 0) | (bad >= depth)].reshape(-1)[0]
             return (
                 f"sparse_softmax_cross_entropy_with_logits: received a label value of {bad} "
@@ -711,3 +714,15 @@ batch_as("axis", _softmax, _log_softmax)
 batch_as("reduction", _logsumexp)
 batch_as(axis_kind(extra=1), _one_hot)
 batch_as("elementwise_axis", _xent)
+batch_as("leading_all", _sparse_xent)
+
+
+def _l2_loss_batching(bk, impl, args, attrs):
+    """``gt.vmap``'s rule for ``l2_loss``: the sum over each example's axes, one call."""
+    v = args[0].v
+    xp = bk.real.xp
+    sq = v * v
+    return (xp.sum(sq, axis=tuple(range(1, len(v.shape)))) if len(v.shape) > 1 else sq) / 2
+
+
+_l2_loss.batching = _l2_loss_batching
