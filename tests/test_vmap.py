@@ -268,6 +268,32 @@ def test_per_example_gradients_match_jax(backend):
         _close(g, np.asarray(r))
 
 
+
+def test_vmap_of_grad_matches_jax(backend):
+    """The functional form of per-example gradients, gt.vmap(gt.grad(loss)), as jax.vmap(jax.grad):
+    the transforms compose (and with jax.hessian's per-example counterpart, vmap of hessian)."""
+    jax = pytest.importorskip("jax", reason="the reference per-example gradients are jax.vmap(jax.grad)")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    w1 = RNG.normal(size=(5, 4))
+    xs = RNG.normal(size=(6, 5))
+    ys = RNG.normal(size=(6, 4))
+
+    def loss_jax(w, x, y):
+        return jnp.mean((jnp.tanh(x @ w) - y) ** 2)
+
+    def loss(w, x, y):
+        return gt.reduce_mean((gt.tanh(gt.matmul(x, w)) - y) ** 2)
+
+    ref = jax.vmap(jax.grad(loss_jax), in_axes=(None, 0, 0))(w1, xs, ys)
+    got = gt.vmap(gt.grad(loss), in_axes=(None, 0, 0))(_t(w1), _t(xs), _t(ys))
+    assert tuple(got.shape) == ref.shape
+    _close(got, np.asarray(ref))
+    ref_h = jax.vmap(jax.hessian(loss_jax, argnums=1), in_axes=(None, 0, 0))(w1, xs, ys)
+    got_h = gt.vmap(gt.hessian(loss, argnums=1), in_axes=(None, 0, 0))(_t(w1), _t(xs), _t(ys))
+    _close(got_h, np.asarray(ref_h))
+
+
 def test_vectorized_map_of_a_tape_inside_with_nested_elems(backend):
     w = _t(W)
 
