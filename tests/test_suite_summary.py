@@ -96,3 +96,35 @@ def test_a_bad_gradtape_backend_stops_the_suite_in_one_line():
     assert lines == [lines[0]] and lines[0].startswith("ERROR: GRADTAPE_BACKEND='nump': unknown gradtape backend"), (
         lines
     )
+
+
+def test_a_process_that_stays_large_is_not_cleared_after_every_test(monkeypatch):
+    """A clearing that leaves the process above the limit (memory the allocator keeps, torch's) moves the
+    next clearing up by half the limit: clearing (recompiling, collecting) after every test made the
+    whole suite several times slower."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import suite_summary
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    cleared = []
+
+    class FakeJax:
+        @staticmethod
+        def clear_caches():
+            cleared.append(True)
+
+    monkeypatch.setitem(sys.modules, "jax", FakeJax)
+    monkeypatch.setattr(suite_summary, "MEMORY_LIMIT_MIB", 1000)
+    monkeypatch.setattr(suite_summary, "_next_clearing_mib", [1000.0])
+    monkeypatch.setattr(suite_summary, "clearings", [])
+    rss = iter([1200, 1100, 1100, 1300, 1600, 1400])  # (a clearing reads it twice: before and after)
+    monkeypatch.setattr(suite_summary, "rss_mib", lambda: next(rss, 0))
+    suite_summary.pytest_runtest_teardown(None, None)  # 1200 > 1000: cleared, to 1100
+    assert len(cleared) == 1 and suite_summary._next_clearing_mib[0] == 1600
+    suite_summary.pytest_runtest_teardown(None, None)  # 1100: not past 1600
+    suite_summary.pytest_runtest_teardown(None, None)  # 1300: not past 1600
+    assert len(cleared) == 1
+    suite_summary.pytest_runtest_teardown(None, None)  # 1600: not past 1600
+    suite_summary.pytest_runtest_teardown(None, None)  # 1400
+    assert len(cleared) == 1
