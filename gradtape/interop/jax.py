@@ -19,6 +19,7 @@ a dask array is computed; under ``jax.jit`` a callback's arguments and results a
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -111,6 +112,11 @@ def _result_shapes(f: Callable[..., Any], b: Any, xs: tuple, host: Callable[...,
         return tuple(jax.ShapeDtypeStruct(np.shape(o), np.asarray(o).dtype) for o in outs)
 
 
+# JAX reads the signature of a custom_vjp function and of its rules on every call (its debug info,
+# the binding of the arguments); given, inspect.signature returns it at once instead of building it
+_VARARGS = inspect.signature(lambda *xs: None)
+
+
 def _runner(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Callable[..., tuple]:
     """The flat gradtape function ``f`` on backend ``b`` as a function of JAX values (no rule)."""
     return _traced(f, name) if b is _JAX else _hosted(f, b, name, vmap_method)
@@ -142,6 +148,7 @@ def _crossing(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Cal
             grads = _runner(vjp, b, vname, vmap_method)(*xs, *gys)
         return tuple(g.astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n]))
 
+    g.__signature__ = g_fwd.__signature__ = g_bwd.__signature__ = _VARARGS  # type: ignore[attr-defined]
     g.defvjp(g_fwd, g_bwd)
     return g
 
