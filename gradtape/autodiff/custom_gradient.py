@@ -69,6 +69,25 @@ def _custom_rule(op, *grads):
 _CUSTOM = OpDef("custom_gradient", forward=None, grad=_custom_rule, rule_form="tf", chapter="user")
 
 
+@functools.lru_cache(maxsize=256)
+def _code_accepts_variables(code: Any) -> bool:
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    return "variables" in names or bool(code.co_flags & inspect.CO_VARKEYWORDS)
+
+
+def _accepts_variables(grad_fn: Callable[..., Any]) -> bool:
+    """Whether ``grad_fn`` takes a keyword ``variables`` (or ``**kwargs``): read from its code object,
+    once per code (a closure made per call shares it), else from ``inspect.signature``."""
+    code = getattr(grad_fn, "__code__", None)
+    if code is not None and not hasattr(grad_fn, "__wrapped__") and not hasattr(grad_fn, "__signature__"):
+        return _code_accepts_variables(code)
+    try:
+        params = inspect.signature(grad_fn).parameters
+    except (TypeError, ValueError):
+        return True
+    return "variables" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Decorator (as ``tf.custom_gradient``): ``f(*x)`` returns ``(y, grad_fn)``; ``grad_fn(*dy)``
     returns the gradients of the inputs, or with ``variables=`` ``(input_grads, variable_grads)``."""
@@ -92,17 +111,15 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
         leaves, spec = optree.tree_flatten(y, none_is_leaf=True)
         outs = [wrap(t._v, t._b) if isinstance(t, Tensor) else convert_to_tensor(t) for t in leaves]
         # as TF: grad_fn owes gradients only to the variables used inside f that are not its inputs
-        flat_inputs = optree.tree_leaves((args, kwargs), none_is_leaf=True)
-        variables = [v for _, v in sorted(private.variables.items()) if not any(v is a for a in flat_inputs)]
+        variables = []
+        if private.variables:
+            flat_inputs = optree.tree_leaves((args, kwargs), none_is_leaf=True)
+            variables = [v for _, v in sorted(private.variables.items()) if not any(v is a for a in flat_inputs)]
         if outer:
             positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
             inputs = [args[k] for k in positions] + variables
-            try:
-                accepts = "variables" in inspect.signature(grad_fn).parameters or any(
-                    p.kind is p.VAR_KEYWORD for p in inspect.signature(grad_fn).parameters.values()
-                )
-            except (TypeError, ValueError):
-                accepts = True
+            # (read only where there are variables: inspect.signature costs ~50 us a call)
+            accepts = _accepts_variables(grad_fn) if variables else False
             attrs = {
                 "grad_fn": grad_fn,
                 "n_inputs": len(positions),

@@ -75,14 +75,13 @@ class Flat:
     picks (in order); the other leaves are kept as they are.  After a call, ``out_spec`` and
     ``out_kinds`` describe the outputs: ``call`` returns the flat list of output leaves."""
 
-    __slots__ = ("fn", "leaves", "spec", "positions", "out_spec", "name")
+    __slots__ = ("fn", "leaves", "spec", "positions", "out_spec")
 
     def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, is_array: Callable[[Any], bool]):
         self.fn = fn
         self.leaves, self.spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)  # type: ignore[arg-type]
         self.positions = [k for k, leaf in enumerate(self.leaves) if is_array(leaf)]
         self.out_spec: Any = None
-        self.name = display_name(fn)
 
     @property
     def arrays(self) -> list:
