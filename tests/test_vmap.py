@@ -268,7 +268,6 @@ def test_per_example_gradients_match_jax(backend):
         _close(g, np.asarray(r))
 
 
-
 def test_vmap_of_grad_matches_jax(backend):
     """The functional form of per-example gradients, gt.vmap(gt.grad(loss)), as jax.vmap(jax.grad):
     the transforms compose (and with jax.hessian's per-example counterpart, vmap of hessian)."""
