@@ -174,6 +174,7 @@ _REFERENCE = {
     "multiply_no_nan": lambda x, y: np.where(y == 0, 0, x * y),
     "divide_no_nan": lambda x, y: np.where(y == 0, 0, x / np.where(y == 0, 1, y)),
     "xdivy": lambda x, y: np.where(x == 0, 0, x / y),
+    "einsum": lambda *operands, subscripts: np.einsum(subscripts, *operands),  # (NumPy takes the pattern first)
 }
 
 
