@@ -15,6 +15,7 @@ itself be a recorded op: higher order).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -132,3 +133,28 @@ def vjp_function(f: Callable[..., Sequence[Any]], n_in: int) -> Callable[..., li
 
     vjp.__name__ = vjp.__qualname__ = f"vjp_of_{getattr(f, '__name__', 'f')}"
     return vjp
+
+
+def from_native(fn: Callable[..., Any], native_op: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """``fn``, a native library's function, as a gradtape function (``from_torch``, ``from_jax``): its
+    gradtape tensor arguments (any pytree, one backend) go to ``native_op`` (the recorded op that runs
+    ``fn`` on native arrays and whose rule is the library's VJP) and its outputs come back in their
+    structure.  Called with no gradtape tensor among its arguments it is ``fn`` itself."""
+    name = display_name(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flat = Flat(fn, args, kwargs, lambda x: isinstance(x, Tensor))
+        xs = flat.arrays
+        if not xs:
+            return fn(*args, **kwargs)
+        b = xs[0]._b
+        for x in xs[1:]:
+            if x._b is not b:
+                raise ValueError(
+                    f"{what}({name}): its gradtape tensors are of two backends, {b.name!r} and "
+                    f"{x._b.name!r}; convert them to one"
+                )
+        return flat.unflatten(native_op(*xs, fn=flat.call, name=name))
+
+    return wrapper

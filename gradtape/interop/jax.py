@@ -30,7 +30,15 @@ import numpy as np
 from gradtape.autodiff.custom_gradient import custom_gradient
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
-from gradtape.interop.crossing import Flat, display_name, outer_tape_records, resolve_backend, to_gradtape, vjp_function
+from gradtape.interop.crossing import (
+    Flat,
+    display_name,
+    from_native,
+    outer_tape_records,
+    resolve_backend,
+    to_gradtape,
+    vjp_function,
+)
 
 __all__ = ["from_jax", "to_jax"]
 
@@ -226,32 +234,10 @@ def _vjp_of(fn: Callable[..., Any], n: int) -> Callable[..., tuple]:
     return vjp
 
 
-def _is_gradtape_array(x: Any) -> bool:
-    return isinstance(x, Tensor)
-
-
 def from_jax(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A JAX function as a gradtape function: its gradtape tensor arguments (any pytree, one backend)
     become JAX arrays (shared on the jax backend, by DLPack from others), ``fn`` runs on them, and the
     JAX arrays it returns (any pytree) come back as gradtape tensors of the inputs' backend, recorded
     as one op whose rule is ``jax.vjp``'s.  Called with no gradtape tensor among its arguments it is
     ``fn`` itself."""
-    name = display_name(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, _is_gradtape_array)
-        xs = flat.arrays
-        if not xs:
-            return fn(*args, **kwargs)
-        b = xs[0]._b
-        for x in xs[1:]:
-            if x._b is not b:
-                raise ValueError(
-                    f"from_jax({name}): its gradtape tensors are of two backends, {b.name!r} and "
-                    f"{x._b.name!r}; convert them to one"
-                )
-        ys = _jax_op(*xs, fn=flat.call, name=name)
-        return flat.unflatten(ys)
-
-    return wrapper
+    return from_native(fn, _jax_op, "from_jax")

@@ -32,8 +32,8 @@ from gradtape.core.backend import DLPACK_ERRORS
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
 from gradtape.interop.crossing import (
+    from_native,
     Flat,
-    display_name,
     differentiable,
     outer_tape_records,
     resolve_backend,
@@ -280,32 +280,10 @@ def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., Any]:
     return vjp
 
 
-def _is_gradtape_array(x: Any) -> bool:
-    return isinstance(x, Tensor)
-
-
 def from_torch(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A torch function as a gradtape function: its gradtape tensor arguments (any pytree, one
     backend) become torch tensors (shared on the torch backend, by DLPack from others), ``fn`` runs
     on them, and the torch tensors it returns (any pytree) come back as gradtape tensors of the
     inputs' backend, recorded as one op whose rule is ``torch.autograd.grad``.  Called with no
     gradtape tensor among its arguments it is ``fn`` itself."""
-    name = display_name(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, _is_gradtape_array)
-        xs = flat.arrays
-        if not xs:
-            return fn(*args, **kwargs)
-        b = xs[0]._b
-        for x in xs[1:]:
-            if x._b is not b:
-                raise ValueError(
-                    f"from_torch({name}): its gradtape tensors are of two backends, {b.name!r} and "
-                    f"{x._b.name!r}; convert them to one"
-                )
-        ys = _torch_op(*xs, fn=flat.call, name=name)
-        return flat.unflatten(ys)
-
-    return wrapper
+    return from_native(fn, _torch_op, "from_torch")
