@@ -154,6 +154,20 @@ def _checkout():
     return f"{head}" + (f" + {len(dirty)} changed files in gradtape/ and backends/" if dirty else "")
 
 
+def _gpu_name():
+    """The first NVIDIA GPU's name (``nvidia-smi``), or None where there is none."""
+    try:
+        p = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else None
+
+
 def machine_info():
     ls = _lscpu()
     info = {
@@ -166,6 +180,7 @@ def machine_info():
         "l2": ls.get("L2 cache"),
         "l3": ls.get("L3 cache"),
         "platform": platform.platform(),
+        "gpu": _gpu_name(),
         "python": platform.python_version(),
         "versions": {
             d: _version(d)
@@ -204,7 +219,12 @@ def _run_group(fw, workloads, args, log, timeout, cache):
         env.update(MEMORY_ENV)
     if cache:
         env["TORCHINDUCTOR_CACHE_DIR"] = cache
+    if args.device == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"  # a CUDA build of jaxlib would otherwise take the GPU
+    else:
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # W7's peak is then what the step allocates
     cmd = [sys.executable, WORKER, "--framework", fw.name, "--workloads", ",".join(workloads)]
+    cmd += ["--device", args.device]
     if args.quick:
         cmd.append("--quick")
     if args.tiny:
@@ -766,6 +786,13 @@ def main(argv=None):
         help="the figure: median process CPU time (default; robust on a shared machine) or median wall time",
     )
     ap.add_argument(
+        "--device",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="where the arrays live: the CPU (default; JAX is kept off any GPU) or the first GPU (gradtape "
+        "on torch:cuda, jax:gpu and cupy, torch on cuda, JAX on its GPU; implies --clock wall)",
+    )
+    ap.add_argument(
         "--profile",
         type=int,
         default=0,
@@ -784,6 +811,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.isolate = args.isolate or ("framework" if args.quick else "cell")
     args.timeout = args.timeout or (180.0 if args.quick else 600.0)
+    if args.device == "gpu" and args.clock == "cpu":
+        # the host's CPU time does not count the GPU's work: a GPU step is timed by the wall clock
+        args.clock = "wall"
     frameworks = select_frameworks(args.frameworks)
     workloads = select_workloads(args.only)
     argv_s = "python benchmarks/run.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))

@@ -28,14 +28,33 @@ TRACED_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
 
 FRAMEWORKS = [
     Framework("gradtape-numpy", "gradtape_bench", ("gradtape", "numpy"), True, "gradtape, NumPy backend (the default)"),
-    Framework("gradtape-torch", "gradtape_bench", ("gradtape", "torch"), False, "gradtape, PyTorch backend (CPU)"),
-    Framework("gradtape-jax", "gradtape_bench", ("gradtape", "jax"), False, "gradtape, JAX backend (CPU, eager)"),
+    Framework(
+        "gradtape-torch",
+        "gradtape_bench",
+        ("gradtape", "torch"),
+        False,
+        "gradtape, PyTorch backend (CPU; `--device gpu`: CUDA)",
+    ),
+    Framework(
+        "gradtape-jax",
+        "gradtape_bench",
+        ("gradtape", "jax"),
+        False,
+        "gradtape, JAX backend (eager; CPU, or its GPU with `--device gpu`)",
+    ),
     Framework(
         "gradtape-array_api_strict",
         "gradtape_bench",
         ("gradtape", "array_api_strict"),
         True,
         "gradtape, array_api_strict backend (NumPy underneath)",
+    ),
+    Framework(
+        "gradtape-cupy",
+        "gradtape_bench",
+        ("gradtape", "cupy"),
+        False,
+        "gradtape, CuPy backend (GPU only: `--device gpu`)",
     ),
     Framework(
         "gradtape.function-numpy",

@@ -336,6 +336,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     ap.add_argument(
         "--profile",
         type=int,
@@ -345,7 +346,7 @@ def main(argv=None):
     )
     a = ap.parse_args(argv)
     fw = BY_NAME[a.framework]
-    cfg = {"quick": a.quick, "tiny": a.tiny}
+    cfg = {"quick": a.quick, "tiny": a.tiny, "device": a.device}
     plans = PLANS["quick" if a.quick else "full"]
     t_import = time.perf_counter()
     _limit_threads(fw)

@@ -38,6 +38,7 @@ FRAMEWORKS = (
     "gradtape-torch",
     "gradtape-jax",
     "gradtape-array_api_strict",
+    "gradtape-cupy",
     "gradtape.function-numpy",
     "gradtape.function-torch",
     "gradtape.function-torch-compile",
@@ -58,6 +59,9 @@ TRACED = {
 
 _l1 = l1
 
+#: the backend spec of each backend's first GPU (--device gpu)
+GPU_SPEC = {"torch": "torch:cuda", "jax": "jax:gpu", "cupy": "cupy"}
+
 
 def setup(framework, workload, cfg):
     import gradtape as gt
@@ -74,8 +78,13 @@ def setup(framework, workload, cfg):
                 raise Unavailable(why)
     if traced and workload in ("W6", "W7"):
         raise NotApplicable(workload)
-    gt.set_backend(backend)
-    sync = _sync_for(backend)
+    on_gpu = cfg.get("device") == "gpu"
+    if on_gpu and backend not in GPU_SPEC:
+        raise NotApplicable(f"the {backend} backend computes on the CPU only")
+    if not on_gpu and backend == "cupy":
+        raise NotApplicable("the cupy backend computes on a GPU only (--device gpu)")
+    gt.set_backend(GPU_SPEC[backend] if on_gpu else backend)
+    sync = _sync_for(backend, on_gpu)
     s = sizes(cfg, workload)
 
     def case(fn, *args, **kw):
@@ -191,7 +200,16 @@ def _traced_info(f, expected):
     }
 
 
-def _sync_for(backend):
+def _sync_for(backend, on_gpu=False):
+    """What waits for a step's result: JAX's asynchronous dispatch (on any device) and a GPU's queue."""
+    if on_gpu and backend == "torch":
+        import torch
+
+        return lambda r: torch.cuda.synchronize()
+    if backend == "cupy":
+        import cupy
+
+        return lambda r: cupy.cuda.get_current_stream().synchronize()
     if backend != "jax":
         return lambda r: None
 

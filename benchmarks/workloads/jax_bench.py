@@ -18,6 +18,7 @@ from .common import (
     LEARNING_RATE,
     Case,
     NotApplicable,
+    Unavailable,
     chain_start,
     deep_data,
     jac_data,
@@ -42,6 +43,8 @@ def setup(framework, workload, cfg):
     import jax
     import jax.numpy as jnp
 
+    if cfg.get("device") == "gpu" and jax.default_backend() != "gpu":
+        raise Unavailable(f"jax {jax.__version__} has no GPU here (default backend {jax.default_backend()!r})")
     jit = framework.startswith("jax.jit")
     wrap = jax.jit if jit else (lambda f: f)
     s = sizes(cfg, workload)

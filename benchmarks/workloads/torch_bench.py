@@ -33,7 +33,7 @@ FRAMEWORKS = ("torch.autograd", "torch.func", "torch.compile")
 
 
 def _l1(result):
-    return l1(result, lambda t: t.detach().numpy())
+    return l1(result, lambda t: t.detach().cpu().numpy())
 
 
 def setup(framework, workload, cfg):
@@ -41,6 +41,19 @@ def setup(framework, workload, cfg):
 
     torch.set_num_threads(1)
     s = sizes(cfg, workload)
+    device = "cpu"
+    sync = Case.sync
+    if cfg.get("device") == "gpu":
+        if not torch.cuda.is_available():
+            raise Unavailable(f"torch {torch.__version__} sees no CUDA GPU here")
+        device = "cuda"
+
+        def sync(r):
+            torch.cuda.synchronize()
+
+    def tensor(a):
+        """``a`` (NumPy) on the benchmark's device."""
+        return torch.from_numpy(a).to(device)
 
     if framework == "torch.func":
         if workload != "W5":
@@ -48,9 +61,9 @@ def setup(framework, workload, cfg):
         from torch.func import jacrev
 
         wn, xn = jac_data(s["n"])
-        w, x = torch.from_numpy(wn), torch.from_numpy(xn)
+        w, x = tensor(wn), tensor(xn)
         f = jacrev(lambda x: torch.tanh(w @ x))
-        return Case(lambda: f(x), checksum=_l1)
+        return Case(lambda: f(x), sync=sync, checksum=_l1)
 
     if framework == "torch.compile":
         if workload not in ("W1", "W2", "W3", "W4"):
@@ -73,11 +86,11 @@ def setup(framework, workload, cfg):
                 return grads, loss.detach()
 
         compiled = torch.compile(step, fullgraph=True, dynamic=False)
-        return record_first_call_warnings(Case(compiled, ops=eager.ops, checksum=eager.checksum))
+        return record_first_call_warnings(Case(compiled, sync=sync, ops=eager.ops, checksum=eager.checksum))
 
     if workload in ("W1", "W2", "W6"):
         n = s["ops"]
-        x = torch.from_numpy(chain_start(s["shape"])).requires_grad_()
+        x = tensor(chain_start(s["shape"])).requires_grad_()
         sin = torch.sin
 
         def step():
@@ -87,14 +100,14 @@ def setup(framework, workload, cfg):
             (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
             return g
 
-        return Case(step, ops=n, checksum=_l1)
+        return Case(step, sync=sync, ops=n, checksum=_l1)
 
     if workload in ("W3", "W7"):
         import torch.nn.functional as F
 
         xs, labels, ps = mlp_data(s["batch"], s["dims"])
-        x, lab = torch.from_numpy(xs), torch.from_numpy(labels)
-        params = [torch.from_numpy(p.copy()).requires_grad_() for p in ps]
+        x, lab = tensor(xs), tensor(labels)
+        params = [tensor(p.copy()).requires_grad_() for p in ps]
         w1, b1, w2, b2, w3, b3 = params
 
         def step():
@@ -108,12 +121,12 @@ def setup(framework, workload, cfg):
                     p.sub_(g, alpha=LEARNING_RATE)  # what torch.optim.SGD does
             return grads, loss
 
-        return Case(step, checksum=lambda r: _l1(r[0]), keep=lambda r: r[1])
+        return Case(step, sync=sync, checksum=lambda r: _l1(r[0]), keep=lambda r: r[1])
 
     if workload == "W4":
         xs, ws = deep_data(s["layers"], s["width"], s["batch"])
-        x = torch.from_numpy(xs)
-        params = [torch.from_numpy(w).requires_grad_() for w in ws]
+        x = tensor(xs)
+        params = [tensor(w).requires_grad_() for w in ws]
 
         def step():
             h = x
@@ -121,13 +134,13 @@ def setup(framework, workload, cfg):
                 h = torch.tanh(h @ w)
             return torch.autograd.grad(h.sum(), params)
 
-        return Case(step, checksum=_l1)
+        return Case(step, sync=sync, checksum=_l1)
 
     if workload == "W5":
         from torch.autograd.functional import jacobian
 
         wn, xn = jac_data(s["n"])
-        w, x = torch.from_numpy(wn), torch.from_numpy(xn)
-        return Case(lambda: jacobian(lambda x: torch.tanh(w @ x), x), checksum=_l1)
+        w, x = tensor(wn), tensor(xn)
+        return Case(lambda: jacobian(lambda x: torch.tanh(w @ x), x), sync=sync, checksum=_l1)
 
     raise NotApplicable(workload)
