@@ -219,9 +219,9 @@ def _run_group(fw, workloads, args, log, timeout, cache):
         env.update(MEMORY_ENV)
     if cache:
         env["TORCHINDUCTOR_CACHE_DIR"] = cache
-    if args.device == "cpu":
-        env["JAX_PLATFORMS"] = "cpu"  # a CUDA build of jaxlib would otherwise take the GPU
-    else:
+    if args.device == "gpu":  # THREAD_ENV hides the GPUs (JAX_PLATFORMS=cpu, CUDA_VISIBLE_DEVICES="")
+        env.pop("JAX_PLATFORMS", None)
+        env.pop("CUDA_VISIBLE_DEVICES", None)
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # W7's peak is then what the step allocates
     cmd = [sys.executable, WORKER, "--framework", fw.name, "--workloads", ",".join(workloads)]
     cmd += ["--device", args.device]

@@ -46,6 +46,7 @@ __all__ = [
     "tracing_backend",
     "host_draw",
     "host_then",
+    "run_draw",
     "value_check",
     "GuardFailed",
     "NotLowerable",
@@ -1063,6 +1064,21 @@ class _Then:
         return isinstance(other, _Then) and self.draw == other.draw and self.key == other.key
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def run_draw(fn, args):
+    """One draw of a program before its call: ``(raw, value)``, the host random numbers and what the
+    program reads (after the draw's casts and its move onto the backend's device).  A retrace after a
+    failed guard draws nothing new: it is handed the *raw* numbers, which are on the host whatever
+    the device (a GPU array cannot be read back as NumPy implicitly)."""
+    thens = []
+    while isinstance(fn, _Then):
+        thens.append(fn.then)
+        fn = fn.draw
+    raw = value = fn(*args)
+    for then in reversed(thens):
+        value = then(value)
+    return raw, value
 
 
 def host_then(arr, fn, key):

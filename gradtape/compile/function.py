@@ -43,6 +43,7 @@ from gradtape.backends.tracing import (
     OperatorNotAllowedInGraphError,
     Trace,
     TraceArray,
+    run_draw,
     tracing_backend,
 )
 from gradtape.ops.manipulation import reshape as _reshape
@@ -207,14 +208,13 @@ class Function:
                 self._fast[fast] = self._cache[key]
             return out
         if arrays:
-            b = paths[-1].backend
-            leaves = [convert_to_tensor(x, backend=b) if isinstance(x, np.ndarray) else x for x in leaves]
+            leaves = _numpy_leaves_to_tensors(leaves, paths[-1].backend, setting)
         return self._run(key, paths, leaves, treedef)
 
     def _run(self, key, paths, leaves, treedef):
         """Run the program of the latest path; another path's (or a new trace) when a guard fails."""
         p = paths[-1]
-        drawn = [fn(*a) for fn, a in p.draws] if p.draws else None
+        raw, drawn = _draw(p)
         self._traced_in_a_row = 0
         try:
             return p.call(leaves, drawn) if not p.prints else _printing(p, leaves, drawn)
@@ -228,9 +228,9 @@ class Function:
                 if treedef is None:  # (the fast path's leaves are the positional arguments)
                     treedef = optree.tree_structure((tuple(leaves), {}), none_is_leaf=True)
                     key = self._key_of(leaves, treedef)
-                return self._trace(key, list(leaves), treedef, list(drawn or ()), new_path=True)
+                return self._trace(key, list(leaves), treedef, raw, new_path=True)
             if other.draws != p.draws:  # that path draws other numbers: drawn for it now
-                drawn = [fn(*a) for fn, a in other.draws] if other.draws else None
+                raw, drawn = _draw(other)
             p = other
             tried.add(id(p))
             try:
@@ -423,6 +423,31 @@ def _compiling(f, real_b):
     return f._jit_compile is not False and (how == "default" or (how == "opt-in" and bool(f._jit_compile)))
 
 
+def _numpy_device(leaves, b, setting):
+    """Where a NumPy argument of a ``gt.function`` call goes on backend ``b``: beside the call's first
+    tensor argument of ``b`` (as a NumPy operand of an eager op goes beside its tensor), else onto the
+    configured device (a GPU, say), else ``b``'s default."""
+    for x in leaves:
+        if isinstance(x, Tensor) and x._b is b:
+            return b.device_beside(x._v)
+    return setting.device if setting.backend is b else None
+
+
+def _numpy_leaves_to_tensors(leaves, b, setting):
+    """The call's leaves with each NumPy array a Tensor of ``b`` on :func:`_numpy_device`."""
+    device = _numpy_device(leaves, b, setting)
+    return [convert_to_tensor(x, backend=b, device=device) if isinstance(x, np.ndarray) else x for x in leaves]
+
+
+def _draw(p):
+    """The random numbers program ``p`` reads, drawn before its call: (the raw host draws, kept for
+    a retrace, and the values the program reads; None where it draws nothing)."""
+    if not p.draws:
+        return [], None
+    pairs = [run_draw(fn, a) for fn, a in p.draws]
+    return [r for r, _ in pairs], [v for _, v in pairs]
+
+
 def _trace_once(f, leaves, treedef, predrawn, new_path=False, lower=True):
     """Run ``f``'s Python function once on stand-ins; returns (its result, the :class:`_Concrete`).
     ``lower``: gt.cond / gt.while_loop on traced predicates become structured steps where the
@@ -536,7 +561,7 @@ class _Capture:
                 self.arg_tensors.append((k, t, ph))
                 new_leaves.append(t)
             elif isinstance(x, np.ndarray):
-                nat = convert_to_tensor(x, backend=self.real)
+                nat = convert_to_tensor(x, backend=self.real, device=_numpy_device(leaves, self.real, self.setting))
                 new_leaves.append(wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b)))
             else:
                 new_leaves.append(x)
@@ -1040,7 +1065,8 @@ class _Printer:
         parts = []
         for item in self.layout:
             if item is None:
-                a = np.asarray(next(values))
+                a = next(values)  # a host copy (a GPU array is not read as NumPy implicitly)
+                a = a if isinstance(a, np.ndarray) else np.asarray(self.real.to_numpy(a))
                 parts.append(np.array2string(a, threshold=self.threshold, edgeitems=self.edge, separator=" "))
             else:
                 parts.append(str(item))

@@ -421,7 +421,7 @@ class Tensor:
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name))
+        return (_rebuild, (np.array(self._b.to_numpy(self._v), copy=True), self._b.name, str(self.device)))
 
 
 # NumPy's operator ufuncs -> (the Tensor's operator, its reflected form): what ``x <op> tensor`` means
@@ -589,9 +589,28 @@ def lift(t: Tensor, b: Any) -> Tensor | None:
     return None if v is None else wrap(v, b)
 
 
-def _rebuild(arr, backend_name):
+def _rebuild(arr, backend_name, device=None):
     with _config.use_backend(backend_name):
-        return constant(arr)
+        return constant(arr, device=_restore_device(backend_name, device))
+
+
+def _restore_device(backend_name, device):
+    """The device a pickled (or deep-copied) tensor goes back to: the one it was on (a copy of a GPU
+    model stays on the GPU); where this machine's backend lacks that device, its default device,
+    with a warning naming both.  None (a pickle of an older gradtape): the default."""
+    if device is None:
+        return None
+    b = _backends.get(backend_name)
+    names = b.devices()
+    if device in names:
+        return device
+    if ":" in device and device.split(":", 1)[1].isdigit() or device == "cpu":
+        warnings.warn(
+            f"a tensor pickled on {backend_name!r} device {device!r} is restored on the default device: "
+            f"this machine's {backend_name} has no {device!r} (devices: {names})",
+            stacklevel=3,
+        )
+    return None  # (a sharded tensor's layout: the default device; re-shard with jax.device_put)
 
 
 def wrap(v: Any, b: Any) -> Tensor:
@@ -807,13 +826,19 @@ class Variable(Tensor):
     def __reduce__(self):
         return (
             _rebuild_var,
-            (np.array(self._b.to_numpy(self._v), copy=True), self._b.name, self._trainable, self._name),
+            (
+                np.array(self._b.to_numpy(self._v), copy=True),
+                self._b.name,
+                self._trainable,
+                self._name,
+                str(self.device),
+            ),
         )
 
 
-def _rebuild_var(arr, backend_name, trainable, name):
+def _rebuild_var(arr, backend_name, trainable, name, device=None):
     with _config.use_backend(backend_name):
-        return Variable(arr, trainable=trainable, name=name)
+        return Variable(arr, trainable=trainable, name=name, device=_restore_device(backend_name, device))
 
 
 # ---------------------------------------------------------------------------------------- conversion

@@ -19,11 +19,12 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import optree
 
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.backend_registry import get as get_backend_named
-from gradtape.core.config import get_backend
+from gradtape.core.config import active, get_backend
 from gradtape.core.recording_state import connected_tapes
 from gradtape.core.tensor import Tensor, wrap
 
@@ -31,9 +32,11 @@ __all__ = [
     "Flat",
     "differentiable",
     "display_name",
+    "on_inputs_device",
     "outer_tape_records",
     "resolve_backend",
     "to_gradtape",
+    "to_gradtape_beside",
     "vjp_function",
 ]
 
@@ -49,6 +52,39 @@ def to_gradtape(x: Any, b: Any) -> Tensor:
     when it is ``b``'s (no copy), else shared through DLPack where ``b`` can (``Backend.from_dlpack``;
     a copy through NumPy only where DLPack cannot carry it)."""
     return wrap(b.from_dlpack(x), b)
+
+
+def on_inputs_device(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f`` (a flat gradtape function) made to create its new tensors (``gt.eye``, constants, zeros)
+    on the device of its first tensor input, as eager code beside that input does: a crossing from a
+    CPU tensor computes on the CPU even where the backend's configured device is a GPU."""
+
+    def run(*xs: Any) -> Any:
+        for x in xs:
+            if isinstance(x, Tensor):
+                with active(x._b, x._b.device_beside(x._v)):
+                    return f(*xs)
+        return f(*xs)
+
+    run.__name__ = run.__qualname__ = getattr(f, "__name__", "f")
+    return run
+
+
+def to_gradtape_beside(xs: Sequence[Any], b: Any) -> list:
+    """Native arrays as Tensors of ``b`` (:func:`to_gradtape`), with those that arrive as NumPy arrays
+    (a cotangent JAX hands over as a literal, say) placed beside the first that does not: on its
+    device (a GPU), not on the host."""
+    ts = [to_gradtape(x, b) for x in xs]
+    beside = next((t for x, t in zip(xs, ts) if not isinstance(x, np.ndarray)), None)
+    if beside is None:
+        return ts
+    device = b.device_beside(beside._v)
+    if device is None:
+        return ts
+    return [
+        wrap(b.to_device(t._v, device), b) if isinstance(x, np.ndarray) and b.device_of(t._v) != device else t
+        for x, t in zip(xs, ts)
+    ]
 
 
 def display_name(fn: Any) -> str:
@@ -132,7 +168,7 @@ def vjp_function(f: Callable[..., Sequence[Any]], n_in: int) -> Callable[..., li
         return [next(it) if differentiable(x) else None for x in xs]
 
     vjp.__name__ = vjp.__qualname__ = f"vjp_of_{getattr(f, '__name__', 'f')}"
-    return vjp
+    return on_inputs_device(vjp)
 
 
 def from_native(fn: Callable[..., Any], native_op: Callable[..., Any], what: str) -> Callable[..., Any]:

@@ -36,7 +36,8 @@ from gradtape.interop.crossing import (
     from_native,
     outer_tape_records,
     resolve_backend,
-    to_gradtape,
+    on_inputs_device,
+    to_gradtape_beside,
     vjp_function,
 )
 
@@ -97,7 +98,7 @@ def _hosted(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Calla
     """``f`` on backend ``b``: at once on concrete values, through ``jax.pure_callback`` under a trace."""
 
     def host(*arrays: Any) -> tuple:
-        outs = _outputs(list(f(*[to_gradtape(a, b) for a in arrays])), name)
+        outs = _outputs(list(f(*to_gradtape_beside(arrays, b))), name)
         return tuple(np.zeros((), np.float32) if o is None else o._b.to_numpy(o._v) for o in outs)
 
     def run(*xs: Any) -> tuple:
@@ -179,7 +180,7 @@ def to_jax(fn: Callable[..., Any], *, backend: Any = None, vmap_method: str = "s
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flat = Flat(fn, args, kwargs, _is_array_argument)
         xs = [x if _is_jax_array(x) else jnp.asarray(x) for x in flat.arrays]
-        outs = _crossing(flat.call, resolve_backend(backend), name, vmap_method)(*xs)
+        outs = _crossing(on_inputs_device(flat.call), resolve_backend(backend), name, vmap_method)(*xs)
         return flat.unflatten(outs)
 
     return wrapper
@@ -205,7 +206,8 @@ def _jax_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
     for o in outs:
         if not _is_jax_array(o):
             raise TypeError(f"from_jax({name}): the function must return JAX arrays, got {type(o).__name__}")
-    ys = [wrap(b.from_dlpack(o), b) for o in outs]
+    home = b.device_of(xs[0]._v)  # (JAX may compute elsewhere: on its default device)
+    ys = [wrap(b.from_dlpack(o, home), b) for o in outs]
 
     def grad_fn(*dys: Tensor) -> list:
         n = len(xs)
@@ -217,7 +219,7 @@ def _jax_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
             for o, d in zip(outs, dys)
         )
         gs = vjp(cts)
-        return [wrap(b.from_dlpack(g), b) if _floating(j) else None for g, j in zip(gs, js)]
+        return [wrap(b.from_dlpack(g, b.device_of(x._v)), b) if _floating(j) else None for g, j, x in zip(gs, js, xs)]
 
     return tuple(ys), grad_fn
 

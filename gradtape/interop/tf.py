@@ -18,7 +18,14 @@ import numpy as np
 import tensorflow as tf
 
 from gradtape.core.tensor import Tensor
-from gradtape.interop.crossing import Flat, display_name, resolve_backend, to_gradtape, vjp_function
+from gradtape.interop.crossing import (
+    Flat,
+    display_name,
+    on_inputs_device,
+    resolve_backend,
+    to_gradtape,
+    vjp_function,
+)
 
 __all__ = ["to_tf"]
 
@@ -54,7 +61,7 @@ def to_tf(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flat = Flat(fn, args, kwargs, tf.is_tensor)
-        outs = _crossing(flat.call, resolve_backend(backend), name)(*flat.arrays)
+        outs = _crossing(on_inputs_device(flat.call), resolve_backend(backend), name)(*flat.arrays)
         return flat.unflatten(outs)
 
     return wrapper

@@ -37,6 +37,7 @@ from gradtape.interop.crossing import (
     differentiable,
     outer_tape_records,
     resolve_backend,
+    on_inputs_device,
     to_gradtape,
     vjp_function,
 )
@@ -68,16 +69,18 @@ def _floating(x: torch.Tensor) -> bool:
 class _Crossing:
     """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
 
-    __slots__ = ("f", "b", "n_in", "tape", "xs", "outs", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "tape", "xs", "devices", "outs", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
         self.tape: GradientTape | None = None
         self.xs: list = []
+        self.devices: list = []  # each torch input's device: where torch expects its gradient
         self.outs: list = []
 
     def forward(self, xs: tuple, needs: tuple) -> tuple:
         b = self.b
+        self.devices = [x.device for x in xs]
         self.xs = [to_gradtape(x if b is _TORCH else x.detach(), b) for x in xs]
         wrt = [x for x, n in zip(self.xs, needs) if n and differentiable(x)]
         if wrt:
@@ -91,6 +94,8 @@ class _Crossing:
         # forward returns, and the tape's Tensor holding that very object would close a reference
         # cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
         outs = tuple(_torch_of(_native(o, k)) for k, o in enumerate(self.outs))
+        if b is not _TORCH and xs:  # (a GPU backend's results, for CPU tensors: back where they came from)
+            outs = tuple(t.to(xs[0].device) for t in outs)
         return tuple(t.view_as(t) if t is o._v else t for t, o in zip(outs, self.outs))
 
     def backward(self, gys: tuple, needs: tuple) -> tuple:
@@ -107,7 +112,7 @@ class _Crossing:
             output_gradients=[to_gradtape(g if b is _TORCH else g.detach(), b) for _, g in pairs],
         )
         for k, g in zip(wrt, gs):
-            grads[k] = None if g is None else _torch_of(g.native)
+            grads[k] = None if g is None else _torch_of(g.native).to(self.devices[k])
         return tuple(grads)
 
 
@@ -194,7 +199,7 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flat = Flat(fn, args, kwargs, _is_torch_array)
         xs = flat.arrays
-        c = _Crossing(flat.call, resolve_backend(backend), len(xs))
+        c = _Crossing(on_inputs_device(flat.call), resolve_backend(backend), len(xs))
         outs = _apply(c, *xs)
         return flat.unflatten(outs)
 
@@ -219,7 +224,8 @@ def _torch_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
     if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
         raise TypeError(f"from_torch({name}): the function must return torch tensors (any pytree of them)")
     outs = list(outs)
-    ys = [wrap(b.from_dlpack(o if (live and b is _TORCH) else o.detach()), b) for o in outs]
+    home = b.device_of(xs[0]._v)  # (torch may compute elsewhere, on the CPU for a GPU backend's arrays)
+    ys = [wrap(b.from_dlpack(o if (live and b is _TORCH) else o.detach(), home), b) for o in outs]
 
     def grad_fn(*dys: Tensor) -> list:
         dys = tuple(wrap(b.xp.zeros_like(y._v), b) if d is None else d for d, y in zip(dys, ys))
@@ -234,7 +240,11 @@ def _torch_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
                 name, [o for o, _ in pairs], [ts[k] for k in wrt], [_torch_of(d._v).to(o.dtype) for o, d in pairs]
             )
             for k, g in zip(wrt, gs):
-                grads[k] = wrap(b.from_dlpack(g), b) if g is not None else wrap(b.xp.zeros_like(xs[k]._v), b)
+                grads[k] = (
+                    wrap(b.from_dlpack(g, b.device_of(xs[k]._v)), b)
+                    if g is not None
+                    else wrap(b.xp.zeros_like(xs[k]._v), b)
+                )
         return grads
 
     return tuple(ys), grad_fn
