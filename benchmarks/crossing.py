@@ -36,6 +36,7 @@ import time
 import timeit
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # CPU figures: a CUDA build of jaxlib stays off the GPU
 
 import jax
 import jax.numpy as jnp

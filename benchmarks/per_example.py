@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # CPU figures: a CUDA build of jaxlib stays off the GPU
 
 import gradtape as gt
 

@@ -24,7 +24,7 @@ def test_a_checkpoint_written_before_the_move_restores(backend):
     w = gt.Variable(gt.zeros((2, 3)))
     step = gt.Variable(0, dtype=gt.int64)
     gt.train.Checkpoint(w=w, step=step).read(str(DATA / "before_the_move")).assert_consumed()
-    assert w.backend == backend
+    assert w.backend == backend.split(":")[0]
     np.testing.assert_array_equal(w.numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
     assert int(step.numpy()) == 7
 

@@ -165,7 +165,7 @@ def test_array_method_names_the_namespace_function(backend):
 
     def fn(x):
         xp = x.__array_namespace__()
-        return x.sum() if x.backend == backend else xp.sum(x * x)
+        return x.sum() if x.backend == backend.split(":")[0] else xp.sum(x * x)
 
     if backend == "numpy":  # the finite differences run on NumPy too: check_gradients raises there
         with pytest.raises(AttributeError, match=r"no \.sum\(\) method; call the namespace function instead: xp\.sum"):

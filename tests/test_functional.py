@@ -165,7 +165,8 @@ def test_float32_inputs_give_float32_gradients(backend):
     assert x.dtype == gt.float32
     for g in (gt.grad(lambda a: gt.sum(gt.tanh(a)))(x), gt.hvp(lambda a: gt.sum(a**3), (x,), (x,))[0]):
         assert g.dtype == gt.float32
-    np.testing.assert_allclose(gt.grad(lambda a: gt.sum(gt.tanh(a)))(x).numpy(), 1 - np.tanh(X3) ** 2, rtol=1e-6)
+    # (1 - tanh² cancels: a GPU's float32 tanh one ulp off is 2e-6 relative here)
+    np.testing.assert_allclose(gt.grad(lambda a: gt.sum(gt.tanh(a)))(x).numpy(), 1 - np.tanh(X3) ** 2, rtol=1e-5)
     g = gt.grad(lambda a: a * a)(3.0)
     assert g.dtype == gt.float32 and float(g) == 6.0
 

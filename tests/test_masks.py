@@ -50,6 +50,8 @@ def test_xdivy_by_a_python_scalar_is_the_masked_quotient(backend, dtype):
             got = _XDIVY(x, s)
             want = x / gt.where(x == 0, 1.0, gt.full_like(x, s)) if s != 0 else None
         if want is not None:
+            if dtype == "complex128":  # (the sign of a zero part of a complex quotient is the library's:
+                got, want = got + 0.0, want + 0.0  # CUDA's differs from NumPy's; + 0.0 makes both +0)
             assert got.dtype == want.dtype and _bits(got) == _bits(want), s
         assert (got.numpy()[x_np == 0] == 0).all()  # 0 where x is 0, also for s = 0
 

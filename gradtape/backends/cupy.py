@@ -157,6 +157,35 @@ def _same_device(fn, backend):
     return f
 
 
+def _checked(fn, cupyx):
+    """``fn`` (a CuPy linalg function) raising ``numpy.linalg.LinAlgError`` on a singular input."""
+
+    def f(*args, **kwargs):
+        with cupyx.errstate(linalg="raise"):
+            return fn(*args, **kwargs)
+
+    f.__name__ = f.__qualname__ = getattr(fn, "__name__", "f")
+    f.__doc__ = fn.__doc__
+    return f
+
+
+def _broadcasting_solve(solve, cupy):
+    """``solve(x1, x2)`` with the Array API's broadcasting: ``x2`` of shape ``(M,)`` is one vector
+    for every matrix of ``x1``, and the batch dimensions of ``x1`` and ``x2`` broadcast (CuPy wants
+    them equal)."""
+
+    def f(x1, x2, /):
+        if x2.ndim == 1:
+            column = cupy.broadcast_to(x2[:, None], x1.shape[:-2] + (x2.shape[0], 1))
+            return f(x1, column)[..., 0]
+        batch = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+        return solve(cupy.broadcast_to(x1, batch + x1.shape[-2:]), cupy.broadcast_to(x2, batch + x2.shape[-2:]))
+
+    f.__name__ = f.__qualname__ = "solve"
+    f.__doc__ = solve.__doc__
+    return f
+
+
 def _namespace(compat, backend):
     """``array_api_compat.cupy``, with ``device=`` honoured by the creation functions and ``fftfreq``,
     and, on a machine with several GPUs, every function run on its arguments' GPU."""
@@ -169,6 +198,13 @@ def _namespace(compat, backend):
     for name in ("fftfreq", "rfftfreq"):  # (compat refuses any device but "cpu" there)
         setattr(ns.fft, name, _on_device(getattr(compat.fft, name), backend))
     ns.linalg = _copy_module("gradtape.backends.cupy.xp.linalg", compat.linalg)
+    import cupyx
+
+    # a singular matrix is an error, as on NumPy and torch (CuPy returns inf / nan unless asked to
+    # check, which reads cuSOLVER's status back from the GPU: one sync a call)
+    for name in ("inv", "cholesky"):
+        setattr(ns.linalg, name, _checked(getattr(compat.linalg, name), cupyx))
+    ns.linalg.solve = _checked(_broadcasting_solve(compat.linalg.solve, backend._cupy), cupyx)
     if backend._count > 1:
         for module in (ns, ns.fft, ns.linalg):
             for name, fn in list(vars(module).items()):
@@ -465,4 +501,9 @@ class CupyBackend(Backend):
         return out
 
     def erf(self, x):
+        if x.dtype.kind == "c":  # (cupyx.scipy.special.erf is real only: SciPy's, on the host)
+            import scipy.special
+
+            with self._devs[x.data.device_id]:
+                return self._cupy.asarray(scipy.special.erf(self._cupy.asnumpy(x)))
         return self._erf(x)

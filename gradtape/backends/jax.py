@@ -45,6 +45,8 @@ _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 #: ValueError, as gradtape does on every backend)
 _SHAPE_CHECKED = ("reshape", "matmul", "concat", "permute_dims", "tensordot")
 _SHAPE_WORDS = ("shape", "permutation", "dimension")
+#: matrix products computed in full float32 precision (``einsum`` too, in ``_einsum``): see _full_precision
+_FULL_PRECISION = ("matmul", "tensordot", "vecdot")
 
 
 def _shape_errors_are_value_errors(fn):
@@ -118,6 +120,21 @@ def _placing(fn, backend, shape_of):
     return f
 
 
+def _full_precision(fn, config):
+    """The matrix product ``fn`` in full float32 precision, as NumPy and torch compute it: JAX's
+    default on GPUs rounds float32 operands to TF32 (relative errors of 1e-3; a compiled step then
+    differs from the same step run eagerly by more than that).  A precision the program chose --
+    ``precision=``, or ``jax.default_matmul_precision(...)`` around the code -- is honoured."""
+
+    def f(*args, **kwargs):
+        if "precision" not in kwargs and config.jax_default_matmul_precision is None:
+            kwargs["precision"] = "highest"
+        return fn(*args, **kwargs)
+
+    functools.update_wrapper(f, fn)
+    return f
+
+
 def _namespace(jnp, backend):
     """``jax.numpy``, with shape mismatches reported as ValueError, and creation functions that take a
     sharding as ``device=`` for any shape."""
@@ -127,6 +144,8 @@ def _namespace(jnp, backend):
     )
     for name in _SHAPE_CHECKED:
         setattr(ns, name, _shape_errors_are_value_errors(getattr(jnp, name)))
+    for name in _FULL_PRECISION:
+        setattr(ns, name, _full_precision(getattr(ns, name), backend._jax.config))
     for name in ("sum", "prod", "mean", "max", "min"):
         setattr(ns, name, _fast_reduction(getattr(jnp, name)))
     for name, shape_of in _PLACED.items():
@@ -400,7 +419,9 @@ class JaxBackend(Backend):
         return self._jnp.asarray(np.arange(n).reshape(tuple(shape))[host])
 
     def _einsum(self, *arrays, subscripts):
-        """The op ``einsum`` by the library's own einsum."""
+        """The op ``einsum`` by the library's own einsum (in full precision: :func:`_full_precision`)."""
+        if self._jax.config.jax_default_matmul_precision is None:
+            return self._jnp.einsum(subscripts, *arrays, precision="highest")
         return self._jnp.einsum(subscripts, *arrays)
 
     def _getitem(self, x, *, key):

@@ -19,6 +19,7 @@ import os
 
 from gradtape.core import backend as _backend
 from gradtape.core import backend_registry as _backends
+from gradtape.core import domains as _domains
 from gradtape.core import dtypes as _dt
 
 __all__ = [
@@ -273,3 +274,12 @@ def _leak_mode(mode):
 
 
 config = Config()
+
+
+def _default_device_name():
+    """The active backend's default device, by name (what a domain case's ``DEFAULT_DEVICE`` draws as)."""
+    b = get_backend()
+    return b.device_str(b.default_device())
+
+
+_domains.DEFAULT_DEVICE_NAME[0] = _default_device_name

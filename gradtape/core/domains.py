@@ -36,6 +36,7 @@ __all__ = [
     "BOOL",
     "BROADCAST_SHAPES",
     "COMPLEX",
+    "DEFAULT_DEVICE",
     "GT_MINUS_ONE",
     "GT_ONE",
     "INT",
@@ -167,6 +168,22 @@ def _has_float(a):
     return isinstance(a, Arg) and a.sampler.kind == "f"
 
 
+class _DefaultDevice:
+    """A literal argument of a :class:`Case`: the name of the active backend's default device where
+    the case is drawn (``"cpu"``; ``"cuda:0"`` on CuPy, which has no CPU device)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "DEFAULT_DEVICE"
+
+
+DEFAULT_DEVICE = _DefaultDevice()
+#: what :data:`DEFAULT_DEVICE` draws as: set by ``gradtape.core.config`` (a layer above this pure data)
+#: to the active backend's default device name
+DEFAULT_DEVICE_NAME = [lambda: "cpu"]
+
+
 class Case:
     """One sample call of an op's public function: positional arguments (Args, Packs of Args, or
     literal values) and keywords (passed as they are)."""
@@ -199,6 +216,8 @@ class Case:
                 return a.sampler.sample(rng, a.shape, dtype)
             if isinstance(a, Pack):
                 return [one(e) for e in a.args]
+            if a is DEFAULT_DEVICE:
+                return DEFAULT_DEVICE_NAME[0]()
             return a
 
         return [one(a) for a in self.args], dict(self.kwargs)

@@ -13,7 +13,7 @@ from array_api_compat import device as _device
 from gradtape.core import config as _config
 from gradtape import backends as _bk
 from gradtape.core import dtypes as _dt
-from gradtape.core.domains import REAL, Case, with_complex
+from gradtape.core.domains import DEFAULT_DEVICE, REAL, Case, with_complex
 from gradtape.core.recording_state import ACTIVE_TAPES
 from gradtape.ops import apply1, batch_as, composite, defop, public
 from gradtape.ops.elementwise import _identity, astype
@@ -285,7 +285,7 @@ _to_device = defop(
     chapter="creation",
     xp_callable=True,
     batched=True,
-    domain=with_complex([Case(REAL[3], "cpu")]),
+    domain=with_complex([Case(REAL[3], DEFAULT_DEVICE)]),
 )
 
 

@@ -425,7 +425,7 @@ def snapshot(x: Nested) -> Any:
 def assert_structures_close(got: Any, want: Any, rtol: float, atol: float, where: str = "result") -> None:
     """Structures equal (as :func:`snapshot` makes them): arrays to ``rtol``/``atol`` with equal
     dtypes and shapes, None and Python values exactly (an eager result against a compiled one)."""
-    if want is None or isinstance(want, (bool, int, float, str)):
+    if want is None or isinstance(want, (bool, int, float, str)) and not isinstance(want, np.generic):
         assert got == want, f"{where}: {got!r} != {want!r}"
     elif isinstance(want, (list, tuple)):
         assert type(got) is type(want) and len(got) == len(want), f"{where}: {got!r} vs {want!r}"
