@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 import io
 import pickle
+import subprocess
+import sys
 import warnings
 from contextlib import redirect_stderr
 
@@ -134,3 +136,28 @@ def test_a_domain_case_for_to_device_draws_the_default_device(on_device1):
     assert values[1] == "cpu"  # array_api_strict's default device (CuPy's would be "cuda:0")
     with gt.use_backend("numpy"):
         assert Case(DEFAULT_DEVICE).draw(np.random.default_rng(0))[0] == ["cpu"]
+
+
+_TO_JAX_ON_DEVICE_1 = """
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, jax.numpy as jnp
+import gradtape as gt
+from jax.test_util import check_grads
+d1 = jax.devices("cpu")[1]
+f = gt.interop.to_jax(lambda x, y: gt.sum(gt.tanh(x * y) + x / y), backend="numpy")
+x, y = (jax.device_put(jnp.asarray(v), d1) for v in ([0.3, 0.7], [1.5, 2.0]))
+assert f(x, y).devices() == {d1}, f(x, y).devices()
+assert jax.grad(f)(x, y).devices() == {d1}, jax.grad(f)(x, y).devices()
+check_grads(f, (x, y), order=2, modes=["rev"])
+print("ok")
+"""
+
+
+def test_to_jax_results_come_back_on_the_inputs_jax_device():
+    """A crossing from JAX arrays on one device (a GPU; here the second of two host devices) into a
+    backend computing elsewhere returns its results, and gradients, on that device: the H200 run's
+    second-order check on torch:cuda met JAX-CPU cotangents beside GPU inputs."""
+    pytest.importorskip("jax", reason="JAX is not installed")
+    p = subprocess.run([sys.executable, "-c", _TO_JAX_ON_DEVICE_1], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stdout + p.stderr[-3000:]

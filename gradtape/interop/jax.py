@@ -94,16 +94,31 @@ def _traced(f: Callable[..., Any], name: str) -> Callable[..., tuple]:
     return run
 
 
+def _to_jax_beside(o: Any, home: Any) -> Any:
+    """A gradtape result (a Tensor, or None: no gradient) as a JAX array on the device of ``home``
+    (the call's first JAX input): a GPU backend's array crosses by DLPack in place, a host one is
+    put where the inputs are (a result on JAX's CPU beside GPU inputs would not mix with them)."""
+    if o is None:
+        return jnp.zeros((), jnp.float32)
+    arr = _JAX.from_dlpack(o._v)
+    if home is not None and arr.devices() != home.devices():
+        arr = jax.device_put(arr, next(iter(home.devices())))
+    return arr
+
+
 def _hosted(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Callable[..., tuple]:
     """``f`` on backend ``b``: at once on concrete values, through ``jax.pure_callback`` under a trace."""
 
-    def host(*arrays: Any) -> tuple:
-        outs = _outputs(list(f(*to_gradtape_beside(arrays, b))), name)
-        return tuple(np.zeros((), np.float32) if o is None else o._b.to_numpy(o._v) for o in outs)
+    def call(*arrays: Any) -> list:
+        return _outputs(list(f(*to_gradtape_beside(arrays, b))), name)
+
+    def host(*arrays: Any) -> tuple:  # (jax.pure_callback's form: NumPy arrays in and out)
+        return tuple(np.zeros((), np.float32) if o is None else o._b.to_numpy(o._v) for o in call(*arrays))
 
     def run(*xs: Any) -> tuple:
-        if not any(_is_tracer(x) for x in xs):
-            return tuple(_JAX.from_dlpack(o) for o in host(*xs))
+        if not any(_is_tracer(x) for x in xs):  # at once: the results cross by DLPack, onto the inputs' device
+            home = next((x for x in xs if _is_jax_array(x) and len(x.devices()) == 1), None)
+            return tuple(_to_jax_beside(o, home) for o in call(*xs))
         shapes = _result_shapes(f, b, xs, host, name)
         return tuple(jax.pure_callback(host, shapes, *xs, vmap_method=vmap_method))
 
