@@ -53,6 +53,7 @@ from gradtape.testing import finite_differences
 from gradtape.testing.crosscheck import TOLERANCES, native_method_name
 
 __all__ = [
+    "DEFAULT_TIME_LIMIT",
     "OVERRIDES",
     "RANGES",
     "VERDICTS",
@@ -66,6 +67,7 @@ __all__ = [
     "audit",
     "audit_function",
     "plan_inputs",
+    "prepare",
     "public_callables",
 ]
 
@@ -229,7 +231,8 @@ def _doc_shape(text: str) -> tuple[int, ...] | None:
         if d.isdigit():
             shape.append(int(d))
         elif re.fullmatch(r"\w+", d):
-            shape.append(SIZES.get(d.lower(), 3))
+            d = d.lower()
+            shape.append(SIZES.get(d, SIZES["n_samples"] if d.startswith("n_samples") else 3))
         else:
             return None
     return tuple(shape)
@@ -295,9 +298,9 @@ def plan_inputs(qualname: str, fn: Callable[..., Any]) -> Plan:
         elif re.match(r"^bool\b", text):
             value = True
         elif re.match(r"^(float|scalar)\b", text) and not arrayish:
-            value = Arr(())
+            value = 0.5  # a parameter (fbeta_score's beta), not a value to differentiate
         else:
-            value = Arr(shape or (6,) if _LABEL_NAME.match(p.name) else shape or (3,))
+            value = Arr(shape or (SIZES["n_samples"],))
             if _LABEL_NAME.match(p.name) or "label" in text:
                 labels.append(p.name)
         if p.kind is P.KEYWORD_ONLY:
@@ -305,6 +308,8 @@ def plan_inputs(qualname: str, fn: Callable[..., Any]) -> Plan:
         else:
             args.append(value)
     if not args and not kwargs:
+        if any(p.kind is P.VAR_POSITIONAL for p in sig.parameters.values()):
+            return Plan(why=f"its signature {sig} does not say what it takes: add it to OVERRIDES")
         return Plan(why="takes no required arguments: nothing to differentiate")
     return Plan(args=args, kwargs=kwargs, source="signature and docstring", label_names=tuple(labels))
 
@@ -415,6 +420,10 @@ class AuditReport:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(self.to_json(), fh, indent=1, allow_nan=True)
             fh.write("\n")
+
+    def write_markdown(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(self.markdown() + "\n")
 
     def __str__(self) -> str:
         return self.markdown()
@@ -626,7 +635,7 @@ def _reference(fn, plan: Plan, qualname: str, limit: float | None) -> _Reference
     attempts: list[tuple[tuple[float, float], str]] = [(r, "") for r in RANGES]
     if plan.label_names:
         attempts += [(RANGES[0], "named"), (RANGES[0], "all")]
-    why = "no attempt"
+    whys: list[str] = []  # why each attempt failed: the first is reported (the usual domain)
     for rng_range, as_labels in attempts:
         rng = np.random.default_rng(_seed(qualname))
         sig_names = _param_names(fn)
@@ -643,12 +652,12 @@ def _reference(fn, plan: Plan, qualname: str, limit: float | None) -> _Reference
                 warnings.simplefilter("ignore")
                 leaves = _leaves(fn(*args, **kwargs))
                 if not leaves:
-                    why = "returns no arrays or numbers"
+                    whys.append("returns no arrays or numbers")
                     continue
                 kinds = [_np_kind(v) for v in leaves]
                 values = [np.asarray(v, dtype=np.float64) for v, k in zip(leaves, kinds) if k == "f"]
                 if not all(np.all(np.isfinite(v)) for v in values):
-                    why = f"non-finite values at inputs in {list(rng_range)}"
+                    whys.append(f"non-finite values at inputs in {list(rng_range)}")
                     continue
                 weights = [np.random.default_rng(_seed(qualname) + 1 + i).standard_normal(v.shape) for i, v in enumerate(values)]
                 wrt = _float_paths(args)
@@ -673,10 +682,10 @@ def _reference(fn, plan: Plan, qualname: str, limit: float | None) -> _Reference
         except AuditTimeout as e:
             return f"the library's NumPy run {e}"
         except Exception as e:
-            why = _one_line(e)
+            whys.append(_one_line(e, 160))
             continue
         return _Reference(args, kwargs, wrt, values, kinds, weights, fds, kinks)
-    return f"no inputs it could derive run on NumPy ({why})"
+    return f"no inputs it could derive run on NumPy ({whys[0]})"
 
 
 def _param_names(fn) -> list[str]:
@@ -731,7 +740,7 @@ def _native_gradients(fn, ref: _Reference, backend) -> list[np.ndarray] | str:
             gs = backend.native_grad(loss, *flat)
         return [backend.to_numpy(g) for g in gs]
     except Exception as e:
-        return _one_line(e, 120)
+        return _one_line(e, 60)
 
 
 def _run_backend(fn, ref: _Reference, backend_name: str, limit: float | None, native: bool) -> Outcome:
@@ -754,14 +763,14 @@ def _run_backend(fn, ref: _Reference, backend_name: str, limit: float | None, na
                         loss = _sum(floats[0] * asarray(ref.weights[0], backend=backend_name))
                         for y, w in zip(floats[1:], ref.weights[1:]):
                             loss = loss + _sum(y * asarray(w, backend=backend_name))
-                if len(outs) < len(leaves):
-                    other = sorted({type(v).__name__ for v in leaves if not isinstance(v, Tensor)})
-                    if xs and ref.values:
-                        return Outcome("lost", f"returns {', '.join(other)}, not gradtape tensors")
-                if not ref.values or not floats:
-                    return Outcome("nondiff", "integer or boolean output")
+                # a floating result that is not a gradtape tensor left the tape (ints, shapes: not values)
+                other = sorted({type(v).__name__ for v in leaves if not isinstance(v, Tensor) and _np_kind(v) == "f"})
+                if other and xs:
+                    return Outcome("lost", f"returns {', '.join(other)}, not gradtape tensors")
                 if not xs:
                     return Outcome("nondiff", "no floating input (the arguments are labels or integers)")
+                if not ref.values or not floats:
+                    return Outcome("nondiff", "integer or boolean output")
                 if len(floats) != len(ref.values):
                     return Outcome("error", f"{len(floats)} floating outputs where NumPy gives {len(ref.values)}")
                 grads = tape.gradient(loss, xs)
@@ -797,7 +806,7 @@ def _run_backend(fn, ref: _Reference, backend_name: str, limit: float | None, na
         label = native_method_name(backend_name)
         ng = _native_gradients(fn, ref, b)
         if isinstance(ng, str):
-            notes.append(f"{label} did not run: {ng}")
+            notes.append(f"{label} did not run ({ng})")
         else:
             for k, (g, n, fd, kink) in enumerate(zip(grads_np, ng, ref.fd, ref.kinks)):
                 ok, rel = _close(g, n, AD_TOL, kink)
@@ -860,7 +869,7 @@ def public_callables(module: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def _prepare(module_name: str) -> None:
+def prepare(module_name: str) -> None:
     """SciPy's array-API dispatch (``SCIPY_ARRAY_API=1``, read once, when SciPy is first
     imported): set here before the module is imported; an error if SciPy was imported without it."""
     os.environ.setdefault("SCIPY_ARRAY_API", "1")
@@ -892,7 +901,7 @@ def audit(
     keep = set(names) if names is not None else None
     functions = []
     for mod_name in mods:
-        _prepare(mod_name)
+        prepare(mod_name)
         module = importlib.import_module(mod_name)
         ctx = CONTEXTS.get(mod_name.split(".")[0])
         with ctx() if ctx else contextlib.nullcontext():
