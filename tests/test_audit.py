@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from array_api_compat import array_namespace
 
 import gradtape as gt
 from gradtape.cli import main
@@ -25,7 +26,7 @@ ONE = Plan(args=[Arr((3,))])  # one float64 vector
 
 # ------------------------------------------------------------------------------ hand-made functions
 def smooth(x):
-    xp = x.__array_namespace__()
+    xp = array_namespace(x)  # as libraries do: torch's and jax's arrays too (so their autodiff runs)
     return xp.sin(x) * x + xp.exp(-x)
 
 
