@@ -271,6 +271,8 @@ def plan_inputs(qualname: str, fn: Callable[..., Any]) -> Plan:
         return Plan(args=list(o.get("args", [])), kwargs=dict(o.get("kwargs", {})), source="override")
     if inspect.isclass(fn):
         return Plan(why="a class: its methods are not audited")
+    if not (inspect.isroutine(fn) or isinstance(fn, np.ufunc) or _ufunc_of(fn) is not None):
+        return Plan(why=f"an instance of {type(fn).__name__}, not a function (its methods are not audited; OVERRIDES can give its inputs)")
     uf = _ufunc_of(fn)
     if uf is not None:
         return _ufunc_plan(uf)
@@ -430,7 +432,9 @@ class AuditReport:
 
 
 def _md(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text for a Markdown table cell: no pipes, newlines, backticks or HTML tags (``<listcomp>``)."""
+    text = str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _cell_text(o: Outcome | None) -> str:
@@ -800,6 +804,8 @@ def _run_backend(fn, ref: _Reference, backend_name: str, limit: float | None, na
             return Outcome("wrong", f"argument {k}: relative error {_err(rel)} against finite differences", rel)
         worst = max(worst, rel)
         grads_np[k] = g
+        if not np.any(fd[~kink]):
+            notes.append(f"argument {k}: the gradient is zero (piecewise constant, as finite differences say)")
         if kink.any():
             notes.append(f"argument {k}: {int(kink.sum())} kink(s) not compared")
     if native and getattr(b, "supports_native_grad", False):
