@@ -68,7 +68,9 @@ def main(argv=None):
     new = f"{before}{BEGIN}\n{generated()}\n{END}{after}"
     if args.check:
         if new != text:
-            diff = difflib.unified_diff(text.splitlines(), new.splitlines(), "docs/audit.md", "fresh audit", lineterm="")
+            diff = difflib.unified_diff(
+                text.splitlines(), new.splitlines(), "docs/audit.md", "fresh audit", lineterm=""
+            )
             print("\n".join(list(diff)[:200]))
             print("\ndocs/audit.md is out of date: run `python docs/gen_audit.py`", file=sys.stderr)
             return 1

@@ -17,8 +17,7 @@ from array_api_compat import array_namespace
 
 import gradtape as gt
 from gradtape.cli import main
-from gradtape.conformance import audit_html
-from gradtape.testing import audit as A
+from gradtape.conformance import audit_html, html_report
 from gradtape.testing.audit import Arr, Ints, Plan, audit, audit_function, plan_inputs
 
 ONE = Plan(args=[Arr((3,))])  # one float64 vector
@@ -138,6 +137,7 @@ def test_not_driven_says_why():
     assert "parameter 'mode' takes a string" in plan.why
     f = audit_function(takes_a_mode, "tests.takes_a_mode", ["numpy"])
     assert f.outcomes["numpy"].verdict == "notdriven" and "OVERRIDES" in f.outcomes["numpy"].detail
+
     # a function that no drawn input runs on NumPy is not driven either, with the library's message
     def refuses(x):
         raise ValueError("refused")
@@ -155,6 +155,7 @@ def test_inputs_from_signatures_docstrings_and_ufunc_loops():
     # an ufunc with an integer order (eval_legendre's loop "ld->d"): the order is an integer array
     plan = plan_inputs("scipy.special.eval_legendre", scipy.special.eval_legendre)
     assert [type(a) for a in plan.args] == [Ints, Arr], plan
+
     # the docstring's shape, with sklearn's symbolic sizes
     def metric(y_true, X):
         """Parameters
@@ -195,15 +196,26 @@ def test_a_slice_of_scipy_special(backend, special_slice):
     # deterministic: a second run prints the same
     assert audit(["scipy.special"], [backend], names=SLICE).markdown() == rep.markdown()
     table = rep.markdown()
-    assert f"| `erf` | correct (" in table and "| `bdtr` | gradient lost |" in table
+    assert "| `erf` | correct (" in table and "| `bdtr` | gradient lost |" in table
 
 
 # ------------------------------------------------------------------------------ the command
 def test_the_command(backend, tmp_path, capsys):
     html, js = tmp_path / "a.html", tmp_path / "a.json"
     code = main(
-        ["audit", "scipy.special", "--functions", "erf,bdtr", "--backends", backend, "--html", str(html),
-         "--json", str(js), "--no-progress"]
+        [
+            "audit",
+            "scipy.special",
+            "--functions",
+            "erf,bdtr",
+            "--backends",
+            backend,
+            "--html",
+            str(html),
+            "--json",
+            str(js),
+            "--no-progress",
+        ]
     )
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -261,7 +273,7 @@ def test_the_html_report_in_chromium(browser, tmp_path):
         "bg: getComputedStyle(e).backgroundColor}))",
     )
     assert len(cells) == len(SLICE) + 1
-    colours = {name: _rgb(c) for name, _, c, _ in __import__("gradtape.conformance.html_report").conformance.html_report.BANDS}
+    colours = {name: _rgb(c) for name, _, c, _ in html_report.BANDS}
     colours |= {cls: _rgb(c) for cls, c in audit_html.VERDICT_COLOURS.values()}
     for c in cells:
         f = next(f for f in rep.functions if f.qualname == c["fn"])

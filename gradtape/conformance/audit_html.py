@@ -72,8 +72,8 @@ def _legend() -> str:
     return (
         '<section id="legend"><h2>Legend</h2><p>A row per function, a column per backend; the last column is '
         "the inputs the function was called with. Open a cell for its details (where the gradient left the "
-        f'tape, the error, what differed). docs/audit.md says how each verdict is decided.</p><ul class="swatches">{lis}</ul>'
-        "</section>"
+        "tape, the error, what differed). docs/audit.md says how each verdict is decided.</p>"
+        f'<ul class="swatches">{lis}</ul></section>'
     )
 
 
@@ -85,7 +85,9 @@ def render(report: AuditReport) -> str:
     head = "".join(f'<th data-backend="{_e(b)}">{_e(b)}</th>' for b in report.backends)
     body = "\n".join(_row(f, report.backends) for f in report.functions)
     extra = "".join(
-        f".c-{cls}{{background:{colour}}}" for cls, colour in VERDICT_COLOURS.values() if cls in ("nan", "lost", "error")
+        f".c-{cls}{{background:{colour}}}"
+        for cls, colour in VERDICT_COLOURS.values()
+        if cls in ("nan", "lost", "error")
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -73,9 +73,17 @@ __all__ = [
 
 #: the verdicts, best first: (key, label, what it means)
 VERDICTS = (
-    ("correct", "correct", "the gradient agrees with finite differences (and with torch.autograd / jax.grad where they run)"),
+    (
+        "correct",
+        "correct",
+        "the gradient agrees with finite differences (and torch.autograd / jax.grad where they run)",
+    ),
     ("lost", "gradient lost", "the value left the tape (converted to NumPy or a Python number) at the place given"),
-    ("wrong", "wrong gradient", "the gradient (or the value) differs from finite differences or the library's own autodiff"),
+    (
+        "wrong",
+        "wrong gradient",
+        "the gradient (or value) differs from finite differences or the library's own autodiff",
+    ),
     ("nan", "NaN", "the gradient is NaN or infinite where the value and finite differences are finite"),
     ("nondiff", "not differentiable", "integer or boolean output, or no floating input: nothing to differentiate"),
     ("error", "error", "calling it on gradtape tensors raised (the message), or it ran past the time limit"),
@@ -272,7 +280,8 @@ def plan_inputs(qualname: str, fn: Callable[..., Any]) -> Plan:
     if inspect.isclass(fn):
         return Plan(why="a class: its methods are not audited")
     if not (inspect.isroutine(fn) or isinstance(fn, np.ufunc) or _ufunc_of(fn) is not None):
-        return Plan(why=f"an instance of {type(fn).__name__}, not a function (its methods are not audited; OVERRIDES can give its inputs)")
+        what = f"an instance of {type(fn).__name__}, not a function"
+        return Plan(why=f"{what} (its methods are not audited; OVERRIDES can give its inputs)")
     uf = _ufunc_of(fn)
     if uf is not None:
         return _ufunc_plan(uf)
@@ -470,9 +479,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     """Raise :class:`AuditTimeout` in the running code after ``seconds`` (SIGALRM: on the main
     thread of a Unix process; elsewhere the call runs without a limit)."""
     usable = (
-        seconds is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
+        seconds is not None and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
     )
     if not usable:
         yield
@@ -482,7 +489,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         raise AuditTimeout(f"ran past the time limit of {seconds:g} s")
 
     old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds or 0.0))
     try:
         yield
     finally:
@@ -556,7 +563,7 @@ def _draw(spec: Any, rng: np.random.Generator, rng_range: tuple[float, float], l
         if labelled:
             n = int(np.prod(spec.shape)) if spec.shape else 1
             return (np.arange(n) % 2).reshape(spec.shape).astype(np.int64)
-        lo, hi = (spec.lo, spec.hi) if spec.lo is not None else rng_range
+        lo, hi = (spec.lo, spec.hi) if spec.lo is not None and spec.hi is not None else rng_range
         return rng.uniform(lo, hi, spec.shape)
     if isinstance(spec, Labels):
         n = int(np.prod(spec.shape))
@@ -616,7 +623,7 @@ def _replace(args: list[Any], path: tuple[int, ...], value: Any) -> list[Any]:
 
 
 def _float_paths(args: list[Any]) -> list[tuple[int, ...]]:
-    paths = []
+    paths: list[tuple[int, ...]] = []
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray) and a.dtype.kind == "f":
             paths.append((i,))
@@ -627,7 +634,9 @@ def _float_paths(args: list[Any]) -> list[tuple[int, ...]]:
 
 def _map_arrays(args: list[Any], fn: Callable[[np.ndarray], Any]) -> list[Any]:
     return [
-        fn(a) if isinstance(a, np.ndarray) else ([fn(e) if isinstance(e, np.ndarray) else e for e in a] if isinstance(a, list) else a)
+        fn(a)
+        if isinstance(a, np.ndarray)
+        else ([fn(e) if isinstance(e, np.ndarray) else e for e in a] if isinstance(a, list) else a)
         for a in args
     ]
 
@@ -663,7 +672,10 @@ def _reference(fn, plan: Plan, qualname: str, limit: float | None) -> _Reference
                 if not all(np.all(np.isfinite(v)) for v in values):
                     whys.append(f"non-finite values at inputs in {list(rng_range)}")
                     continue
-                weights = [np.random.default_rng(_seed(qualname) + 1 + i).standard_normal(v.shape) for i, v in enumerate(values)]
+                weights = [
+                    np.random.default_rng(_seed(qualname) + 1 + i).standard_normal(v.shape)
+                    for i, v in enumerate(values)
+                ]
                 wrt = _float_paths(args)
                 fds, kinks = [], []
                 if wrt and values:
@@ -673,7 +685,9 @@ def _reference(fn, plan: Plan, qualname: str, limit: float | None) -> _Reference
                         call = args
                         for p, x in zip(wrt, xs):
                             call = _replace(call, p, x)
-                        ys = [np.asarray(v, dtype=np.float64) for v in _leaves(fn(*call, **kwargs)) if _np_kind(v) == "f"]
+                        ys = [
+                            np.asarray(v, dtype=np.float64) for v in _leaves(fn(*call, **kwargs)) if _np_kind(v) == "f"
+                        ]
                         return float(sum(np.sum(w * y) for w, y in zip(weights, ys)))
 
                     diffs = finite_differences(loss, flat)
@@ -699,7 +713,9 @@ def _param_names(fn) -> list[str]:
         return []
 
 
-def _close(got: np.ndarray, want: np.ndarray, tol: tuple[float, float], mask: np.ndarray | None = None) -> tuple[bool, float]:
+def _close(
+    got: np.ndarray, want: np.ndarray, tol: tuple[float, float], mask: np.ndarray | None = None
+) -> tuple[bool, float]:
     """Whether ``got`` is within ``atol + rtol * scale`` of ``want`` (outside ``mask``), and the
     largest relative error."""
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
@@ -728,7 +744,10 @@ def _native_gradients(fn, ref: _Reference, backend) -> list[np.ndarray] | str:
         call = natives
         for p, x in zip(ref.wrt, xs):
             call = _replace(call, p, x)
-        kw = {k: (asarray(v, backend=backend.name).native if isinstance(v, np.ndarray) else v) for k, v in ref.kwargs.items()}
+        kw = {
+            k: (asarray(v, backend=backend.name).native if isinstance(v, np.ndarray) else v)
+            for k, v in ref.kwargs.items()
+        }
         leaves = _leaves(fn(*call, **kw))
         if any(isinstance(v, (np.ndarray, np.generic)) for v in leaves):
             raise TypeError("it returns NumPy arrays for the library's own arrays")
@@ -815,7 +834,7 @@ def _run_backend(fn, ref: _Reference, backend_name: str, limit: float | None, na
             notes.append(f"{label} did not run ({ng})")
         else:
             for k, (g, n, fd, kink) in enumerate(zip(grads_np, ng, ref.fd, ref.kinks)):
-                ok, rel = _close(g, n, AD_TOL, kink)
+                ok, rel = _close(np.asarray(g), n, AD_TOL, kink)
                 if ok:
                     continue
                 native_ok, _ = _close(n, fd, FD_TOL, kink)
