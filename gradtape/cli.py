@@ -364,14 +364,17 @@ def _run_audit(args):
     def progress(name):
         print(f"\r\033[Kauditing {name}", end="", file=sys.stderr, flush=True)
 
-    report = _audit.audit(
-        modules,
-        backends,
-        native=args.native,
-        time_limit=args.time_limit,
-        names=_csv(args.functions),
-        progress=progress if show else None,
-    )
+    try:
+        report = _audit.audit(
+            modules,
+            backends,
+            native=args.native,
+            time_limit=args.time_limit,
+            names=_csv(args.functions),
+            progress=progress if show else None,
+        )
+    except ValueError as e:  # a --functions name that no module has
+        raise CLIError(_one_line(e)) from None
     if show:
         print("\r\033[K", end="", file=sys.stderr)
     for path, write in (

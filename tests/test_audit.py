@@ -51,6 +51,20 @@ def nan_grad(x):
     return gt.sin(x), grad
 
 
+@gt.custom_gradient
+def _sin_off_by_1e_6(x):
+    def grad(dy):
+        return dy * gt.cos(x) * (1.0 + 1e-6)  # within finite differences' tolerance, not an autodiff's
+
+    return gt.sin(x), grad
+
+
+def slightly_off(x):
+    if isinstance(x, gt.Tensor):
+        return _sin_off_by_1e_6(x)
+    return array_namespace(x).sin(x)  # NumPy, torch and jax arrays: their own sin
+
+
 def integer_valued(x):
     xp = x.__array_namespace__()
     return xp.astype(xp.floor(x * 10.0), xp.int64)
@@ -107,6 +121,15 @@ def test_a_wrong_custom_gradient(backend):
     o = _one(wrong_sin, backend)
     assert o.verdict == "wrong", o
     assert "finite differences" in o.detail
+
+
+def test_a_gradient_off_by_less_than_finite_differences_see_is_caught_by_the_native_autodiff(backend):
+    o = _one(slightly_off, backend)
+    if backend in ("torch", "jax"):  # torch.autograd / jax.grad of sin agree with finite differences
+        assert o.verdict == "wrong", o
+        assert f"against {'torch.autograd' if backend == 'torch' else 'jax.grad'}" in o.detail
+    else:  # no autodiff of its own: finite differences only, which cannot see 1e-6
+        assert o.verdict == "correct", o
 
 
 def test_a_nan_gradient(backend):
@@ -232,6 +255,8 @@ def test_the_command_refuses_mistakes_in_one_line(capsys):
     assert err.count("\n") == 1 and "no module named 'no_such_module_here'" in err
     assert main(["audit", "einops", "--html", "out.txt"]) == 2
     assert "give a file ending in .html" in capsys.readouterr().err
+    assert main(["audit", "einops", "--functions", "rearange", "--backends", "numpy"]) == 2
+    assert "no public callable named rearange in einops" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ the page in Chromium

@@ -920,10 +920,12 @@ def audit(
 ) -> AuditReport:
     """Audit every public callable of each module named in ``modules`` (``"scipy.special"``, ...)
     on ``backends`` (default: every installed one).  ``names`` keeps only those function names;
-    ``progress`` is called with each function's qualified name before it runs."""
+    ``progress`` is called with each function's qualified name before it runs.  A name of ``names``
+    that no module has is a ``ValueError``."""
     mods = list(modules)
     bnames = list(backends) if backends is not None else available_backends()
     keep = set(names) if names is not None else None
+    found: set[str] = set()
     functions = []
     for mod_name in mods:
         prepare(mod_name)
@@ -933,8 +935,14 @@ def audit(
             for name, obj in public_callables(module):
                 if keep is not None and name not in keep:
                     continue
+                found.add(name)
                 qual = f"{mod_name}.{name}"
                 if progress is not None:
                     progress(qual)
                 functions.append(audit_function(obj, qual, bnames, native=native, time_limit=time_limit))
+    if keep is not None and keep - found:
+        raise ValueError(
+            f"no public callable named {', '.join(sorted(keep - found))} in {', '.join(mods)}: "
+            "the names are those of the module's __all__ (or its names without a leading underscore)"
+        )
     return AuditReport(mods, bnames, functions)
