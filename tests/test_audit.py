@@ -222,6 +222,17 @@ def test_a_slice_of_scipy_special(backend, special_slice):
     assert "| `erf` | correct (" in table and "| `bdtr` | gradient lost |" in table
 
 
+def test_distributions_through_their_log_density():
+    rep = audit(["scipy.stats"], ["numpy"], names=["norm", "poisson", "Normal"], native=False)
+    got = {f.name: f for f in rep.functions}
+    assert got["norm"].inputs.startswith("norm.logpdf(x): float64[3]")
+    assert got["poisson"].inputs.startswith("poisson.logpmf(x, mu): int[3] [1, 2, 3], float64[3]")
+    assert got["Normal"].inputs.startswith("Normal(mu, sigma).logpdf(x): float64[3]")
+    for f in got.values():  # SciPy's distributions convert their arguments to NumPy
+        assert f.outcomes["numpy"].verdict == "lost", f
+        assert "scipy/stats/_dist" in f.outcomes["numpy"].detail
+
+
 # ------------------------------------------------------------------------------ the command
 def test_the_command(backend, tmp_path, capsys):
     html, js = tmp_path / "a.html", tmp_path / "a.json"

@@ -54,6 +54,8 @@ from gradtape.testing.crosscheck import TOLERANCES, native_method_name
 
 __all__ = [
     "DEFAULT_TIME_LIMIT",
+    "CLASS_METHODS",
+    "DISTRIBUTION_METHODS",
     "OVERRIDES",
     "RANGES",
     "VERDICTS",
@@ -141,6 +143,8 @@ class Plan:
     source: str = ""
     why: str = ""
     label_names: tuple[str, ...] = ()  # parameters that may hold labels instead of values
+    call: Callable[..., Any] | None = None  # what is called instead of the object itself
+    called: str = ""  # how ``call`` is shown ("norm.logpdf(x, *shapes)")
 
 
 def _A(*shape, lo=None, hi=None):
@@ -185,6 +189,26 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "sklearn.metrics.pairwise_distances": {"args": [_A(4, 3), _A(5, 3)]},
     "sklearn.metrics.pairwise_kernels": {"args": [_A(4, 3), _A(5, 3)]},
     "sklearn.metrics.pairwise_distances_chunked": {"skip": "a generator of chunks"},
+}
+
+#: the method audited on an instance of a class of this name (SciPy's distribution objects), called
+#: as ``method(x, *shapes)`` with the distribution's ``numargs`` shape parameters
+DISTRIBUTION_METHODS = {"rv_continuous": "logpdf", "rv_discrete": "logpmf"}
+
+#: classes audited through one method of an instance: {"params": constructor keywords taken from
+#: the first arguments, "method": the method called with the rest}
+CLASS_METHODS: dict[str, dict[str, Any]] = {
+    "scipy.stats.Normal": {
+        "params": ["mu", "sigma"],
+        "method": "logpdf",
+        "args": [_A(3), _A(3, lo=0.5, hi=2.0), _A(3)],
+    },
+    "scipy.stats.Logistic": {"params": [], "method": "logpdf", "args": [_A(3)]},
+    "scipy.stats.Uniform": {
+        "params": ["a", "b"],
+        "method": "cdf",
+        "args": [_A(3, lo=-2.0, hi=-1.0), _A(3, lo=1.0, hi=2.0), _A(3)],
+    },
 }
 
 #: a context the library computes in while it is audited, by top-level package
@@ -277,8 +301,30 @@ def plan_inputs(qualname: str, fn: Callable[..., Any]) -> Plan:
         if "skip" in o:
             return Plan(why=o["skip"], source="override")
         return Plan(args=list(o.get("args", [])), kwargs=dict(o.get("kwargs", {})), source="override")
+    if qualname in CLASS_METHODS:
+        c = CLASS_METHODS[qualname]
+        params, method = list(c["params"]), c["method"]
+
+        def construct_and_call(*a, _cls=fn, _params=params, _method=method):
+            obj = _cls(**dict(zip(_params, a)))
+            return getattr(obj, _method)(*a[len(_params) :])
+
+        called = f"{fn.__name__}({', '.join(params)}).{method}(x)"
+        return Plan(args=list(c["args"]), source="override", call=construct_and_call, called=called)
     if inspect.isclass(fn):
         return Plan(why="a class: its methods are not audited")
+    kinds = [c.__name__ for c in type(fn).__mro__]
+    method = next((DISTRIBUTION_METHODS[k] for k in kinds if k in DISTRIBUTION_METHODS), None)
+    if method is not None:
+        shapes = int(getattr(fn, "numargs", 0))
+        x: Any = Ints() if method == "logpmf" else Arr()
+        names = (getattr(fn, "shapes", None) or "").replace(" ", "")
+        return Plan(
+            args=[x] + [Arr() for _ in range(shapes)],
+            source="distribution",
+            call=getattr(fn, method),
+            called=f"{type(fn).__name__.removesuffix('_gen')}.{method}(x{', ' + names if names else ''})",
+        )
     if not (inspect.isroutine(fn) or isinstance(fn, np.ufunc) or _ufunc_of(fn) is not None):
         what = f"an instance of {type(fn).__name__}, not a function"
         return Plan(why=f"{what} (its methods are not audited; OVERRIDES can give its inputs)")
@@ -871,12 +917,15 @@ def audit_function(
     plan = plan if plan is not None else plan_inputs(qualname, fn)
     if plan.why:
         return FunctionAudit(module, name, "", {b: Outcome("notdriven", plan.why) for b in names})
+    if plan.call is not None:
+        fn = plan.call
     with _float64():
         ref = _reference(fn, plan, qualname, time_limit)
         if isinstance(ref, str):
             return FunctionAudit(module, name, "", {b: Outcome("notdriven", ref) for b in names})
         outcomes = {b: _run_backend(fn, ref, b, time_limit, native) for b in names}
-    return FunctionAudit(module, name, ref.describe(), outcomes)
+    inputs = f"{plan.called}: {ref.describe()}" if plan.called else ref.describe()
+    return FunctionAudit(module, name, inputs, outcomes)
 
 
 def public_callables(module: Any) -> list[tuple[str, Any]]:
