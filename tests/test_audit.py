@@ -235,7 +235,7 @@ def test_distributions_through_their_log_density():
 
 # ------------------------------------------------------------------------------ the command
 def test_the_command(backend, tmp_path, capsys):
-    html, js = tmp_path / "a.html", tmp_path / "a.json"
+    html, js, md = tmp_path / "a.html", tmp_path / "a.json", tmp_path / "a.md"
     code = main(
         [
             "audit",
@@ -248,6 +248,8 @@ def test_the_command(backend, tmp_path, capsys):
             str(html),
             "--json",
             str(js),
+            "--markdown",
+            str(md),
             "--no-progress",
         ]
     )
@@ -258,6 +260,7 @@ def test_the_command(backend, tmp_path, capsys):
     data = json.loads(js.read_text())
     assert {f["name"]: f["verdict"] for f in data["functions"]} == {"bdtr": "lost", "erf": "correct"}
     assert html.read_text().startswith("<!DOCTYPE html>")
+    assert md.read_text() == out  # the tables as printed
 
 
 def test_the_command_refuses_mistakes_in_one_line(capsys):
