@@ -527,7 +527,7 @@ def _parser():
         type=float,
         default=_audit.DEFAULT_TIME_LIMIT,
         metavar="SECONDS",
-        help=f"time limit of one call (default: {_audit.DEFAULT_TIME_LIMIT:g})",
+        help=f"time limit of one call, in seconds (default: {_audit.DEFAULT_TIME_LIMIT:g})",
     )
     a.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML page")
     a.add_argument("--json", metavar="FILE", help="also write the report as JSON")
