@@ -534,6 +534,9 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(signum, frame):
+        # raised again each second until the call has stopped: an exception raised where Python
+        # ignores it (a garbage-collection callback, a __del__) must not end the limit
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
         raise AuditTimeout(f"ran past the time limit of {seconds:g} s")
 
     old = signal.signal(signal.SIGALRM, expire)
