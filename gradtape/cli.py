@@ -1,4 +1,4 @@
-"""The ``gradtape`` command (also ``python -m gradtape``): ``conformance``, ``check`` and ``backends``.
+"""The ``gradtape`` command (also ``python -m gradtape``): ``conformance``, ``check``, ``audit`` and ``backends``.
 
 A mistake on the command line (a function that cannot be found, a bad shape, a backend that is not
 installed, ...) is one line on stderr that says what to do, and exit status 2; a check that finds a
@@ -22,6 +22,8 @@ from gradtape.core import config as _config
 from gradtape.core import registry
 from gradtape import backends as bk
 from gradtape.conformance.report import run
+from gradtape.conformance import audit_html
+from gradtape.testing import audit as _audit
 
 __all__ = ["main"]
 
@@ -325,6 +327,68 @@ def _check(args):
     return 0 if report.passed else 1
 
 
+# ---------------------------------------------------------------------------------------- audit
+def _output_path(option, path, endings):
+    """An output file of ``option``, checked before the run: its ending, and a folder that exists."""
+    if path is None:
+        return None
+    if not str(path).lower().endswith(endings):
+        raise CLIError(f"{option} {path!r}: give a file ending in {' or '.join(endings)}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{option} {path!r}: the folder {folder!r} does not exist; create it first")
+    return path
+
+
+def _audit_modules(names):
+    """The modules to audit, each importable (SciPy's array-API dispatch set up first)."""
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise CLIError(f"{name!r} is not a module name: give modules such as scipy.special or sklearn.metrics")
+        try:
+            _audit.prepare(name)
+        except RuntimeError as e:
+            raise CLIError(_one_line(e)) from None
+        _load_module(name)
+    return names
+
+
+def _run_audit(args):
+    modules = _audit_modules(args.modules)
+    backends = _backend_names(args.backends)
+    html_path = _output_path("--html", args.html, (".html", ".htm"))
+    json_path = _output_path("--json", args.json, (".json",))
+    md_path = _output_path("--markdown", args.markdown, (".md",))
+    show = not args.no_progress and sys.stderr.isatty()
+
+    def progress(name):
+        print(f"\r\033[Kauditing {name}", end="", file=sys.stderr, flush=True)
+
+    try:
+        report = _audit.audit(
+            modules,
+            backends,
+            native=args.native,
+            time_limit=args.time_limit,
+            names=_csv(args.functions),
+            progress=progress if show else None,
+        )
+    except ValueError as e:  # a --functions name that no module has
+        raise CLIError(_one_line(e)) from None
+    if show:
+        print("\r\033[K", end="", file=sys.stderr)
+    for path, write in (
+        (html_path, lambda p: audit_html.write(report, p)),
+        (json_path, report.write_json),
+        (md_path, report.write_markdown),
+    ):
+        if path:
+            write(path)
+            print(f"report written to {path}", file=sys.stderr)
+    print(report.markdown())
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- backends
 #: the distributions that provide a backend's library, where they are not named as the backend
 _DISTRIBUTIONS = {
@@ -373,11 +437,12 @@ def _parser():
         epilog="examples:\n"
         "  gradtape conformance --backends numpy,torch\n"
         "  gradtape check ./model.py:loss --shape 3 --shape 3\n"
+        "  gradtape audit scipy.special sklearn.metrics --html audit.html\n"
         "  gradtape backends",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}", help="print the version")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{conformance,check,backends}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{conformance,check,audit,backends}")
 
     c = sub.add_parser(
         "conformance",
@@ -438,6 +503,37 @@ def _parser():
     k.add_argument("--no-progress", action="store_true", help="no progress bar on stderr (shown on a terminal)")
     k.add_argument("--traceback", action="store_true", help="when the function raises, show Python's whole traceback")
     k.set_defaults(run=_check)
+
+    a = sub.add_parser(
+        "audit",
+        help="audit which functions of a library differentiate correctly on gradtape",
+        description="Call every public function of each MODULE (e.g. scipy.special, sklearn.metrics, einops) on "
+        "gradtape tensors, on every backend, and report per function: correct gradient, gradient lost (where it "
+        "left the tape), wrong gradient, NaN, not differentiable, error, or not driven (why). Inputs come from "
+        "the signatures and docstrings, and a small table of overrides (gradtape/testing/audit.py). "
+        "docs/audit.md says what each verdict means.",
+    )
+    a.add_argument("modules", nargs="+", metavar="MODULE", help="modules to audit, e.g. scipy.special")
+    a.add_argument("--backends", help="comma-separated backends (default: every installed one)")
+    a.add_argument("--functions", help="comma-separated function names: audit only these")
+    a.add_argument(
+        "--native",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also compare with torch.autograd / jax.grad of the library on torch / jax arrays (default: on)",
+    )
+    a.add_argument(
+        "--time-limit",
+        type=float,
+        default=_audit.DEFAULT_TIME_LIMIT,
+        metavar="SECONDS",
+        help=f"time limit of one call, in seconds (default: {_audit.DEFAULT_TIME_LIMIT:g})",
+    )
+    a.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML page")
+    a.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    a.add_argument("--markdown", metavar="FILE", help="also write the tables as Markdown")
+    a.add_argument("--no-progress", action="store_true", help="no progress line on stderr (shown on a terminal)")
+    a.set_defaults(run=_run_audit)
 
     b = sub.add_parser(
         "backends",

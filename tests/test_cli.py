@@ -249,7 +249,7 @@ def test_usage_errors_are_one_line(capsys):
     line = one_line_error(capsys, ["check", "userfns:f", "--dtype", "int8"])
     assert "invalid choice: 'int8'" in line and "--help" in line
     line = one_line_error(capsys, [])
-    assert line.startswith("gradtape: the following arguments are required: {conformance,check,backends}")
+    assert line.startswith("gradtape: the following arguments are required: {conformance,check,audit,backends}")
 
 
 def _options(parser):

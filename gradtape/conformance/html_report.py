@@ -292,7 +292,7 @@ def _colour_css():
     return "\n".join(rules)
 
 
-_JS = """
+_FILTER_JS = """
 (function () {
   var q = document.getElementById("filter"), bad = document.getElementById("only-bad");
   var shown = document.getElementById("shown");
@@ -306,7 +306,7 @@ _JS = """
       r.hidden = !ok;
       if (ok) n++;
     });
-    shown.textContent = n + " of " + rows.length + " ops shown";
+    shown.textContent = n + " of " + rows.length + " %(noun)s shown";
   }
   function openAll(open) {
     rows.forEach(function (r) {
@@ -320,6 +320,15 @@ _JS = """
   apply();
 })();
 """
+
+
+def filter_script(noun):
+    """The page's script: the text filter on the rows' ``data-op``, the "only failures" toggle
+    (rows whose ``data-status`` is not "pass"), expand / collapse, and "N of M <noun> shown"."""
+    return _FILTER_JS % {"noun": noun}
+
+
+_JS = filter_script("ops")
 
 
 def render(report):
