@@ -73,16 +73,24 @@ def _op_names(text):
     return names
 
 
-def _report_path(path):
-    """``--report``'s file, checked before the run: a known format, in a folder that exists."""
+def _output_path(option, path, endings, what=None):
+    """An output file of ``option``, checked before the run: its ending (``what`` says which), and a
+    folder that exists."""
     if path is None:
         return None
-    if not str(path).lower().endswith((".json", ".md", ".html", ".htm")):
-        raise CLIError(f"--report {path!r}: give a file ending in .json, .md or .html (the format follows the name)")
+    if not str(path).lower().endswith(endings):
+        raise CLIError(f"{option} {path!r}: give a file ending in {what or ' or '.join(endings)}")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise CLIError(f"--report {path!r}: the folder {folder!r} does not exist; create it first")
+        raise CLIError(f"{option} {path!r}: the folder {folder!r} does not exist; create it first")
     return path
+
+
+def _report_path(path):
+    """``--report``'s file, checked before the run: a known format, in a folder that exists."""
+    return _output_path(
+        "--report", path, (".json", ".md", ".html", ".htm"), ".json, .md or .html (the format follows the name)"
+    )
 
 
 def _conformance(args):
@@ -328,18 +336,6 @@ def _check(args):
 
 
 # ---------------------------------------------------------------------------------------- audit
-def _output_path(option, path, endings):
-    """An output file of ``option``, checked before the run: its ending, and a folder that exists."""
-    if path is None:
-        return None
-    if not str(path).lower().endswith(endings):
-        raise CLIError(f"{option} {path!r}: give a file ending in {' or '.join(endings)}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise CLIError(f"{option} {path!r}: the folder {folder!r} does not exist; create it first")
-    return path
-
-
 def _audit_modules(names):
     """The modules to audit, each importable (SciPy's array-API dispatch set up first)."""
     for name in names:
