@@ -34,7 +34,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.backends.tracing import host_draw
-from gradtape.ops.random import Stream, draw, emit, float_dtype, int_or_float_dtype
+from gradtape.ops.random import Stream, draw, emit, float_dtype, int_or_float_dtype, per_example
 from gradtape.core.dtypes import DTypeLike
 from gradtape.core.tensor import ShapeLike, Tensor, TensorLike, convert_to_tensor
 from gradtape.ops.indexing import _getitem
@@ -99,8 +99,9 @@ class Generator:
     ) -> Tensor:
         """Normal samples of ``shape``."""
         d = float_dtype(dtype, "Generator.normal")
+        shape, layout = per_example(shape, "normal", device)
         arr = host_draw(self._draw, "normal", shape, mean, stddev)
-        return emit(arr, d, device)
+        return emit(arr, d, device, layout=layout)
 
     def truncated_normal(
         self,
@@ -114,8 +115,9 @@ class Generator:
     ) -> Tensor:
         """Normal samples of ``shape`` redrawn until within two standard deviations of ``mean``."""
         d = float_dtype(dtype, "Generator.truncated_normal")
+        shape, layout = per_example(shape, "truncated_normal", device)
         arr = host_draw(self._draw, "truncated_normal", shape, mean, stddev)
-        return emit(arr, d, device)
+        return emit(arr, d, device, layout=layout)
 
     def uniform(
         self,
@@ -131,8 +133,9 @@ class Generator:
         and must be given for integer ones, as TF)."""
         d = int_or_float_dtype(dtype, "Generator.uniform")
         maxval = _check_maxval(maxval, d)
+        shape, layout = per_example(shape, "uniform", device)
         arr = host_draw(self._draw, "uniform", shape, minval, maxval, d)
-        return emit(arr, d, device)
+        return emit(arr, d, device, layout=layout)
 
     def _draw(self, method, *args):
         """``method`` of this generator's current stream (read at each draw: ``reset_from_seed``
@@ -248,7 +251,8 @@ def normal(
 ) -> Tensor:
     """Samples of a normal distribution (as ``tf.random.normal``); ``gt.config.floatx()`` (float32) by default."""
     d = float_dtype(dtype, "normal")
-    return emit(host_draw(_draw, seed, "normal", shape, mean, stddev), d, device)
+    shape, layout = per_example(shape, "normal", device)
+    return emit(host_draw(_draw, seed, "normal", shape, mean, stddev), d, device, layout=layout)
 
 
 def truncated_normal(
@@ -264,7 +268,8 @@ def truncated_normal(
     """Normal samples, redrawn until within two standard deviations of the mean (as
     ``tf.random.truncated_normal``)."""
     d = float_dtype(dtype, "truncated_normal")
-    return emit(host_draw(_draw, seed, "truncated_normal", shape, mean, stddev), d, device)
+    shape, layout = per_example(shape, "truncated_normal", device)
+    return emit(host_draw(_draw, seed, "truncated_normal", shape, mean, stddev), d, device, layout=layout)
 
 
 def uniform(
@@ -281,7 +286,8 @@ def uniform(
     ``maxval`` defaulting to 1; integer dtypes need ``maxval``."""
     d = int_or_float_dtype(dtype, "uniform")
     maxval = _check_maxval(maxval, d)
-    return emit(host_draw(_draw, seed, "uniform", shape, minval, maxval, d), d, device)
+    shape, layout = per_example(shape, "uniform", device)
+    return emit(host_draw(_draw, seed, "uniform", shape, minval, maxval, d), d, device, layout=layout)
 
 
 def shuffle(value: TensorLike, seed: int | None = None, name: str | None = None) -> Tensor:

@@ -579,14 +579,48 @@ def test_assigning_a_per_example_value_to_a_variable_raises(backend):
     np.testing.assert_array_equal(v.numpy(), np.zeros(5))
 
 
-def test_a_random_draw_inside_is_shared_by_the_examples_and_says_so(backend):
-    with pytest.warns(UserWarning, match="shared by every example") as rec:
-        out = gt.vmap(lambda r: r + gt.random.normal((5,), dtype=gt.float64) * gt.random.uniform((5,)))(
-            _t(X[:, 0])
-        ).numpy()
-    assert len([w for w in rec if "shared by every example" in str(w.message)]) == 1  # once per map
-    noise = out - X[:, 0]
-    np.testing.assert_allclose(noise, np.broadcast_to(noise[0], noise.shape), rtol=1e-12, atol=1e-12)
+def test_random_draws_inside_are_independent_per_example_as_tf_vectorized_map(backend):
+    """TensorFlow's vectorized_map and torch.func's ``randomness="different"``: each example its own
+    draw -- the very numbers one batched draw from the same seed gives, in the same order."""
+    x0 = X[:, 0]
+    n = x0.shape[0]
+    for mapper in (lambda f, x: gt.vmap(f)(x), lambda f, x: gt.vectorized_map(f, x)):
+        g = gt.random.Generator.from_seed(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # nothing to warn about
+            out = mapper(lambda r: r + g.normal((5,), dtype=gt.float64) * g.uniform((5,), dtype=gt.float64), _t(x0))
+        ref = gt.random.Generator.from_seed(3)
+        want = x0 + ref.normal((n, 5), dtype=gt.float64).numpy() * ref.uniform((n, 5), dtype=gt.float64).numpy()
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_random_draws_same_or_error_on_request(backend):
+    x0 = X[:, 0]
+    g = gt.random.Generator.from_seed(5)
+    out = gt.vmap(lambda r: r + g.normal((5,), dtype=gt.float64), randomness="same")(_t(x0)).numpy()
+    np.testing.assert_allclose(
+        out - x0,
+        np.broadcast_to(gt.random.Generator.from_seed(5).normal((5,), dtype=gt.float64).numpy(), x0.shape),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    with pytest.raises(ValueError, match=r"random draw \(uniform\).*randomness='error'"):
+        gt.vmap(lambda r: r * gt.random.uniform((5,)), randomness="error")(_t(x0))
+    with pytest.raises(ValueError, match="randomness='sometimes'"):
+        gt.vmap(lambda r: r, randomness="sometimes")
+
+
+def test_per_example_noise_nested_and_differentiated(backend):
+    """Nested maps draw one number per (outer, inner) example; a tape outside sees each draw."""
+    g = gt.random.Generator.from_seed(7)
+    x = _t(np.ones((2, 3)))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = gt.vmap(gt.vmap(lambda a: a * g.normal((), dtype=gt.float64)))(x)
+        loss = gt.reduce_sum(y)
+    want = gt.random.Generator.from_seed(7).normal((2, 3), dtype=gt.float64).numpy()
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), want, rtol=1e-12)
 
 
 _EYE3 = np.eye(3)

@@ -60,7 +60,11 @@ def _as_tensor(x):
     return convert_to_tensor(x)
 
 
-def vmap(fn, in_axes=0, out_axes=0, *, fallback_to_while_loop=True, warn=True):
+#: what a random draw inside a map does (torch.func's names): independent per example, one for all, or an error
+RANDOMNESS = ("different", "same", "error")
+
+
+def vmap(fn, in_axes=0, out_axes=0, *, randomness="different", fallback_to_while_loop=True, warn=True):
     """``fn`` mapped over axis ``in_axes`` of its arguments (JAX's ``jax.vmap``, torch.func's
     ``vmap``): ``vmap(fn)(xs)[i] == fn(xs[i])``, computed once on the whole batch.
 
@@ -69,11 +73,16 @@ def vmap(fn, in_axes=0, out_axes=0, *, fallback_to_while_loop=True, warn=True):
     argument (dicts, lists, tuples of tensors).  ``out_axes``: where the examples go in each result
     (an int or a pytree prefix of the results).  An op with no batching rule runs as a loop over
     the examples with one :class:`VmapFallbackWarning` naming it (``warn=False``: silent,
-    TensorFlow's ``warn``), or raises where ``fallback_to_while_loop=False``."""
+    TensorFlow's ``warn``), or raises where ``fallback_to_while_loop=False``.  ``randomness``
+    (torch.func's): the ``gt.random`` normal, truncated-normal and uniform draws inside are
+    independent per example (``"different"``, as ``tf.vectorized_map`` draws), one draw shared by
+    every example (``"same"``), or a ValueError (``"error"``)."""
+    if randomness not in RANDOMNESS:
+        raise ValueError(f"gt.vmap: randomness={randomness!r}; use one of {RANDOMNESS}")
 
     @functools.wraps(fn)
     def mapped(*args):
-        return _run(fn, args, in_axes, out_axes, fallback_to_while_loop, warn, "gt.vmap")
+        return _run(fn, args, in_axes, out_axes, fallback_to_while_loop, warn, "gt.vmap", randomness)
 
     return mapped
 
@@ -81,11 +90,11 @@ def vmap(fn, in_axes=0, out_axes=0, *, fallback_to_while_loop=True, warn=True):
 def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
     """TensorFlow's ``tf.vectorized_map``: ``fn`` applied to each example of ``elems`` (a tensor or a
     nested structure of tensors, unstacked along axis 0), the results stacked along axis 0; computed
-    once on the whole batch (see :func:`vmap`)."""
+    once on the whole batch (see :func:`vmap`); random draws inside are independent per example."""
     return _run(fn, (elems,), 0, 0, fallback_to_while_loop, warn, "gt.vectorized_map")
 
 
-def _run(fn, args, in_axes, out_axes, allow, warn, where):
+def _run(fn, args, in_axes, out_axes, allow, warn, where, randomness="different"):
     if not isinstance(in_axes, (list, tuple)):
         in_axes = (in_axes,) * len(args)
     if len(in_axes) != len(args):
@@ -117,7 +126,7 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where):
     # inside a running map, this one maps over it (a level above): its arguments are taken in first
     base = innermost_map() or leaves[mapped[0]]._b
     bk = batching_backend(base)
-    call = MapCall(bk, size, where)
+    call = MapCall(bk, size, where, randomness)
     inner = list(leaves)
     for k, (leaf, axis) in enumerate(zip(leaves, axes)):
         if isinstance(leaf, Tensor) and leaf._b is not base:

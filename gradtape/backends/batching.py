@@ -57,6 +57,8 @@ __all__ = [
     "capture",
     "running_map",
     "innermost_map",
+    "draw_layout",
+    "batched_random",
     "shared_draw",
     "MapCall",
     "NoBatchingRule",
@@ -1151,13 +1153,14 @@ class MapCall:
     """One running map: its batching backend, batch size and whether it is still running (a tape
     inside the mapped function that differentiates with respect to a captured tensor)."""
 
-    __slots__ = ("bk", "size", "running", "where")
+    __slots__ = ("bk", "size", "running", "where", "randomness")
 
-    def __init__(self, bk, size, where):
+    def __init__(self, bk, size, where, randomness="different"):
         self.bk = bk
         self.size = size
         self.running = True
         self.where = where
+        self.randomness = randomness  # random draws inside: "different" per example, "same", or "error"
 
 
 def _cross(op, t, out, b, attrs):
@@ -1297,6 +1300,53 @@ def innermost_map():
     started inside it maps over it (its arrays hold the outer map's arrays)."""
     maps = getattr(_STATE, "maps", None)
     return maps[-1].bk if maps else None
+
+
+def draw_layout(shape, what, b):
+    """A random draw (``what``: ``"normal"``...) of one example's ``shape`` made inside running maps:
+    ``(the shape to draw, layout)``.  Each map drawing per example (``randomness="different"``,
+    TensorFlow's ``vectorized_map`` and torch.func's rule) puts its batch size in front of the shape,
+    outermost map first, and ``layout`` (one bool a map: batched or not) tells :func:`batched_random`
+    how to hold the draw; ``randomness="same"`` draws once for every example of its map, ``"error"``
+    refuses.  Outside a map, or for a draw on another backend ``b`` than the maps': ``(shape, None)``."""
+    maps = getattr(_STATE, "maps", None)
+    if not maps or _map_layers(maps)[0] is not b:
+        return shape, None
+    shape = tuple(int(n) for n in np.atleast_1d(np.asarray(shape, dtype=np.int64)))
+    layout = []
+    for call in maps:
+        if call.randomness == "error":
+            raise ValueError(
+                f"{call.where}: a random draw ({what}) inside the mapped function, which was made with "
+                "randomness='error'; pass randomness='different' (independent draws per example) or 'same' "
+                "(one draw shared by every example), or draw outside the map"
+            )
+        layout.append(call.randomness == "different")
+    prefix = tuple(call.size for call, batched in zip(maps, layout) if batched)
+    return prefix + shape, tuple(layout)
+
+
+def _map_layers(maps):
+    """(the real backend under the running ``maps``, their batching backends outermost first); the
+    real backend is None where the maps are not one nest (a map over another's backend)."""
+    chain = [maps[-1].bk]
+    while chain[-1].__class__ is BatchingBackend:
+        chain.append(chain[-1].real)
+    layers = chain[-2::-1]
+    if len(layers) != len(maps) or any(c.bk is not k for c, k in zip(maps, layers)):
+        return None, layers
+    return chain[-1], layers
+
+
+def batched_random(arr, dtype, device, layout):
+    """The host draw ``arr`` (made with :func:`draw_layout`'s shape and ``layout``) as a Tensor of
+    the innermost running map: the real backend's array held by each map's layer, batched where the
+    map draws per example."""
+    real, layers = _map_layers(_STATE.maps)
+    v = real.random_from_numpy(arr, dtype, device)
+    for bk, batched in zip(layers, layout):
+        v = BatchArray(v, batched, bk)
+    return wrap(v, layers[-1])
 
 
 def shared_draw():

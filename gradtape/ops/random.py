@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from gradtape.core import dtypes as _dt
-from gradtape.backends.batching import shared_draw
+from gradtape.backends.batching import batched_random, draw_layout, shared_draw
 from gradtape.backends.tracing import host_then
 from gradtape.ops.creation import _backend_and_device, _shape
 from gradtape.core.tensor import Tensor, wrap
@@ -45,14 +45,27 @@ def _np_value(v):
     return np.asarray(v, dtype=np.float64)
 
 
-def emit(arr, dtype, device=None, backend=None):
+def per_example(shape, what, device=None):
+    """``(the shape to draw, layout)`` for a draw of one example's ``shape`` (``what``: its
+    distribution) on the active backend: inside ``gt.vmap`` / ``gt.vectorized_map`` the maps that
+    draw per example put their batch sizes in front (see ``draw_layout``); pass ``layout`` to
+    :func:`emit`.  Outside a map: ``(shape, None)``."""
+    b, _ = _backend_and_device(device)
+    return draw_layout(shape, what, b)
+
+
+def emit(arr, dtype, device=None, backend=None, layout=None):
     """A Tensor of the active backend (or ``backend``) on its configured device (or ``device``)
-    holding the NumPy array ``arr`` cast to ``dtype``."""
-    shared_draw()  # (inside gt.vmap: said once per map)
+    holding the NumPy array ``arr`` cast to ``dtype``; with a ``layout`` from :func:`per_example`, a
+    tensor of the running map holding one draw per example."""
+    if layout is None:
+        shared_draw()  # (inside gt.vmap: a draw made once for every example, said once per map)
     b, dev = _backend_and_device(device, backend)
     d = _dt.as_dtype(dtype)
     nd = np.dtype(d.name)
     arr = host_then(arr, lambda a: np.asarray(a, dtype=nd, order="C"), ("astype", nd))
+    if layout is not None:
+        return batched_random(arr, d, dev, layout)
     v = b.random_from_numpy(arr, d, dev)
     if v.__class__ is not b.array_type:
         v = b.fix_output(v)
