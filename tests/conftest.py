@@ -30,7 +30,10 @@ from suite_summary import (  # noqa: F401
     pytest_runtest_logreport,
     pytest_runtest_teardown,
     pytest_terminal_summary,
+    quick_jax_compiles,
 )
+
+quick_jax_compiles()  # XLA's quicker compiles for the suite's tiny arrays (suite_summary.py says why)
 
 #: SciPy's and scikit-learn's own suites with gradtape (issue 21): a runner, not tests of this suite;
 #: ``python tests/downstream/run.py --help``

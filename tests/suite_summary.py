@@ -18,6 +18,10 @@ When the process holds more than ``GRADTAPE_TEST_MEMORY_MIB`` (default 8192, a s
 test, JAX's caches are cleared; the ops compile again when next met. Clearing is costly: every later
 JAX test compiles afresh (at 1536 MiB, nine clearings in a run went with the JAX share of the suite
 growing several times over), so the default keeps it for a process that would otherwise run out.
+
+And it makes JAX compile faster (:func:`quick_jax_compiles`, before JAX is imported): on the jax backend
+the suite's time is XLA compiling (eager JAX compiles every op for every new shape and dtype, ~50 ms each,
+80% of the jax backend's time), not running, the tests' arrays being tiny.
 """
 
 from __future__ import annotations
@@ -27,6 +31,49 @@ import gc
 import os
 import resource
 import sys
+
+#: XLA's CPU options that compile the suite's small programs ~40% faster (CPU seconds of the gradient
+#: checks of five ops, every case, on jax: 31-35 s as JAX sets them, 17-20 s so): JAX's own
+#: ``jax_disable_most_optimizations`` ("useful if the cost of optimization is greater than that of running
+#: a less-optimized program": LLVM at -O0, no expensive passes) and XLA:CPU's loop emitters instead of its
+#: fusion emitters.  Neither changes what is computed (no fast-math; IEEE arithmetic as before).
+QUICK_XLA_CPU_FLAGS = ("--xla_cpu_use_fusion_emitters=false",)
+
+
+def _xla_knows(flag):
+    """Whether the installed jaxlib's XLA parses ``flag`` (an unknown flag in XLA_FLAGS aborts the process):
+    its name is in the library's strings."""
+    import importlib.util
+    import mmap
+
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    name = flag.lstrip("-").split("=", 1)[0].encode() + b"\0"
+    for folder in spec.submodule_search_locations:
+        for lib in ("libjax_common.so", "xla_extension.so"):
+            try:
+                with open(os.path.join(folder, lib), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                    if m.find(name) >= 0:
+                        return True
+            except (OSError, ValueError):
+                continue
+    return False
+
+
+def quick_jax_compiles():
+    """Set the compile options above for this process and its children (before JAX is imported), unless
+    ``GRADTAPE_TEST_XLA_DEFAULTS=1`` (JAX's defaults) or the environment already sets them."""
+    if os.environ.get("GRADTAPE_TEST_XLA_DEFAULTS") == "1" or "jax" in sys.modules:
+        return
+    os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+    flags = os.environ.get("XLA_FLAGS", "")
+    for flag in QUICK_XLA_CPU_FLAGS:
+        if flag.split("=", 1)[0] not in flags and _xla_knows(flag):
+            flags = f"{flags} {flag}".strip()
+    if flags:
+        os.environ["XLA_FLAGS"] = flags
+
 
 NONE = "(none)"
 MEMORY_LIMIT_MIB = int(os.environ.get("GRADTAPE_TEST_MEMORY_MIB", "8192"))
