@@ -32,6 +32,8 @@ import os
 import resource
 import sys
 
+import pytest
+
 #: XLA's CPU options that compile the suite's small programs ~40% faster (CPU seconds of the gradient
 #: checks of five ops, every case, on jax: 31-35 s as JAX sets them, 17-20 s so): JAX's own
 #: ``jax_disable_most_optimizations`` ("useful if the cost of optimization is greater than that of running
@@ -75,9 +77,22 @@ def quick_jax_compiles():
         os.environ["XLA_FLAGS"] = flags
 
 
+def prepare_process():
+    """Called by tests/conftest.py before any backend is loaded: :func:`quick_jax_compiles`, and under
+    pytest-xdist one thread per worker for PyTorch's ops (``OMP_NUM_THREADS=1`` unless set): the workers share
+    the cores, and PyTorch's threads waiting on each other run its tests many times slower (README)."""
+    quick_jax_compiles()
+    if os.environ.get("PYTEST_XDIST_WORKER") and "torch" not in sys.modules:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 NONE = "(none)"
-MEMORY_LIMIT_MIB = int(os.environ.get("GRADTAPE_TEST_MEMORY_MIB", "8192"))
+#: under pytest-xdist (``pytest -n 2``) each worker is a process of its own: the limit is shared among them
+WORKERS = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+MEMORY_LIMIT_MIB = int(os.environ.get("GRADTAPE_TEST_MEMORY_MIB", str(8192 // WORKERS)))
 _backend_of: dict[str, str] = {}
+#: pytest-xdist's workers' peak memory and clearings (read in the controller when each worker ends)
+_workers: dict[str, tuple[int, int]] = {}
 _outcomes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 _seconds: dict[str, float] = collections.defaultdict(float)
 _file_seconds: dict[str, float] = collections.defaultdict(float)
@@ -128,10 +143,27 @@ def pytest_collection_modifyitems(session, config, items):
         spec = getattr(item, "callspec", None)
         name = spec.params.get("backend") if spec is not None else None
         _backend_of[item.nodeid] = name if isinstance(name, str) else NONE
+        # (xdist's controller does not collect: the backend travels in the reports)
+        item.user_properties.append(("gradtape_backend", _backend_of[item.nodeid]))
+
+
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands its peak memory and clearings to the controller."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["gradtape_peak_rss"] = peak_rss_bytes()
+        out["gradtape_clearings"] = len(clearings)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    out = getattr(node, "workeroutput", None) or {}
+    if "gradtape_peak_rss" in out:
+        _workers[node.gateway.id] = (out["gradtape_peak_rss"], out["gradtape_clearings"])
 
 
 def pytest_runtest_logreport(report):
-    backend = _backend_of.get(report.nodeid, NONE)
+    backend = dict(report.user_properties).get("gradtape_backend") or _backend_of.get(report.nodeid, NONE)
     _seconds[backend] += report.duration
     _file_seconds[report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]] += report.duration
     if report.when == "call" or (report.when == "setup" and not report.passed):
@@ -162,6 +194,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"{backend:<18}{n:>7}{passed:>9}{failed:>9}{skipped:>9}{_clock(seconds):>10}")
     slowest = sorted(_file_seconds.items(), key=lambda kv: -kv[1])[:5]
     tr.write_line("the slowest files: " + ", ".join(f"{f} {_clock(s)}" for f, s in slowest))
+    if _workers:  # pytest-xdist: the times above are the tests' own, summed over the workers
+        peaks = " + ".join(f"{peak / 2**30:.1f}" for peak, _ in _workers.values())
+        cleared = sum(n for _, n in _workers.values())
+        tr.write_line(
+            f"peak memory (RSS) of the {len(_workers)} workers: {peaks} GB (times above: summed over them)"
+            + (f"; JAX's caches cleared {cleared} time(s) above {MEMORY_LIMIT_MIB} MiB a worker" if cleared else "")
+        )
+        return
     tr.write_line(
         f"peak memory (RSS) of this process: {peak_rss_bytes() / 2**30:.1f} GB"
         + (f"; JAX's caches cleared {len(clearings)} time(s) above {MEMORY_LIMIT_MIB} MiB" if clearings else "")
