@@ -93,6 +93,7 @@ MEMORY_LIMIT_MIB = int(os.environ.get("GRADTAPE_TEST_MEMORY_MIB", str(8192 // WO
 _backend_of: dict[str, str] = {}
 #: pytest-xdist's workers' peak memory and clearings (read in the controller when each worker ends)
 _workers: dict[str, tuple[int, int]] = {}
+_worker_limit_mib: list[int] = []
 _outcomes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 _seconds: dict[str, float] = collections.defaultdict(float)
 _file_seconds: dict[str, float] = collections.defaultdict(float)
@@ -153,6 +154,7 @@ def pytest_sessionfinish(session):
     if out is not None:
         out["gradtape_peak_rss"] = peak_rss_bytes()
         out["gradtape_clearings"] = len(clearings)
+        out["gradtape_limit_mib"] = MEMORY_LIMIT_MIB
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -160,6 +162,7 @@ def pytest_testnodedown(node, error):
     out = getattr(node, "workeroutput", None) or {}
     if "gradtape_peak_rss" in out:
         _workers[node.gateway.id] = (out["gradtape_peak_rss"], out["gradtape_clearings"])
+        _worker_limit_mib.append(out.get("gradtape_limit_mib", MEMORY_LIMIT_MIB))
 
 
 def pytest_runtest_logreport(report):
@@ -199,7 +202,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         cleared = sum(n for _, n in _workers.values())
         tr.write_line(
             f"peak memory (RSS) of the {len(_workers)} workers: {peaks} GB (times above: summed over them)"
-            + (f"; JAX's caches cleared {cleared} time(s) above {MEMORY_LIMIT_MIB} MiB a worker" if cleared else "")
+            + (f"; JAX's caches cleared {cleared} time(s) above {max(_worker_limit_mib)} MiB each" if cleared else "")
         )
         return
     tr.write_line(
