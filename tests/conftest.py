@@ -29,8 +29,13 @@ from suite_summary import (  # noqa: F401
     pytest_collection_modifyitems,
     pytest_runtest_logreport,
     pytest_runtest_teardown,
+    pytest_sessionfinish,
     pytest_terminal_summary,
+    pytest_testnodedown,
+    prepare_process,
 )
+
+prepare_process()  # XLA's quicker compiles for the suite's tiny arrays, a thread a worker (suite_summary.py)
 
 #: SciPy's and scikit-learn's own suites with gradtape (issue 21): a runner, not tests of this suite;
 #: ``python tests/downstream/run.py --help``

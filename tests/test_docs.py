@@ -355,7 +355,10 @@ def test_readme_says_how_to_get_the_cpu_torch_anywhere():
     commands = readme_commands()
     first, test = commands[0], commands[1]
     assert first == "python3 -m pip install -e . && gradtape conformance", first
-    assert test.startswith("python3 -m pip install torch==") and test.endswith("&& python3 -m pytest"), test
+    # (the suite in two processes: pytest-xdist, of the [test] extra)
+    assert test.startswith("python3 -m pip install torch==") and test.endswith(
+        "&& python3 -m pytest -n 2 --dist loadfile"
+    ), test
     assert CPU_INDEX not in test, "the test command must keep working where only PyPI (or a mirror) is reachable"
     pin = re.match(r"python3 -m pip install torch(==[\w.]+) ", test)[1]
     cpu = [c for c in commands if CPU_INDEX in c]

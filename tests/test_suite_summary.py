@@ -128,3 +128,64 @@ def test_a_process_that_stays_large_is_not_cleared_after_every_test(monkeypatch)
     suite_summary.pytest_runtest_teardown(None, None)  # 1600: not past 1600
     suite_summary.pytest_runtest_teardown(None, None)  # 1400
     assert len(cleared) == 1
+
+
+def test_the_table_adds_up_pytest_xdist_workers():
+    """``pytest -n 2`` (the README's test command): the controller, which collects nothing, still puts each
+    test under its backend, and reports the workers' peak memory."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed (the [test] extra installs it)")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("GRADTAPE_TEST_BACKENDS", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_habits.py", "--backend", "numpy", "-q", "-p", "no:cacheprovider"]
+        + ["-n", "2", "-k", "the_issues_habits or no_getattr or dir_of or gradient_tape_hint"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
+    table = out[out.index("the run, per backend") :]
+    assert re.search(r"^numpy\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    assert re.search(r"^\(none\)\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    assert re.search(r"peak memory \(RSS\) of the 2 workers: \d+\.\d \+ \d+\.\d GB", table), table
+
+
+def _suite_summary():
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import suite_summary
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    return suite_summary
+
+
+def test_quick_jax_compiles_sets_only_flags_xla_knows(monkeypatch):
+    """The suite's XLA options are set before JAX is imported, an option the installed XLA would not parse
+    (an unknown one in XLA_FLAGS aborts the process) is left out, and GRADTAPE_TEST_XLA_DEFAULTS=1 keeps
+    JAX's defaults."""
+    suite_summary = _suite_summary()
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS", raising=False)
+    monkeypatch.setattr(suite_summary, "QUICK_XLA_CPU_FLAGS", ("--xla_cpu_no_such_flag=true",))
+    suite_summary.quick_jax_compiles()
+    assert os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "1"
+    assert "XLA_FLAGS" not in os.environ
+    monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS")
+    monkeypatch.setenv("GRADTAPE_TEST_XLA_DEFAULTS", "1")
+    suite_summary.quick_jax_compiles()
+    assert "JAX_DISABLE_MOST_OPTIMIZATIONS" not in os.environ
+
+
+def test_quick_jax_compiles_reads_the_installed_xla():
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed: no XLA to configure")
+    suite_summary = _suite_summary()
+    assert not suite_summary._xla_knows("--xla_cpu_no_such_flag=true")
+    for flag in suite_summary.QUICK_XLA_CPU_FLAGS:
+        if suite_summary._xla_knows(flag):  # then this process (the suite) runs with it
+            assert flag in os.environ.get("XLA_FLAGS", "") or os.environ.get("GRADTAPE_TEST_XLA_DEFAULTS") == "1"
