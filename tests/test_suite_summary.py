@@ -15,23 +15,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_run_ends_with_a_table_per_backend(tmp_path):
+def _habits_run_table(*extra):
+    """The summary table of a small run (four tests of tests/test_habits.py on numpy), ``extra`` pytest
+    options added; the run must pass."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("GRADTAPE_TEST_BACKENDS", None)
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "tests/test_habits.py",
-            "--backend",
-            "numpy",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-k",
-            "the_issues_habits or no_getattr or dir_of or gradient_tape_hint",
-        ],
+        [sys.executable, "-m", "pytest", "tests/test_habits.py", "--backend", "numpy", "-q", "-p", "no:cacheprovider"]
+        + ["-k", "the_issues_habits or no_getattr or dir_of or gradient_tape_hint", *extra],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -44,6 +35,11 @@ def test_the_run_ends_with_a_table_per_backend(tmp_path):
     table = out[out.index("the run, per backend") :]
     assert re.search(r"^numpy\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
     assert re.search(r"^\(none\)\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    return table
+
+
+def test_the_run_ends_with_a_table_per_backend():
+    table = _habits_run_table()
     assert "the slowest files: test_habits.py" in table
     assert re.search(r"peak memory \(RSS\) of this process: \d+\.\d GB", table), table
 
@@ -134,23 +130,7 @@ def test_the_table_adds_up_pytest_xdist_workers():
     """``pytest -n 2`` (the README's test command): the controller, which collects nothing, still puts each
     test under its backend, and reports the workers' peak memory."""
     pytest.importorskip("xdist", reason="pytest-xdist is not installed (the [test] extra installs it)")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("GRADTAPE_TEST_BACKENDS", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/test_habits.py", "--backend", "numpy", "-q", "-p", "no:cacheprovider"]
-        + ["-n", "2", "-k", "the_issues_habits or no_getattr or dir_of or gradient_tape_hint"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    out = proc.stdout
-    assert proc.returncode == 0, out[-3000:] + proc.stderr[-2000:]
-    table = out[out.index("the run, per backend") :]
-    assert re.search(r"^numpy\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
-    assert re.search(r"^\(none\)\s+1\s+1\s+0\s+0\s+\S", table, re.M), table
+    table = _habits_run_table("-n", "2")
     assert re.search(r"peak memory \(RSS\) of the 2 workers: \d+\.\d \+ \d+\.\d GB", table), table
 
 
