@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from gradtape.core import dtypes as _dt
-from gradtape.backends.batching import batched_random, draw_layout, shared_draw
+from gradtape.backends.batching import batched_random, draw_layout, innermost_map, shared_draw
 from gradtape.backends.tracing import host_then
 from gradtape.ops.creation import _backend_and_device, _shape
 from gradtape.core.tensor import Tensor, wrap
@@ -50,6 +50,8 @@ def per_example(shape, what, device=None):
     distribution) on the active backend: inside ``gt.vmap`` / ``gt.vectorized_map`` the maps that
     draw per example put their batch sizes in front (see ``draw_layout``); pass ``layout`` to
     :func:`emit`.  Outside a map: ``(shape, None)``."""
+    if innermost_map() is None:  # (the common case: nothing to look up)
+        return shape, None
     b, _ = _backend_and_device(device)
     return draw_layout(shape, what, b)
 
