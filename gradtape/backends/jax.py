@@ -45,7 +45,7 @@ _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 #: ValueError, as gradtape does on every backend)
 _SHAPE_CHECKED = ("reshape", "matmul", "concat", "permute_dims", "tensordot")
 _SHAPE_WORDS = ("shape", "permutation", "dimension")
-#: matrix products computed in full float32 precision (``einsum`` too, in ``_einsum``): see _full_precision
+#: matrix products computed in full float32 precision (``einsum`` too: ``_full_einsum``): see _full_precision
 _FULL_PRECISION = ("matmul", "tensordot", "vecdot")
 
 
@@ -185,6 +185,7 @@ class JaxBackend(Backend):
 
         self._jax = jax
         self._jnp = jnp
+        self._full_einsum = _full_precision(jnp.einsum, jax.config)
         self._default_device = None
         self.array_type = type(jnp.zeros(()))
         self._abstract = jax.Array  # tracers (inside vmap/grad) are jax.Arrays too
@@ -420,9 +421,7 @@ class JaxBackend(Backend):
 
     def _einsum(self, *arrays, subscripts):
         """The op ``einsum`` by the library's own einsum (in full precision: :func:`_full_precision`)."""
-        if self._jax.config.jax_default_matmul_precision is None:
-            return self._jnp.einsum(subscripts, *arrays, precision="highest")
-        return self._jnp.einsum(subscripts, *arrays)
+        return self._full_einsum(subscripts, *arrays)
 
     def _getitem(self, x, *, key):
         """``x[key]``; a key JAX misreads is a gather at the flat positions NumPy reads from it."""

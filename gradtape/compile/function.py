@@ -554,6 +554,7 @@ class _Capture:
         """The arguments' leaves with each tensor (and NumPy array) a Tensor of a stand-in."""
         trace = self.trace
         new_leaves = []
+        device = None  # (where NumPy arguments go: looked up once, at the first)
         for k, x in enumerate(leaves):
             if isinstance(x, Tensor) and not isinstance(x, Variable):
                 ph = trace.input(x._v, "arg", k)
@@ -561,7 +562,9 @@ class _Capture:
                 self.arg_tensors.append((k, t, ph))
                 new_leaves.append(t)
             elif isinstance(x, np.ndarray):
-                nat = convert_to_tensor(x, backend=self.real, device=_numpy_device(leaves, self.real, self.setting))
+                if device is None:
+                    device = (_numpy_device(leaves, self.real, self.setting),)
+                nat = convert_to_tensor(x, backend=self.real, device=device[0])
                 new_leaves.append(wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b)))
             else:
                 new_leaves.append(x)
