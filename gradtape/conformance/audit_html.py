@@ -12,19 +12,29 @@ from __future__ import annotations
 import os
 
 import gradtape as gt
-from gradtape.conformance.html_report import _CSS, BANDS, _colour_css, _e, _err_label, band_of, filter_script
+from gradtape.conformance.html_report import (
+    _CSS,
+    BANDS,
+    STATUS_COLOURS,
+    _colour_css,
+    _e,
+    _err_label,
+    band_of,
+    filter_script,
+)
 from gradtape.testing.audit import LABELS, VERDICTS, AuditReport, FunctionAudit, Outcome
 
 __all__ = ["VERDICT_COLOURS", "cell_class", "render", "write"]
 
 #: the colour class and colour of each verdict but "correct" (coloured by its error, in BANDS)
+_REPORT_COLOUR = {cls: colour for cls, colour, _ in STATUS_COLOURS}  # (the conformance report's classes)
 VERDICT_COLOURS = {
-    "wrong": ("fail", "#d73027"),
+    "wrong": ("fail", _REPORT_COLOUR["fail"]),
     "nan": ("nan", "#c51b7d"),
     "lost": ("lost", "#f46d43"),
-    "error": ("error", "#b39ddb"),
-    "nondiff": ("fwd", "#c6dbef"),
-    "notdriven": ("na", "#e0e0e0"),
+    "error": ("error", _REPORT_COLOUR["known"]),
+    "nondiff": ("fwd", _REPORT_COLOUR["fwd"]),
+    "notdriven": ("na", _REPORT_COLOUR["na"]),
 }
 
 _AUDIT_CSS = """
