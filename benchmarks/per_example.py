@@ -6,6 +6,8 @@ squared error.  Per-example gradients of both weight matrices, for a batch of ``
 
 * gradtape on torch   vs ``torch.func.vmap(torch.func.grad(loss))``   (target: <= 1.5x)
 * gradtape on numpy   vs the batched gradient written by hand in NumPy (target: <= 2x)
+* the same map inside ``gt.function`` (traced once, then one program per call: ``jax.jit(jax.vmap(...))``'s
+  place), on numpy and torch
 * (for reference) gradtape on numpy by a Python loop of one tape per example.
 
     python benchmarks/per_example.py                 # batch 64 and 256, ~1 min
@@ -38,7 +40,8 @@ def _time(fn, repeat):
     return statistics.median(ts)
 
 
-def gradtape_per_example(backend, w1, w2, xs, ys):
+def gradtape_per_example(backend, w1, w2, xs, ys, compiled=False):
+    """``gt.vmap`` of the one-example gradient (``compiled``: inside ``gt.function``)."""
     with gt.use_backend(backend):
         params = (gt.constant(w1), gt.constant(w2))
         x = gt.constant(xs)
@@ -52,6 +55,8 @@ def gradtape_per_example(backend, w1, w2, xs, ys):
         return tape.gradient(loss, p)
 
     mapped = gt.vmap(per_example, in_axes=(None, 0, 0))
+    if compiled:
+        mapped = gt.function(mapped)
     return lambda: mapped(params, x, y)
 
 
@@ -124,27 +129,36 @@ def main():
         ys = rng.normal(size=(b, d_out)).astype(np.float32)
         # the same numbers from every implementation first
         ref = numpy_by_hand(w1, w2, xs, ys)()
-        for got in (gradtape_per_example("numpy", w1, w2, xs, ys)(), gradtape_loop(w1, w2, xs, ys)()):
+        for got in (
+            gradtape_per_example("numpy", w1, w2, xs, ys)(),
+            gradtape_per_example("numpy", w1, w2, xs, ys, compiled=True)(),
+            gradtape_loop(w1, w2, xs, ys)(),
+        ):
             for g, r in zip(got, ref):
                 np.testing.assert_allclose(g.numpy(), r, rtol=1e-4, atol=1e-5)
         t_hand = _time(numpy_by_hand(w1, w2, xs, ys), args.repeat)
         t_np = _time(gradtape_per_example("numpy", w1, w2, xs, ys), args.repeat)
+        t_np_fn = _time(gradtape_per_example("numpy", w1, w2, xs, ys, compiled=True), args.repeat)
         t_loop = _time(gradtape_loop(w1, w2, xs, ys), max(3, args.repeat // 10))
         print(f"| {b} | NumPy by hand (anchor) | {t_hand * 1e3:.3f} | 1.00 |")
         print(f"| {b} | gt.vmap + tape, numpy | {t_np * 1e3:.3f} | {t_np / t_hand:.2f} |")
+        print(f"| {b} | gt.function(gt.vmap + tape), numpy | {t_np_fn * 1e3:.3f} | {t_np_fn / t_hand:.2f} |")
         print(f"| {b} | a tape per example (loop), numpy | {t_loop * 1e3:.3f} | {t_loop / t_hand:.2f} |")
         try:
             tf = torch_func(w1, w2, xs, ys)
         except ImportError:
             print(f"| {b} | torch.func: not installed | | |")
             continue
-        got = gradtape_per_example("torch", w1, w2, xs, ys)()
-        for g, r in zip(got, tf()):
-            np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=1e-5)
+        for compiled in (False, True):
+            got = gradtape_per_example("torch", w1, w2, xs, ys, compiled=compiled)()
+            for g, r in zip(got, tf()):
+                np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=1e-5)
         t_tf = _time(tf, args.repeat)
         t_gt = _time(gradtape_per_example("torch", w1, w2, xs, ys), args.repeat)
+        t_gt_fn = _time(gradtape_per_example("torch", w1, w2, xs, ys, compiled=True), args.repeat)
         print(f"| {b} | torch.func.vmap(grad) (anchor) | {t_tf * 1e3:.3f} | 1.00 |")
         print(f"| {b} | gt.vmap + tape, torch | {t_gt * 1e3:.3f} | {t_gt / t_tf:.2f} |")
+        print(f"| {b} | gt.function(gt.vmap + tape), torch | {t_gt_fn * 1e3:.3f} | {t_gt_fn / t_tf:.2f} |")
 
 
 if __name__ == "__main__":

@@ -475,6 +475,28 @@ def test_inside_gt_function(backend):
         _close(g, (1 - np.tanh(X[:, 0] @ W) ** 2) @ W.T)
 
 
+def test_per_example_gradients_inside_gt_function_trace_once(backend):
+    """gt.function of a map with a tape inside (jax.jit(jax.vmap(jax.grad))'s place): the per-example
+    gradients of the eager map, from one trace reused for new values of the same shapes."""
+    params = (_t(W), _t(RNG.normal(size=(2, 3))))
+
+    def per_example(p, xi, yi):
+        with gt.GradientTape() as tape:
+            tape.watch(p)
+            loss = gt.reduce_mean((gt.matmul(gt.tanh(gt.matmul(xi, p[0])), p[1]) - yi) ** 2)
+        return tape.gradient(loss, p)
+
+    mapped = gt.vmap(per_example, in_axes=(None, 0, 0))
+    compiled = gt.function(mapped)
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        xs, ys = _t(rng.normal(size=(6, 5))), _t(rng.normal(size=(6, 3)))
+        for got, want in zip(compiled(params, xs, ys), mapped(params, xs, ys)):
+            assert got.shape == want.shape
+            _close(got, want.numpy())
+    assert compiled.experimental_get_tracing_count() == 1
+
+
 def _counting_op(calls, batching):
     def forward(xp, x):
         calls.append(tuple(x.shape))
