@@ -51,8 +51,9 @@ def build(backend, depth, width, hidden, batch, mode, approximate=False, seed=0)
     rng = np.random.default_rng(seed)
     params = []
     for _ in range(depth):
-        w1 = rng.standard_normal((width, hidden)).astype(np.float32) / np.sqrt(width)
-        w2 = rng.standard_normal((hidden, width)).astype(np.float32) / np.sqrt(hidden) / depth
+        # (scaled first, then cast: a float32 array divided by np.sqrt's float64 scalar is float64 in NumPy 2)
+        w1 = (rng.standard_normal((width, hidden)) / np.sqrt(width)).astype(np.float32)
+        w2 = (rng.standard_normal((hidden, width)) / np.sqrt(hidden) / depth).astype(np.float32)
         params.append(
             (
                 gt.Variable(w1),
@@ -78,6 +79,7 @@ def build(backend, depth, width, hidden, batch, mode, approximate=False, seed=0)
     elif mode == "matmul":
         layers = [gt.recompute_grad(f, policy=gt.checkpoint_policies.save_matmul_outputs) for f in layers]
     variables = [v for p in params for v in p]
+    assert all(v.dtype == gt.float32 for v in variables), "the model is float32 throughout"
 
     def step():
         with gt.GradientTape() as tape:

@@ -548,6 +548,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                     except (TypeError, AttributeError) as e:
                         _native_rule_failed(n, e)
                     _fit_add(grads, reach, n, in_grads, xp_native, nb, None)
+                    in_grads = None  # (nothing of this rule's held while the next one runs)
                     continue
             elif not native and not nb and op.xp_rule:
                 # the recorded walk's common case (an outer tape records it): one cotangent, an xp
@@ -637,6 +638,9 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
             prev = grads.get(i)
             grads[i] = gi if prev is None else prev + gi
         k += 1
+    # (inlined into the walk, these are the walk's own variables: without this they would keep a
+    # summed rule's addends alive while the next rule runs, one node's dead gradients on the peak)
+    in_grads = gi = prev = None
 
 
 def _native_rule_failed(n, e):
