@@ -552,6 +552,32 @@ _sparse_xent = defop(
 )
 
 
+def check_class_labels(labels, depth, who):
+    """A ``ValueError`` naming ``who`` where an integer class label is outside ``[0, depth)``, as TF on
+    CPU (a label out of range would otherwise pick no class: a silent zero loss and gradient). Inside
+    ``gt.vmap`` every example's labels are checked at once; under ``gt.function`` and on lazy backends
+    the check runs with the step (``value_check``)."""
+    checked = labels
+    while checked._v.__class__ is BatchArray:  # inside gt.vmap: every example's labels checked at once
+        checked = wrap(checked._v.v, checked._v.bk.real)
+    if not labels.size:
+        return
+    xp = checked._b.xp
+    lv = checked._v
+
+    def detail():
+        bad = checked.numpy()
+        bad = bad[(bad < 0) | (bad >= depth)].reshape(-1)[0]
+        return f"{who}: received a label value of {bad} which is outside the valid range of [0, {depth})"
+
+    value_check(
+        xp.any((lv < 0) | (lv >= depth)),
+        ValueError,
+        f"{who}: received a label value outside the valid range of [0, {depth})",
+        detail,
+    )
+
+
 @public(_sparse_xent)
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     """``logsumexp(logits) - logits[label]`` per example; ``labels`` are integer class indices of
@@ -571,28 +597,7 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
             f"logits.shape except for the last dimension; got labels.shape={labels.shape} "
             f"and logits.shape={logits.shape}"
         )
-    depth = logits.shape[-1]
-    checked = labels
-    while checked._v.__class__ is BatchArray:  # inside gt.vmap: every example's labels checked at once
-        checked = wrap(checked._v.v, checked._v.bk.real)
-    xp = checked._b.xp
-    lv = checked._v
-    if labels.size:
-
-        def detail():
-            bad = checked.numpy()
-            bad = bad[(bad < 0) | (bad >= depth)].reshape(-1)[0]
-            return (
-                f"sparse_softmax_cross_entropy_with_logits: received a label value of {bad} "
-                f"which is outside the valid range of [0, {depth})"
-            )
-
-        value_check(
-            xp.any((lv < 0) | (lv >= depth)),
-            ValueError,
-            f"sparse_softmax_cross_entropy_with_logits: received a label value outside the valid range of [0, {depth})",
-            detail,
-        )
+    check_class_labels(labels, logits.shape[-1], "sparse_softmax_cross_entropy_with_logits")
     return apply(_sparse_xent, (labels, logits))
 
 

@@ -19,6 +19,7 @@ from gradtape.ops.statistical import mean
 from gradtape.ops.statistical import sum as _sum
 from gradtape.core.tensor import Tensor, TensorLike, convert_to_tensor
 from gradtape.ops.manipulation import squeeze
+from gradtape.ops.nn import check_class_labels
 from gradtape.ops.elementwise import not_equal
 from gradtape.ops.searching import where
 
@@ -113,6 +114,8 @@ def sparse_categorical_crossentropy(
     if from_logits:
         loss = _nn.sparse_softmax_cross_entropy_with_logits(y_true, y_pred)
     else:
+        # one_hot gives a row of zeros for a label out of range (as TF's): a silent zero loss here
+        check_class_labels(y_true, y_pred.shape[-1], "sparse_categorical_crossentropy")
         p = y_pred / _sum(y_pred, axis=-1, keepdims=True)
         p = clip(p, EPSILON, 1.0 - EPSILON)
         oh = _nn.one_hot(y_true, y_pred.shape[-1], dtype=y_pred.dtype)

@@ -1,0 +1,36 @@
+"""What a newcomer from PyTorch, JAX or Keras met on a first try (the ``newuser`` brief): each test
+fails on the code before its fix, and runs on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+
+PROBS = [[0.5, 0.5], [0.2, 0.8]]
+
+
+@pytest.mark.parametrize("bad", [5, -1])
+@pytest.mark.parametrize("from_logits", [False, True])
+def test_sparse_categorical_crossentropy_refuses_a_label_out_of_range(backend, bad, from_logits):
+    """A label outside [0, classes) is an error naming the loss, with probabilities as with logits
+    (Keras and torch raise; the probabilities' path gave a silent loss of -0.0 and no gradient)."""
+    y_pred = gt.constant(PROBS)
+    who = "sparse_softmax_cross_entropy_with_logits" if from_logits else "sparse_categorical_crossentropy"
+    with pytest.raises(ValueError, match=rf"{who}: received a label value of {bad} .*\[0, 2\)"):
+        gt.losses.sparse_categorical_crossentropy(gt.constant([0, bad]), y_pred, from_logits=from_logits).numpy()
+    with pytest.raises(ValueError, match=rf"{who}: received a label value"):
+        gt.losses.SparseCategoricalCrossentropy(from_logits=from_logits)([0, bad], y_pred).numpy()
+
+
+def test_sparse_categorical_crossentropy_in_range_is_unchanged(backend):
+    """Labels in range (and an ignored class outside it) still give torch's cross-entropy."""
+    probs = np.array(PROBS)
+    want = -np.log(probs[[0, 1], [1, 0]])
+    got = gt.losses.sparse_categorical_crossentropy(gt.constant([1, 0]), gt.constant(probs, dtype=gt.float64))
+    np.testing.assert_allclose(np.asarray(got.numpy()), want, rtol=1e-12)
+    ignored = gt.losses.sparse_categorical_crossentropy(
+        gt.constant([1, -1]), gt.constant(probs, dtype=gt.float64), ignore_class=-1
+    )
+    np.testing.assert_allclose(np.asarray(ignored.numpy()), [want[0], 0.0], rtol=1e-12)
