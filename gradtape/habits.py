@@ -26,6 +26,10 @@ __all__ = ["MODULE_HINTS", "TENSOR_HINTS", "install", "module_attribute_error"]
 _TAPE = "with gt.GradientTape() as tape: loss = ...; then grads = tape.gradient(loss, [x, ...])"
 _WATCH = "make it a gt.Variable (a tape watches variables it reads) or call tape.watch(x) inside the tape"
 _CAST = "gt.cast(t, gt.float64) (TensorFlow) or gt.astype(t, gt.float64) (Array API)"
+_COPY = (
+    "gt.identity(t) returns a copy (as clone does: x[i] = v and x += 1 update a tensor in place, as in PyTorch, "
+    "and every name bound to it sees the change)"
+)
 _DEVICE = "gt.asarray(t, device=...) or t.to_device(...); gt.use_backend(name, device=...) picks them for a block"
 
 
@@ -77,8 +81,8 @@ TENSOR_HINTS: dict[str, str] = {
     "dim()": "t.ndim",
     "numel()": "t.size",
     "item()": "float(t) or t.numpy().item() (outside a tape: the number leaves it)",
-    "clone()": "gt.identity(t) (tensors are immutable: t itself is safe to keep)",
-    "copy()": "gt.identity(t) (tensors are immutable: t itself is safe to keep)",
+    "clone()": _COPY,
+    "copy()": _COPY,
     "astype()": _CAST,
     "float()": _CAST.replace("float64", "float32"),
     "double()": _CAST,
@@ -90,7 +94,8 @@ TENSOR_HINTS: dict[str, str] = {
     "cuda()": _DEVICE,
     "assign()": "only a gt.Variable has .assign: make the value a gt.Variable(initial_value)",
     # JAX
-    "at": "tensors are immutable: x.at[i].set(v) is gt.where(mask, v, x) with a mask of the positions to change",
+    "at": "x.at[i].set(v) (a new array) is y = gt.identity(x); y[i] = v (x[i] = v updates x itself, "
+    "recorded and differentiable, as in PyTorch), or gt.where(mask, v, x) with a mask of the positions to change",
     "block_until_ready()": "t.numpy() waits for the value (and gt.compute(*tensors) runs a lazy backend's graphs)",
 }
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
+from gradtape import habits
 
 PROBS = [[0.5, 0.5], [0.2, 0.8]]
 
@@ -34,3 +35,21 @@ def test_sparse_categorical_crossentropy_in_range_is_unchanged(backend):
         gt.constant([1, -1]), gt.constant(probs, dtype=gt.float64), ignore_class=-1
     )
     np.testing.assert_allclose(np.asarray(ignored.numpy()), [want[0], 0.0], rtol=1e-12)
+
+
+def test_the_copy_hints_say_what_setitem_does(backend):
+    """``x[i] = v`` and ``x += 1`` update a tensor in place (every name bound to it sees it, as in
+    PyTorch) and ``gt.identity`` copies: so the hints for ``.clone()``, ``.copy()`` and JAX's ``.at``
+    must not call tensors immutable (they said "t itself is safe to keep", which is false)."""
+    x = gt.constant([1.0, 2.0])
+    kept, copied = x, gt.identity(x)
+    x[0] = 5.0
+    x += 1
+    assert kept.numpy().tolist() == [6.0, 3.0] and copied.numpy().tolist() == [1.0, 2.0]
+    for key in ("clone()", "copy()", "at"):
+        hint = habits.TENSOR_HINTS[key]
+        assert "immutable" not in hint and "gt.identity" in hint, (key, hint)
+    # what the .at hint says to write gives a new tensor and leaves x alone
+    y = gt.identity(x)
+    y[1] = 0.0
+    assert x.numpy().tolist() == [6.0, 3.0] and y.numpy().tolist() == [6.0, 0.0]

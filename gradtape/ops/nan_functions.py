@@ -84,7 +84,7 @@ _RED_CASES = [
 
 def _prep(a, axis, dtype=None, out=None):
     if out is not None:
-        raise TypeError("gradtape's nan-functions take no out= (tensors are immutable)")
+        raise TypeError("gradtape's nan-functions take no out=: use the result (y = gt.nansum(x, ...))")
     a = a if isinstance(a, Tensor) else convert_to_tensor(a)
     if dtype is not None and _dt.as_dtype(dtype) is not a.dtype:
         a = astype(a, dtype)
@@ -472,7 +472,7 @@ _nanargmin = defop(
 def _arg_axis(a, axis, out):
     a = a if isinstance(a, Tensor) else convert_to_tensor(a)
     if out is not None:
-        raise TypeError("gradtape's nan-functions take no out= (tensors are immutable)")
+        raise TypeError("gradtape's nan-functions take no out=: use the result (y = gt.nansum(x, ...))")
     return a, None if axis is None else _axes(axis, a.ndim)[0]
 
 
