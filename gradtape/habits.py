@@ -118,6 +118,17 @@ MODULE_HINTS: dict[str, str] = {
     "set_seed": "gt.random.set_seed(seed)",
     "cat": "gt.concat(tensors, axis=0)",
     "concatenate": "gt.concat(tensors, axis=0)",
+    # TensorFlow names that the Array API spells otherwise (a ported tf program meets these)
+    "gather": "gt.take(x, indices, axis=0) (tf.gather under the Array API's name; gt.take_along_axis for "
+    "per-row indices)",
+    "range": "gt.arange(start, stop, step)",
+    "norm": "gt.linalg.vector_norm(x, axis=...) (tf.norm's default, the Euclidean norm) or gt.linalg.matrix_norm",
+    "shape": "x.shape (a tuple of ints)",
+    "size": "x.size",
+    "rank": "x.ndim",
+    "fill": "gt.full(shape, value)",
+    "reverse": "gt.flip(x, axis=...)",
+    "boolean_mask": "x[mask] (a boolean tensor as the key)",
 }
 
 

@@ -3,6 +3,8 @@ fails on the code before its fix, and runs on every backend."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -53,3 +55,25 @@ def test_the_copy_hints_say_what_setitem_does(backend):
     y = gt.identity(x)
     y[1] = 0.0
     assert x.numpy().tolist() == [6.0, 3.0] and y.numpy().tolist() == [6.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "tf_call, gt_call",
+    [
+        ("gt.gather(x, [1, 0], axis=0)", "gt.take(x, gt.constant([1, 0]), axis=0)"),
+        ("gt.range(0, 3, 1)", "gt.arange(0, 3, 1)"),
+        ("gt.norm(x)", "gt.linalg.vector_norm(x)"),
+        ("gt.fill((2,), 3.0)", "gt.full((2,), 3.0)"),
+        ("gt.reverse(x, [0])", "gt.flip(x, axis=0)"),
+        ("gt.boolean_mask(x, x > 2.0)", "x[x > 2.0]"),
+    ],
+)
+def test_a_tensorflow_name_the_standard_spells_otherwise_gives_its_spelling(backend, tf_call, gt_call):
+    """A ported TensorFlow program (docs/coming_from.md: "ports by renaming tf to gt") meets tf.gather,
+    tf.range, tf.norm, ...: the AttributeError gives the gradtape call, and that call runs here."""
+    x = gt.constant([[1.0, 2.0], [3.0, 4.0]])
+    name = tf_call.split("(")[0].removeprefix("gt.")
+    hint = "x[mask]" if gt_call.startswith("x[") else gt_call.split("(")[0]
+    with pytest.raises(AttributeError, match=rf"^module 'gradtape' has no attribute '{name}': .*{re.escape(hint)}"):
+        eval(tf_call, {"gt": gt, "x": x})
+    assert eval(gt_call, {"gt": gt, "x": x}).numpy() is not None
