@@ -4,6 +4,8 @@ fails on the code before its fix, and runs on every backend."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -77,3 +79,38 @@ def test_a_tensorflow_name_the_standard_spells_otherwise_gives_its_spelling(back
     with pytest.raises(AttributeError, match=rf"^module 'gradtape' has no attribute '{name}': .*{re.escape(hint)}"):
         eval(tf_call, {"gt": gt, "x": x})
     assert eval(gt_call, {"gt": gt, "x": x}).numpy() is not None
+
+
+def test_a_function_first_called_from_two_threads_takes_numpy_arguments(backend):
+    """Two threads call a new gt.function with NumPy arguments at once: the second waits for the
+    first one's trace and then runs it (it crashed with "'numpy.ndarray' object has no attribute
+    '_v'": its NumPy arguments were passed to the program unconverted)."""
+    tracing = threading.Event()
+
+    def step(x):
+        if not tracing.is_set():  # the first trace holds the lock a while, so the other call waits on it
+            tracing.set()
+            time.sleep(0.5)
+        return gt.sum(x * 2.0)
+
+    f = gt.function(step)
+    x = np.arange(3, dtype=np.float32)
+    results, errors = [], []
+
+    def call():
+        try:
+            results.append(float(f(x)))
+        except Exception as e:  # reported below
+            errors.append(repr(e))
+
+    def call_on_this_backend():  # (a thread starts on the process's backend)
+        with gt.use_backend(backend):
+            call()
+
+    first = threading.Thread(target=call_on_this_backend)
+    first.start()
+    assert tracing.wait(30)
+    call()  # while the first thread traces
+    first.join()
+    assert not errors, errors
+    assert results == [6.0, 6.0] and f.experimental_get_tracing_count() == 1

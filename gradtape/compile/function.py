@@ -257,6 +257,9 @@ class Function:
                 traced = None
                 result = self._trace_locked(key, leaves, treedef, predrawn, new_path, paths)
         if traced is not None:
+            # NumPy arguments become tensors as on any call that finds its trace (the caller's
+            # leaves are as given: it found no trace when it looked)
+            leaves = _numpy_leaves_to_tensors(leaves, traced[-1].backend, _config.current())
             return self._run(key, traced, leaves, treedef)
         return result
 
