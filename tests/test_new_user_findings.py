@@ -114,3 +114,38 @@ def test_a_function_first_called_from_two_threads_takes_numpy_arguments(backend)
     first.join()
     assert not errors, errors
     assert results == [6.0, 6.0] and f.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("make", ["Dense", "Sequential"])
+def test_a_layer_first_called_from_several_threads_is_built_once(backend, make):
+    """Threads that call a new layer at once (a data-parallel step) share one kernel and one bias (it
+    was built once per thread that got there first: 4 to 8 variables, the model's list holding
+    duplicates that a training step and a checkpoint then disagree on)."""
+    for _ in range(3):
+        if make == "Dense":
+            layer = gt.layers.Dense(4)
+        else:
+            layer = gt.layers.Sequential([gt.layers.Dense(4, activation="relu"), gt.layers.Dense(1)])
+        x = np.ones((2, 3), np.float32)
+        start = threading.Barrier(4)
+        outs, errors = [], []
+
+        def call(layer=layer, start=start, outs=outs, errors=errors):
+            try:
+                with gt.use_backend(backend):
+                    start.wait()
+                    outs.append(layer(x).numpy())
+            except Exception as e:  # reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=call) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(layer.trainable_variables) == (2 if make == "Dense" else 4), [
+            v.name for v in layer.trainable_variables
+        ]
+        for o in outs[1:]:
+            np.testing.assert_array_equal(o, outs[0])

@@ -59,6 +59,9 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------- names
 _name_lock = threading.Lock()
+# a layer's first call from several threads at once builds it once (one lock for every layer: builds
+# are rare; re-entrant, as a Sequential builds its layers inside its own build)
+_build_lock = threading.RLock()
 _name_counts: dict[str, int] = {}
 
 
@@ -222,7 +225,9 @@ class Layer(Module):
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         inputs = self._convert_inputs(inputs)
         if not self.built:
-            self._build_for(inputs)
+            with _build_lock:
+                if not self.built:  # (another thread may have built it while this one waited)
+                    self._build_for(inputs)
         return self.call(inputs, *args, **kwargs)
 
     def _build_for(self, inputs):
