@@ -149,3 +149,22 @@ def test_a_layer_first_called_from_several_threads_is_built_once(backend, make):
         ]
         for o in outs[1:]:
             np.testing.assert_array_equal(o, outs[0])
+
+
+def _sorted_weighted(x):
+    """A function that makes a tensor of its own (gt.arange), as most user functions do."""
+    return gt.sum(gt.sort(x) * gt.arange(x.shape[0], dtype=x.dtype))
+
+
+def test_check_gradients_runs_the_function_on_each_backend_it_checks(backend):
+    """gt.check_gradients (and `gradtape check`) ran the user's function on each backend's tensors
+    without making that backend active: a tensor the function makes landed on the process's backend
+    and every other backend was skipped ("op 'multiply' got tensors of two backends"), while the
+    verdict still said "all pairs agree"."""
+    native = backend in ("torch", "jax")
+    with gt.use_backend("numpy"):  # the process's backend differs from the one checked
+        report = gt.check_gradients(_sorted_weighted, [0.3, -1.2, 2.0, 0.7], backends=[backend], native=native)
+    assert f"gradtape:{backend}" in report.methods, report.skipped
+    assert not [m for m in report.skipped if m != "tensorflow"], report.skipped
+    np.testing.assert_allclose(report.methods[f"gradtape:{backend}"][0], [1.0, 0.0, 3.0, 2.0], rtol=1e-12)
+    assert report.passed, str(report)

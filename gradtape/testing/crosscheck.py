@@ -219,7 +219,9 @@ def _loss(y):
 def _gradtape_grad(fn, arrays, wrt, backend):
     ts = [asarray(a, backend=backend) for a in arrays]
     xs = [ts[k] for k in wrt]
-    with GradientTape() as tape:
+    # fn runs with its backend active, as the finite differences' run has NumPy: the tensors it
+    # makes (gt.arange, gt.zeros, constants) are on the backend of its arguments
+    with use_backend(backend), GradientTape() as tape:
         tape.watch(xs)
         loss = _loss(_call(fn, ts))
     if not loss.dtype.differentiable:
@@ -239,7 +241,8 @@ def _native_grad(fn, arrays, wrt, backend):
     natives = [asarray(a, backend=backend).native for a in arrays]
 
     def f(*xs):
-        return _loss(_call(fn, [wrap(x, b) for x in xs])).native
+        with use_backend(backend):
+            return _loss(_call(fn, [wrap(x, b) for x in xs])).native
 
     gs = b.native_grad(f, *natives)
     return [b.to_numpy(gs[k]) for k in wrt]
