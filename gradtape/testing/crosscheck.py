@@ -313,7 +313,8 @@ def check_gradients(
 
     ``args`` are arrays, nested lists or scalars; floating ones are differentiated (in float64 /
     complex128), integer and bool ones passed as they are.  ``backends`` (default: every installed
-    one) are the gradtape backends to run; ``native`` adds each library's own autodiff and
+    one) are the gradtape backends to run, each active while ``fn`` runs on it (so the tensors ``fn``
+    makes, ``gt.arange(n)`` or a constant, are on it too); ``native`` adds each library's own autodiff and
     TensorFlow's tape when installed; finite differences are always computed.  ``rtol``/``atol``
     override the tolerances (defaults in float64: 1e-9/1e-11 between analytic gradients, 1e-5/1e-6
     against finite differences, which are always taken in float64; float32 inputs run in float32
