@@ -9,7 +9,7 @@ initialised from ``gt.random`` after ``gt.random.set_seed(seed)`` and the batche
 NumPy with the same seed, so a run is reproducible, and the same on every backend up to float
 round-off.
 
-    pip install scikit-learn          # or: pip install gradtape[examples]
+    pip install scikit-learn          # or, from the clone: pip install -e ".[examples]"
     python examples/classifier.py [--backend torch] [--seed 0] [--epochs 20]
 
 Target: a test accuracy of at least 0.95 on the 25% of the digits held out (with the defaults it
@@ -53,7 +53,8 @@ def load_data(seed=0, test_fraction=0.25):
         from sklearn.datasets import load_digits
     except ImportError:  # pragma: no cover - the message is the point
         raise SystemExit(
-            "this example needs scikit-learn: pip install scikit-learn (or pip install gradtape[examples])"
+            "this example needs scikit-learn: pip install scikit-learn "
+            '(or, from a clone of gradtape: pip install -e ".[examples]")'
         ) from None
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)

@@ -96,6 +96,8 @@ def _env_error(spec, e, backend_found):
     if isinstance(e, ImportError):
         cmd = install_command(name)
         how = f"install it with `{cmd}`" if cmd else "install the package that provides it"
+        if cmd and cmd in cause:  # (the cause already names the command: say it once)
+            how = "install it as said"
         return ImportError(
             f"GRADTAPE_BACKEND={spec!r}: {cause}. To fix: {how}, or set GRADTAPE_BACKEND to an installed "
             f"backend ({choices}), or unset it for numpy"
