@@ -554,3 +554,35 @@ def test_norms_at_zero_give_zero_for_a_zero_cotangent_and_nan_otherwise(backend)
             n = gt.linalg.vector_norm(x, axis=1)
             y = gt.sum(gt.where(n > 0, n, 0.0))
         np.testing.assert_allclose(tape.gradient(y, x).numpy(), [[0.0, 0.0], [0.6, 0.8]], rtol=1e-15, atol=0)
+
+
+_NORMS_AT_ZERO = {
+    # gradtape's norm, and the same norm in PyTorch (the reference)
+    "vector_2": (lambda z: gt.linalg.vector_norm(z), lambda t, z: t.linalg.vector_norm(z)),
+    "vector_3": (lambda z: gt.linalg.vector_norm(z, ord=3), lambda t, z: t.linalg.vector_norm(z, ord=3)),
+    "vector_1.5_rows": (
+        lambda z: gt.linalg.vector_norm(z, ord=1.5, axis=-1),
+        lambda t, z: t.linalg.vector_norm(z, ord=1.5, dim=-1),
+    ),
+    "matrix_fro": (lambda z: gt.linalg.matrix_norm(z), lambda t, z: t.linalg.matrix_norm(z)),
+}
+
+
+@pytest.mark.parametrize("name", list(_NORMS_AT_ZERO))
+def test_a_norm_of_zeros_has_the_least_norm_subgradient(backend, name):
+    """At a norm's minimum the gradient is 0 (std's convention; PyTorch's for these norms), not 0 / 0:
+    a norm penalty on a zero-initialised bias must not turn a training step into NaN.  Elsewhere, and
+    for a row of zeros beside others, the gradients equal PyTorch's."""
+    torch = pytest.importorskip("torch", reason="the reference gradients are torch.autograd's")
+    norm, torch_norm = _NORMS_AT_ZERO[name]
+    zeros = np.zeros((2, 3))
+    got = gt.grad(lambda z: gt.reduce_sum(norm(z)))(gt.constant(zeros, dtype=gt.float64))
+    np.testing.assert_array_equal(np.asarray(got.numpy()), zeros)
+    x = np.array([[0.5, -1.0, 2.0], [0.0, 0.0, 0.0]])
+    got = gt.grad(lambda z: gt.reduce_sum(norm(z)))(gt.constant(x, dtype=gt.float64))
+    t = torch.tensor(x, requires_grad=True)
+    torch_norm(torch, t).sum().backward()
+    np.testing.assert_allclose(np.asarray(got.numpy()), t.grad.numpy(), rtol=1e-12, atol=0)
+    # a second order meets no infinity there
+    h = gt.hessian(lambda z: gt.reduce_sum(norm(z)))(gt.constant(zeros, dtype=gt.float64))
+    assert np.isfinite(np.asarray(h.numpy())).all()

@@ -843,7 +843,8 @@ _matrix_norm = defop(
         Case(REAL[2, 3, 4], ord=1, keepdims=True),
         Case(REAL[3, 4], ord=-math.inf),
     ],
-    convention="fro: x / |x| (nan at 0); 1, inf: ties of the max split the gradient evenly; 2, -2, nuc: "
+    convention="fro: x / |x| (0 at 0: the subgradient of least norm, as std); "
+    "1, inf: ties of the max split the gradient evenly; 2, -2, nuc: "
     "through the SVD (not defined at repeated singular values)",
 )
 
@@ -868,7 +869,7 @@ def _matrix_norm_grad(xp, op, grad):
         y = op.outputs[0]
         if not op.attrs.get("keepdims", False):
             y = xp.expand_dims(xp.expand_dims(y, axis=-1), axis=-1)
-        return xp.multiply_no_nan(x / y, g)
+        return xp.multiply_no_nan(x / _nonzero(xp, y), g)
     if ordv in ("nuc", 2, -2):
         u, _, vh = xp.linalg.svd(x, full_matrices=False)
         if ordv == "nuc":
@@ -910,7 +911,8 @@ _vector_norm = defop(
         Case(NONZERO[3, 4], ord=-math.inf, keepdims=True),
         Case(NONZERO[3, 4], axis=0, ord=0),
     ],
-    convention="2: x / |x| (nan at 0); 1: sgn(x) (0 at 0); inf / -inf: ties split evenly; 0: zero gradient; "
+    convention="2 and p > 1: sgn(x) (|x| / |x|_p)^(p-1) (0 at 0: the subgradient of least norm, as std); "
+    "1: sgn(x) (0 at 0); inf / -inf: ties split evenly; 0: zero gradient; "
     "p < 1: not defined at 0",
 )
 
@@ -932,12 +934,19 @@ def _vector_norm_grad(xp, op, grad):
     if p == 0:
         return xp.zeros(tuple(g.shape[:nb]) + tuple(x.shape), dtype=x.dtype, device=_device(x))
     if p == 2:
-        return xp.multiply_no_nan(x / y, g)
+        return xp.multiply_no_nan(x / _nonzero(xp, y), g)
     if p == 1:
         return g * _sgn(xp, x)
     if math.isinf(p):
         return (g * _extreme_mask(xp, xp.abs(x), axes, p > 0)) * _sgn(xp, x)
-    return xp.multiply_no_nan((xp.abs(x) / y) ** (p - 1) * _sgn(xp, x), g)
+    return xp.multiply_no_nan((xp.abs(x) / (_nonzero(xp, y) if p > 1 else y)) ** (p - 1) * _sgn(xp, x), g)
+
+
+def _nonzero(xp, y):
+    """A norm ``y`` with 1 where it is 0: at a norm's minimum (every element 0) the rules then give
+    the subgradient of least norm, 0, as ``std``'s (PyTorch's too) -- not 0 / 0 -- and a higher
+    order meets no infinity."""
+    return xp.where(y == 0, xp.ones_like(y), y)
 
 
 @public(_vector_norm)
