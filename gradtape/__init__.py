@@ -312,3 +312,11 @@ _habits.install()
 def __getattr__(name):
     """A missing name of the package: ``AttributeError``, with the gradtape way for a PyTorch/JAX habit."""
     raise _habits.module_attribute_error(__name__, name)
+
+
+def _linalg_getattr(name):
+    """A missing name of ``gt.linalg``: named as the user wrote it (not its module's file), with a hint."""
+    raise _habits.module_attribute_error("gradtape.linalg", name, _habits.LINALG_HINTS)
+
+
+linalg.__getattr__ = _linalg_getattr  # type: ignore[method-assign]  # (PEP 562: read from the module's dict)

@@ -160,9 +160,16 @@ def install(cls=Tensor):
     return done
 
 
-def module_attribute_error(module, name):
-    """The ``AttributeError`` for ``module.name`` (``module`` is ``"gradtape"``), with a hint where
-    :data:`MODULE_HINTS` has one."""
-    hint = MODULE_HINTS.get(name)
+#: ``gradtape.linalg`` attribute -> what to write instead (NumPy's and TensorFlow's names).
+LINALG_HINTS: dict[str, str] = {
+    "norm": "gt.linalg.vector_norm(x, ord=..., axis=...) or gt.linalg.matrix_norm(x, ord=...) (the Array "
+    "API's two norms: np.linalg.norm and tf.norm pick one of them from their arguments)",
+}
+
+
+def module_attribute_error(module, name, hints=None):
+    """The ``AttributeError`` for ``module.name`` (``module`` is ``"gradtape"`` or ``"gradtape.linalg"``),
+    with a hint where ``hints`` (default :data:`MODULE_HINTS`) has one."""
+    hint = (MODULE_HINTS if hints is None else hints).get(name)
     message = f"module {module!r} has no attribute {name!r}"
     return AttributeError(f"{message}: {hint}" if hint else message, name=name)

@@ -101,7 +101,9 @@ def test_every_habit_is_missing_and_every_hint_names_what_exists():
         )
     for name in habits.MODULE_HINTS:
         assert name not in vars(gt), f"gt.{name} exists: remove it from MODULE_HINTS"
-    hints = [*habits.TENSOR_HINTS.values(), *habits.MODULE_HINTS.values()]
+    for name in habits.LINALG_HINTS:
+        assert name not in vars(gt.linalg), f"gt.linalg.{name} exists: remove it from LINALG_HINTS"
+    hints = [*habits.TENSOR_HINTS.values(), *habits.MODULE_HINTS.values(), *habits.LINALG_HINTS.values()]
     named = {m for hint in hints for m in _GT_NAME.findall(hint)}
     assert {"reduce_sum", "optimizers", "constant", "GradientTape", "stop_gradient"} <= named
     missing = []
@@ -136,3 +138,15 @@ def test_the_coming_from_page_lists_every_habit():
     missing = [f".{k}" for k in habits.TENSOR_HINTS if f"`.{k}`" not in text and f".{k}`" not in text]
     missing += [f"gt.{n}" for n in habits.MODULE_HINTS if f"gt.{n}" not in text]
     assert not missing, f"docs/coming_from.md does not list: {missing}"
+
+
+def test_a_missing_linalg_name_is_named_as_written_with_a_hint():
+    """``gt.linalg.norm`` (NumPy's and TensorFlow's name) names ``gradtape.linalg`` -- not the module file
+    behind it -- and the two norms to call; another missing name says only that it is missing."""
+    with pytest.raises(
+        AttributeError, match=r"^module 'gradtape.linalg' has no attribute 'norm': gt.linalg.vector_norm"
+    ):
+        gt.linalg.norm  # noqa: B018
+    with pytest.raises(AttributeError, match=r"^module 'gradtape.linalg' has no attribute 'nosuchname'$"):
+        gt.linalg.nosuchname  # noqa: B018
+    assert not hasattr(gt.linalg, "norm") and hasattr(gt.linalg, "vector_norm")
