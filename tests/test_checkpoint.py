@@ -580,6 +580,26 @@ def test_a_numpy_ufunc_on_a_tensor_names_the_gradtape_function(backend):
     np.testing.assert_array_equal((np.eye(2) @ v).numpy(), v.numpy())
 
 
+def test_save_inside_a_traced_function_is_refused_clearly(backend, tmp_path):
+    """save() inside gt.function names the checkpoint and says to save between steps (it failed on its
+    save counter with a generic 'traced tensor as a NumPy array'); nothing is written, the counter stays."""
+    v = gt.Variable(np.zeros(3))
+    ckpt = gt.train.Checkpoint(v=v)
+
+    @gt.function
+    def step():
+        v.assign_add(np.ones(3))
+        ckpt.save(str(tmp_path / "ckpt"))
+        return v + 1.0
+
+    with pytest.raises(
+        RuntimeError, match=r"gt.train.Checkpoint: cannot save .* inside a gt.function trace; save between"
+    ):
+        step()
+    assert not list(tmp_path.iterdir())
+    assert ckpt.save(str(tmp_path / "ckpt")).endswith("ckpt-1")  # (between steps it saves)
+
+
 def test_restore_inside_a_traced_function_is_refused(backend, tmp_path):
     # it would restore once, while tracing, and never on the program's later calls: an error
     v = gt.Variable(np.zeros(3))

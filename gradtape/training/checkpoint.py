@@ -861,7 +861,7 @@ class Checkpoint:
         file and the save counter where it was."""
         with _directory_lock(directory), _checkpoint_lock(self):
             counter = self.save_counter
-            before = int(counter._b.to_numpy(counter._v))
+            before = int(_variable_value(counter))  # (inside a trace: the clear error, not a stand-in read)
             path = f"{file_prefix}-{before + 1 if number is None else int(number)}"
             existed = os.path.exists(path + SUFFIX)
             counter.assign(before + 1)
