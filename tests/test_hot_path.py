@@ -370,7 +370,8 @@ def test_fit_and_add_is_one_function():
 
 
 def test_every_op_call_goes_through_apply():
-    """Only ``dispatch`` (and the rules' native namespace) reach an op's native forward; the
+    """Only ``dispatch`` (``apply``, and ``run_native`` for the forward walk's native tangents) and
+    the rules' native namespace reach an op's native forward; the
     element-wise ops' public functions are ``apply`` generated for their arity (no hand-written copy).
     (``recompute_grad``'s policies wrap the forwards of the ops they save, in ``OpDef.impls``: the one
     other place that resolves a forward, to wrap it, never to call it.)"""
@@ -381,6 +382,7 @@ def test_every_op_call_goes_through_apply():
     assert sorted(set(reach)) == [
         "autodiff/recompute.py:_install",
         "core/dispatch.py:apply",
+        "core/dispatch.py:run_native",
         "core/rule_namespace.py:__getattr__",
     ]
     for f, arity in ((gt.sin, 1), (gt.add, 2), (gt.multiply, 2)):

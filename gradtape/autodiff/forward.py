@@ -25,7 +25,7 @@ import optree
 from gradtape.core.engine import TensorOp, native_dtypes
 from gradtape.core.recording_state import per_thread
 from gradtape.core.rule_namespace import native_namespace, tensor_namespace
-from gradtape.core.dispatch import apply, apply1
+from gradtape.core.dispatch import apply, apply1, run_native
 from gradtape.core.registry import get_op
 from gradtape.autodiff.tape import GradientTape, UnconnectedGradients
 from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
@@ -417,12 +417,10 @@ def _rule(xp, op, t, on_tensors):
 def _native_call(n, args, attrs):
     """Node ``n``'s op on the native arrays ``args`` (what ``apply`` runs when nothing records)."""
     b = n.backend
-    op = n.opdef
     for v in args:
         if v.__class__ is not b.array_type:
             raise _OnTensors
-    impl = op.impls.get(b) or op.resolve(b)
-    return impl(*args, **attrs) if attrs else impl(*args)
+    return run_native(n.opdef, b, args, attrs)
 
 
 def _same_dtype(vs):
