@@ -138,22 +138,19 @@ def test_a_replaced_rule_is_the_one_the_walk_uses(backend):
 
 
 def test_the_native_walk_equals_the_walk_on_tensors(backend, monkeypatch):
-    # nothing records: the tangents are native arrays (forward._native_walk), and a node off its
-    # forms (inputs of two dtypes, which the ops promote) is computed on Tensors; an outer tape that
-    # records makes the walk run on Tensors throughout: the same jvps, dtypes and shapes
+    # nothing records: the tangents are native arrays (the node itself the rules' op), and a node off
+    # the native forms (inputs of two dtypes, which the ops promote) is computed on Tensors; an outer
+    # tape that records makes the walk run on Tensors throughout: the same jvps, dtypes and shapes
     calls = {"native": 0, "on_tensors": 0}
-    real_native, real_tangent = forward._native_walk, forward._node_tangent
+    real_tangent = forward._node_tangent
 
-    def native(*a):
-        calls["native"] += 1
-        return real_native(*a)
-
-    def tangent(xp, op, ts, kind):
-        if isinstance(op, forward.TensorOp) and not per_thread.tapes:
+    def tangent(xp, op, n, ts, kind):
+        if op is n:
+            calls["native"] += 1
+        elif not per_thread.tapes:
             calls["on_tensors"] += 1
-        return real_tangent(xp, op, ts, kind)
+        return real_tangent(xp, op, n, ts, kind)
 
-    monkeypatch.setattr(forward, "_native_walk", native)
     monkeypatch.setattr(forward, "_node_tangent", tangent)
     x = gt.constant([0.3, -1.2, 2.0], dtype=gt.float32)
     c64 = gt.constant([1.5, 0.5, -2.0], dtype=gt.float64)
@@ -170,13 +167,14 @@ def test_the_native_walk_equals_the_walk_on_tensors(backend, monkeypatch):
     with gt.ForwardAccumulator(x, v) as acc:
         ys = program()
     native = acc.jvp(ys)
-    assert calls == {"native": 1, "on_tensors": 1}
+    assert calls["native"] >= 10 and calls["on_tensors"] == 1, calls
+    n_native = calls["native"]
     with gt.GradientTape() as outer:
         outer.watch(x)
         with gt.ForwardAccumulator(x, v) as acc2:
             ys2 = program()
         on_tensors = acc2.jvp(ys2)
-    assert calls["native"] == 1
+    assert calls["native"] == n_native and calls["on_tensors"] == 1, calls
     for a, b in zip(native, on_tensors):
         assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)

@@ -208,66 +208,23 @@ _PY_SCALARS = (bool, int, float, complex)
 
 def _forward_walk(nodes, primals, tangents):
     """The tangent of every tensor computed from the primals in ``nodes`` (identity -> tangent), or
-    None where a node on the way needs the double transposition.  While a tape of this thread
-    records (higher order), the tangents are Tensors computed with gradtape's ops, which it records;
-    otherwise they are native arrays (:func:`_native_walk`)."""
-    if not per_thread.tapes:
-        return _native_walk(nodes, primals, tangents)
-    tan = {}
-    for p, t in zip(primals, tangents):
-        tan[p._id] = t
-    get = tan.get
-    xp = None
-    reals = {}
-    saved_reach = per_thread.reach
-    try:
-        for n in list(nodes):
-            ts = [get(i) if i else None for i in n.in_ids]
-            for t in ts:
-                if t is not None:
-                    break
-            else:
-                continue
-            if xp is None:
-                xp = tensor_namespace()
-            op = n.opdef
-            kind = _kind(op)
-            if not kind or len(n.out_ids) != 1 or op.grad is None or not op.xp_rule:
-                return None
-            for t in ts:
-                if t is not None:
-                    b = t._b
-                    r = reals.get(b)
-                    if r is None:
-                        r = reals[b] = native_dtypes(b, "f")
-                    if t._v.dtype not in r:
-                        return None  # complex tangents: the rules conjugate
-            try:
-                out = _node_tangent(xp, TensorOp(n), ts, kind)
-            except _NoTangentRule:
-                return None
-            oid = n.out_ids[0]
-            if oid:
-                tan[oid] = out
-    finally:
-        per_thread.reach = saved_reach
-    return tan
+    None where a node on the way needs the double transposition.
 
-
-def _native_walk(nodes, primals, tangents):
-    """:func:`_forward_walk` when nothing records: the tangents are native arrays and each node's
-    tangent is computed on its backend's native namespace, the node itself as the rules' ``op`` (as
-    in the first-order backward walk), no Tensor made; a node off the common forms
-    (:class:`_OnTensors`) is computed on Tensors, as when a tape records."""
+    While a tape of this thread records (higher order), the tangents are Tensors computed with
+    gradtape's ops, each node's rule given its ``TensorOp``, and the tape records them.  Otherwise
+    they are native arrays, each node's tangent computed on its backend's native namespace with the
+    node itself as the rules' ``op`` (as in the first-order backward walk), no Tensor made; a node
+    off the native forms (:class:`_OnTensors`) is computed on Tensors then (nothing records them)."""
+    native = not per_thread.tapes
     tan = {}
     for p, t in zip(primals, tangents):
         if t is not None:
-            tan[p._id] = t._v
+            tan[p._id] = t._v if native else t
     get = tan.get
     last_b = reals = xp = None
     saved_reach = per_thread.reach
     try:
-        for n in nodes:
+        for n in nodes if native else list(nodes):  # (a recorded walk may add to its own tape)
             in_ids = n.in_ids
             if len(in_ids) == 1:
                 t = get(in_ids[0])
@@ -282,30 +239,30 @@ def _native_walk(nodes, primals, tangents):
                 else:
                     continue
             op = n.opdef
-            kind = _KINDS.get(op)
-            if kind is None:
-                kind = _kind(op)
+            kind = _KINDS.get(op) or _kind(op)
             if not kind or len(n.out_ids) != 1 or op._grad is None or not op.xp_rule:
                 return None
             b = n.backend
             if b is not last_b:
                 last_b = b
                 reals = native_dtypes(b, "f")
-                xp = native_namespace(b)
+                xp = native_namespace(b) if native else tensor_namespace()
             for t in ts:
-                if t is not None and t.dtype not in reals:
+                if t is not None and (t if native else t._v).dtype not in reals:
                     return None  # complex tangents: the rules conjugate
             try:
-                try:
-                    out = _node_tangent(xp, n, ts, kind)
-                except _OnTensors:
-                    at = b.array_type
-                    wrapped = [None if t is None else wrap(t if t.__class__ is at else b.fix_output(t), b) for t in ts]
-                    out = _node_tangent(tensor_namespace(), TensorOp(n), wrapped, kind)._v
+                if not native:
+                    out = _node_tangent(xp, TensorOp(n), n, ts, kind)
+                else:
+                    try:
+                        out = _node_tangent(xp, n, n, ts, kind)
+                    except _OnTensors:
+                        wrapped = [None if t is None else wrap(t, b) for t in ts]  # (arrays: fixed below)
+                        out = _node_tangent(tensor_namespace(), TensorOp(n), n, wrapped, kind)._v
+                    if out.__class__ is not b.array_type:
+                        out = b.fix_output(out)
             except _NoTangentRule:
                 return None
-            if out.__class__ is not b.array_type:
-                out = b.fix_output(out)
             oid = n.out_ids[0]
             if oid:
                 tan[oid] = out
@@ -314,15 +271,56 @@ def _native_walk(nodes, primals, tangents):
     return tan
 
 
-def _node_tangent(xp, op, ts, kind):
-    """The output tangent of a node given its inputs' tangents ``ts`` (None: no tangent): on
+def _node_tangent(xp, op, n, ts, kind):
+    """The output tangent of node ``n`` given its inputs' tangents ``ts`` (None: no tangent): on
     gradtape's namespace ``xp`` with ``op`` the node's ``TensorOp`` and Tensor tangents, or on a
     native namespace with ``op`` the node itself and native tangents (raises :class:`_OnTensors`
     where that form does not fit)."""
-    n = op if op.__class__ is not TensorOp else op.node
     opdef = n.opdef
-    on_tensors = op is not n
+    if kind == "elementwise":
+        # a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k, asked (through
+        # the walk's reach) for input k's gradient only; the commonest ops directly
+        direct = _DIRECT.get(opdef.name)
+        if direct is not None and opdef._grad is not _DIRECT_RULES[opdef.name]:
+            direct = None
+        out = None
+        missing = None
+        k = -1
+        for t in ts:
+            k += 1
+            if t is None:
+                v = n.inputs[k]
+                if v.__class__ not in _PY_SCALARS:  # (a Python scalar broadcasts nothing)
+                    missing = [v] if missing is None else missing + [v]
+                continue
+            if direct is not None:
+                g = direct(xp, op, k, t)
+            else:
+                per_thread.reach = {n.in_ids[k]}
+                g = _rule(xp, op, t, op is not n)
+                if g.__class__ is tuple or g.__class__ is list:
+                    g = g[k]
+                if g is None:
+                    raise _NoTangentRule(opdef.name)
+                if op is not n:
+                    if not isinstance(g, Tensor):
+                        g = convert_to_tensor(g, dtype=t.dtype, like=t)
+                elif g.__class__ in _PY_SCALARS:
+                    raise _OnTensors
+            out = g if out is None else out + g
+        if missing is not None:
+            # the terms have the broadcast shape of the inputs with a tangent; an input without one
+            # may broadcast the output further (not one of that shape, kept or described by a Meta)
+            shape = tuple(out.shape)
+            for v in missing:
+                if v is None or tuple(v.shape) != shape:
+                    shape = _elementwise_out_shape(n, ts)
+                    if tuple(out.shape) != shape:
+                        out = xp.broadcast_to(out, shape)
+                    break
+        return out
     attrs = n.attrs or None
+    on_tensors = op is not n
     if kind == "linear":
         if on_tensors:
             if len(ts) == 1:
@@ -343,58 +341,18 @@ def _node_tangent(xp, op, ts, kind):
                 term = apply(opdef, args, attrs) if on_tensors else _native_call(n, args, attrs)
                 out = term if out is None else out + term
         return out
-    if kind == "rowwise":
-        axis = (attrs or {}).get("axis", -1)
-        out = None
-        for k, t in enumerate(ts):
-            if t is None:
-                continue
-            per_thread.reach = {n.in_ids[k]}
-            g = _rule(xp, op, xp.ones_like(xp.sum(t, axis=axis)), on_tensors)[k]
-            if g is None:
-                raise _NoTangentRule(opdef.name)
-            term = xp.sum(g * t, axis=axis)
-            out = term if out is None else out + term
-        return out
-    # element-wise: a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k,
-    # asked (through the walk's reach) for input k's gradient only; the commonest ops directly
-    direct = _DIRECT.get(opdef.name)
-    if direct is not None and opdef._grad is not _DIRECT_RULES.get(opdef.name):
-        direct = None
+    # rowwise
+    axis = (attrs or {}).get("axis", -1)
     out = None
-    missing = None
     for k, t in enumerate(ts):
         if t is None:
-            v = n.inputs[k]
-            if v.__class__ not in _PY_SCALARS:  # (a Python scalar broadcasts nothing)
-                missing = [v] if missing is None else missing + [v]
-            continue
-        if direct is not None:
-            g = direct(xp, op, k, t)
-            out = g if out is None else out + g
             continue
         per_thread.reach = {n.in_ids[k]}
-        g = _rule(xp, op, t, on_tensors)
-        if g.__class__ is tuple or g.__class__ is list:
-            g = g[k]
+        g = _rule(xp, op, xp.ones_like(xp.sum(t, axis=axis)), on_tensors)[k]
         if g is None:
             raise _NoTangentRule(opdef.name)
-        if on_tensors:
-            if not isinstance(g, Tensor):
-                g = convert_to_tensor(g, dtype=t.dtype, like=t)
-        elif g.__class__ in _PY_SCALARS:
-            raise _OnTensors
-        out = g if out is None else out + g
-    if missing is not None:
-        # the terms have the broadcast shape of the inputs with a tangent; an input without one
-        # may broadcast the output further (not one of that shape, kept or described by a Meta)
-        shape = tuple(out.shape)
-        for v in missing:
-            if v is None or tuple(v.shape) != shape:
-                shape = _elementwise_out_shape(n, ts)
-                if tuple(out.shape) != shape:
-                    out = xp.broadcast_to(out, shape)
-                break
+        term = xp.sum(g * t, axis=axis)
+        out = term if out is None else out + term
     return out
 
 
