@@ -494,3 +494,25 @@ def test_a_binary_fast_path_follows_its_scalars_flag(backend):
     finally:
         op.computes = computes
     _same(gt.multiply(x, 3.0), want)
+
+
+def test_a_call_on_nested_tapes_is_recorded_on_each_tape_that_watches_an_input(backend):
+    # the generated path's common case with several tapes: one node, on the tapes that watch an
+    # input (and on no other), each tape's gradient right
+    x = gt.constant([0.5, -1.0], dtype=gt.float64)
+    z = gt.constant([2.0, 3.0], dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as outer:
+        outer.watch(z)
+        with gt.GradientTape(persistent=True) as inner:
+            inner.watch(x)
+            a = gt.sin(x)  # inner only
+            b = z * 3.0  # outer only
+            c = a * b  # both
+            d = gt.sum(c)  # both (the general path: attributes)
+    assert [n.opdef.name for n in inner._rec.nodes] == ["sin", "multiply", "sum"]
+    assert [n.opdef.name for n in outer._rec.nodes] == ["multiply", "multiply", "sum"]
+    assert inner._rec.nodes[1] is outer._rec.nodes[1]  # (one node for both tapes)
+    xv, zv = np.array([0.5, -1.0]), np.array([2.0, 3.0])
+    np.testing.assert_allclose(inner.gradient(d, x).numpy(), np.cos(xv) * 3 * zv, rtol=1e-12)
+    np.testing.assert_allclose(outer.gradient(d, z).numpy(), np.sin(xv) * 3, rtol=1e-12)
+    assert outer.gradient(d, x) is None and inner.gradient(d, z) is None
