@@ -19,6 +19,7 @@ from gradtape import testing
 from gradtape.autodiff import forward
 from gradtape.core import registry
 from gradtape.core.domains import op_cases
+from gradtape.core.recording_state import per_thread
 from test_rules import RULE_OPS  # (gradtape's own ops that have a rule: the one list)
 
 
@@ -134,3 +135,48 @@ def test_a_replaced_rule_is_the_one_the_walk_uses(backend):
         np.testing.assert_allclose(acc.jvp(y).numpy(), [6.0, -2.0])
     finally:
         op.set_rule(original, "xp")
+
+
+def test_the_native_walk_equals_the_walk_on_tensors(backend, monkeypatch):
+    # nothing records: the tangents are native arrays (the node itself the rules' op), and a node off
+    # the native forms (inputs of two dtypes, which the ops promote) is computed on Tensors; an outer
+    # tape that records makes the walk run on Tensors throughout: the same jvps, dtypes and shapes
+    calls = {"native": 0, "on_tensors": 0}
+    real_tangent = forward._node_tangent
+
+    def tangent(xp, op, n, ts, kind):
+        if op is n:
+            calls["native"] += 1
+        elif not per_thread.tapes:
+            calls["on_tensors"] += 1
+        return real_tangent(xp, op, n, ts, kind)
+
+    monkeypatch.setattr(forward, "_node_tangent", tangent)
+    x = gt.constant([0.3, -1.2, 2.0], dtype=gt.float32)
+    c64 = gt.constant([1.5, 0.5, -2.0], dtype=gt.float64)
+    m = gt.constant(np.arange(6.0).reshape(3, 2) / 7, dtype=gt.float32)
+
+    def program():
+        a = gt.sin(x) * 2.0 - x * x
+        b = gt.reshape(a, (1, 3)) @ m  # (1, 2)
+        c = gt.concat([x, c64], axis=0)  # float32 with float64: promoted, on Tensors
+        d = gt.sum(gt.exp(b)) + gt.sum(c * c) + gt.reduce_mean(gt.reshape(a, (3, 1)) + m)
+        return [a, b, c, d]
+
+    v = gt.constant([1.0, 0.5, -0.25], dtype=gt.float32)
+    with gt.ForwardAccumulator(x, v) as acc:
+        ys = program()
+    native = acc.jvp(ys)
+    assert calls["native"] >= 10 and calls["on_tensors"] == 1, calls
+    n_native = calls["native"]
+    with gt.GradientTape() as outer:
+        outer.watch(x)
+        with gt.ForwardAccumulator(x, v) as acc2:
+            ys2 = program()
+        on_tensors = acc2.jvp(ys2)
+    assert calls["native"] == n_native and calls["on_tensors"] == 1, calls
+    for a, b in zip(native, on_tensors):
+        assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
+    xv, vv = x.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    np.testing.assert_allclose(native[0].numpy(), (2 * np.cos(xv) - 2 * xv) * vv, rtol=1e-5)

@@ -370,7 +370,8 @@ def test_fit_and_add_is_one_function():
 
 
 def test_every_op_call_goes_through_apply():
-    """Only ``dispatch`` (and the rules' native namespace) reach an op's native forward; the
+    """Only ``dispatch`` (``apply``, and ``run_native`` for the forward walk's native tangents) and
+    the rules' native namespace reach an op's native forward; the
     element-wise ops' public functions are ``apply`` generated for their arity (no hand-written copy).
     (``recompute_grad``'s policies wrap the forwards of the ops they save, in ``OpDef.impls``: the one
     other place that resolves a forward, to wrap it, never to call it.)"""
@@ -381,6 +382,7 @@ def test_every_op_call_goes_through_apply():
     assert sorted(set(reach)) == [
         "autodiff/recompute.py:_install",
         "core/dispatch.py:apply",
+        "core/dispatch.py:run_native",
         "core/rule_namespace.py:__getattr__",
     ]
     for f, arity in ((gt.sin, 1), (gt.add, 2), (gt.multiply, 2)):
@@ -492,3 +494,25 @@ def test_a_binary_fast_path_follows_its_scalars_flag(backend):
     finally:
         op.computes = computes
     _same(gt.multiply(x, 3.0), want)
+
+
+def test_a_call_on_nested_tapes_is_recorded_on_each_tape_that_watches_an_input(backend):
+    # the generated path's common case with several tapes: one node, on the tapes that watch an
+    # input (and on no other), each tape's gradient right
+    x = gt.constant([0.5, -1.0], dtype=gt.float64)
+    z = gt.constant([2.0, 3.0], dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as outer:
+        outer.watch(z)
+        with gt.GradientTape(persistent=True) as inner:
+            inner.watch(x)
+            a = gt.sin(x)  # inner only
+            b = z * 3.0  # outer only
+            c = a * b  # both
+            d = gt.sum(c)  # both (the general path: attributes)
+    assert [n.opdef.name for n in inner._rec.nodes] == ["sin", "multiply", "sum"]
+    assert [n.opdef.name for n in outer._rec.nodes] == ["multiply", "multiply", "sum"]
+    assert inner._rec.nodes[1] is outer._rec.nodes[1]  # (one node for both tapes)
+    xv, zv = np.array([0.5, -1.0]), np.array([2.0, 3.0])
+    np.testing.assert_allclose(inner.gradient(d, x).numpy(), np.cos(xv) * 3 * zv, rtol=1e-12)
+    np.testing.assert_allclose(outer.gradient(d, z).numpy(), np.sin(xv) * 3, rtol=1e-12)
+    assert outer.gradient(d, x) is None and inner.gradient(d, z) is None

@@ -24,11 +24,11 @@ import optree
 
 from gradtape.core.engine import TensorOp, native_dtypes
 from gradtape.core.recording_state import per_thread
-from gradtape.core.rule_namespace import tensor_namespace
-from gradtape.core.dispatch import apply, apply1
+from gradtape.core.rule_namespace import native_namespace, tensor_namespace
+from gradtape.core.dispatch import apply, apply1, run_native
 from gradtape.core.registry import get_op
 from gradtape.autodiff.tape import GradientTape, UnconnectedGradients
-from gradtape.core.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
 from gradtape.ops import elementwise as _elementwise  # noqa: F401  (registers the ops of _DIRECT)
 from gradtape.ops.creation import zeros_like
 
@@ -92,7 +92,12 @@ class ForwardAccumulator:
                 out = []
                 for y in leaves:
                     t = tan.get(y._id)
-                    out.append(t if t is not None else (zeros_like(y) if zero else None))
+                    if t is None:
+                        t = zeros_like(y) if zero else None
+                    elif t.__class__ is not Tensor:  # (a native walk's tangent)
+                        b = y._b
+                        t = wrap(t if t.__class__ is b.array_type else b.fix_output(t), b)
+                    out.append(t)
                 return out
         return self._transposed(leaves, unconnected_gradients, tangents)
 
@@ -202,39 +207,60 @@ _PY_SCALARS = (bool, int, float, complex)
 
 
 def _forward_walk(nodes, primals, tangents):
-    """The tangent (a Tensor) of every tensor computed from the primals in ``nodes`` (identity ->
-    tangent), or None where a node on the way needs the double transposition."""
+    """The tangent of every tensor computed from the primals in ``nodes`` (identity -> tangent), or
+    None where a node on the way needs the double transposition.
+
+    While a tape of this thread records (higher order), the tangents are Tensors computed with
+    gradtape's ops, each node's rule given its ``TensorOp``, and the tape records them.  Otherwise
+    they are native arrays, each node's tangent computed on its backend's native namespace with the
+    node itself as the rules' ``op`` (as in the first-order backward walk), no Tensor made; a node
+    off the native forms (:class:`_OnTensors`) is computed on Tensors then (nothing records them)."""
+    native = not per_thread.tapes
     tan = {}
     for p, t in zip(primals, tangents):
-        tan[p._id] = t
+        if t is not None:
+            tan[p._id] = t._v if native else t
     get = tan.get
-    xp = None
-    reals = {}
+    last_b = reals = xp = None
     saved_reach = per_thread.reach
     try:
-        for n in list(nodes):
-            ts = [get(i) if i else None for i in n.in_ids]
-            for t in ts:
-                if t is not None:
-                    break
+        for n in nodes if native else list(nodes):  # (a recorded walk may add to its own tape)
+            in_ids = n.in_ids
+            if len(in_ids) == 1:
+                t = get(in_ids[0])
+                if t is None:
+                    continue
+                ts = (t,)
             else:
-                continue
-            if xp is None:
-                xp = tensor_namespace()
+                ts = [get(i) if i else None for i in in_ids]
+                for t in ts:
+                    if t is not None:
+                        break
+                else:
+                    continue
             op = n.opdef
-            kind = _kind(op)
-            if not kind or len(n.out_ids) != 1 or op.grad is None or not op.xp_rule:
+            kind = _KINDS.get(op) or _kind(op)
+            if not kind or len(n.out_ids) != 1 or op._grad is None or not op.xp_rule:
                 return None
+            b = n.backend
+            if b is not last_b:
+                last_b = b
+                reals = native_dtypes(b, "f")
+                xp = native_namespace(b) if native else tensor_namespace()
             for t in ts:
-                if t is not None:
-                    b = t._b
-                    r = reals.get(b)
-                    if r is None:
-                        r = reals[b] = native_dtypes(b, "f")
-                    if t._v.dtype not in r:
-                        return None  # complex tangents: the rules conjugate
+                if t is not None and (t if native else t._v).dtype not in reals:
+                    return None  # complex tangents: the rules conjugate
             try:
-                out = _node_tangent(xp, n, ts, kind)
+                if not native:
+                    out = _node_tangent(xp, TensorOp(n), n, ts, kind)
+                else:
+                    try:
+                        out = _node_tangent(xp, n, n, ts, kind)
+                    except _OnTensors:
+                        wrapped = [None if t is None else wrap(t, b) for t in ts]  # (arrays: fixed below)
+                        out = _node_tangent(tensor_namespace(), TensorOp(n), n, wrapped, kind)._v
+                    if out.__class__ is not b.array_type:
+                        out = b.fix_output(out)
             except _NoTangentRule:
                 return None
             oid = n.out_ids[0]
@@ -245,69 +271,127 @@ def _forward_walk(nodes, primals, tangents):
     return tan
 
 
-def _node_tangent(xp, n, ts, kind):
-    """The output tangent of node ``n`` given its inputs' tangents ``ts`` (None: no tangent)."""
-    op = n.opdef
-    view = TensorOp(n)
+def _node_tangent(xp, op, n, ts, kind):
+    """The output tangent of node ``n`` given its inputs' tangents ``ts`` (None: no tangent): on
+    gradtape's namespace ``xp`` with ``op`` the node's ``TensorOp`` and Tensor tangents, or on a
+    native namespace with ``op`` the node itself and native tangents (raises :class:`_OnTensors`
+    where that form does not fit)."""
+    opdef = n.opdef
+    if kind == "elementwise":
+        # a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k, asked (through
+        # the walk's reach) for input k's gradient only; the commonest ops directly
+        direct = _DIRECT.get(opdef.name)
+        if direct is not None and opdef._grad is not _DIRECT_RULES[opdef.name]:
+            direct = None
+        out = None
+        missing = None
+        k = -1
+        for t in ts:
+            k += 1
+            if t is None:
+                v = n.inputs[k]
+                if v.__class__ not in _PY_SCALARS:  # (a Python scalar broadcasts nothing)
+                    missing = [v] if missing is None else missing + [v]
+                continue
+            if direct is not None:
+                g = direct(xp, op, k, t)
+            else:
+                per_thread.reach = {n.in_ids[k]}
+                g = _rule(xp, op, t, op is not n)
+                if g.__class__ is tuple or g.__class__ is list:
+                    g = g[k]
+                if g is None:
+                    raise _NoTangentRule(opdef.name)
+                if op is not n:
+                    if not isinstance(g, Tensor):
+                        g = convert_to_tensor(g, dtype=t.dtype, like=t)
+                elif g.__class__ in _PY_SCALARS:
+                    raise _OnTensors
+            out = g if out is None else out + g
+        if missing is not None:
+            # the terms have the broadcast shape of the inputs with a tangent; an input without one
+            # may broadcast the output further (not one of that shape, kept or described by a Meta)
+            shape = tuple(out.shape)
+            for v in missing:
+                if v is None or tuple(v.shape) != shape:
+                    shape = _elementwise_out_shape(n, ts)
+                    if tuple(out.shape) != shape:
+                        out = xp.broadcast_to(out, shape)
+                    break
+        return out
+    attrs = n.attrs or None
+    on_tensors = op is not n
     if kind == "linear":
-        if len(ts) == 1:
-            return apply1(op, ts[0], n.attrs or None)
-        args = [t if t is not None else _zeros_of(xp, view, n, k) for k, t in enumerate(ts)]
-        return apply(op, args, n.attrs or None)
+        if on_tensors:
+            if len(ts) == 1:
+                return apply1(opdef, ts[0], attrs)
+            args = [t if t is not None else _zeros_of(xp, op, n, k) for k, t in enumerate(ts)]
+            return apply(opdef, args, attrs)
+        if len(ts) != 1:
+            _same_dtype(ts)
+        return _native_call(n, ts, attrs)
     if kind == "multilinear":
-        ins = view.inputs
+        ins = op.inputs
+        if not on_tensors:
+            _same_dtype([t if t is not None else ins[j] for j, t in enumerate(ts)])
         out = None
         for k, t in enumerate(ts):
             if t is not None:
-                term = apply(op, [t if j == k else ins[j] for j in range(len(ts))], n.attrs or None)
+                args = [t if j == k else ins[j] for j in range(len(ts))]
+                term = apply(opdef, args, attrs) if on_tensors else _native_call(n, args, attrs)
                 out = term if out is None else out + term
         return out
-    if kind == "rowwise":
-        axis = (n.attrs or {}).get("axis", -1)
-        out = None
-        for k, t in enumerate(ts):
-            if t is None:
-                continue
-            per_thread.reach = {n.in_ids[k]}
-            g = op.grad(xp, view, xp.ones_like(xp.sum(t, axis=axis)))[k]
-            if g is None:
-                raise _NoTangentRule(op.name)
-            term = xp.sum(g * t, axis=axis)
-            out = term if out is None else out + term
-        return out
-    # element-wise: a diagonal Jacobian, so J t_k = J^T t_k for real values: the rule at t_k,
-    # asked (through the walk's reach) for input k's gradient only; the commonest ops directly
-    direct = _DIRECT.get(op.name)
-    if direct is not None and op.grad is not _DIRECT_RULES.get(op.name):
-        direct = None
-    rule = op.grad
+    # rowwise
+    axis = (attrs or {}).get("axis", -1)
     out = None
-    missing = False
     for k, t in enumerate(ts):
         if t is None:
-            if n.inputs[k].__class__ not in _PY_SCALARS:  # (a Python scalar broadcasts nothing)
-                missing = True
-            continue
-        if direct is not None:
-            g = direct(view, k, t)
-            out = g if out is None else out + g
             continue
         per_thread.reach = {n.in_ids[k]}
-        g = rule(xp, view, t)
-        if g.__class__ is tuple or g.__class__ is list:
-            g = g[k]
+        g = _rule(xp, op, xp.ones_like(xp.sum(t, axis=axis)), on_tensors)[k]
         if g is None:
-            raise _NoTangentRule(op.name)
-        if not isinstance(g, Tensor):
-            g = convert_to_tensor(g, dtype=t.dtype, like=t)
-        out = g if out is None else out + g
-    if missing:
-        # the terms have the broadcast shape of the inputs with a tangent; an input without one
-        # may broadcast the output further
-        shape = _elementwise_out_shape(n, ts)
-        if tuple(out.shape) != shape:
-            out = xp.broadcast_to(out, shape)
+            raise _NoTangentRule(opdef.name)
+        term = xp.sum(g * t, axis=axis)
+        out = term if out is None else out + term
     return out
+
+
+class _OnTensors(Exception):
+    """A node whose tangent the native walk leaves to gradtape's ops on Tensors: inputs of several
+    dtypes (which the ops promote), a value the node did not keep (the rule's error on Tensors says
+    which), a rule that failed on native arrays or returned a Python scalar."""
+
+
+def _rule(xp, op, t, on_tensors):
+    """The op's rule at ``t``; on native arrays, its failure is left to the walk on Tensors."""
+    if on_tensors:
+        return op.opdef._grad(xp, op, t)
+    try:
+        return op.opdef._grad(xp, op, t)
+    except (TypeError, AttributeError) as e:
+        raise _OnTensors from e
+
+
+def _native_call(n, args, attrs):
+    """Node ``n``'s op on the native arrays ``args`` (what ``apply`` runs when nothing records)."""
+    b = n.backend
+    for v in args:
+        if v.__class__ is not b.array_type:
+            raise _OnTensors
+    return run_native(n.opdef, b, args, attrs)
+
+
+def _same_dtype(vs):
+    """Raises :class:`_OnTensors` unless ``vs`` are native arrays of one dtype (``apply`` would
+    convert or promote others)."""
+    dt = None
+    for v in vs:
+        if v is None or v.__class__ in _PY_SCALARS or not hasattr(v, "dtype"):
+            raise _OnTensors
+        if dt is None:
+            dt = v.dtype
+        elif v.dtype != dt:
+            raise _OnTensors
 
 
 def _elementwise_out_shape(n, ts):
@@ -341,19 +425,23 @@ def _zeros_of(xp, view, n, k):
     return xp.zeros_like(view.inputs[k])
 
 
-def _other(view, k):
-    """Input ``1 - k`` of a binary node: a Python scalar as it is, else the recorded Tensor."""
-    v = view.node.inputs[1 - k]
-    return v if v.__class__ in _PY_SCALARS else view.inputs[1 - k]
+def _other(op, k):
+    """Input ``1 - k`` of a binary node: a Python scalar as it is, else the recorded Tensor (the
+    native value in a native walk)."""
+    v = op.inputs[1 - k]
+    if op.__class__ is not TensorOp and v.__class__ not in _PY_SCALARS and v.__class__ is not op.backend.array_type:
+        raise _OnTensors  # (a native walk's node that did not keep it: the rule on Tensors says so)
+    return v
 
 
 #: tangents of the commonest element-wise ops, input ``k``'s term at its tangent ``t`` (used while
-#: the op's rule is the one registered here, ``_DIRECT_RULES``: the rule at the tangent otherwise)
+#: the op's rule is the one registered here, ``_DIRECT_RULES``: the rule at the tangent otherwise),
+#: on either namespace (``op``: the node's ``TensorOp`` or, in a native walk, the node)
 _DIRECT = {
-    "add": lambda view, k, t: t,
-    "subtract": lambda view, k, t: -t if k else t,
-    "negative": lambda view, k, t: -t,
-    "multiply": lambda view, k, t: t * _other(view, k),
+    "add": lambda xp, op, k, t: t,
+    "subtract": lambda xp, op, k, t: xp.negative(t) if k else t,
+    "negative": lambda xp, op, k, t: xp.negative(t),
+    "multiply": lambda xp, op, k, t: xp.multiply(t, _other(op, k)),
 }
 #: the rules the ops of ``_DIRECT`` are registered with, read when this module is imported (after the
 #: chapter that registers them), so a rule replaced later is never taken for the registered one

@@ -50,9 +50,18 @@ def _polygamma(sc):
     return polygamma
 
 
+def _sum(x, /, *, axis, keepdims=False):
+    """``gt.sum``'s forward as ``np.add.reduce`` (the chapter's forward goes through
+    array_api_compat's ``sum`` and ``np.sum``, two Python wrappers around the same reduction: a
+    third of a small sum's time), in ``x``'s dtype as the chapter's forward gives it."""
+    out = np.add.reduce(x, axis=axis, keepdims=keepdims)
+    return out if out.dtype == x.dtype else out.astype(x.dtype)
+
+
 #: ops computed by NumPy's own functions rather than by the chapter's Array API forward
 _OVERRIDES = {
     "reciprocal": _reciprocal,
+    "sum": _sum,
     **{
         name: _nan_function(name)
         for name in ("nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nancumsum", "nancumprod")

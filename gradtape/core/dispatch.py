@@ -22,7 +22,7 @@ from gradtape.core.recording_state import ACTIVE_TAPES, per_thread, recording_co
 from gradtape.core.registry import get_op
 from gradtape.core.tensor import Tensor, Variable, new_tensor, next_id, wrap, convert_to_tensor, lift
 
-__all__ = ["apply", "apply1", "apply2", "fast_path"]
+__all__ = ["apply", "apply1", "apply2", "fast_path", "run_native"]
 
 _SCALARS = (bool, int, float, complex)
 
@@ -115,8 +115,9 @@ def apply(op, args, attrs=None):
         if ACTIVE_TAPES[0] and op.differentiable:
             tapes = per_thread.tapes
             if tapes:
-                if fast and len(tapes) == 1 and (op.float_out or b.dtype_of(out).kind in "fc"):
-                    # one tape, inputs without Variables, one floating output: record's common case
+                if fast and (op.float_out or b.dtype_of(out).kind in "fc"):
+                    # inputs without Variables, one floating output: record's common case, on
+                    # each tape that watches an input (nested tapes too), the node made once
                     ids = (
                         (x._id,)
                         if fast == 1
@@ -126,11 +127,14 @@ def apply(op, args, attrs=None):
                         if fast == 3
                         else (0, x2._id)
                     )
-                    rec = tapes[0]
-                    w = rec.watched
-                    if not w.isdisjoint(ids):
-                        rec.nodes.append(make_node(op, ids, natives, attrs, (yid,), (out,), b))
-                        w.add(yid)
+                    node = None
+                    for rec in tapes:
+                        w = rec.watched
+                        if not w.isdisjoint(ids):
+                            if node is None:
+                                node = make_node(op, ids, natives, attrs, (yid,), (out,), b)
+                            rec.nodes.append(node)
+                            w.add(yid)
                 else:
                     record(op, args, natives, attrs, (y,), tapes)
         return y
@@ -141,6 +145,15 @@ def apply(op, args, attrs=None):
         if tapes:
             record(op, args, natives, attrs, outs, tapes)
     return outs
+
+
+def run_native(op, b, natives, attrs=None):
+    """``op``'s native forward on backend ``b``'s arrays ``natives`` (a sequence), as :func:`apply`
+    runs it: no Tensor made, nothing recorded (the forward walk's tangents of linear ops when
+    nothing records).  The arrays are the forward's own kind (native, one dtype: what ``apply``'s
+    common case passes on)."""
+    impl = op.impls.get(b) or op.resolve(b)
+    return impl(*natives, **attrs) if attrs else impl(*natives)
 
 
 def apply1(op, x, attrs=None):
