@@ -22,13 +22,11 @@ import pytest
 
 import gradtape as gt
 from gradtape.core import backend_registry as _backends
-from gradtape.core.domains import op_cases
-from gradtape.core.registry import get_op
 
 # the table of the run per backend (tests, outcomes, time), the slowest files and the peak memory, at the end;
 # JAX's caches cleared when the process grows past GRADTAPE_TEST_MEMORY_MIB
 from suite_summary import (  # noqa: F401
-    pytest_collection_modifyitems as _summary_collection,
+    pytest_collection_modifyitems,
     pytest_runtest_logreport,
     pytest_runtest_teardown,
     pytest_sessionfinish,
@@ -36,9 +34,6 @@ from suite_summary import (  # noqa: F401
     pytest_testnodedown,
     prepare_process,
 )
-
-# which cases of each op's domain the registry-wide walks run on each backend
-import registry_cases
 
 prepare_process()  # XLA's quicker compiles for the suite's tiny arrays, a thread a worker (suite_summary.py)
 
@@ -64,11 +59,6 @@ def pytest_configure(config):
             raise pytest.UsageError(" ".join(str(e).split())) from None
     config.addinivalue_line("markers", "gpu: needs a CUDA/GPU device (skipped without one)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
-    config.addinivalue_line(
-        "markers",
-        "registry_case: parametrized by an op's name and case index (name, i): on a compiling backend beside the "
-        "reference, only the op's rule paths run (tests/registry_cases.py)",
-    )
 
 
 #: The default run (``--backend all``) runs a lazy backend (dask: every check computes a task graph,
@@ -103,30 +93,7 @@ def _usable(name):
 
 
 def pytest_report_header(config):
-    lines = [f"backend {n!r} left out of --backend all: {why}" for n, why in _UNUSABLE.items() if why]
-    selected = selected_backends(config)
-    sampled = [b for b in selected if registry_cases.sampled(b, selected)]
-    if sampled:
-        lines.append(
-            f"registry-wide walks on {', '.join(sampled)}: one case per rule path of each op, "
-            f"{registry_cases.REFERENCE} runs every case (tests/registry_cases.py; GRADTAPE_TEST_FULL_DOMAINS=1 runs "
-            "every case everywhere)"
-        )
-    return lines or None
-
-
-@pytest.fixture
-def domain_cases(request, backend):
-    """``domain_cases(op)``: the ``(index, case)`` pairs of ``op``'s domain that a registry-wide walk runs on
-    the backend under test -- every case, or on a compiling backend beside the reference one case per rule
-    path (tests/registry_cases.py)."""
-    selected = selected_backends(request.config)
-
-    def pick(op):
-        cases = op_cases(op)
-        return [(i, cases[i]) for i in registry_cases.case_indices(op, backend, selected)]
-
-    return pick
+    return [f"backend {n!r} left out of --backend all: {why}" for n, why in _UNUSABLE.items() if why] or None
 
 
 def _lazy(name):
@@ -164,29 +131,6 @@ def _parametrized_names(metafunc):
             argnames = [a.strip() for a in argnames.split(",")]
         names.update(argnames)
     return names
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The tests marked ``registry_case`` run on a compiling backend (JAX) only for the cases that stand for
-    their op's rule paths where the reference backend (NumPy) runs every case (tests/registry_cases.py); the
-    others are deselected (counted in pytest's last line; the header says why)."""
-    selected = selected_backends(config)
-    keep, dropped = [], []
-    for item in items:
-        spec = getattr(item, "callspec", None)
-        params = spec.params if spec is not None else {}
-        if (
-            item.get_closest_marker("registry_case") is not None
-            and registry_cases.sampled(params.get("backend", ""), selected)
-            and params["i"] not in registry_cases.representatives(get_op(params["name"]))
-        ):
-            dropped.append(item)
-        else:
-            keep.append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
-    _summary_collection(session, config, items)
 
 
 def pytest_generate_tests(metafunc):

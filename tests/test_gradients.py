@@ -77,8 +77,6 @@ def _case(name, i):
 
 
 # ---------------------------------------------------------------------------------------- gradients
-# (registry_case: on JAX beside NumPy, one case per rule path of each op: tests/registry_cases.py)
-@pytest.mark.registry_case
 @pytest.mark.parametrize("name,i", FIRST_ORDER)
 def test_first_order_gradient_matches_finite_differences(backend, name, i):
     op, case = _case(name, i)
@@ -215,7 +213,6 @@ def test_every_op_of_the_standard_has_a_numpy_reference():
     assert missing == [], f"ops of the standard's chapters without a NumPy reference: {missing}"
 
 
-@pytest.mark.registry_case
 @pytest.mark.parametrize("name,i", FORWARD_CASES)
 def test_forward_matches_numpy(backend, name, i):
     op, case = _case(name, i)
