@@ -408,8 +408,10 @@ class JaxBackend(Backend):
         ):
             # a copy onto the device, as jnp.asarray makes it (uncommitted without a device), without the
             # XLA program jnp.asarray compiles for each new shape and dtype of a NumPy array (an identity,
-            # ~20-40 ms of compiling each: 15% of the compiles of an op's gradient check)
-            return self._jax.device_put(value, device, may_alias=False)
+            # ~20-40 ms of compiling each: 15% of the compiles of an op's gradient check).  device_put is
+            # asynchronous and may read (or keep) the host buffer after it returns: it gets a copy of its
+            # own, so that writing to the caller's array afterwards changes nothing
+            return self._jax.device_put(value.copy(), device, may_alias=False)
         return self._jnp.asarray(value, dtype=native_dtype, device=device)
 
     # ------------------------------------------------------------------ conversion
