@@ -568,6 +568,38 @@ def test_jax_asarray_matches_jax_numpy(jax_env):
 
 
 @needs_jax
+def test_jax_asarray_of_a_numpy_array_compiles_nothing_and_copies(jax_env):
+    """A NumPy array becomes a JAX array without an XLA program (``jnp.asarray`` compiles an identity for each
+    new shape and dtype, 20-40 ms each, a good part of the suite's JAX time), uncommitted as ``jnp.asarray``
+    makes it, and a copy: writing to the NumPy array afterwards leaves the tensor as it was."""
+    jax, jnp, b = jax_env
+    compiles = []
+
+    def listener(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        jnp.sin(jnp.ones((5, 17, 3)))  # the listener hears a compile (a new shape)
+        assert compiles, "JAX reports no compile events under this name: the check below would prove nothing"
+        compiles.clear()
+        for shape, dtype in (((7, 13), "float64"), ((11,), "complex128"), ((3, 1, 5), "int32"), ((2, 9), "bool")):
+            a = (np.arange(int(np.prod(shape))).reshape(shape) % 3).astype(dtype)
+            want = a.copy()
+            x = b.asarray(a)
+            y = gt.asarray(a, backend="jax")
+            a[...] = 1
+            for t in (x, y.native):
+                assert isinstance(t, jax.Array) and t.dtype == want.dtype and t.shape == shape
+                assert t.committed is False
+                np.testing.assert_array_equal(np.asarray(t), want)
+        assert not compiles, f"asarray of NumPy arrays compiled {len(compiles)} XLA program(s)"
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+@needs_jax
 def test_jax_dtypes_devices_and_conversions_match_compat(jax_env):
     """The dtype map, ``device_of``/``to_device`` (``array_api_compat.device``/``to_device``),
     ``is_native`` (``is_jax_array``, tracers included), ``fix_output`` and ``from_dlpack``."""
