@@ -27,14 +27,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtape.autodiff.custom_gradient import custom_gradient
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
 from gradtape.interop.crossing import (
     Flat,
+    NativeOp,
     display_name,
     from_native,
-    outer_tape_records,
     resolve_backend,
     on_inputs_device,
     to_gradtape_beside,
@@ -211,35 +210,29 @@ def _jax_of(x: Any, name: str) -> Any:
     return _JAX.from_dlpack(x)
 
 
-@custom_gradient
-def _jax_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
-    """One call of the flat JAX function ``fn`` on gradtape Tensors ``xs`` (of one backend), recorded
-    with the rule ``jax.vjp``'s (see :func:`from_jax`)."""
+def _jax_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
+    """One call of the flat JAX function ``fn`` on gradtape Tensors ``xs`` (of one backend): its
+    outputs as the backend's arrays and their VJP, ``jax.vjp``'s (see :func:`from_jax`)."""
     b = xs[0]._b
     js = [_jax_of(x._v, name) for x in xs]
-    outs, vjp = jax.vjp(lambda *a: tuple(fn(*a)), *js)
+    outs, pull = jax.vjp(lambda *a: tuple(fn(*a)), *js)
     for o in outs:
         if not _is_jax_array(o):
             raise TypeError(f"from_jax({name}): the function must return JAX arrays, got {type(o).__name__}")
     home = b.device_of(xs[0]._v)  # (JAX may compute elsewhere: on its default device)
-    ys = [wrap(b.from_dlpack(o, home), b) for o in outs]
+    ys = [b.from_dlpack(o, home) for o in outs]
 
-    def grad_fn(*dys: Tensor) -> list:
-        n = len(xs)
-        dys = tuple(wrap(b.xp.zeros_like(y._v), b) if d is None else d for d, y in zip(dys, ys))
-        if outer_tape_records((*xs, *dys)):  # higher order: the rule is itself a recorded op
-            return list(_jax_op(*xs, *dys, fn=_vjp_of(fn, n), name=f"vjp of {name}"))[:n]
+    def vjp(dys: tuple) -> list:
         cts = tuple(
-            _jax_of(d._v, name).astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0)
-            for o, d in zip(outs, dys)
+            _jax_of(d, name).astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys)
         )
-        gs = vjp(cts)
-        return [wrap(b.from_dlpack(g, b.device_of(x._v)), b) if _floating(j) else None for g, j, x in zip(gs, js, xs)]
+        gs = pull(cts)
+        return [b.from_dlpack(g, b.device_of(x._v)) if _floating(j) else None for g, j, x in zip(gs, js, xs)]
 
-    return tuple(ys), grad_fn
+    return ys, vjp
 
 
-def _vjp_of(fn: Callable[..., Any], n: int) -> Callable[..., tuple]:
+def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., tuple]:
     """The VJP of the flat JAX function ``fn`` as a flat JAX function of ``(*xs, *dys)``."""
 
     def vjp(*args: Any) -> tuple:
@@ -251,10 +244,13 @@ def _vjp_of(fn: Callable[..., Any], n: int) -> Callable[..., tuple]:
     return vjp
 
 
+_FROM_JAX = NativeOp("from_jax", _jax_forward, _vjp_of)
+
+
 def from_jax(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A JAX function as a gradtape function: its gradtape tensor arguments (any pytree, one backend)
     become JAX arrays (shared on the jax backend, by DLPack from others), ``fn`` runs on them, and the
     JAX arrays it returns (any pytree) come back as gradtape tensors of the inputs' backend, recorded
     as one op whose rule is ``jax.vjp``'s.  Called with no gradtape tensor among its arguments it is
     ``fn`` itself."""
-    return from_native(fn, _jax_op, "from_jax")
+    return from_native(fn, _FROM_JAX, jax.Array)
