@@ -40,6 +40,7 @@ __all__ = [
     "on_inputs_device",
     "outer_tape_records",
     "resolve_backend",
+    "run_beside",
     "to_gradtape",
     "to_gradtape_beside",
     "vjp_function",
@@ -59,22 +60,27 @@ def to_gradtape(x: Any, b: Any) -> Tensor:
     return wrap(b.from_dlpack(x), b)
 
 
-def on_inputs_device(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``f`` (a flat gradtape function) made to create its new tensors (``gt.eye``, constants, zeros)
+def run_beside(f: Callable[..., Any], xs: Sequence[Any]) -> Any:
+    """``f(*xs)`` (a flat gradtape function) creating its new tensors (``gt.eye``, constants, zeros)
     on the device of its first tensor input, as eager code beside that input does: a crossing from a
     CPU tensor computes on the CPU even where the backend's configured device is a GPU."""
+    for x in xs:
+        if isinstance(x, Tensor):
+            b = x._b
+            device = b.device_beside(x._v)
+            s = current()
+            if s.backend is b and (s.device == device or (s.device is None and b.unplaced_device() == device)):
+                return f(*xs)  # (already so: new tensors go to that device without a context)
+            with active(b, device):
+                return f(*xs)
+    return f(*xs)
+
+
+def on_inputs_device(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f`` (a flat gradtape function) as a function that runs it by :func:`run_beside`."""
 
     def run(*xs: Any) -> Any:
-        for x in xs:
-            if isinstance(x, Tensor):
-                b = x._b
-                device = b.device_beside(x._v)
-                s = current()
-                if s.backend is b and (s.device == device or (s.device is None and b.unplaced_device() == device)):
-                    return f(*xs)  # (already so: new tensors go to that device without a context)
-                with active(b, device):
-                    return f(*xs)
-        return f(*xs)
+        return run_beside(f, xs)
 
     run.__name__ = run.__qualname__ = getattr(f, "__name__", "f")
     return run
@@ -121,8 +127,8 @@ _ONE, _TUPLE = "one", "tuple"  # Flat.out_spec of a bare leaf and of a flat tupl
 
 
 class Flat:
-    """``fn(*args, **kwargs)`` as a function of the leaves of ``(args, kwargs)`` that ``is_array``
-    picks (in order); the other leaves are kept as they are.  After a call, ``out_spec`` describes
+    """``fn(*args, **kwargs)`` as a function of the leaves of ``(args, kwargs)`` that ``is_array`` (a
+    type, or a predicate) picks (in order); the other leaves are kept as they are.  After a call, ``out_spec`` describes
     the outputs: ``call`` returns the flat list of output leaves.
 
     The common case, positional arrays in and one array or a flat tuple of them out (``out_leaf``:
@@ -135,15 +141,26 @@ class Flat:
         fn: Callable[..., Any],
         args: tuple,
         kwargs: dict,
-        is_array: Callable[[Any], bool],
+        is_array: type | tuple[type, ...] | Callable[[Any], bool],
         out_leaf: type | tuple[type, ...] = (),
     ):
         self.fn = fn
         self.out_spec: Any = None
         self.out_leaf = out_leaf
-        if not kwargs and all(is_array(a) for a in args):
-            self.leaves, self.spec, self.positions = args, None, None
-            return
+        if not kwargs:
+            if isinstance(is_array, (type, tuple)):
+                for a in args:
+                    if not isinstance(a, is_array):
+                        break
+                else:
+                    self.leaves, self.spec, self.positions = args, None, None
+                    return
+            elif all(is_array(a) for a in args):
+                self.leaves, self.spec, self.positions = args, None, None
+                return
+        if isinstance(is_array, (type, tuple)):
+            array_type = is_array
+            is_array = lambda x: isinstance(x, array_type)
         self.leaves, self.spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)  # type: ignore[arg-type]
         self.positions = [k for k, leaf in enumerate(self.leaves) if is_array(leaf)]
 
@@ -277,7 +294,7 @@ def from_native(fn: Callable[..., Any], native: NativeOp, out_leaf: type | tuple
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, _is_tensor, out_leaf)
+        flat = Flat(fn, args, kwargs, Tensor, out_leaf)
         xs = flat.arrays
         if not xs:
             return fn(*args, **kwargs)
@@ -291,7 +308,3 @@ def from_native(fn: Callable[..., Any], native: NativeOp, out_leaf: type | tuple
         return flat.unflatten(native.call(xs, flat.call, name))
 
     return wrapper
-
-
-def _is_tensor(x: Any) -> bool:
-    return isinstance(x, Tensor)

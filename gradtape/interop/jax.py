@@ -55,12 +55,6 @@ def _is_jax_array(x: Any) -> bool:
     return isinstance(x, jax.Array)
 
 
-def _is_array_argument(x: Any) -> bool:
-    """What ``to_jax`` takes as an array argument: a JAX array (a tracer too) or, as JAX functions do,
-    a NumPy array."""
-    return isinstance(x, (jax.Array, np.ndarray))
-
-
 def _is_tracer(x: Any) -> bool:
     return isinstance(x, jax.core.Tracer)
 
@@ -192,7 +186,7 @@ def to_jax(fn: Callable[..., Any], *, backend: Any = None, vmap_method: str = "s
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, _is_array_argument)
+        flat = Flat(fn, args, kwargs, (jax.Array, np.ndarray), Tensor)
         xs = [x if _is_jax_array(x) else jnp.asarray(x) for x in flat.arrays]
         outs = _crossing(on_inputs_device(flat.call), resolve_backend(backend), name, vmap_method)(*xs)
         return flat.unflatten(outs)

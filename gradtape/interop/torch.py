@@ -34,9 +34,8 @@ from gradtape.interop.crossing import (
     from_native,
     Flat,
     NativeOp,
-    differentiable,
     resolve_backend,
-    on_inputs_device,
+    run_beside,
     to_gradtape,
     vjp_function,
 )
@@ -68,7 +67,7 @@ def _floating(x: torch.Tensor) -> bool:
 class _Crossing:
     """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
 
-    __slots__ = ("f", "b", "n_in", "tape", "xs", "devices", "outs", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "tape", "xs", "devices", "outs", "floating", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
@@ -76,6 +75,7 @@ class _Crossing:
         self.xs: list = []
         self.devices: list = []  # each torch input's device: where torch expects its gradient
         self.outs: list = []
+        self.floating: list = []  # whether each output carries a gradient
 
     def forward(self, xs: tuple, needs: tuple) -> tuple:
         b = self.b
@@ -84,37 +84,48 @@ class _Crossing:
             self.xs = gxs = [wrap(x, b) for x in xs]
         else:
             self.xs = gxs = [to_gradtape(x.detach(), b) for x in xs]
-        wrt = [x for x, n in zip(gxs, needs) if n and differentiable(x)]
+        wrt = [x for x, n in zip(gxs, needs) if n]  # (a floating torch tensor is a floating Tensor)
         if wrt:
             tape = self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
             with tape:
                 tape.watch(wrt)
-                self.outs = list(self.f(*gxs))
+                self.outs = outs = list(run_beside(self.f, gxs))
         else:
-            self.outs = list(self.f(*gxs))
-        outs = [_native(o, k) for k, o in enumerate(self.outs)]
-        if b is not _TORCH:  # (a GPU backend's results, for CPU tensors: back where they came from)
-            outs = [_torch_of(t) for t in outs]
-            if xs:
-                outs = [t.to(xs[0].device) for t in outs]
-        # a new tensor object per output (a view of the same memory): torch hangs the graph on what
-        # forward returns, and the tape's Tensor holding that very object would close a reference
-        # cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
-        return tuple([t.view_as(t) if t is o._v else t for t, o in zip(outs, self.outs)])
+            self.outs = outs = list(run_beside(self.f, gxs))
+        res = []
+        for k, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                raise TypeError(
+                    f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape "
+                    "Tensor; return gradtape tensors (gt.asarray(value) makes one), so torch can differentiate them"
+                )
+            t = o._v
+            if b is not _TORCH:  # (a GPU backend's results, for CPU tensors: back where they came from)
+                t = _torch_of(t)
+                if xs:
+                    t = t.to(xs[0].device)
+            # a new tensor object per output (a view of the same memory): torch hangs the graph on
+            # what forward returns, and the tape's Tensor holding that very object would close a
+            # reference cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
+            res.append(t.view_as(t) if t is o._v else t)
+        self.floating = [_floating(t) for t in res]
+        return tuple(res)
 
     def backward(self, gys: tuple, needs: tuple) -> tuple:
         """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
-        b, outs, gxs = self.b, self.outs, self.xs
-        pairs = [(o, g) for o, g in zip(outs, gys) if g is not None and differentiable(o)]
-        wrt = [k for k, (x, n) in enumerate(zip(gxs, needs)) if n and differentiable(x)]
+        b, gxs = self.b, self.xs
         grads: list = [None] * len(gxs)
-        if not pairs or not wrt or self.tape is None:
+        wrt = [k for k, n in enumerate(needs) if n]
+        if not wrt or self.tape is None:
             return tuple(grads)
-        if b is _TORCH:
-            cts = [wrap(g, b) for _, g in pairs]
-        else:
-            cts = [to_gradtape(g.detach(), b) for _, g in pairs]
-        gs = self.tape.gradient([o for o, _ in pairs], [gxs[k] for k in wrt], output_gradients=cts)
+        targets, cts = [], []
+        for o, g, f in zip(self.outs, gys, self.floating):
+            if f and g is not None:
+                targets.append(o)
+                cts.append(wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b))
+        if not targets:
+            return tuple(grads)
+        gs = self.tape.gradient(targets, [gxs[k] for k in wrt], output_gradients=cts)
         devices = self.devices
         for k, g in zip(wrt, gs):
             if g is not None:
@@ -123,20 +134,11 @@ class _Crossing:
         return tuple(grads)
 
 
-def _native(o: Any, k: int) -> Any:
-    if isinstance(o, Tensor):
-        return o.native
-    raise TypeError(
-        f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape Tensor; "
-        "return gradtape tensors (gt.asarray(value) makes one), so torch can differentiate them"
-    )
-
-
 def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
     ctx.crossing = c
     ctx.save_for_backward(*xs)
-    ints = [o for o in outs if not _floating(o)]
-    if ints:
+    if not all(c.floating):
+        ints = [o for o, f in zip(outs, c.floating) if not f]
         ctx.mark_non_differentiable(*ints)
 
 
@@ -189,10 +191,6 @@ def _apply(c: _Crossing, *xs: torch.Tensor) -> tuple:
     return (_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs)
 
 
-def _is_torch_array(x: Any) -> bool:
-    return isinstance(x, torch.Tensor)
-
-
 def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., Any]:
     """``fn`` (written for gradtape / the Array API) as a function of torch tensors that
     ``torch.autograd`` differentiates, to any order, with gradtape's gradients.
@@ -204,9 +202,9 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, _is_torch_array, Tensor)
+        flat = Flat(fn, args, kwargs, torch.Tensor, Tensor)
         xs = flat.arrays
-        c = _Crossing(on_inputs_device(flat.call), resolve_backend(backend), len(xs))
+        c = _Crossing(flat.call, resolve_backend(backend), len(xs))
         return flat.unflatten(_apply(c, *xs))
 
     return wrapper
