@@ -24,6 +24,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optree
 import pytest
 import scipy.special
 import scipy.stats
@@ -466,3 +467,81 @@ def test_to_torch_leaves_no_reference_cycle(backend):
         assert [r() for r in seen] == [None, None]
     finally:
         gc.enable()
+
+
+# ------------------------------------------------------------------- the fast paths of a crossing's call
+Pair = __import__("collections").namedtuple("Pair", "a b")
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda y: y,
+        lambda y: (y, y * 2.0),
+        lambda y: [y, y * 2.0],
+        lambda y: Pair(y, y * 2.0),
+        lambda y: {"y": y},
+        lambda y: (y, (y * 2.0,)),
+        lambda y: (),
+    ],
+    ids=["one", "tuple", "list", "namedtuple", "dict", "nested", "empty"],
+)
+def test_crossings_return_the_structure_the_function_returned(backend, shape):
+    """One array, a flat tuple (the calls that skip the pytree machinery) and every other structure
+    come back as the function returned them, with their gradients, through to_torch and from_torch."""
+    want = shape(3.0)
+    x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
+    got = gt.interop.to_torch(lambda t: shape(gt.sin(t)), backend=backend)(x)
+    one = isinstance(want, float)  # (a bare leaf)
+    assert isinstance(got, torch.Tensor) if one else type(got) is type(want)
+    assert optree.tree_structure(got) == optree.tree_structure(want)
+    leaves = optree.tree_leaves(got)
+    if leaves:
+        sum(leaf.sum() for leaf in leaves).backward()
+        factor = sum(float(leaf) for leaf in optree.tree_leaves(want)) / 3.0
+        torch.testing.assert_close(x.grad, factor * torch.cos(x.detach()))
+    X = gt.constant([0.5, 1.5], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(X)
+        got = gt.interop.from_torch(lambda t: shape(torch.sin(t)))(X)
+        leaves = optree.tree_leaves(got)
+        total = sum(gt.sum(leaf) for leaf in leaves) if leaves else None
+    assert isinstance(got, gt.Tensor) if one else type(got) is type(want)
+    assert optree.tree_structure(got) == optree.tree_structure(want)
+    if leaves:
+        assert all(isinstance(leaf, gt.Tensor) and leaf.backend == backend.split(":")[0] for leaf in leaves)
+        np.testing.assert_allclose(tape.gradient(total, X).numpy(), factor * np.cos([0.5, 1.5]), rtol=1e-12)
+
+
+def test_to_torch_creates_its_new_tensors_on_its_backend_whichever_is_active(backend):
+    """A crossing's function that creates tensors (gt.ones) makes them on the crossing's backend,
+    beside its inputs, both where that backend is already the active one (no context entered) and
+    where another is."""
+
+    def fn(t):
+        return t * gt.ones(t.shape, dtype=t.dtype) + gt.asarray(1.0, dtype=t.dtype)
+
+    f = gt.interop.to_torch(fn, backend=backend)
+    other = "torch" if backend.split(":")[0] != "torch" else "numpy"
+    for active in (backend, other):
+        with gt.use_backend(active):
+            x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
+            y = f(x)
+            y.sum().backward()
+        torch.testing.assert_close(y.detach().cpu(), torch.tensor([1.5, 2.5], dtype=torch.float64))
+        torch.testing.assert_close(x.grad, torch.ones(2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kind", ["torch", "jax"])
+def test_from_native_a_gradtape_variable_read_inside_is_an_error_naming_it(backend, kind):
+    """A native function that computes with a gradtape Variable (not one of its arguments) would lose
+    that variable's gradient in the native library: an error naming the crossing and the variable."""
+    v = gt.Variable([2.0, 3.0], dtype=gt.float64, name="scale")
+    lib = torch.as_tensor if kind == "torch" else jnp.asarray
+    to_native = lambda t: lib(np.asarray(t))
+    f = _wrap(kind, lambda x: x * to_native(gt.stop_gradient(v * 1.0)))
+    x = gt.constant([0.5, 1.5], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        with pytest.raises(ValueError, match=rf"from_{kind}\(.*\): the function reads the gradtape Variable 'scale"):
+            f(x)

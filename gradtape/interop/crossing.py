@@ -277,7 +277,7 @@ class NativeOp:
             )
         b = xs[0]._b
         outs = [wrap(y, b) for y in ys]
-        if per_thread.tapes:
+        if outs and per_thread.tapes:  # (a function without outputs has nothing to differentiate)
             attrs = {"native": self, "fn": fn, "name": name, "vjp": vjp}
             record(self.opdef, tuple(xs), tuple([x._v for x in xs]), attrs, tuple(outs))
         return outs
