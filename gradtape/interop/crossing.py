@@ -37,6 +37,7 @@ __all__ = [
     "differentiable",
     "display_name",
     "from_native",
+    "native_on",
     "on_inputs_device",
     "outer_tape_records",
     "resolve_backend",
@@ -58,6 +59,15 @@ def to_gradtape(x: Any, b: Any) -> Tensor:
     when it is ``b``'s (no copy), else shared through DLPack where ``b`` can (``Backend.from_dlpack``;
     a copy through NumPy only where DLPack cannot carry it)."""
     return wrap(b.from_dlpack(x), b)
+
+
+def native_on(b: Any, a: Any, device: Any) -> Any:
+    """``a`` (an array of any DLPack-capable library) as a native array of backend ``b`` on
+    ``device``: ``a`` itself where it is already one there (no call into the library: a JAX
+    ``device_put`` costs as much as an op), else ``Backend.from_dlpack``."""
+    if b.is_native(a) and b.device_of(a) == device:
+        return a
+    return b.from_dlpack(a, device)
 
 
 def run_beside(f: Callable[..., Any], xs: Sequence[Any]) -> Any:

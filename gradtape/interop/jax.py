@@ -32,6 +32,7 @@ from gradtape.core.tensor import Tensor, wrap
 from gradtape.interop.crossing import (
     Flat,
     NativeOp,
+    native_on,
     display_name,
     from_native,
     resolve_backend,
@@ -214,14 +215,14 @@ def _jax_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
         if not _is_jax_array(o):
             raise TypeError(f"from_jax({name}): the function must return JAX arrays, got {type(o).__name__}")
     home = b.device_of(xs[0]._v)  # (JAX may compute elsewhere: on its default device)
-    ys = [b.from_dlpack(o, home) for o in outs]
+    ys = [native_on(b, o, home) for o in outs]
 
     def vjp(dys: tuple) -> list:
         cts = tuple(
             _jax_of(d, name).astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys)
         )
         gs = pull(cts)
-        return [b.from_dlpack(g, b.device_of(x._v)) if _floating(j) else None for g, j, x in zip(gs, js, xs)]
+        return [native_on(b, g, b.device_of(x._v)) if _floating(j) else None for g, j, x in zip(gs, js, xs)]
 
     return ys, vjp
 

@@ -34,6 +34,7 @@ from gradtape.interop.crossing import (
     from_native,
     Flat,
     NativeOp,
+    native_on,
     resolve_backend,
     run_beside,
     to_gradtape,
@@ -232,7 +233,7 @@ def _torch_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
         raise TypeError(f"from_torch({name}): the function must return torch tensors (any pytree of them)")
     home = b.device_of(xs[0]._v)  # (torch may compute elsewhere, on the CPU for a GPU backend's arrays)
     keep = live and b is _TORCH
-    ys = [_on(b, o if keep else o.detach(), home) for o in outs]
+    ys = [native_on(b, o if keep else o.detach(), home) for o in outs]
 
     def vjp(dys: tuple) -> list:
         pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
@@ -246,18 +247,10 @@ def _torch_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
             gs = _autograd(name, [o for o, _ in pairs], [ts[k] for k in wrt], cts)
             for k, g in zip(wrt, gs):
                 v = xs[k]._v
-                grads[k] = _on(b, g, b.device_of(v)) if g is not None else b.xp.zeros_like(v)
+                grads[k] = native_on(b, g, b.device_of(v)) if g is not None else b.xp.zeros_like(v)
         return grads
 
     return ys, vjp
-
-
-def _on(b: Any, t: torch.Tensor, device: Any) -> Any:
-    """The torch tensor ``t`` as an array of backend ``b`` on ``device`` (itself on the torch backend
-    where it is there already)."""
-    if b is _TORCH and t.device == device:
-        return t
-    return b.from_dlpack(t, device)
 
 
 def _autograd(name: str, outs: list, wrt: list, cts: list, create_graph: bool = False) -> tuple:
