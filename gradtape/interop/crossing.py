@@ -157,16 +157,18 @@ class Flat:
         self.fn = fn
         self.out_spec: Any = None
         self.out_leaf = out_leaf
+        # the common case first: positional arrays only (leaves: the arguments; no spec, no positions)
+        self.leaves: Sequence[Any] = args
+        self.spec: Any = None
+        self.positions: list[int] | None = None
         if not kwargs:
             if isinstance(is_array, (type, tuple)):
                 for a in args:
                     if not isinstance(a, is_array):
                         break
                 else:
-                    self.leaves, self.spec, self.positions = args, None, None
                     return
             elif all(is_array(a) for a in args):
-                self.leaves, self.spec, self.positions = args, None, None
                 return
         if isinstance(is_array, (type, tuple)):
             array_type = is_array
