@@ -17,6 +17,9 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")  # read once, when SciPy is first 
 
 import dataclasses
 import gc
+import json
+import subprocess
+import sys
 import weakref
 import textwrap
 from collections.abc import Callable
@@ -545,3 +548,23 @@ def test_from_native_a_gradtape_variable_read_inside_is_an_error_naming_it(backe
         tape.watch(x)
         with pytest.raises(ValueError, match=rf"from_{kind}\(.*\): the function reads the gradtape Variable 'scale"):
             f(x)
+
+
+def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
+    """benchmarks/crossing.py (issue 25, item 5) runs: its no-copy check passes, and --calls gives
+    every row, the two floors included, with a call count per column (no timing asserted)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "calls.json"
+    p = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "crossing.py"), "--calls", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = {r["row"]: r for r in json.loads(out.read_text())}
+    assert {name.split(" ")[0] for name in rows} == {"to_torch", "to_jax", "from_torch", "from_jax", "(floor)"}
+    assert sum(name.startswith("(floor)") for name in rows) == 2
+    for r in rows.values():
+        assert r["crossing_calls"] >= 1 and r["native_calls"] >= 1
+    assert "| own cost over its floor |" in p.stdout
