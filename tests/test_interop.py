@@ -568,3 +568,41 @@ def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
     for r in rows.values():
         assert r["crossing_calls"] >= 1 and r["native_calls"] >= 1
     assert "| own cost over its floor |" in p.stdout
+
+
+COMPLEX_CASES = {
+    "holomorphic": (jnp.sin, torch.sin, gt.sin),
+    "complex_to_real": (
+        lambda z: jnp.real(z * jnp.conj(z)) * jnp.imag(z),
+        lambda z: torch.real(z * torch.conj(z)) * torch.imag(z),
+        lambda z: gt.real(z * gt.conj(z)) * gt.imag(z),
+    ),
+    "not_holomorphic": (
+        lambda z: jnp.conj(z) * jnp.exp(z),
+        lambda z: torch.conj(z) * torch.exp(z),
+        lambda z: gt.conj(z) * gt.exp(z),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(COMPLEX_CASES))
+@pytest.mark.parametrize("kind", ["torch", "jax"])
+def test_from_native_complex_gradients_follow_gradtapes_convention(backend, kind, case):
+    """Complex gradients through from_torch / from_jax, to second order, equal gradtape's own of the
+    same function (TensorFlow's convention: JAX's VJP is its conjugate, so from_jax conjugates)."""
+    jf, tf, gf = COMPLEX_CASES[case]
+    res = []
+    for f in (_wrap(kind, jf if kind == "jax" else tf), gf):
+        z = gt.constant([0.1 + 0.2j, 0.3 - 0.1j], dtype=gt.complex128)
+        with gt.GradientTape() as outer:
+            outer.watch(z)
+            with gt.GradientTape() as inner:
+                inner.watch(z)
+                y = f(z)
+                w = gt.sum(gt.real(y * gt.conj(y)) + gt.imag(y))
+            g = inner.gradient(w, z)
+            s = gt.sum(gt.real(g * gt.conj(g)))
+        res.append((g.numpy(), outer.gradient(s, z).numpy()))
+    (g, h), (g_ref, h_ref) = res
+    np.testing.assert_allclose(g, g_ref, rtol=1e-12)
+    np.testing.assert_allclose(h, h_ref, rtol=1e-12)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -218,13 +218,24 @@ def _jax_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
     ys = [native_on(b, o, home) for o in outs]
 
     def vjp(dys: tuple) -> list:
-        cts = tuple(
-            _jax_of(d, name).astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys)
-        )
-        gs = pull(cts)
-        return [native_on(b, g, b.device_of(x._v)) if _floating(j) else None for g, j, x in zip(gs, js, xs)]
+        gs = _pullback(pull, outs, js, [_jax_of(d, name) for d in dys])
+        return [None if g is None else native_on(b, g, b.device_of(x._v)) for g, x in zip(gs, xs)]
 
     return ys, vjp
+
+
+def _conj(a: Any) -> Any:
+    return jnp.conj(a) if jnp.iscomplexobj(a) else a
+
+
+def _pullback(pull: Callable[..., Any], outs: Sequence[Any], xs: Sequence[Any], dys: Sequence[Any]) -> list:
+    """``pull`` (a ``jax.vjp`` pullback at inputs ``xs``, outputs ``outs``) on the cotangents ``dys``,
+    in gradtape's (TensorFlow's) convention for complex values: JAX's VJP is the transpose without
+    conjugation and TensorFlow's gradient its conjugate, so complex cotangents go in conjugated and
+    complex gradients come out conjugated.  Integer outputs take float0 cotangents; integer inputs
+    get None."""
+    cts = tuple(_conj(d.astype(o.dtype)) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
+    return [_conj(g) if _floating(x) else None for g, x in zip(pull(cts), xs)]
 
 
 def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., tuple]:
@@ -233,8 +244,8 @@ def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., tuple]:
     def vjp(*args: Any) -> tuple:
         xs, dys = args[:n], args[n:]
         outs, pull = jax.vjp(lambda *a: tuple(fn(*a)), *xs)
-        cts = tuple(d.astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
-        return tuple(g if _floating(x) else jnp.zeros(x.shape, x.dtype) for g, x in zip(pull(cts), xs))
+        gs = _pullback(pull, outs, xs, dys)
+        return tuple(jnp.zeros(x.shape, x.dtype) if g is None else g for g, x in zip(gs, xs))
 
     return vjp
 
