@@ -606,3 +606,15 @@ def test_from_native_complex_gradients_follow_gradtapes_convention(backend, kind
     (g, h), (g_ref, h_ref) = res
     np.testing.assert_allclose(g, g_ref, rtol=1e-12)
     np.testing.assert_allclose(h, h_ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", list(COMPLEX_CASES))
+def test_to_jax_complex_gradients_equal_jaxs_to_second_order(backend, case):
+    """A complex function through to_jax passes check_grads(order=2) (JAX's own convention), and the
+    gradient of a real loss of it equals jax.grad of the same function in JAX."""
+    jf, _, gf = COMPLEX_CASES[case]
+    f = gt.interop.to_jax(gf, backend=backend)
+    z = jnp.array([0.1 + 0.2j, 0.3 - 0.1j])
+    check_grads(f, (z,), order=2, modes=["rev"])
+    loss = lambda fn: lambda z: jnp.sum(jnp.real(fn(z) * jnp.conj(fn(z))) + jnp.imag(fn(z)))
+    np.testing.assert_allclose(jax.grad(loss(f))(z), jax.grad(loss(jf))(z), rtol=1e-12)

@@ -157,14 +157,17 @@ def _crossing(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Cal
 
     def g_bwd(xs: tuple, gys: tuple) -> tuple:
         n = len(xs)
-        # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them
-        gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else gy for gy in gys)
+        # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them; complex
+        # ones are conjugated going in and out (JAX's VJP is the conjugate of gradtape's gradient)
+        gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else _conj(gy) for gy in gys)
         vjp, vname = vjp_function(f, n), f"vjp of {name}"
         if any(_is_tracer(v) for v in (*xs, *gys)):  # JAX may differentiate the backward: a crossing
             grads = _crossing(vjp, b, vname, vmap_method)(*xs, *gys)
         else:  # concrete: nothing above differentiates it; the VJP runs at once, as in g_fwd
             grads = _runner(vjp, b, vname, vmap_method)(*xs, *gys)
-        return tuple(g.astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n]))
+        return tuple(
+            _conj(g).astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n])
+        )
 
     g.__signature__ = g_fwd.__signature__ = g_bwd.__signature__ = _VARARGS  # type: ignore[attr-defined]
     g.defvjp(g_fwd, g_bwd)
