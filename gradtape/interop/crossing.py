@@ -8,9 +8,16 @@ no extra machinery: :func:`vjp_function` is the VJP of a flat function as anothe
 made of recorded gradtape ops, so a framework that differentiates a crossing's backward crosses
 again, into the VJP of the VJP (``to_torch``'s double backward, ``to_jax``'s second order).
 
-The reverse crossings (a native function inside a gradtape program) read :func:`outer_tape_records`:
-whether a tape records the backward walk that is calling their rule right now (then their rule must
-itself be a recorded op: higher order).
+The reverse crossings (a native function inside a gradtape program) are :class:`NativeOp` calls: each
+call is one recorded op whose rule is the library's VJP of that call; the rule reads
+:func:`outer_tape_records`, whether a tape records the backward walk that is calling it right now
+(then it must itself be a recorded op: higher order).
+
+What a crossing does per call is kept to the unavoidable (``benchmarks/crossing.py --calls`` counts
+it): positional arrays in and one array or a flat tuple out skip the pytree machinery (:class:`Flat`),
+the backend context is entered only where the active one is not already the inputs'
+(:func:`run_beside`), and an array already on its backend and device is not handed to the library
+again (:func:`native_on`).
 """
 
 from __future__ import annotations
