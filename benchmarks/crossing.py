@@ -2,6 +2,7 @@
 
     python benchmarks/crossing.py                  # a markdown table, ~1 min
     python benchmarks/crossing.py --quick --json out.json
+    python benchmarks/crossing.py --calls          # Python function calls per call instead (noise-free)
 
 Each row times one forward and one backward on 8 float64 elements of a one-op function (``x * 2``,
 ``sin``), so the figures are the fixed cost of a call, and puts beside it what the same work costs
@@ -15,7 +16,9 @@ without the crossing; the crossing's own cost is the difference:
 * ``from_torch`` / ``from_jax``: a gradtape program calling a torch / JAX ``sin`` (on the torch / jax
   backend) under a tape, forward and gradient, beside the same program with ``gt.sin`` and beside the
   library's own ``sin`` and its VJP;
-* the floor: a ``torch.autograd.Function`` that computes ``x * 2`` in torch, beside plain autograd.
+* the floors: a ``torch.autograd.Function`` that computes ``x * 2`` in torch, beside plain autograd,
+  and a ``jax.custom_vjp`` that computes ``x * 2`` in JAX, beside ``jax.vjp`` of the plain function
+  (eager): what any crossing through those mechanisms costs before doing anything.
 
 The crossing's own cost is the time through it less the two libraries' own work (the native
 library's differentiation of the op and gradtape's).
@@ -28,9 +31,11 @@ that the arrays the gradtape function sees are the caller's (same data pointer) 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import platform
+import pstats
 import sys
 import time
 import timeit
@@ -53,6 +58,19 @@ def best_us(fn, number, repeat, timer):
     return min(timeit.repeat(fn, number=number, repeat=repeat, timer=timer)) / number * 1e6
 
 
+def calls_per_call(fn, number=50):
+    """Python function calls (and calls of built-in functions) per call of ``fn``, counted by cProfile:
+    a measure of the work done in Python that the machine's load does not move."""
+    for _ in range(3):
+        fn()  # warm (caches, first-call set-up)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(number):
+        fn()
+    prof.disable()
+    return pstats.Stats(prof).total_calls / number
+
+
 def check_no_copy():
     """The arrays a crossing hands on are the caller's own on the same device."""
     seen = {}
@@ -73,7 +91,9 @@ def check_no_copy():
     assert xs["t"].data_ptr() == xt.native.data_ptr(), "from_torch copied a tensor of the torch backend"
 
 
-def rows(number, repeat, timer):
+def rows(measure, number):
+    """The rows, each ``(name, native, gradtape alone, through the crossing)``, measured by
+    ``measure(fn, number of calls)``."""
     out = []
     g_t = torch.ones(8, dtype=torch.float64)
 
@@ -103,9 +123,9 @@ def rows(number, repeat, timer):
         out.append(
             (
                 "to_torch (torch backend), x * 2",
-                best_us(torch_plain, number, repeat, timer),
-                best_us(gradtape_alone, number, repeat, timer),
-                best_us(torch_crossing, number, repeat, timer),
+                measure(torch_plain, number),
+                measure(gradtape_alone, number),
+                measure(torch_crossing, number),
             )
         )
 
@@ -137,9 +157,9 @@ def rows(number, repeat, timer):
         out.append(
             (
                 "to_jax (jax backend, eager), x * 2",
-                best_us(jax_plain, max(1, number // 10), repeat, timer),
-                best_us(gradtape_alone_jax, number, repeat, timer),
-                best_us(jax_crossing, max(1, number // 10), repeat, timer),
+                measure(jax_plain, max(1, number // 10)),
+                measure(gradtape_alone_jax, number),
+                measure(jax_crossing, max(1, number // 10)),
             )
         )
     jit_plain = jax.jit(lambda x, g: jax.vjp(jnative, x)[1](g))
@@ -147,9 +167,9 @@ def rows(number, repeat, timer):
     out.append(
         (
             "to_jax (jax backend, jax.jit), x * 2",
-            best_us(lambda: jit_plain(xj, gj)[0].block_until_ready(), number, repeat, timer),
+            measure(lambda: jit_plain(xj, gj)[0].block_until_ready(), number),
             None,
-            best_us(lambda: jit_cross(xj, gj)[0].block_until_ready(), number, repeat, timer),
+            measure(lambda: jit_cross(xj, gj)[0].block_until_ready(), number),
         )
     )
 
@@ -187,9 +207,9 @@ def rows(number, repeat, timer):
             out.append(
                 (
                     name,
-                    best_us(plain, n, repeat, timer),
-                    best_us(program(gt.sin), number, repeat, timer),
-                    best_us(program(wrapped), n, repeat, timer),
+                    measure(plain, n),
+                    measure(program(gt.sin), number),
+                    measure(program(wrapped), n),
                 )
             )
 
@@ -206,26 +226,60 @@ def rows(number, repeat, timer):
     out.append(
         (
             "(floor) a torch.autograd.Function computing x * 2 in torch",
-            best_us(torch_plain, number, repeat, timer),
+            measure(torch_plain, number),
             None,
-            best_us(lambda: Empty.apply(xr).backward(g_t), number, repeat, timer),
+            measure(lambda: Empty.apply(xr).backward(g_t), number),
+        )
+    )
+
+    # ---- the floor of any eager JAX crossing: a jax.custom_vjp that does nothing else
+    @jax.custom_vjp
+    def jempty(x):
+        return x * 2.0
+
+    jempty.defvjp(lambda x: (x * 2.0, None), lambda _, gy: (gy * 2.0,))
+
+    def jax_empty():
+        _, pull = jax.vjp(jempty, xj)
+        pull(gj)[0].block_until_ready()
+
+    out.append(
+        (
+            "(floor) a jax.custom_vjp computing x * 2 in JAX, eager",
+            measure(jax_plain, max(1, number // 10)),
+            None,
+            measure(jax_empty, max(1, number // 10)),
         )
     )
     return out
 
 
-def table(results):
+def table(results, unit="µs"):
     """The crossing's own cost: the time through it less the native library's own differentiation
-    of the op and less gradtape's (the work each library does anyway)."""
+    of the op and less gradtape's (the work each library does anyway); and that less the floor of
+    its mechanism (the floor rows' own cost: ``torch.autograd.Function`` for ``to_torch``,
+    ``jax.custom_vjp`` for eager ``to_jax``), what gradtape itself adds."""
+    own = {name: crossed - (native or 0.0) - (alone or 0.0) for name, native, alone, crossed in results}
+    floors = {
+        lib: next((v for name, v in own.items() if name.startswith("(floor)") and lib in name), None)
+        for lib in ("torch", "JAX")
+    }
     lines = [
         "| crossing, forward + backward | native library | gradtape alone | through the crossing "
-        "| crossing's own cost |",
-        "|---|---:|---:|---:|---:|",
+        "| crossing's own cost | own cost over its floor |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, native, alone, crossed in results:
-        cells = [f"{v:.1f} µs" if v is not None else "—" for v in (native, alone, crossed)]
-        own = crossed - (native or 0.0) - (alone or 0.0)
-        lines.append(f"| {name} | {' | '.join(cells)} | {own:+.1f} µs |")
+        cells = [f"{v:.1f} {unit}" if v is not None else "—" for v in (native, alone, crossed)]
+        first = name.split(" ")[0]
+        lib = None  # (from_torch / from_jax use no such mechanism: their floor is the native column's)
+        if first == "to_torch":
+            lib = "torch"
+        elif first == "to_jax" and "jit" not in name:
+            lib = "JAX"
+        floor = floors.get(lib) if lib and not name.startswith("(floor)") else None
+        over = f"{own[name] - floor:+.1f} {unit}" if floor is not None else "—"
+        lines.append(f"| {name} | {' | '.join(cells)} | {own[name]:+.1f} {unit} | {over} |")
     return "\n".join(lines)
 
 
@@ -235,21 +289,32 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="--number 200 --repeat 3")
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    p.add_argument(
+        "--calls", action="store_true", help="count Python function calls per call instead of timing (noise-free)"
+    )
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.quick:
         args.number, args.repeat = 200, 3
     timer = time.process_time if args.clock == "cpu" else time.perf_counter
     check_no_copy()
-    results = rows(args.number, args.repeat, timer)
-    print(table(results))
+    if args.calls:
+        results = rows(lambda fn, n: calls_per_call(fn), args.number)
+        print(table(results, unit="calls"))
+        how = "Python function calls per call (cProfile)"
+    else:
+        results = rows(lambda fn, n: best_us(fn, n, args.repeat, timer), args.number)
+        print(table(results))
+        how = f"best of {args.repeat} x {args.number} calls, {args.clock} clock"
     print(
         f"\n{platform.python_implementation()} {platform.python_version()}, torch {torch.__version__}, "
-        f"jax {jax.__version__}, best of {args.repeat} x {args.number} calls, {args.clock} clock"
+        f"jax {jax.__version__}, {how}"
     )
     if args.json:
+        unit = "calls" if args.calls else "us"
+        keys = ("row", f"native_{unit}", f"gradtape_{unit}", f"crossing_{unit}")
         with open(args.json, "w") as f:
-            json.dump([dict(zip(("row", "native_us", "gradtape_us", "crossing_us"), r)) for r in results], f, indent=1)
+            json.dump([dict(zip(keys, r)) for r in results], f, indent=1)
     return 0
 
 

@@ -17,6 +17,9 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")  # read once, when SciPy is first 
 
 import dataclasses
 import gc
+import json
+import subprocess
+import sys
 import weakref
 import textwrap
 from collections.abc import Callable
@@ -24,6 +27,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optree
 import pytest
 import scipy.special
 import scipy.stats
@@ -466,3 +470,151 @@ def test_to_torch_leaves_no_reference_cycle(backend):
         assert [r() for r in seen] == [None, None]
     finally:
         gc.enable()
+
+
+# ------------------------------------------------------------------- the fast paths of a crossing's call
+Pair = __import__("collections").namedtuple("Pair", "a b")
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda y: y,
+        lambda y: (y, y * 2.0),
+        lambda y: [y, y * 2.0],
+        lambda y: Pair(y, y * 2.0),
+        lambda y: {"y": y},
+        lambda y: (y, (y * 2.0,)),
+        lambda y: (),
+    ],
+    ids=["one", "tuple", "list", "namedtuple", "dict", "nested", "empty"],
+)
+def test_crossings_return_the_structure_the_function_returned(backend, shape):
+    """One array, a flat tuple (the calls that skip the pytree machinery) and every other structure
+    come back as the function returned them, with their gradients, through to_torch and from_torch."""
+    want = shape(3.0)
+    x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
+    got = gt.interop.to_torch(lambda t: shape(gt.sin(t)), backend=backend)(x)
+    one = isinstance(want, float)  # (a bare leaf)
+    assert isinstance(got, torch.Tensor) if one else type(got) is type(want)
+    assert optree.tree_structure(got) == optree.tree_structure(want)
+    leaves = optree.tree_leaves(got)
+    if leaves:
+        sum(leaf.sum() for leaf in leaves).backward()
+        factor = sum(float(leaf) for leaf in optree.tree_leaves(want)) / 3.0
+        torch.testing.assert_close(x.grad, factor * torch.cos(x.detach()))
+    X = gt.constant([0.5, 1.5], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(X)
+        got = gt.interop.from_torch(lambda t: shape(torch.sin(t)))(X)
+        leaves = optree.tree_leaves(got)
+        total = sum(gt.sum(leaf) for leaf in leaves) if leaves else None
+    assert isinstance(got, gt.Tensor) if one else type(got) is type(want)
+    assert optree.tree_structure(got) == optree.tree_structure(want)
+    if leaves:
+        assert all(isinstance(leaf, gt.Tensor) and leaf.backend == backend.split(":")[0] for leaf in leaves)
+        np.testing.assert_allclose(tape.gradient(total, X).numpy(), factor * np.cos([0.5, 1.5]), rtol=1e-12)
+
+
+def test_to_torch_creates_its_new_tensors_on_its_backend_whichever_is_active(backend):
+    """A crossing's function that creates tensors (gt.ones) makes them on the crossing's backend,
+    beside its inputs, both where that backend is already the active one (no context entered) and
+    where another is."""
+
+    def fn(t):
+        return t * gt.ones(t.shape, dtype=t.dtype) + gt.asarray(1.0, dtype=t.dtype)
+
+    f = gt.interop.to_torch(fn, backend=backend)
+    other = "torch" if backend.split(":")[0] != "torch" else "numpy"
+    for active in (backend, other):
+        with gt.use_backend(active):
+            x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
+            y = f(x)
+            y.sum().backward()
+        torch.testing.assert_close(y.detach().cpu(), torch.tensor([1.5, 2.5], dtype=torch.float64))
+        torch.testing.assert_close(x.grad, torch.ones(2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kind", ["torch", "jax"])
+def test_from_native_a_gradtape_variable_read_inside_is_an_error_naming_it(backend, kind):
+    """A native function that computes with a gradtape Variable (not one of its arguments) would lose
+    that variable's gradient in the native library: an error naming the crossing and the variable."""
+    v = gt.Variable([2.0, 3.0], dtype=gt.float64, name="scale")
+    lib = torch.as_tensor if kind == "torch" else jnp.asarray
+    to_native = lambda t: lib(np.asarray(t))
+    f = _wrap(kind, lambda x: x * to_native(gt.stop_gradient(v * 1.0)))
+    x = gt.constant([0.5, 1.5], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        with pytest.raises(ValueError, match=rf"from_{kind}\(.*\): the function reads the gradtape Variable 'scale"):
+            f(x)
+
+
+def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
+    """benchmarks/crossing.py (issue 25, item 5) runs: its no-copy check passes, and --calls gives
+    every row, the two floors included, with a call count per column (no timing asserted)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "calls.json"
+    p = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "crossing.py"), "--calls", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = {r["row"]: r for r in json.loads(out.read_text())}
+    assert {name.split(" ")[0] for name in rows} == {"to_torch", "to_jax", "from_torch", "from_jax", "(floor)"}
+    assert sum(name.startswith("(floor)") for name in rows) == 2
+    for r in rows.values():
+        assert r["crossing_calls"] >= 1 and r["native_calls"] >= 1
+    assert "| own cost over its floor |" in p.stdout
+
+
+COMPLEX_CASES = {
+    "holomorphic": (jnp.sin, torch.sin, gt.sin),
+    "complex_to_real": (
+        lambda z: jnp.real(z * jnp.conj(z)) * jnp.imag(z),
+        lambda z: torch.real(z * torch.conj(z)) * torch.imag(z),
+        lambda z: gt.real(z * gt.conj(z)) * gt.imag(z),
+    ),
+    "not_holomorphic": (
+        lambda z: jnp.conj(z) * jnp.exp(z),
+        lambda z: torch.conj(z) * torch.exp(z),
+        lambda z: gt.conj(z) * gt.exp(z),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(COMPLEX_CASES))
+@pytest.mark.parametrize("kind", ["torch", "jax"])
+def test_from_native_complex_gradients_follow_gradtapes_convention(backend, kind, case):
+    """Complex gradients through from_torch / from_jax, to second order, equal gradtape's own of the
+    same function (TensorFlow's convention: JAX's VJP is its conjugate, so from_jax conjugates)."""
+    jf, tf, gf = COMPLEX_CASES[case]
+    res = []
+    for f in (_wrap(kind, jf if kind == "jax" else tf), gf):
+        z = gt.constant([0.1 + 0.2j, 0.3 - 0.1j], dtype=gt.complex128)
+        with gt.GradientTape() as outer:
+            outer.watch(z)
+            with gt.GradientTape() as inner:
+                inner.watch(z)
+                y = f(z)
+                w = gt.sum(gt.real(y * gt.conj(y)) + gt.imag(y))
+            g = inner.gradient(w, z)
+            s = gt.sum(gt.real(g * gt.conj(g)))
+        res.append((g.numpy(), outer.gradient(s, z).numpy()))
+    (g, h), (g_ref, h_ref) = res
+    np.testing.assert_allclose(g, g_ref, rtol=1e-12)
+    np.testing.assert_allclose(h, h_ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", list(COMPLEX_CASES))
+def test_to_jax_complex_gradients_equal_jaxs_to_second_order(backend, case):
+    """A complex function through to_jax passes check_grads(order=2) (JAX's own convention), and the
+    gradient of a real loss of it equals jax.grad of the same function in JAX."""
+    jf, _, gf = COMPLEX_CASES[case]
+    f = gt.interop.to_jax(gf, backend=backend)
+    z = jnp.array([0.1 + 0.2j, 0.3 - 0.1j])
+    check_grads(f, (z,), order=2, modes=["rev"])
+    loss = lambda fn: lambda z: jnp.sum(jnp.real(fn(z) * jnp.conj(fn(z))) + jnp.imag(fn(z)))
+    np.testing.assert_allclose(jax.grad(loss(f))(z), jax.grad(loss(jf))(z), rtol=1e-12)

@@ -17,7 +17,7 @@ from gradtape.core.engine import Recording, record
 from gradtape.core.recording_state import add_active_tapes, per_thread
 from gradtape.core.tensor import Nested, Tensor, wrap, convert_to_tensor
 
-__all__ = ["custom_gradient", "stop_gradient", "register_op"]
+__all__ = ["custom_gradient", "stop_gradient", "register_op", "run_privately"]
 
 
 def stop_gradient(x: Nested) -> Nested:
@@ -88,6 +88,21 @@ def _accepts_variables(grad_fn: Callable[..., Any]) -> bool:
     return "variables" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+def run_privately(f: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
+    """``f(*args, **kwargs)`` with this thread's tapes replaced by a private one: outer tapes see
+    nothing of what ``f`` computes, the private one collects the trainable variables ``f`` reads.
+    Returns ``(result, {id: variable read})``."""
+    outer = per_thread.tapes
+    private = Recording(True)
+    per_thread.tapes = [private]
+    add_active_tapes(1)
+    try:
+        return f(*args, **kwargs), private.variables
+    finally:
+        per_thread.tapes = outer
+        add_active_tapes(-1)
+
+
 def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Decorator (as ``tf.custom_gradient``): ``f(*x)`` returns ``(y, grad_fn)``; ``grad_fn(*dy)``
     returns the gradients of the inputs, or with ``variables=`` ``(input_grads, variable_grads)``."""
@@ -97,14 +112,7 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         outer = per_thread.tapes
-        private = Recording(True)
-        per_thread.tapes = [private]  # outer tapes see nothing of f's inside
-        add_active_tapes(1)  # (the private tape collects the variables f reads)
-        try:
-            result = f(*args, **kwargs)
-        finally:
-            per_thread.tapes = outer
-            add_active_tapes(-1)
+        result, read = run_privately(f, *args, **kwargs)
         if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
             raise TypeError("a @custom_gradient function must return (outputs, grad_fn)")
         y, grad_fn = result
@@ -112,9 +120,9 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
         outs = [wrap(t._v, t._b) if isinstance(t, Tensor) else convert_to_tensor(t) for t in leaves]
         # as TF: grad_fn owes gradients only to the variables used inside f that are not its inputs
         variables = []
-        if private.variables:
+        if read:
             flat_inputs = optree.tree_leaves((args, kwargs), none_is_leaf=True)
-            variables = [v for _, v in sorted(private.variables.items()) if not any(v is a for a in flat_inputs)]
+            variables = [v for _, v in sorted(read.items()) if not any(v is a for a in flat_inputs)]
         if outer:
             positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
             inputs = [args[k] for k in positions] + variables

@@ -8,9 +8,16 @@ no extra machinery: :func:`vjp_function` is the VJP of a flat function as anothe
 made of recorded gradtape ops, so a framework that differentiates a crossing's backward crosses
 again, into the VJP of the VJP (``to_torch``'s double backward, ``to_jax``'s second order).
 
-The reverse crossings (a native function inside a gradtape program) read :func:`outer_tape_records`:
-whether a tape records the backward walk that is calling their rule right now (then their rule must
-itself be a recorded op: higher order).
+The reverse crossings (a native function inside a gradtape program) are :class:`NativeOp` calls: each
+call is one recorded op whose rule is the library's VJP of that call; the rule reads
+:func:`outer_tape_records`, whether a tape records the backward walk that is calling it right now
+(then it must itself be a recorded op: higher order).
+
+What a crossing does per call is kept to the unavoidable (``benchmarks/crossing.py --calls`` counts
+it): positional arrays in and one array or a flat tuple out skip the pytree machinery (:class:`Flat`),
+the backend context is entered only where the active one is not already the inputs'
+(:func:`run_beside`), and an array already on its backend and device is not handed to the library
+again (:func:`native_on`).
 """
 
 from __future__ import annotations
@@ -22,19 +29,26 @@ from typing import Any
 import numpy as np
 import optree
 
+from gradtape.autodiff.custom_gradient import run_privately
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.backend_registry import get as get_backend_named
-from gradtape.core.config import active, get_backend
-from gradtape.core.recording_state import connected_tapes
+from gradtape.core.config import active, current, get_backend
+from gradtape.core.engine import record
+from gradtape.core.recording_state import connected_tapes, per_thread
+from gradtape.core.registry import OpDef
 from gradtape.core.tensor import Tensor, wrap
 
 __all__ = [
     "Flat",
+    "NativeOp",
     "differentiable",
     "display_name",
+    "from_native",
+    "native_on",
     "on_inputs_device",
     "outer_tape_records",
     "resolve_backend",
+    "run_beside",
     "to_gradtape",
     "to_gradtape_beside",
     "vjp_function",
@@ -54,17 +68,36 @@ def to_gradtape(x: Any, b: Any) -> Tensor:
     return wrap(b.from_dlpack(x), b)
 
 
-def on_inputs_device(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``f`` (a flat gradtape function) made to create its new tensors (``gt.eye``, constants, zeros)
+def native_on(b: Any, a: Any, device: Any) -> Any:
+    """``a`` (an array of any DLPack-capable library) as a native array of backend ``b`` on
+    ``device``: ``a`` itself where it is already one there (no call into the library: a JAX
+    ``device_put`` costs as much as an op), else ``Backend.from_dlpack``."""
+    if b.is_native(a) and b.device_of(a) == device:
+        return a
+    return b.from_dlpack(a, device)
+
+
+def run_beside(f: Callable[..., Any], xs: Sequence[Any]) -> Any:
+    """``f(*xs)`` (a flat gradtape function) creating its new tensors (``gt.eye``, constants, zeros)
     on the device of its first tensor input, as eager code beside that input does: a crossing from a
     CPU tensor computes on the CPU even where the backend's configured device is a GPU."""
+    for x in xs:
+        if isinstance(x, Tensor):
+            b = x._b
+            device = b.device_beside(x._v)
+            s = current()
+            if s.backend is b and (s.device == device or (s.device is None and b.unplaced_device() == device)):
+                return f(*xs)  # (already so: new tensors go to that device without a context)
+            with active(b, device):
+                return f(*xs)
+    return f(*xs)
+
+
+def on_inputs_device(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``f`` (a flat gradtape function) as a function that runs it by :func:`run_beside`."""
 
     def run(*xs: Any) -> Any:
-        for x in xs:
-            if isinstance(x, Tensor):
-                with active(x._b, x._b.device_beside(x._v)):
-                    return f(*xs)
-        return f(*xs)
+        return run_beside(f, xs)
 
     run.__name__ = run.__qualname__ = getattr(f, "__name__", "f")
     return run
@@ -107,36 +140,84 @@ def outer_tape_records(tensors: Sequence[Any]) -> bool:
     return any(isinstance(t, Tensor) and connected_tapes(t._id) for t in tensors)
 
 
+_ONE, _TUPLE = "one", "tuple"  # Flat.out_spec of a bare leaf and of a flat tuple of leaves (no pytree)
+
+
 class Flat:
-    """``fn(*args, **kwargs)`` as a function of the leaves of ``(args, kwargs)`` that ``is_array``
-    picks (in order); the other leaves are kept as they are.  After a call, ``out_spec`` and
-    ``out_kinds`` describe the outputs: ``call`` returns the flat list of output leaves."""
+    """``fn(*args, **kwargs)`` as a function of the leaves of ``(args, kwargs)`` that ``is_array`` (a
+    type, or a predicate) picks (in order); the other leaves are kept as they are.  After a call, ``out_spec`` describes
+    the outputs: ``call`` returns the flat list of output leaves.
 
-    __slots__ = ("fn", "leaves", "spec", "positions", "out_spec")
+    The common case, positional arrays in and one array or a flat tuple of them out (``out_leaf``:
+    the type of the arrays ``fn`` returns), is handled without flattening a pytree."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, is_array: Callable[[Any], bool]):
+    __slots__ = ("fn", "leaves", "spec", "positions", "out_spec", "out_leaf")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        is_array: type | tuple[type, ...] | Callable[[Any], bool],
+        out_leaf: type | tuple[type, ...] = (),
+    ):
         self.fn = fn
+        self.out_spec: Any = None
+        self.out_leaf = out_leaf
+        # the common case first: positional arrays only (leaves: the arguments; no spec, no positions)
+        self.leaves: Sequence[Any] = args
+        self.spec: Any = None
+        self.positions: list[int] | None = None
+        if not kwargs:
+            if isinstance(is_array, (type, tuple)):
+                for a in args:
+                    if not isinstance(a, is_array):
+                        break
+                else:
+                    return
+            elif all(is_array(a) for a in args):
+                return
+        if isinstance(is_array, (type, tuple)):
+            array_type = is_array
+            is_array = lambda x: isinstance(x, array_type)
         self.leaves, self.spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)  # type: ignore[arg-type]
         self.positions = [k for k, leaf in enumerate(self.leaves) if is_array(leaf)]
-        self.out_spec: Any = None
 
     @property
     def arrays(self) -> list:
         """The array leaves, in order (the flat function's inputs)."""
+        if self.positions is None:
+            return list(self.leaves)
         return [self.leaves[k] for k in self.positions]
 
     def call(self, *xs: Any) -> list:
         """``fn`` with the array leaves replaced by ``xs``; its outputs, flattened."""
-        leaves = list(self.leaves)
-        for k, x in zip(self.positions, xs):
-            leaves[k] = x
-        args, kwargs = optree.tree_unflatten(self.spec, leaves)
-        outs, self.out_spec = optree.tree_flatten(self.fn(*args, **kwargs), none_is_leaf=True)
+        if self.spec is None:
+            out = self.fn(*xs)
+        else:
+            leaves = list(self.leaves)
+            for k, x in zip(self.positions, xs):  # type: ignore[arg-type]
+                leaves[k] = x
+            args, kwargs = optree.tree_unflatten(self.spec, leaves)
+            out = self.fn(*args, **kwargs)
+        leaf = self.out_leaf
+        if isinstance(out, leaf):
+            self.out_spec = _ONE
+            return [out]
+        if out.__class__ is tuple and all(isinstance(o, leaf) for o in out):
+            self.out_spec = _TUPLE
+            return list(out)
+        outs, self.out_spec = optree.tree_flatten(out, none_is_leaf=True)
         return outs
 
     def unflatten(self, outs: Sequence[Any]) -> Any:
         """The flat outputs in the structure ``fn`` returned."""
-        return optree.tree_unflatten(self.out_spec, list(outs))
+        spec = self.out_spec
+        if spec is _ONE:
+            return outs[0]
+        if spec is _TUPLE:
+            return tuple(outs)
+        return optree.tree_unflatten(spec, list(outs))
 
 
 def vjp_function(f: Callable[..., Sequence[Any]], n_in: int) -> Callable[..., list]:
@@ -171,16 +252,68 @@ def vjp_function(f: Callable[..., Sequence[Any]], n_in: int) -> Callable[..., li
     return on_inputs_device(vjp)
 
 
-def from_native(fn: Callable[..., Any], native_op: Callable[..., Any], what: str) -> Callable[..., Any]:
+def _native_rule(xp: Any, op: Any, *gys: Any) -> Any:
+    """The rule of every native call (:class:`NativeOp`): the library's VJP kept with the call, on
+    native cotangents in a first-order walk; on Tensors (a complex cotangent, or an outer tape that
+    records the walk: then the VJP is itself a recorded native call, so it differentiates again)."""
+    a = op.attrs
+    if not isinstance(gys[0], Tensor):
+        return a["vjp"](gys)
+    xs = op.inputs
+    native: NativeOp = a["native"]
+    if outer_tape_records((*xs, *gys)):
+        n, name = len(xs), a["name"]
+        return native.call((*xs, *gys), native.vjp_of(a["fn"], n, name), f"vjp of {name}")[:n]
+    b = op.backend
+    return [None if g is None else wrap(g, b) for g in a["vjp"]([g._v for g in gys])]
+
+
+class NativeOp:
+    """How a library's functions run inside gradtape (``from_torch``, ``from_jax``): each call is one
+    recorded op ``what`` whose rule is the library's VJP of that call (no ``gt.custom_gradient``
+    machinery per call).
+
+    ``forward(xs, fn, name)``: runs the flat native function ``fn`` on the gradtape Tensors ``xs``
+    (one backend) and returns its outputs as native arrays of that backend and ``vjp(cotangents)``:
+    one native cotangent per output in, one gradient (or None: an input that carries none) per input
+    out.  ``vjp_of(fn, n, name)``: the VJP of ``fn`` (``n`` inputs) as a flat native function of
+    ``(*xs, *cotangents)`` that the library can differentiate again (higher orders)."""
+
+    __slots__ = ("what", "forward", "vjp_of", "opdef")
+
+    def __init__(self, what: str, forward: Callable[..., Any], vjp_of: Callable[..., Any]):
+        self.what, self.forward, self.vjp_of = what, forward, vjp_of
+        self.opdef = OpDef(what, forward=None, grad=_native_rule, rule_form="xp", chapter="user")
+
+    def call(self, xs: Sequence[Tensor], fn: Callable[..., Any], name: str) -> list:
+        """``fn`` on ``xs``, recorded: its outputs as Tensors of the inputs' backend."""
+        (ys, vjp), read = run_privately(self.forward, xs, fn, name)
+        if read:  # (a gradtape variable read inside a native function: torch / JAX cannot carry its gradient)
+            v = next(iter(read.values()))
+            raise ValueError(
+                f"{self.what}({name}): the function reads the gradtape Variable {v.name!r}, whose gradient "
+                f"cannot cross back through the native library; pass it as an argument instead"
+            )
+        b = xs[0]._b
+        outs = [wrap(y, b) for y in ys]
+        if outs and per_thread.tapes:  # (a function without outputs has nothing to differentiate)
+            attrs = {"native": self, "fn": fn, "name": name, "vjp": vjp}
+            record(self.opdef, tuple(xs), tuple([x._v for x in xs]), attrs, tuple(outs))
+        return outs
+
+
+def from_native(fn: Callable[..., Any], native: NativeOp, out_leaf: type | tuple[type, ...]) -> Callable[..., Any]:
     """``fn``, a native library's function, as a gradtape function (``from_torch``, ``from_jax``): its
-    gradtape tensor arguments (any pytree, one backend) go to ``native_op`` (the recorded op that runs
-    ``fn`` on native arrays and whose rule is the library's VJP) and its outputs come back in their
-    structure.  Called with no gradtape tensor among its arguments it is ``fn`` itself."""
+    gradtape tensor arguments (any pytree, one backend) go to ``native`` (one recorded op that runs
+    ``fn`` on native arrays and whose rule is the library's VJP) and its outputs (``out_leaf``: the
+    library's array type) come back in their structure.  Called with no gradtape tensor among its
+    arguments it is ``fn`` itself."""
     name = display_name(fn)
+    what = native.what
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, lambda x: isinstance(x, Tensor))
+        flat = Flat(fn, args, kwargs, Tensor, out_leaf)
         xs = flat.arrays
         if not xs:
             return fn(*args, **kwargs)
@@ -191,6 +324,6 @@ def from_native(fn: Callable[..., Any], native_op: Callable[..., Any], what: str
                     f"{what}({name}): its gradtape tensors are of two backends, {b.name!r} and "
                     f"{x._b.name!r}; convert them to one"
                 )
-        return flat.unflatten(native_op(*xs, fn=flat.call, name=name))
+        return flat.unflatten(native.call(xs, flat.call, name))
 
     return wrapper

@@ -20,21 +20,21 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtape.autodiff.custom_gradient import custom_gradient
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
 from gradtape.interop.crossing import (
     Flat,
+    NativeOp,
+    native_on,
     display_name,
     from_native,
-    outer_tape_records,
     resolve_backend,
     on_inputs_device,
     to_gradtape_beside,
@@ -54,12 +54,6 @@ def _floating(x: Any) -> bool:
 
 def _is_jax_array(x: Any) -> bool:
     return isinstance(x, jax.Array)
-
-
-def _is_array_argument(x: Any) -> bool:
-    """What ``to_jax`` takes as an array argument: a JAX array (a tracer too) or, as JAX functions do,
-    a NumPy array."""
-    return isinstance(x, (jax.Array, np.ndarray))
 
 
 def _is_tracer(x: Any) -> bool:
@@ -163,14 +157,17 @@ def _crossing(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Cal
 
     def g_bwd(xs: tuple, gys: tuple) -> tuple:
         n = len(xs)
-        # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them
-        gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else gy for gy in gys)
+        # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them; complex
+        # ones are conjugated going in and out (JAX's VJP is the conjugate of gradtape's gradient)
+        gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else _conj(gy) for gy in gys)
         vjp, vname = vjp_function(f, n), f"vjp of {name}"
         if any(_is_tracer(v) for v in (*xs, *gys)):  # JAX may differentiate the backward: a crossing
             grads = _crossing(vjp, b, vname, vmap_method)(*xs, *gys)
         else:  # concrete: nothing above differentiates it; the VJP runs at once, as in g_fwd
             grads = _runner(vjp, b, vname, vmap_method)(*xs, *gys)
-        return tuple(g.astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n]))
+        return tuple(
+            _conj(g).astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n])
+        )
 
     g.__signature__ = g_fwd.__signature__ = g_bwd.__signature__ = _VARARGS  # type: ignore[attr-defined]
     g.defvjp(g_fwd, g_bwd)
@@ -193,7 +190,7 @@ def to_jax(fn: Callable[..., Any], *, backend: Any = None, vmap_method: str = "s
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, _is_array_argument)
+        flat = Flat(fn, args, kwargs, (jax.Array, np.ndarray), Tensor)
         xs = [x if _is_jax_array(x) else jnp.asarray(x) for x in flat.arrays]
         outs = _crossing(on_inputs_device(flat.call), resolve_backend(backend), name, vmap_method)(*xs)
         return flat.unflatten(outs)
@@ -211,44 +208,52 @@ def _jax_of(x: Any, name: str) -> Any:
     return _JAX.from_dlpack(x)
 
 
-@custom_gradient
-def _jax_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
-    """One call of the flat JAX function ``fn`` on gradtape Tensors ``xs`` (of one backend), recorded
-    with the rule ``jax.vjp``'s (see :func:`from_jax`)."""
+def _jax_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
+    """One call of the flat JAX function ``fn`` on gradtape Tensors ``xs`` (of one backend): its
+    outputs as the backend's arrays and their VJP, ``jax.vjp``'s (see :func:`from_jax`)."""
     b = xs[0]._b
     js = [_jax_of(x._v, name) for x in xs]
-    outs, vjp = jax.vjp(lambda *a: tuple(fn(*a)), *js)
+    outs, pull = jax.vjp(lambda *a: tuple(fn(*a)), *js)
     for o in outs:
         if not _is_jax_array(o):
             raise TypeError(f"from_jax({name}): the function must return JAX arrays, got {type(o).__name__}")
     home = b.device_of(xs[0]._v)  # (JAX may compute elsewhere: on its default device)
-    ys = [wrap(b.from_dlpack(o, home), b) for o in outs]
+    ys = [native_on(b, o, home) for o in outs]
 
-    def grad_fn(*dys: Tensor) -> list:
-        n = len(xs)
-        dys = tuple(wrap(b.xp.zeros_like(y._v), b) if d is None else d for d, y in zip(dys, ys))
-        if outer_tape_records((*xs, *dys)):  # higher order: the rule is itself a recorded op
-            return list(_jax_op(*xs, *dys, fn=_vjp_of(fn, n), name=f"vjp of {name}"))[:n]
-        cts = tuple(
-            _jax_of(d._v, name).astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0)
-            for o, d in zip(outs, dys)
-        )
-        gs = vjp(cts)
-        return [wrap(b.from_dlpack(g, b.device_of(x._v)), b) if _floating(j) else None for g, j, x in zip(gs, js, xs)]
+    def vjp(dys: tuple) -> list:
+        gs = _pullback(pull, outs, js, [_jax_of(d, name) for d in dys])
+        return [None if g is None else native_on(b, g, b.device_of(x._v)) for g, x in zip(gs, xs)]
 
-    return tuple(ys), grad_fn
+    return ys, vjp
 
 
-def _vjp_of(fn: Callable[..., Any], n: int) -> Callable[..., tuple]:
+def _conj(a: Any) -> Any:
+    return jnp.conj(a) if jnp.iscomplexobj(a) else a
+
+
+def _pullback(pull: Callable[..., Any], outs: Sequence[Any], xs: Sequence[Any], dys: Sequence[Any]) -> list:
+    """``pull`` (a ``jax.vjp`` pullback at inputs ``xs``, outputs ``outs``) on the cotangents ``dys``,
+    in gradtape's (TensorFlow's) convention for complex values: JAX's VJP is the transpose without
+    conjugation and TensorFlow's gradient its conjugate, so complex cotangents go in conjugated and
+    complex gradients come out conjugated.  Integer outputs take float0 cotangents; integer inputs
+    get None."""
+    cts = tuple(_conj(d.astype(o.dtype)) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
+    return [_conj(g) if _floating(x) else None for g, x in zip(pull(cts), xs)]
+
+
+def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., tuple]:
     """The VJP of the flat JAX function ``fn`` as a flat JAX function of ``(*xs, *dys)``."""
 
     def vjp(*args: Any) -> tuple:
         xs, dys = args[:n], args[n:]
         outs, pull = jax.vjp(lambda *a: tuple(fn(*a)), *xs)
-        cts = tuple(d.astype(o.dtype) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
-        return tuple(g if _floating(x) else jnp.zeros(x.shape, x.dtype) for g, x in zip(pull(cts), xs))
+        gs = _pullback(pull, outs, xs, dys)
+        return tuple(jnp.zeros(x.shape, x.dtype) if g is None else g for g, x in zip(gs, xs))
 
     return vjp
+
+
+_FROM_JAX = NativeOp("from_jax", _jax_forward, _vjp_of)
 
 
 def from_jax(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -257,4 +262,4 @@ def from_jax(fn: Callable[..., Any]) -> Callable[..., Any]:
     JAX arrays it returns (any pytree) come back as gradtape tensors of the inputs' backend, recorded
     as one op whose rule is ``jax.vjp``'s.  Called with no gradtape tensor among its arguments it is
     ``fn`` itself."""
-    return from_native(fn, _jax_op, "from_jax")
+    return from_native(fn, _FROM_JAX, jax.Array)

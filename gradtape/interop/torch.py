@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from gradtape.autodiff.custom_gradient import custom_gradient
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.backend import DLPACK_ERRORS
 from gradtape.core.backend_registry import get as get_backend_named
@@ -34,10 +33,10 @@ from gradtape.core.tensor import Tensor, wrap
 from gradtape.interop.crossing import (
     from_native,
     Flat,
-    differentiable,
-    outer_tape_records,
+    NativeOp,
+    native_on,
     resolve_backend,
-    on_inputs_device,
+    run_beside,
     to_gradtape,
     vjp_function,
 )
@@ -69,7 +68,7 @@ def _floating(x: torch.Tensor) -> bool:
 class _Crossing:
     """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
 
-    __slots__ = ("f", "b", "n_in", "tape", "xs", "devices", "outs", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "tape", "xs", "devices", "outs", "floating", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
@@ -77,59 +76,70 @@ class _Crossing:
         self.xs: list = []
         self.devices: list = []  # each torch input's device: where torch expects its gradient
         self.outs: list = []
+        self.floating: list = []  # whether each output carries a gradient
 
     def forward(self, xs: tuple, needs: tuple) -> tuple:
         b = self.b
         self.devices = [x.device for x in xs]
-        self.xs = [to_gradtape(x if b is _TORCH else x.detach(), b) for x in xs]
-        wrt = [x for x, n in zip(self.xs, needs) if n and differentiable(x)]
-        if wrt:
-            self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
-            with self.tape:
-                self.tape.watch(wrt)
-                self.outs = list(self.f(*self.xs))
+        if b is _TORCH:  # (the torch tensors are the gradtape tensors' arrays)
+            self.xs = gxs = [wrap(x, b) for x in xs]
         else:
-            self.outs = list(self.f(*self.xs))
-        # a new tensor object per output (a view of the same memory): torch hangs the graph on what
-        # forward returns, and the tape's Tensor holding that very object would close a reference
-        # cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
-        outs = tuple(_torch_of(_native(o, k)) for k, o in enumerate(self.outs))
-        if b is not _TORCH and xs:  # (a GPU backend's results, for CPU tensors: back where they came from)
-            outs = tuple(t.to(xs[0].device) for t in outs)
-        return tuple(t.view_as(t) if t is o._v else t for t, o in zip(outs, self.outs))
+            self.xs = gxs = [to_gradtape(x.detach(), b) for x in xs]
+        wrt = [x for x, n in zip(gxs, needs) if n]  # (a floating torch tensor is a floating Tensor)
+        if wrt:
+            tape = self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
+            with tape:
+                tape.watch(wrt)
+                self.outs = outs = list(run_beside(self.f, gxs))
+        else:
+            self.outs = outs = list(run_beside(self.f, gxs))
+        res = []
+        for k, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                raise TypeError(
+                    f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape "
+                    "Tensor; return gradtape tensors (gt.asarray(value) makes one), so torch can differentiate them"
+                )
+            t = o._v
+            if b is not _TORCH:  # (a GPU backend's results, for CPU tensors: back where they came from)
+                t = _torch_of(t)
+                if xs:
+                    t = t.to(xs[0].device)
+            # a new tensor object per output (a view of the same memory): torch hangs the graph on
+            # what forward returns, and the tape's Tensor holding that very object would close a
+            # reference cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
+            res.append(t.view_as(t) if t is o._v else t)
+        self.floating = [_floating(t) for t in res]
+        return tuple(res)
 
     def backward(self, gys: tuple, needs: tuple) -> tuple:
         """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
-        b, outs = self.b, self.outs
-        pairs = [(o, g) for o, g in zip(outs, gys) if differentiable(o) and g is not None]
-        wrt = [k for k, (x, n) in enumerate(zip(self.xs, needs)) if n and differentiable(x)]
-        grads: list = [None] * len(self.xs)
-        if not pairs or not wrt or self.tape is None:
+        b, gxs = self.b, self.xs
+        grads: list = [None] * len(gxs)
+        wrt = [k for k, n in enumerate(needs) if n]
+        if not wrt or self.tape is None:
             return tuple(grads)
-        gs = self.tape.gradient(
-            [o for o, _ in pairs],
-            [self.xs[k] for k in wrt],
-            output_gradients=[to_gradtape(g if b is _TORCH else g.detach(), b) for _, g in pairs],
-        )
+        targets, cts = [], []
+        for o, g, f in zip(self.outs, gys, self.floating):
+            if f and g is not None:
+                targets.append(o)
+                cts.append(wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b))
+        if not targets:
+            return tuple(grads)
+        gs = self.tape.gradient(targets, [gxs[k] for k in wrt], output_gradients=cts)
+        devices = self.devices
         for k, g in zip(wrt, gs):
-            grads[k] = None if g is None else _torch_of(g.native).to(self.devices[k])
+            if g is not None:
+                t = _torch_of(g._v)
+                grads[k] = t if t.device == devices[k] else t.to(devices[k])
         return tuple(grads)
-
-
-def _native(o: Any, k: int) -> Any:
-    if isinstance(o, Tensor):
-        return o.native
-    raise TypeError(
-        f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape Tensor; "
-        "return gradtape tensors (gt.asarray(value) makes one), so torch can differentiate them"
-    )
 
 
 def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
     ctx.crossing = c
     ctx.save_for_backward(*xs)
-    ints = [o for o in outs if not _floating(o)]
-    if ints:
+    if not all(c.floating):
+        ints = [o for o, f in zip(outs, c.floating) if not f]
         ctx.mark_non_differentiable(*ints)
 
 
@@ -182,10 +192,6 @@ def _apply(c: _Crossing, *xs: torch.Tensor) -> tuple:
     return (_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs)
 
 
-def _is_torch_array(x: Any) -> bool:
-    return isinstance(x, torch.Tensor)
-
-
 def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., Any]:
     """``fn`` (written for gradtape / the Array API) as a function of torch tensors that
     ``torch.autograd`` differentiates, to any order, with gradtape's gradients.
@@ -197,20 +203,19 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, _is_torch_array)
+        flat = Flat(fn, args, kwargs, torch.Tensor, Tensor)
         xs = flat.arrays
-        c = _Crossing(on_inputs_device(flat.call), resolve_backend(backend), len(xs))
-        outs = _apply(c, *xs)
-        return flat.unflatten(outs)
+        c = _Crossing(flat.call, resolve_backend(backend), len(xs))
+        return flat.unflatten(_apply(c, *xs))
 
     return wrapper
 
 
 # ---------------------------------------------------------------------------------------- from_torch
-@custom_gradient
-def _torch_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
-    """One call of the flat torch function ``fn`` on gradtape Tensors ``xs`` (of one backend), recorded
-    with the rule ``torch.autograd.grad`` (see :func:`from_torch`)."""
+def _torch_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
+    """One call of the flat torch function ``fn`` on gradtape Tensors ``xs`` (of one backend): its
+    outputs as the backend's arrays and their VJP, ``torch.autograd.grad`` on the graph torch
+    recorded (see :func:`from_torch`)."""
     b = xs[0]._b
     live = any(x._v.requires_grad for x in xs if isinstance(x._v, torch.Tensor))  # torch records already
     ts = []
@@ -219,35 +224,33 @@ def _torch_op(*xs: Tensor, fn: Callable[..., Any], name: str) -> Any:
         if _floating(t) and not t.requires_grad:
             t = t.detach().requires_grad_()
         ts.append(t)
-    with torch.enable_grad():
+    if torch.is_grad_enabled():
         outs = fn(*ts)
-    if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
+    else:
+        with torch.enable_grad():
+            outs = fn(*ts)
+    if not all(isinstance(o, torch.Tensor) for o in outs):
         raise TypeError(f"from_torch({name}): the function must return torch tensors (any pytree of them)")
-    outs = list(outs)
     home = b.device_of(xs[0]._v)  # (torch may compute elsewhere, on the CPU for a GPU backend's arrays)
-    ys = [wrap(b.from_dlpack(o if (live and b is _TORCH) else o.detach(), home), b) for o in outs]
+    keep = live and b is _TORCH
+    ys = [native_on(b, o if keep else o.detach(), home) for o in outs]
 
-    def grad_fn(*dys: Tensor) -> list:
-        dys = tuple(wrap(b.xp.zeros_like(y._v), b) if d is None else d for d, y in zip(dys, ys))
-        if outer_tape_records((*xs, *dys)):  # higher order: the rule is itself a recorded op
-            n = len(xs)
-            return list(_torch_op(*xs, *dys, fn=_vjp_of(fn, n, name), name=f"vjp of {name}"))[:n]
+    def vjp(dys: tuple) -> list:
         pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
         wrt = [k for k, t in enumerate(ts) if t.requires_grad]
         grads: list = [None] * len(xs)
         if pairs and wrt:
-            gs = _autograd(
-                name, [o for o, _ in pairs], [ts[k] for k in wrt], [_torch_of(d._v).to(o.dtype) for o, d in pairs]
-            )
+            cts = []
+            for o, d in pairs:
+                c = _torch_of(d)
+                cts.append(c if c.dtype == o.dtype else c.to(o.dtype))
+            gs = _autograd(name, [o for o, _ in pairs], [ts[k] for k in wrt], cts)
             for k, g in zip(wrt, gs):
-                grads[k] = (
-                    wrap(b.from_dlpack(g, b.device_of(xs[k]._v)), b)
-                    if g is not None
-                    else wrap(b.xp.zeros_like(xs[k]._v), b)
-                )
+                v = xs[k]._v
+                grads[k] = native_on(b, g, b.device_of(v)) if g is not None else b.xp.zeros_like(v)
         return grads
 
-    return tuple(ys), grad_fn
+    return ys, vjp
 
 
 def _autograd(name: str, outs: list, wrt: list, cts: list, create_graph: bool = False) -> tuple:
@@ -290,10 +293,13 @@ def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., Any]:
     return vjp
 
 
+_FROM_TORCH = NativeOp("from_torch", _torch_forward, _vjp_of)
+
+
 def from_torch(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A torch function as a gradtape function: its gradtape tensor arguments (any pytree, one
     backend) become torch tensors (shared on the torch backend, by DLPack from others), ``fn`` runs
     on them, and the torch tensors it returns (any pytree) come back as gradtape tensors of the
     inputs' backend, recorded as one op whose rule is ``torch.autograd.grad``.  Called with no
     gradtape tensor among its arguments it is ``fn`` itself."""
-    return from_native(fn, _torch_op, "from_torch")
+    return from_native(fn, _FROM_TORCH, torch.Tensor)
