@@ -83,6 +83,13 @@ def conj_(xp, x):
     return xp.conj(x) if _dtype_is_complex(d) else x
 
 
+def ones_where_zero(xp, y):
+    """``y`` with 1 where it is 0: the divisor of a norm's rule (``std``, ``vector_norm``,
+    ``matrix_norm``).  At a norm's minimum (every element 0) the rule then gives the subgradient of
+    least norm, 0 (PyTorch's convention too), not 0 / 0, and a higher order meets no infinity."""
+    return xp.where(y == 0, 1, y)
+
+
 def scalar_as_array(xp, v, like):
     """``v``, or where it is a Python scalar (a native walk passes an op's scalar input as it is) an
     array of it shaped and typed like the array ``like``: the Array API's functions take arrays."""

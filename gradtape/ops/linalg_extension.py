@@ -59,7 +59,7 @@ from gradtape.core.rule_namespace import tensor_namespace
 from gradtape.core.domains import NONZERO, REAL, SMALL, Case, with_complex
 from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops import manipulation as _manipulation
-from gradtape.ops.elementwise import astype, conj_, is_complex
+from gradtape.ops.elementwise import astype, conj_, is_complex, ones_where_zero
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, mT, tensordot, vecdot
 from gradtape.ops.statistical import _axes
 from gradtape.core.tensor import Tensor, wrap, convert_to_tensor
@@ -869,7 +869,7 @@ def _matrix_norm_grad(xp, op, grad):
         y = op.outputs[0]
         if not op.attrs.get("keepdims", False):
             y = xp.expand_dims(xp.expand_dims(y, axis=-1), axis=-1)
-        return xp.multiply_no_nan(x / _nonzero(xp, y), g)
+        return xp.multiply_no_nan(x / ones_where_zero(xp, y), g)
     if ordv in ("nuc", 2, -2):
         u, _, vh = xp.linalg.svd(x, full_matrices=False)
         if ordv == "nuc":
@@ -934,19 +934,12 @@ def _vector_norm_grad(xp, op, grad):
     if p == 0:
         return xp.zeros(tuple(g.shape[:nb]) + tuple(x.shape), dtype=x.dtype, device=_device(x))
     if p == 2:
-        return xp.multiply_no_nan(x / _nonzero(xp, y), g)
+        return xp.multiply_no_nan(x / ones_where_zero(xp, y), g)
     if p == 1:
         return g * _sgn(xp, x)
     if math.isinf(p):
         return (g * _extreme_mask(xp, xp.abs(x), axes, p > 0)) * _sgn(xp, x)
-    return xp.multiply_no_nan((xp.abs(x) / (_nonzero(xp, y) if p > 1 else y)) ** (p - 1) * _sgn(xp, x), g)
-
-
-def _nonzero(xp, y):
-    """A norm ``y`` with 1 where it is 0: at a norm's minimum (every element 0) the rules then give
-    the subgradient of least norm, 0, as ``std``'s (PyTorch's too) -- not 0 / 0 -- and a higher
-    order meets no infinity."""
-    return xp.where(y == 0, xp.ones_like(y), y)
+    return xp.multiply_no_nan((xp.abs(x) / (ones_where_zero(xp, y) if p > 1 else y)) ** (p - 1) * _sgn(xp, x), g)
 
 
 @public(_vector_norm)

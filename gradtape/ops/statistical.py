@@ -14,7 +14,7 @@ import numpy as np
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case, with_complex
 from gradtape.ops import apply1, batch_as, defop, public
-from gradtape.ops.elementwise import astype, conj_
+from gradtape.ops.elementwise import astype, conj_, ones_where_zero
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
@@ -257,10 +257,9 @@ def _std_grad(xp, op, grad):
         y = xp.reshape(y, _keep_shape(x.shape, axes))
     centred = x - xp.mean(x, axis=axes, keepdims=True)
     # 0 for a zero grad; where std = 0 (constant values) the centred values are 0 and so is the
-    # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's.
-    # The divisor is 1 there, not 0: no infinity for a higher order to meet (one element's std is
-    # 0 for every x, and its second derivative 0, not inf - inf)
-    safe = xp.where(y == 0, 1, y)
+    # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's
+    # (one element's std is 0 for every x, and its second derivative 0, not inf - inf)
+    safe = ones_where_zero(xp, y)
     return xp.multiply_no_nan(
         xp.xdivy(_unreduce(xp, grad, op), safe * builtins.max(n - op.attrs["correction"], 1e-300)), centred
     )
