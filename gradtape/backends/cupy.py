@@ -38,6 +38,7 @@ says what is missing and what to do.
 
 from __future__ import annotations
 
+import functools
 import types
 
 import numpy as np
@@ -117,14 +118,13 @@ def _copy_module(name, module):
 def _on_device(fn, backend):
     """``fn`` creating on the device ``device=`` names (CuPy creates on its current device)."""
 
+    @functools.wraps(fn)
     def f(*args, device=None, **kwargs):
         if device is None:
             return fn(*args, **kwargs)
         with backend.parse_device(device):
             return fn(*args, **kwargs)
 
-    f.__name__ = f.__qualname__ = getattr(fn, "__name__", "f")
-    f.__doc__ = fn.__doc__
     return f
 
 
@@ -136,6 +136,7 @@ def _same_device(fn, backend):
     current = backend._cupy.cuda.runtime.getDevice
     devs = backend._devs
 
+    @functools.wraps(fn)
     def f(*args, **kwargs):
         dev = -1
         for group in (args, kwargs.values()):
@@ -152,20 +153,17 @@ def _same_device(fn, backend):
         with devs[dev]:
             return fn(*args, **kwargs)
 
-    f.__name__ = f.__qualname__ = getattr(fn, "__name__", "f")
-    f.__doc__ = fn.__doc__
     return f
 
 
 def _checked(fn, cupyx):
     """``fn`` (a CuPy linalg function) raising ``numpy.linalg.LinAlgError`` on a singular input."""
 
+    @functools.wraps(fn)
     def f(*args, **kwargs):
         with cupyx.errstate(linalg="raise"):
             return fn(*args, **kwargs)
 
-    f.__name__ = f.__qualname__ = getattr(fn, "__name__", "f")
-    f.__doc__ = fn.__doc__
     return f
 
 
@@ -174,6 +172,7 @@ def _broadcasting_solve(solve, cupy):
     for every matrix of ``x1``, and the batch dimensions of ``x1`` and ``x2`` broadcast (CuPy wants
     them equal)."""
 
+    @functools.wraps(solve)
     def f(x1, x2, /):
         if x2.ndim == 1:
             column = cupy.broadcast_to(x2[:, None], x1.shape[:-2] + (x2.shape[0], 1))
@@ -181,8 +180,6 @@ def _broadcasting_solve(solve, cupy):
         batch = np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
         return solve(cupy.broadcast_to(x1, batch + x1.shape[-2:]), cupy.broadcast_to(x2, batch + x2.shape[-2:]))
 
-    f.__name__ = f.__qualname__ = "solve"
-    f.__doc__ = solve.__doc__
     return f
 
 
