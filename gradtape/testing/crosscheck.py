@@ -125,7 +125,11 @@ class GradientReport:
         if not self.compared:
             head = "check_gradients: nothing compared (every gradtape backend was skipped)"
         else:
-            head = f"check_gradients: {'all pairs agree' if self.passed else f'{len(self.failures)} pair(s) disagree'}"
+            verdict = "all pairs agree" if self.passed else f"{len(self.failures)} pair(s) disagree"
+            head = f"check_gradients: {verdict} ({len(self.pairs)} compared"
+            if self.skipped:  # (a skipped method is no agreement: the headline says how many)
+                head += f"; {len(self.skipped)} skipped: {', '.join(self.skipped)}"
+            head += ")"
         return head + "\n" + self.table() + "\n" + head  # (the verdict last too: the table scrolls)
 
     __repr__ = __str__
