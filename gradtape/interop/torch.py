@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from gradtape.autodiff.tape import GradientTape
 from gradtape.core.backend import DLPACK_ERRORS
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
@@ -36,7 +35,7 @@ from gradtape.interop.crossing import (
     NativeOp,
     native_on,
     resolve_backend,
-    run_beside,
+    Taped,
     to_gradtape,
     vjp_function,
 )
@@ -66,35 +65,28 @@ def _floating(x: torch.Tensor) -> bool:
 
 # ------------------------------------------------------------------------------------------ to_torch
 class _Crossing:
-    """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
+    """One call of a flat gradtape function from torch: its forward kept with its tape
+    (:class:`~gradtape.interop.crossing.Taped`), and where torch expects each gradient."""
 
-    __slots__ = ("f", "b", "n_in", "tape", "xs", "devices", "outs", "floating", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "run", "devices", "floating", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
-        self.tape: GradientTape | None = None
-        self.xs: list = []
+        self.run: Taped | None = None
         self.devices: list = []  # each torch input's device: where torch expects its gradient
-        self.outs: list = []
         self.floating: list = []  # whether each output carries a gradient
 
-    def forward(self, xs: tuple, needs: tuple) -> tuple:
+    def forward(self, xs: tuple, needs: list) -> tuple:
         b = self.b
-        self.devices = [x.device for x in xs]
         if b is _TORCH:  # (the torch tensors are the gradtape tensors' arrays)
-            self.xs = gxs = [wrap(x, b) for x in xs]
+            gxs = [wrap(x, b) for x in xs]
         else:
-            self.xs = gxs = [to_gradtape(x.detach(), b) for x in xs]
-        wrt = [x for x, n in zip(gxs, needs) if n]  # (a floating torch tensor is a floating Tensor)
-        if wrt:
-            tape = self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
-            with tape:
-                tape.watch(wrt)
-                self.outs = outs = list(run_beside(self.f, gxs))
-        else:
-            self.outs = outs = list(run_beside(self.f, gxs))
+            gxs = [to_gradtape(x.detach(), b) for x in xs]
+        # (a floating torch tensor is a floating Tensor: the tape watches those torch records)
+        self.run = run = Taped(self.f, gxs, needs)
         res = []
-        for k, o in enumerate(outs):
+        floating = self.floating
+        for k, o in enumerate(run.outs):
             if not isinstance(o, Tensor):
                 raise TypeError(
                     f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape "
@@ -103,32 +95,31 @@ class _Crossing:
             t = o._v
             if b is not _TORCH:  # (a GPU backend's results, for CPU tensors: back where they came from)
                 t = _torch_of(t)
-                if xs:
+                if xs and t.device != xs[0].device:
                     t = t.to(xs[0].device)
             # a new tensor object per output (a view of the same memory): torch hangs the graph on
             # what forward returns, and the tape's Tensor holding that very object would close a
             # reference cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
             res.append(t.view_as(t) if t is o._v else t)
-        self.floating = [_floating(t) for t in res]
+            floating.append(t.is_floating_point() or t.is_complex())
+        if run.tape is not None:  # (where torch may ask for a gradient: the devices to put it on)
+            self.devices = [x.device for x in xs]
         return tuple(res)
 
     def backward(self, gys: tuple, needs: tuple) -> tuple:
         """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
-        b, gxs = self.b, self.xs
-        grads: list = [None] * len(gxs)
+        run = self.run
         wrt = [k for k, n in enumerate(needs) if n]
-        if not wrt or self.tape is None:
-            return tuple(grads)
-        targets, cts = [], []
-        for o, g, f in zip(self.outs, gys, self.floating):
-            if f and g is not None:
-                targets.append(o)
-                cts.append(wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b))
-        if not targets:
-            return tuple(grads)
-        gs = self.tape.gradient(targets, [gxs[k] for k in wrt], output_gradients=cts)
+        if not wrt or run is None or run.tape is None:
+            return (None,) * len(needs)
+        b = self.b
+        cts = [
+            None if g is None or not f else wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b)
+            for g, f in zip(gys, self.floating)
+        ]
+        grads: list = [None] * len(needs)
         devices = self.devices
-        for k, g in zip(wrt, gs):
+        for k, g in zip(wrt, run.gradient(cts, wrt)):
             if g is not None:
                 t = _torch_of(g._v)
                 grads[k] = t if t.device == devices[k] else t.to(devices[k])
@@ -146,7 +137,7 @@ def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
 def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
     c: _Crossing = ctx.crossing
     needs = ctx.needs_input_grad[1:]
-    if (torch.is_grad_enabled() or c.tape is None) and any(needs):
+    if (torch.is_grad_enabled() or c.run is None or c.run.tape is None) and any(needs):
         # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
         # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
         # that do not require grad)
@@ -162,7 +153,7 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> tuple:
-        outs = c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+        outs = c.forward(xs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
         _setup(ctx, c, xs, outs)
         return outs
 
@@ -176,7 +167,7 @@ class _FunctorchFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:
-        return c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+        return c.forward(xs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
