@@ -183,14 +183,17 @@ def _eager_forward(call: _Call, xs: tuple) -> tuple:
     """``call`` on concrete JAX arrays under a tape: its outputs and the tape for the backward (no
     transformation above can differentiate concrete values: the forward runs once, here)."""
     b = call.b
-    gxs = [wrap(x, _JAX) for x in xs] if b is _JAX else to_gradtape_beside(xs, b)
+    if b is _JAX:  # (JAX may hand a concrete value over as a NumPy-like array: made a jax.Array)
+        gxs = [wrap(x if _is_jax_array(x) else jnp.asarray(x), _JAX) for x in xs]
+    else:
+        gxs = to_gradtape_beside(xs, b)
     taped = Taped(call.f, gxs, [_inexact(x) for x in xs])
     outs = _outputs(taped.outs, call.name)
     if b is _JAX:
         home = None
         ys = tuple(o._v for o in outs)
     else:  # the results cross by DLPack, onto the inputs' device
-        home = next((x for x in xs if len(x.devices()) == 1), None)
+        home = next((x for x in xs if _is_jax_array(x) and len(x.devices()) == 1), None)
         ys = tuple(_to_jax_beside(o, home) for o in outs)
     return ys, _Kept(call, xs, taped, home)
 
