@@ -184,7 +184,7 @@ def use_backend(name, device=None):
         _scoped.reset(token)
 
 
-class active:  # noqa: N801 (used as a function: ``with active(b, device):``)
+class active:  # (lower case: used as a function, ``with active(b, device):``)
     """Make the adapter instance ``backend`` (used as it is: a ``gt.function`` trace's stand-in
     backend) the active one in this context, on ``device`` (native; None: its default).
 

@@ -97,10 +97,12 @@ class _Crossing:
                 t = _torch_of(t)
                 if xs and t.device != xs[0].device:
                     t = t.to(xs[0].device)
-            # a new tensor object per output (a view of the same memory): torch hangs the graph on
+            # a new tensor object per output, a view of the same memory: torch hangs the graph on
             # what forward returns, and the tape's Tensor holding that very object would close a
-            # reference cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
-            res.append(t.view_as(t) if t is o._v else t)
+            # reference cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC
+            # collects; and torch refuses to change a custom Function's view in place, which would
+            # change the memory the tape's rules read (exp's output) under a wrong gradient
+            res.append(t.view_as(t))
             floating.append(t.is_floating_point() or t.is_complex())
         if run.tape is not None:  # (where torch may ask for a gradient: the devices to put it on)
             self.devices = [x.device for x in xs]
@@ -174,6 +176,19 @@ class _FunctorchFunction(torch.autograd.Function):
         _setup(ctx, inputs[0], inputs[1:], output)
 
     backward = staticmethod(_backward)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, c: _Crossing, *xs: torch.Tensor) -> tuple:
+        """``torch.func.vmap`` over a crossing (``vmap(grad(f))``, ``jacrev``, ``hessian``): one
+        crossing per element of the batch, each differentiable by the transforms below, the outputs
+        stacked on axis 0 (torch cannot vectorise gradtape's function; ``gt.vmap`` inside ``fn``
+        vectorises it on gradtape's side)."""
+        rows = []
+        for i in range(info.batch_size):
+            args = [x if d is None else x.select(d, i) for x, d in zip(xs, in_dims[1:])]
+            rows.append(_apply(_Crossing(c.f, c.b, c.n_in), *args))
+        outs = tuple(torch.stack(col) for col in zip(*rows))
+        return outs, (0,) * len(outs)
 
 
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
