@@ -179,14 +179,21 @@ def test_to_torch_under_torch_func_vmap_jacrev_and_grad_of_vmap(backend):
     assert m.dtype == torch.int64 and m.cpu().tolist() == (x > 0.0).long().tolist()
 
 
-def test_to_torch_an_in_place_change_of_its_output_is_torchs_error_not_a_wrong_gradient(backend):
-    """exp's rule reads its output: changed in place, the gradient would be wrong.  The crossing's
-    outputs are views made inside a custom Function, which torch refuses to change in place."""
+def test_to_torch_an_in_place_change_of_its_output_or_input_is_torchs_error_not_a_wrong_gradient(backend):
+    """exp's rule reads its output, sin's its input: changed in place, the gradient would be wrong.
+    The crossing's outputs are views made inside a custom Function, which torch refuses to change in
+    place; its inputs are saved for backward, whose versions torch checks."""
     f = gt.interop.to_torch(gt.exp, backend=backend)
     x = torch.ones(3, dtype=torch.float64, requires_grad=True)
     y = f(x)
     with pytest.raises(RuntimeError, match="is a view and is being modified inplace"):
         y.add_(1.0)
+    # an input changed in place after the forward (sin's rule reads it): torch's version check
+    y = gt.interop.to_torch(gt.sin, backend=backend)(x)
+    with torch.no_grad():
+        x.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
 
 
 def test_to_torch_pytrees_integers_and_non_array_arguments(backend):
@@ -280,11 +287,12 @@ def test_to_jax_eager_runs_the_forward_once_and_keeps_its_tape_for_the_backward(
 
 def test_to_jax_eager_pullback_transformed_later_equals_jaxs(backend):
     """A pullback made eagerly (its tape kept) and then transformed: jax.jit of it, and jax.grad
-    through it (a traced cotangent: the VJP crosses again, as gradtape's recorded VJP)."""
-    f = gt.interop.to_jax(lambda x: gt.sin(x) * gt.exp(x), backend=backend)
-    native = lambda x: jnp.sin(x) * jnp.exp(x)
+    through it (a traced cotangent: the VJP crosses again, as gradtape's recorded VJP, here run
+    eagerly in its turn, with an integer input that gets no gradient)."""
+    f = gt.interop.to_jax(lambda x, n: gt.sin(x) * gt.exp(x) * gt.astype(n, x.dtype), backend=backend)
+    native = lambda x: jnp.sin(x) * jnp.exp(x) * 2.0
     x, g = jnp.array([0.3, -0.7]), jnp.array([1.0, -2.0])
-    pull, pull_native = jax.vjp(f, x)[1], jax.vjp(native, x)[1]
+    pull, pull_native = jax.vjp(lambda x: f(x, jnp.array(2)), x)[1], jax.vjp(native, x)[1]
     np.testing.assert_allclose(jax.jit(pull)(g)[0], pull_native(g)[0], rtol=1e-12)
     loss = lambda p: lambda g: jnp.sum(p(g)[0] ** 3)
     np.testing.assert_allclose(jax.grad(loss(pull))(g), jax.grad(loss(pull_native))(g), rtol=1e-12)

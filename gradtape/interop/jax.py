@@ -191,7 +191,7 @@ def _eager_forward(call: _Call, xs: tuple) -> tuple:
     outs = _outputs(taped.outs, call.name)
     if b is _JAX:
         home = None
-        ys = tuple(o._v for o in outs)
+        ys = tuple(jnp.zeros((), jnp.float32) if o is None else o._v for o in outs)
     else:  # the results cross by DLPack, onto the inputs' device
         home = next((x for x in xs if _is_jax_array(x) and len(x.devices()) == 1), None)
         ys = tuple(_to_jax_beside(o, home) for o in outs)
@@ -205,7 +205,7 @@ def _eager_backward(kept: _Kept, gys: tuple) -> tuple:
     b, taped, xs = kept.call.b, kept.taped, kept.xs
     cts: list = []
     for o, gy in zip(taped.outs, gys):
-        if not (o.dtype.differentiable and _inexact(gy)):
+        if o is None or not (o.dtype.differentiable and _inexact(gy)):  # (None: a VJP's integer input)
             cts.append(None)
             continue
         if gy.dtype.kind == "c":

@@ -66,14 +66,13 @@ def _floating(x: torch.Tensor) -> bool:
 # ------------------------------------------------------------------------------------------ to_torch
 class _Crossing:
     """One call of a flat gradtape function from torch: its forward kept with its tape
-    (:class:`~gradtape.interop.crossing.Taped`), and where torch expects each gradient."""
+    (:class:`~gradtape.interop.crossing.Taped`)."""
 
-    __slots__ = ("f", "b", "n_in", "run", "devices", "floating", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "run", "floating", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
         self.run: Taped | None = None
-        self.devices: list = []  # each torch input's device: where torch expects its gradient
         self.floating: list = []  # whether each output carries a gradient
 
     def forward(self, xs: tuple, needs: list) -> tuple:
@@ -104,12 +103,11 @@ class _Crossing:
             # change the memory the tape's rules read (exp's output) under a wrong gradient
             res.append(t.view_as(t))
             floating.append(t.is_floating_point() or t.is_complex())
-        if run.tape is not None:  # (where torch may ask for a gradient: the devices to put it on)
-            self.devices = [x.device for x in xs]
         return tuple(res)
 
-    def backward(self, gys: tuple, needs: tuple) -> tuple:
-        """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
+    def backward(self, gys: tuple, needs: tuple, xs: tuple) -> tuple:
+        """Gradients of the inputs ``xs`` (torch's) from the forward's tape (one walk; None where
+        torch needs none), on the inputs' devices."""
         run = self.run
         wrt = [k for k, n in enumerate(needs) if n]
         if not wrt or run is None or run.tape is None:
@@ -120,11 +118,11 @@ class _Crossing:
             for g, f in zip(gys, self.floating)
         ]
         grads: list = [None] * len(needs)
-        devices = self.devices
         for k, g in zip(wrt, run.gradient(cts, wrt)):
             if g is not None:
                 t = _torch_of(g._v)
-                grads[k] = t if t.device == devices[k] else t.to(devices[k])
+                device = xs[k].device
+                grads[k] = t if t.device == device else t.to(device)
         return tuple(grads)
 
 
@@ -139,15 +137,17 @@ def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
 def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
     c: _Crossing = ctx.crossing
     needs = ctx.needs_input_grad[1:]
+    # read on every backward: torch checks here that no input was changed in place since the
+    # forward (the tape's rules read the inputs: sin's gradient is cos(x)), else its error
+    xs = ctx.saved_tensors
     if (torch.is_grad_enabled() or c.run is None or c.run.tape is None) and any(needs):
         # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
         # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
-        # that do not require grad)
-        xs = ctx.saved_tensors  # (torch materialises the cotangents of unused outputs as zeros)
+        # that do not require grad).  (torch materialises the cotangents of unused outputs as zeros)
         vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
         grads = _apply(vjp, *xs, *gys)
         return (None, *(g if n else None for g, n in zip(grads, needs)))
-    return (None, *c.backward(gys, needs))
+    return (None, *c.backward(gys, needs, xs))
 
 
 class _Function(torch.autograd.Function):
@@ -207,12 +207,20 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
     memory, others cross by DLPack), ``fn`` runs on them, and the gradtape tensors it returns (any
     pytree) come back as torch tensors.  Other arguments are passed as they are."""
 
+    named: list = []  # (a named backend, once resolved)
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flat = Flat(fn, args, kwargs, torch.Tensor, Tensor)
         xs = flat.arrays
-        c = _Crossing(flat.call, resolve_backend(backend), len(xs))
-        return flat.unflatten(_apply(c, *xs))
+        if named:
+            b = named[0]
+        else:
+            b = resolve_backend(backend)
+            if backend is not None:
+                named.append(b)
+        c = _Crossing(flat.call, b, len(xs))
+        return flat.unflatten((_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs))
 
     return wrapper
 
