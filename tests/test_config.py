@@ -112,6 +112,22 @@ def test_use_backend_restores_after_an_exception():
     assert gt.get_backend() is outer
 
 
+def test_active_makes_a_backend_instance_active_scoped_and_restored_after_an_exception():
+    """``config.active`` (the adapter instance itself, on a device; what gt.function's traces and the
+    crossings between frameworks enter): scoped, nested, and restored after an exception."""
+    outer = gt.get_backend()
+    other = _backends.get(_other_backend())
+    with _config.active(other, "somewhere") as b:
+        assert b is other and gt.get_backend() is other and _config.current().device == "somewhere"
+        with _config.active(outer):
+            assert gt.get_backend() is outer and _config.current().device is None
+        assert gt.get_backend() is other
+    assert gt.get_backend() is outer
+    with pytest.raises(RuntimeError, match="boom"), _config.active(other):
+        raise RuntimeError("boom")
+    assert gt.get_backend() is outer
+
+
 def test_backend_objects_and_aliases_are_accepted():
     b = _backends.get("numpy")
     with gt.use_backend(b) as got:

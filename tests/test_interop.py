@@ -158,6 +158,44 @@ def test_to_torch_gradient_equals_torch_func_and_third_order(backend):
     torch.testing.assert_close(t, tn)
 
 
+def test_to_torch_under_torch_func_vmap_jacrev_and_grad_of_vmap(backend):
+    """torch.func.vmap over a crossing (one crossing per element, the vmap rule): vmap(grad(f)),
+    jacrev, jacrev of jacrev (jacrev vmaps the backward, which crosses again) and grad of vmap equal
+    torch.func's of the same function in torch; an integer output is stacked as it is."""
+    f = gt.interop.to_torch(lambda x, y: gt.sum(gt.sin(x) * y), backend=backend)
+    native = lambda x, y: torch.sum(torch.sin(x) * y)
+    x = torch.linspace(-1.0, 1.0, 12, dtype=torch.float64).reshape(4, 3)
+    y = torch.tensor([1.0, 2.0, -3.0], dtype=torch.float64)
+    fn = torch.func
+    for tr in (lambda h: fn.vmap(fn.grad(h), in_dims=(0, None)), lambda h: fn.vmap(h, in_dims=(0, None))):
+        torch.testing.assert_close(tr(f)(x, y), tr(native)(x, y))
+    torch.testing.assert_close(fn.jacrev(f, argnums=(0, 1))(x[1], y), fn.jacrev(native, argnums=(0, 1))(x[1], y))
+    torch.testing.assert_close(fn.jacrev(fn.jacrev(f))(x[1], y), fn.hessian(native)(x[1], y))
+    grad_of_vmap = fn.grad(lambda x: fn.vmap(f, in_dims=(0, None))(x, y).sum())(x)
+    torch.testing.assert_close(grad_of_vmap, torch.cos(x) * y)
+    g = gt.interop.to_torch(lambda x: (gt.sin(x), gt.astype(x > 0.0, gt.int64)), backend=backend)
+    s, m = fn.vmap(g)(x)
+    torch.testing.assert_close(s.cpu(), torch.sin(x))
+    assert m.dtype == torch.int64 and m.cpu().tolist() == (x > 0.0).long().tolist()
+
+
+def test_to_torch_an_in_place_change_of_its_output_or_input_is_torchs_error_not_a_wrong_gradient(backend):
+    """exp's rule reads its output, sin's its input: changed in place, the gradient would be wrong.
+    The crossing's outputs are views made inside a custom Function, which torch refuses to change in
+    place; its inputs are saved for backward, whose versions torch checks."""
+    f = gt.interop.to_torch(gt.exp, backend=backend)
+    x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    y = f(x)
+    with pytest.raises(RuntimeError, match="is a view and is being modified inplace"):
+        y.add_(1.0)
+    # an input changed in place after the forward (sin's rule reads it): torch's version check
+    y = gt.interop.to_torch(gt.sin, backend=backend)(x)
+    with torch.no_grad():
+        x.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
 def test_to_torch_pytrees_integers_and_non_array_arguments(backend):
     def fn(params, x, *, scale, index):
         out = {"y": gt.sum(params["w"] * x + params["b"]) * scale, "n": gt.argmax(x)}
@@ -216,6 +254,48 @@ def test_to_jax_check_grads_order_2(backend, name):
     xs = tuple(jnp.asarray(a) for a in arrays)
     _assert_values(case, arrays, _tuple(f(*xs)))
     check_grads(f, xs, order=2, modes=["rev"])
+
+
+def test_to_jax_eager_runs_the_forward_once_and_keeps_its_tape_for_the_backward(backend):
+    """Eagerly (concrete values) jax.vjp of a crossing runs the function once: the backward walks the
+    forward's tape (no second forward), as often as the pullback is called; the tape lives as long as
+    the pullback and is freed with it, without the garbage collector."""
+    calls, made = [], []
+
+    def fn(x, y):
+        calls.append(1)
+        out = gt.sin(x) * y
+        made.append(weakref.ref(out))
+        return out
+
+    f = gt.interop.to_jax(fn, backend=backend)
+    x, y, g = jnp.array([0.3, -0.7, 1.1]), jnp.array([1.5, 0.2, -0.4]), jnp.array([1.0, 2.0, 3.0])
+    gc.disable()
+    try:
+        out, pull = jax.vjp(f, x, y)
+        assert len(calls) == 1 and made[0]() is not None  # (the tape keeps the forward's tensors)
+        for scale in (1.0, 2.0):  # a pullback may be called again
+            gx, gy = pull(g * scale)
+            np.testing.assert_allclose(gx, jnp.cos(x) * y * g * scale, rtol=1e-12)
+            np.testing.assert_allclose(gy, jnp.sin(x) * g * scale, rtol=1e-12)
+        assert len(calls) == 1
+        del out, pull
+        assert made[0]() is None
+    finally:
+        gc.enable()
+
+
+def test_to_jax_eager_pullback_transformed_later_equals_jaxs(backend):
+    """A pullback made eagerly (its tape kept) and then transformed: jax.jit of it, and jax.grad
+    through it (a traced cotangent: the VJP crosses again, as gradtape's recorded VJP, here run
+    eagerly in its turn, with an integer input that gets no gradient)."""
+    f = gt.interop.to_jax(lambda x, n: gt.sin(x) * gt.exp(x) * gt.astype(n, x.dtype), backend=backend)
+    native = lambda x: jnp.sin(x) * jnp.exp(x) * 2.0
+    x, g = jnp.array([0.3, -0.7]), jnp.array([1.0, -2.0])
+    pull, pull_native = jax.vjp(lambda x: f(x, jnp.array(2)), x)[1], jax.vjp(native, x)[1]
+    np.testing.assert_allclose(jax.jit(pull)(g)[0], pull_native(g)[0], rtol=1e-12)
+    loss = lambda p: lambda g: jnp.sum(p(g)[0] ** 3)
+    np.testing.assert_allclose(jax.grad(loss(pull))(g), jax.grad(loss(pull_native))(g), rtol=1e-12)
 
 
 def _scalar_case(x, y):

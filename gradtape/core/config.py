@@ -184,15 +184,27 @@ def use_backend(name, device=None):
         _scoped.reset(token)
 
 
-@contextlib.contextmanager
-def active(backend, device=None):
+class active:  # (lower case: used as a function, ``with active(b, device):``)
     """Make the adapter instance ``backend`` (used as it is: a ``gt.function`` trace's stand-in
-    backend) the active one in this context, on ``device`` (native; None: its default)."""
-    token = _scoped.set(_Setting(backend, device))
-    try:
-        yield backend
-    finally:
-        _scoped.reset(token)
+    backend) the active one in this context, on ``device`` (native; None: its default).
+
+    A class with ``__enter__`` / ``__exit__``, not a ``contextlib.contextmanager`` (whose generator
+    costs several times as much per entry): the crossings between frameworks enter it per call."""
+
+    __slots__ = ("backend", "setting", "token")
+
+    def __init__(self, backend, device=None):
+        self.backend = backend
+        self.setting = _Setting(backend, device)
+        self.token = None
+
+    def __enter__(self):
+        self.token = _scoped.set(self.setting)
+        return self.backend
+
+    def __exit__(self, *exc):
+        _scoped.reset(self.token)
+        return False
 
 
 def available_backends():

@@ -41,6 +41,7 @@ from gradtape.core.tensor import Tensor, wrap
 __all__ = [
     "Flat",
     "NativeOp",
+    "Taped",
     "differentiable",
     "display_name",
     "from_native",
@@ -103,12 +104,13 @@ def on_inputs_device(f: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def to_gradtape_beside(xs: Sequence[Any], b: Any) -> list:
+def to_gradtape_beside(xs: Sequence[Any], b: Any, beside: Tensor | None = None) -> list:
     """Native arrays as Tensors of ``b`` (:func:`to_gradtape`), with those that arrive as NumPy arrays
-    (a cotangent JAX hands over as a literal, say) placed beside the first that does not: on its
-    device (a GPU), not on the host."""
+    (a cotangent JAX hands over as a literal, say) placed beside the Tensor ``beside``, by default
+    the first that does not arrive so: on its device (a GPU), not on the host."""
     ts = [to_gradtape(x, b) for x in xs]
-    beside = next((t for x, t in zip(xs, ts) if not isinstance(x, np.ndarray)), None)
+    if beside is None:
+        beside = next((t for x, t in zip(xs, ts) if not isinstance(x, np.ndarray)), None)
     if beside is None:
         return ts
     device = b.device_beside(beside._v)
@@ -218,6 +220,41 @@ class Flat:
         if spec is _TUPLE:
             return tuple(outs)
         return optree.tree_unflatten(spec, list(outs))
+
+
+class Taped:
+    """One call of the flat gradtape function ``f`` on the Tensors ``xs`` (by :func:`run_beside`), under
+    a tape that watches the inputs where ``watch`` says (no tape where none), kept for its backward:
+    a crossing's first order is this one forward and one walk of its tape (:meth:`gradient`; the
+    tape is persistent: the other library may call a backward twice, torch's ``retain_graph``, a
+    JAX pullback kept).  ``outs``: ``f``'s outputs, a list (checked by the crossing)."""
+
+    __slots__ = ("tape", "xs", "outs", "__weakref__")
+
+    def __init__(self, f: Callable[..., Any], xs: Sequence[Any], watch: Sequence[bool]):
+        self.xs = xs
+        wrt = [x for x, w in zip(xs, watch) if w]
+        if not wrt:
+            self.tape: GradientTape | None = None
+            self.outs = list(run_beside(f, xs))
+            return
+        tape = self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
+        with tape:
+            tape.watch(wrt)
+            self.outs = list(run_beside(f, xs))
+
+    def gradient(self, cts: Sequence[Any], wrt: Sequence[int]) -> list:
+        """The gradients of the inputs at the positions ``wrt`` (None: unconnected) given ``cts``, one
+        cotangent (a Tensor) per output, None for an output that carries none."""
+        targets, grads = [], []
+        for o, c in zip(self.outs, cts):
+            if c is not None:
+                targets.append(o)
+                grads.append(c)
+        if not targets or self.tape is None:
+            return [None] * len(wrt)
+        xs = self.xs
+        return self.tape.gradient(targets, [xs[k] for k in wrt], output_gradients=grads)
 
 
 def vjp_function(f: Callable[..., Sequence[Any]], n_in: int) -> Callable[..., list]:

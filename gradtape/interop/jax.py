@@ -3,8 +3,11 @@
 ``to_jax(fn)`` is a ``jax.custom_vjp`` function whose backward is gradtape's VJP.  On the jax backend
 gradtape's ops run on JAX's own values, tracers included, so the function is traced straight through
 (``jax.jit`` compiles gradtape's forward and its rules); on another backend it runs on the host, through
-``jax.pure_callback``, and so does its backward.  JAX's residuals must be arrays, so the backward
-recomputes the forward under a tape (one forward, one walk).  When JAX differentiates the backward
+``jax.pure_callback``, and so does its backward.  Every call is one ``jax.custom_vjp`` built once
+(:data:`_CROSS`, what to run its static argument).  Eagerly (concrete values) the forward runs once,
+under a tape that JAX carries to the backward as a residual without leaves (:class:`_Kept`): one
+forward, one walk.  Under a transformation (tracers) JAX's residuals must be arrays, so the backward
+recomputes the forward under a tape.  When JAX differentiates the backward
 (``jax.grad`` of ``jax.grad``, ``jax.hessian``) it meets another ``to_jax`` function: gradtape's VJP
 (:func:`gradtape.interop.crossing.vjp_function`), recorded, so every order is gradtape's.
 
@@ -32,6 +35,7 @@ from gradtape.core.tensor import Tensor, wrap
 from gradtape.interop.crossing import (
     Flat,
     NativeOp,
+    Taped,
     native_on,
     display_name,
     from_native,
@@ -130,48 +134,142 @@ def _result_shapes(f: Callable[..., Any], b: Any, xs: tuple, host: Callable[...,
         return tuple(jax.ShapeDtypeStruct(np.shape(o), np.asarray(o).dtype) for o in outs)
 
 
-# JAX reads the signature of a custom_vjp function and of its rules on every call (its debug info,
-# the binding of the arguments); given, inspect.signature returns it at once instead of building it
-_VARARGS = inspect.signature(lambda *xs: None)
-
-
 def _runner(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Callable[..., tuple]:
     """The flat gradtape function ``f`` on backend ``b`` as a function of JAX values (no rule)."""
     return _traced(f, name) if b is _JAX else _hosted(f, b, name, vmap_method)
 
 
-def _crossing(f: Callable[..., Any], b: Any, name: str, vmap_method: str) -> Callable[..., tuple]:
-    """The flat gradtape function ``f`` on backend ``b`` as a ``jax.custom_vjp`` function."""
-    run = _runner(f, b, name, vmap_method)
+class _Call:
+    """What one call of a :func:`to_jax` function runs: the flat gradtape function ``f`` (its
+    arrays in, a list out) on backend ``b``; the static argument of :data:`_CROSS`."""
 
-    @jax.custom_vjp
-    def g(*xs: Any) -> tuple:
+    __slots__ = ("f", "b", "name", "vmap_method", "_run")
+
+    def __init__(self, f: Callable[..., Any], b: Any, name: str, vmap_method: str):
+        self.f, self.b, self.name, self.vmap_method = f, b, name, vmap_method
+        self._run: Callable[..., tuple] | None = None
+
+    def run(self, *xs: Any) -> tuple:
+        """``f`` on JAX values, tracers too (:func:`_runner`; no rule, no tape)."""
+        run = self._run
+        if run is None:
+            run = self._run = _runner(on_inputs_device(self.f), self.b, self.name, self.vmap_method)
         return run(*xs)
 
-    def g_fwd(*xs: Any) -> tuple:
-        # concrete inputs: no transformation above this one can differentiate the forward, so it
-        # runs at once (a custom_vjp call costs JAX a trace, ~0.3 ms eagerly).  Tracers: g itself,
-        # not run, so that under an outer transformation (the JVP of a VJP, second order) JAX
-        # differentiates it by this rule again, never the callback
-        return (g(*xs) if any(_is_tracer(x) for x in xs) else run(*xs)), xs
 
-    def g_bwd(xs: tuple, gys: tuple) -> tuple:
-        n = len(xs)
-        # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them; complex
-        # ones are conjugated going in and out (JAX's VJP is the conjugate of gradtape's gradient)
-        gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else _conj(gy) for gy in gys)
-        vjp, vname = vjp_function(f, n), f"vjp of {name}"
-        if any(_is_tracer(v) for v in (*xs, *gys)):  # JAX may differentiate the backward: a crossing
-            grads = _crossing(vjp, b, vname, vmap_method)(*xs, *gys)
-        else:  # concrete: nothing above differentiates it; the VJP runs at once, as in g_fwd
-            grads = _runner(vjp, b, vname, vmap_method)(*xs, *gys)
-        return tuple(
-            _conj(g).astype(x.dtype) if _floating(x) else np.zeros(x.shape, _FLOAT0) for x, g in zip(xs, grads[:n])
-        )
+class _Kept:
+    """An eager forward's tape, kept for its backward (:class:`~gradtape.interop.crossing.Taped`), and
+    the call's JAX inputs.  JAX's residuals are arrays; this one is a pytree node with no leaves that
+    carries itself as its static data, so it reaches the backward rule as it is, and lives as long
+    as JAX keeps the residuals (the pullback)."""
 
-    g.__signature__ = g_fwd.__signature__ = g_bwd.__signature__ = _VARARGS  # type: ignore[attr-defined]
-    g.defvjp(g_fwd, g_bwd)
-    return g
+    __slots__ = ("call", "xs", "taped", "home")
+
+    def __init__(self, call: _Call, xs: tuple, taped: Taped, home: Any):
+        self.call, self.xs, self.taped, self.home = call, xs, taped, home
+
+
+jax.tree_util.register_pytree_node(_Kept, lambda k: ((), k), lambda k, _: k)
+
+
+def _inexact(x: Any) -> bool:
+    """Whether the JAX (or NumPy) array ``x`` is floating or complex (float0 is neither): its dtype's
+    kind at once, JAX's test only for the kind "V" (bfloat16 and the other ml_dtypes, float0)."""
+    kind = x.dtype.kind
+    return kind in "fc" or (kind == "V" and _floating(x))
+
+
+def _eager_forward(call: _Call, xs: tuple) -> tuple:
+    """``call`` on concrete JAX arrays under a tape: its outputs and the tape for the backward (no
+    transformation above can differentiate concrete values: the forward runs once, here)."""
+    b = call.b
+    if b is _JAX:  # (JAX may hand a concrete value over as a NumPy-like array: made a jax.Array)
+        gxs = [wrap(x if _is_jax_array(x) else jnp.asarray(x), _JAX) for x in xs]
+    else:
+        gxs = to_gradtape_beside(xs, b)
+    taped = Taped(call.f, gxs, [_inexact(x) for x in xs])
+    outs = _outputs(taped.outs, call.name)
+    if b is _JAX:
+        home = None
+        ys = tuple(jnp.zeros((), jnp.float32) if o is None else o._v for o in outs)
+    else:  # the results cross by DLPack, onto the inputs' device
+        home = next((x for x in xs if _is_jax_array(x) and len(x.devices()) == 1), None)
+        ys = tuple(_to_jax_beside(o, home) for o in outs)
+    return ys, _Kept(call, xs, taped, home)
+
+
+def _eager_backward(kept: _Kept, gys: tuple) -> tuple:
+    """The gradients of the call ``kept`` ran, from its tape (one walk): complex cotangents go in
+    conjugated and gradients come out conjugated (JAX's VJP is the conjugate of gradtape's
+    gradient); an integer output's cotangent (float0) carries nothing; an integer input gets None."""
+    b, taped, xs = kept.call.b, kept.taped, kept.xs
+    cts: list = []
+    for o, gy in zip(taped.outs, gys):
+        if o is None or not (o.dtype.differentiable and _inexact(gy)):  # (None: a VJP's integer input)
+            cts.append(None)
+            continue
+        if gy.dtype.kind == "c":
+            gy = jnp.conj(gy)
+        cts.append(wrap(gy if _is_jax_array(gy) else jnp.asarray(gy), _JAX) if b is _JAX else gy)
+    if b is not _JAX:
+        given = [k for k, c in enumerate(cts) if c is not None]
+        moved = to_gradtape_beside([cts[k] for k in given], b, taped.xs[0] if taped.xs else None)
+        for k, c in zip(given, moved):
+            cts[k] = c
+    wrt = [k for k, x in enumerate(xs) if _inexact(x)]
+    grads: list = [None] * len(xs)
+    for k, g in zip(wrt, taped.gradient(cts, wrt)):
+        if g is None:
+            continue  # (unconnected: JAX takes None as zeros)
+        a = g._v if b is _JAX else _to_jax_beside(g, kept.home)
+        if a.dtype.kind == "c":
+            a = jnp.conj(a)
+        x = xs[k]
+        grads[k] = a if a.dtype == x.dtype else a.astype(x.dtype)
+    return tuple(grads)
+
+
+def _cross(call: _Call, *xs: Any) -> tuple:
+    return call.run(*xs)
+
+
+def _cross_fwd(call: _Call, *xs: Any) -> tuple:
+    if not any(_is_tracer(x) for x in xs):
+        return _eager_forward(call, xs)
+    # tracers: the crossing itself, not run, so that under an outer transformation (the JVP of a
+    # VJP, second order) JAX differentiates it by this rule again, never the callback; JAX's
+    # residuals must be arrays: the inputs, and the backward runs the forward again under a tape
+    return _CROSS(call, *xs), xs
+
+
+def _cross_bwd(call: _Call, res: Any, gys: tuple) -> tuple:
+    if isinstance(res, _Kept):
+        if not any(_is_tracer(g) for g in gys):
+            return _eager_backward(res, gys)
+        xs = res.xs  # (a traced cotangent, JAX differentiating the pullback: the VJP crosses, below)
+    else:
+        xs = res
+    n = len(xs)
+    # cotangents of integer outputs (float0) carry nothing: vjp_function ignores them; complex
+    # ones are conjugated going in and out (JAX's VJP is the conjugate of gradtape's gradient)
+    gys = tuple(jnp.zeros(gy.shape, jnp.int8) if gy.dtype == _FLOAT0 else _conj(gy) for gy in gys)
+    vjp = _Call(vjp_function(call.f, n), call.b, f"vjp of {call.name}", call.vmap_method)
+    if any(_is_tracer(v) for v in (*xs, *gys)):  # JAX may differentiate the backward: a crossing
+        grads = _CROSS(vjp, *xs, *gys)
+    else:  # concrete: nothing above differentiates it; the VJP runs at once, as in _cross_fwd
+        grads = vjp.run(*xs, *gys)
+    return tuple(_conj(g).astype(x.dtype) if _inexact(x) else None for x, g in zip(xs, grads[:n]))
+
+
+# JAX reads the signature of a custom_vjp function and of its rules on every call (its debug info,
+# the binding of the arguments); given, inspect.signature returns it at once instead of building it
+_cross.__signature__ = _cross_fwd.__signature__ = _cross_bwd.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    lambda *xs: None
+)
+#: every to_jax call: one jax.custom_vjp, built once, whose static first argument (a :class:`_Call`)
+#: says what it runs
+_CROSS = jax.custom_vjp(_cross, nondiff_argnums=(0,))
+_CROSS.defvjp(_cross_fwd, _cross_bwd)
 
 
 def to_jax(fn: Callable[..., Any], *, backend: Any = None, vmap_method: str = "sequential") -> Callable[..., Any]:
@@ -192,8 +290,7 @@ def to_jax(fn: Callable[..., Any], *, backend: Any = None, vmap_method: str = "s
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flat = Flat(fn, args, kwargs, (jax.Array, np.ndarray), Tensor)
         xs = [x if _is_jax_array(x) else jnp.asarray(x) for x in flat.arrays]
-        outs = _crossing(on_inputs_device(flat.call), resolve_backend(backend), name, vmap_method)(*xs)
-        return flat.unflatten(outs)
+        return flat.unflatten(_CROSS(_Call(flat.call, resolve_backend(backend), name, vmap_method), *xs))
 
     return wrapper
 
@@ -237,8 +334,8 @@ def _pullback(pull: Callable[..., Any], outs: Sequence[Any], xs: Sequence[Any], 
     conjugation and TensorFlow's gradient its conjugate, so complex cotangents go in conjugated and
     complex gradients come out conjugated.  Integer outputs take float0 cotangents; integer inputs
     get None."""
-    cts = tuple(_conj(d.astype(o.dtype)) if _floating(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
-    return [_conj(g) if _floating(x) else None for g, x in zip(pull(cts), xs)]
+    cts = tuple(_conj(d.astype(o.dtype)) if _inexact(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
+    return [_conj(g) if _inexact(x) else None for g, x in zip(pull(cts), xs)]
 
 
 def _vjp_of(fn: Callable[..., Any], n: int, name: str) -> Callable[..., tuple]:

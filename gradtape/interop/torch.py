@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from gradtape.autodiff.tape import GradientTape
 from gradtape.core.backend import DLPACK_ERRORS
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.tensor import Tensor, wrap
@@ -36,7 +35,7 @@ from gradtape.interop.crossing import (
     NativeOp,
     native_on,
     resolve_backend,
-    run_beside,
+    Taped,
     to_gradtape,
     vjp_function,
 )
@@ -66,35 +65,27 @@ def _floating(x: torch.Tensor) -> bool:
 
 # ------------------------------------------------------------------------------------------ to_torch
 class _Crossing:
-    """One call of a flat gradtape function from torch: its inputs as Tensors, its tape, its outputs."""
+    """One call of a flat gradtape function from torch: its forward kept with its tape
+    (:class:`~gradtape.interop.crossing.Taped`)."""
 
-    __slots__ = ("f", "b", "n_in", "tape", "xs", "devices", "outs", "floating", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "run", "floating", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
-        self.tape: GradientTape | None = None
-        self.xs: list = []
-        self.devices: list = []  # each torch input's device: where torch expects its gradient
-        self.outs: list = []
+        self.run: Taped | None = None
         self.floating: list = []  # whether each output carries a gradient
 
-    def forward(self, xs: tuple, needs: tuple) -> tuple:
+    def forward(self, xs: tuple, needs: list) -> tuple:
         b = self.b
-        self.devices = [x.device for x in xs]
         if b is _TORCH:  # (the torch tensors are the gradtape tensors' arrays)
-            self.xs = gxs = [wrap(x, b) for x in xs]
+            gxs = [wrap(x, b) for x in xs]
         else:
-            self.xs = gxs = [to_gradtape(x.detach(), b) for x in xs]
-        wrt = [x for x, n in zip(gxs, needs) if n]  # (a floating torch tensor is a floating Tensor)
-        if wrt:
-            tape = self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
-            with tape:
-                tape.watch(wrt)
-                self.outs = outs = list(run_beside(self.f, gxs))
-        else:
-            self.outs = outs = list(run_beside(self.f, gxs))
+            gxs = [to_gradtape(x.detach(), b) for x in xs]
+        # (a floating torch tensor is a floating Tensor: the tape watches those torch records)
+        self.run = run = Taped(self.f, gxs, needs)
         res = []
-        for k, o in enumerate(outs):
+        floating = self.floating
+        for k, o in enumerate(run.outs):
             if not isinstance(o, Tensor):
                 raise TypeError(
                     f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape "
@@ -103,35 +94,35 @@ class _Crossing:
             t = o._v
             if b is not _TORCH:  # (a GPU backend's results, for CPU tensors: back where they came from)
                 t = _torch_of(t)
-                if xs:
+                if xs and t.device != xs[0].device:
                     t = t.to(xs[0].device)
-            # a new tensor object per output (a view of the same memory): torch hangs the graph on
+            # a new tensor object per output, a view of the same memory: torch hangs the graph on
             # what forward returns, and the tape's Tensor holding that very object would close a
-            # reference cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC collects
-            res.append(t.view_as(t) if t is o._v else t)
-        self.floating = [_floating(t) for t in res]
+            # reference cycle (output -> grad_fn -> crossing -> Tensor -> output) that only the GC
+            # collects; and torch refuses to change a custom Function's view in place, which would
+            # change the memory the tape's rules read (exp's output) under a wrong gradient
+            res.append(t.view_as(t))
+            floating.append(t.is_floating_point() or t.is_complex())
         return tuple(res)
 
-    def backward(self, gys: tuple, needs: tuple) -> tuple:
-        """Gradients of the inputs from the forward's tape (one walk; None where torch needs none)."""
-        b, gxs = self.b, self.xs
-        grads: list = [None] * len(gxs)
+    def backward(self, gys: tuple, needs: tuple, xs: tuple) -> tuple:
+        """Gradients of the inputs ``xs`` (torch's) from the forward's tape (one walk; None where
+        torch needs none), on the inputs' devices."""
+        run = self.run
         wrt = [k for k, n in enumerate(needs) if n]
-        if not wrt or self.tape is None:
-            return tuple(grads)
-        targets, cts = [], []
-        for o, g, f in zip(self.outs, gys, self.floating):
-            if f and g is not None:
-                targets.append(o)
-                cts.append(wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b))
-        if not targets:
-            return tuple(grads)
-        gs = self.tape.gradient(targets, [gxs[k] for k in wrt], output_gradients=cts)
-        devices = self.devices
-        for k, g in zip(wrt, gs):
+        if not wrt or run is None or run.tape is None:
+            return (None,) * len(needs)
+        b = self.b
+        cts = [
+            None if g is None or not f else wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b)
+            for g, f in zip(gys, self.floating)
+        ]
+        grads: list = [None] * len(needs)
+        for k, g in zip(wrt, run.gradient(cts, wrt)):
             if g is not None:
                 t = _torch_of(g._v)
-                grads[k] = t if t.device == devices[k] else t.to(devices[k])
+                device = xs[k].device
+                grads[k] = t if t.device == device else t.to(device)
         return tuple(grads)
 
 
@@ -146,15 +137,17 @@ def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
 def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
     c: _Crossing = ctx.crossing
     needs = ctx.needs_input_grad[1:]
-    if (torch.is_grad_enabled() or c.tape is None) and any(needs):
+    # read on every backward: torch checks here that no input was changed in place since the
+    # forward (the tape's rules read the inputs: sin's gradient is cos(x)), else its error
+    xs = ctx.saved_tensors
+    if (torch.is_grad_enabled() or c.run is None or c.run.tape is None) and any(needs):
         # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
         # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
-        # that do not require grad)
-        xs = ctx.saved_tensors  # (torch materialises the cotangents of unused outputs as zeros)
+        # that do not require grad).  (torch materialises the cotangents of unused outputs as zeros)
         vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
         grads = _apply(vjp, *xs, *gys)
         return (None, *(g if n else None for g, n in zip(grads, needs)))
-    return (None, *c.backward(gys, needs))
+    return (None, *c.backward(gys, needs, xs))
 
 
 class _Function(torch.autograd.Function):
@@ -162,7 +155,7 @@ class _Function(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> tuple:
-        outs = c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+        outs = c.forward(xs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
         _setup(ctx, c, xs, outs)
         return outs
 
@@ -176,13 +169,26 @@ class _FunctorchFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:
-        return c.forward(xs, tuple(x.requires_grad and _floating(x) for x in xs))
+        return c.forward(xs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
         _setup(ctx, inputs[0], inputs[1:], output)
 
     backward = staticmethod(_backward)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, c: _Crossing, *xs: torch.Tensor) -> tuple:
+        """``torch.func.vmap`` over a crossing (``vmap(grad(f))``, ``jacrev``, ``hessian``): one
+        crossing per element of the batch, each differentiable by the transforms below, the outputs
+        stacked on axis 0 (torch cannot vectorise gradtape's function; ``gt.vmap`` inside ``fn``
+        vectorises it on gradtape's side)."""
+        rows = []
+        for i in range(info.batch_size):
+            args = [x if d is None else x.select(d, i) for x, d in zip(xs, in_dims[1:])]
+            rows.append(_apply(_Crossing(c.f, c.b, c.n_in), *args))
+        outs = tuple(torch.stack(col) for col in zip(*rows))
+        return outs, (0,) * len(outs)
 
 
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
@@ -201,12 +207,20 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
     memory, others cross by DLPack), ``fn`` runs on them, and the gradtape tensors it returns (any
     pytree) come back as torch tensors.  Other arguments are passed as they are."""
 
+    named: list = []  # (a named backend, once resolved)
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         flat = Flat(fn, args, kwargs, torch.Tensor, Tensor)
         xs = flat.arrays
-        c = _Crossing(flat.call, resolve_backend(backend), len(xs))
-        return flat.unflatten(_apply(c, *xs))
+        if named:
+            b = named[0]
+        else:
+            b = resolve_backend(backend)
+            if backend is not None:
+                named.append(b)
+        c = _Crossing(flat.call, b, len(xs))
+        return flat.unflatten((_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs))
 
     return wrapper
 
