@@ -3,6 +3,8 @@ fails on the code before its fix, and runs on every backend."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -59,3 +61,32 @@ def test_a_cross_entropy_refuses_labels_of_another_shape(backend, loss, who):
     probs = gt.constant([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6]])
     with pytest.raises(ValueError, match=rf"{who}: y_true has shape \(3,\) and y_pred \(3, 3\)"):
         loss(gt.constant([0.0, 1.0, 2.0]), probs)
+
+
+@pytest.mark.parametrize(
+    "read, where",
+    [
+        ("x[5]", "index 5 is out of bounds for axis 0 with size 2"),
+        ("x[-3]", "index -3 is out of bounds for axis 0 with size 2"),
+        ("x[[0, 7]]", "index 7 is out of bounds for axis 0 with size 2"),
+        ("x[np.array([3])]", "index 3 is out of bounds for axis 0 with size 2"),
+        ("m[1, 7]", "index 7 is out of bounds for axis 1 with size 3"),
+        ("m[..., -4]", "index -4 is out of bounds for axis 1 with size 3"),
+        ("m[:, None, 3]", "index 3 is out of bounds for axis 1 with size 3"),
+    ],
+)
+def test_an_index_out_of_bounds_is_an_error_on_every_backend(backend, read, where):
+    """NumPy, PyTorch and Dask raise; JAX clamped the read (``x[5]`` of a 2-vector gave x[1]) and its
+    gradient went nowhere (``d(3 * x[5])/dx`` was [0, 0], beside a value read from x[1]), and
+    dropped the write (``v[5] = 9.0`` did nothing): all silent. Integers and lists or NumPy arrays
+    of indices are checked against the shape, which costs no read of the data."""
+    x, m = gt.Variable([1.0, 2.0]), gt.ones((2, 3))
+    with gt.GradientTape() as tape:
+        with pytest.raises(IndexError, match=rf"^{re.escape(where)} \(in op 'getitem'\)$"):
+            eval(read, {"x": x, "m": m, "np": np})
+        y = 3.0 * x[-2] + x[[1, 1]][0]  # in bounds: unchanged
+    assert tape.gradient(y, x).numpy().tolist() == [3.0, 1.0]
+    for target in (x, gt.constant([1.0, 2.0])):
+        with pytest.raises(IndexError, match=r"^index 5 is out of bounds for axis 0 with size 2 \(in op 'setitem'\)$"):
+            target[5] = 9.0
+        assert target.numpy().tolist() == [1.0, 2.0]
