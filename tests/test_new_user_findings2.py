@@ -90,3 +90,18 @@ def test_an_index_out_of_bounds_is_an_error_on_every_backend(backend, read, wher
         with pytest.raises(IndexError, match=r"^index 5 is out of bounds for axis 0 with size 2 \(in op 'setitem'\)$"):
             target[5] = 9.0
         assert target.numpy().tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("join", ["concat", "stack"])
+def test_joining_tensors_of_two_dtypes_gives_one_dtype_on_every_backend(backend, join):
+    """``gt.concat([float32, int32])`` was float64 on NumPy, float32 on PyTorch and JAX and a
+    TypeError on array_api_strict (each library's own promotion); gradtape's result type decides,
+    as for ``+``: float32, and the gradient reaches the floating input."""
+    v = gt.Variable([1.0])
+    with gt.GradientTape() as tape:
+        joined = getattr(gt, join)([v, gt.constant([4], dtype=gt.int32)], axis=0)
+        loss = gt.sum(joined**2)
+    assert joined.dtype == gt.float32 and joined.numpy().ravel().tolist() == [1.0, 4.0]
+    assert tape.gradient(loss, v).numpy().tolist() == [2.0]
+    assert getattr(gt, join)([gt.constant([1.0]), gt.constant([2.0], dtype=gt.float64)], axis=0).dtype == gt.float64
+    assert getattr(gt, join)([gt.constant([1], dtype=gt.int32), gt.constant([2])], axis=0).dtype == gt.int64
