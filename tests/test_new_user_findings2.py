@@ -105,3 +105,26 @@ def test_joining_tensors_of_two_dtypes_gives_one_dtype_on_every_backend(backend,
     assert tape.gradient(loss, v).numpy().tolist() == [2.0]
     assert getattr(gt, join)([gt.constant([1.0]), gt.constant([2.0], dtype=gt.float64)], axis=0).dtype == gt.float64
     assert getattr(gt, join)([gt.constant([1], dtype=gt.int32), gt.constant([2])], axis=0).dtype == gt.int64
+
+
+@pytest.mark.parametrize(
+    "call, dask_says",
+    [
+        ("gt.ones((3,)) @ gt.ones((2, 2))", r"matmul: shapes \(3,\) and \(2, 2\) do not match: the last axis"),
+        ("gt.ones((2, 3)) @ gt.ones((2,))", r"matmul: shapes \(2, 3\) and \(2,\) do not match: the last axis"),
+        (
+            "gt.concat([gt.ones((2, 2)), gt.ones((3, 3))], axis=0)",
+            r"concat: the tensors' shapes \[\(2, 2\), \(3, 3\)\]",
+        ),
+    ],
+)
+def test_a_shape_mismatch_says_which_shapes(backend, call, dask_says):
+    """Every backend names the op, the backend and the sizes that differ; Dask said "Chunks do not
+    add up to shape. Got chunks=((3,), (2,)), shape=(2, 2)" for a matmul and "('Shapes do not align:
+    %s', [(2, 2), (3, 3)])" for a concat."""
+    op = call.split("(")[0].removeprefix("gt.") if "concat" in call else "matmul"
+    with pytest.raises(ValueError, match=rf"\(in op '{op}' on backend '{backend}'\)$") as info:
+        eval(call, {"gt": gt})
+    assert "Chunks" not in str(info.value) and "%s" not in str(info.value)
+    if backend == "dask":  # the other libraries' own words differ, each naming both sizes
+        assert re.match(dask_says, str(info.value))
