@@ -128,3 +128,16 @@ def test_a_shape_mismatch_says_which_shapes(backend, call, dask_says):
     assert "Chunks" not in str(info.value) and "%s" not in str(info.value)
     if backend == "dask":  # the other libraries' own words differ, each naming both sizes
         assert re.match(dask_says, str(info.value))
+
+
+@pytest.mark.parametrize("make", ["zeros", "ones", "empty", "full"])
+def test_a_shape_of_unknown_size_says_which_function_and_what_to_do(backend, make):
+    """scikit-learn's LinearDiscriminantAnalysis on Dask sizes ``xp.zeros`` by ``unique_values(y)``,
+    whose length Dask leaves unknown (NaN): the error was Python's "cannot convert float NaN to
+    integer", naming neither the function nor the cause."""
+    labels = gt.unique_values(gt.constant([1, 2, 2, 3]))
+    size = labels.shape[0] if backend == "dask" else float("nan")  # (the other backends know it: 3)
+    args = ((size, 2), 0.0) if make == "full" else ((size, 2),)
+    with pytest.raises(ValueError, match=rf"^{make}: the shape \(nan, 2\) has an axis of unknown size .*t\.numpy\(\)"):
+        getattr(gt, make)(*args)
+    assert getattr(gt, make)(*(((3, 2), 0.0) if make == "full" else ((3, 2),))).shape == (3, 2)
