@@ -49,6 +49,11 @@ _DASK_LINALG_2D = {"qr": {"mode": ("reduced",)}, "svd": {"full_matrices": (False
 _FFT_NO_ARRAY = ("fftfreq", "rfftfreq", "fftshift", "ifftshift")
 
 
+def _known(size):
+    """Whether an axis size is known (dask's unknown sizes are NaN)."""
+    return size == size
+
+
 def _whole_axes(fn, name):
     """``fn`` (dask's fft) with the transformed axes in one chunk each, as dask requires."""
 
@@ -182,7 +187,38 @@ class DaskBackend(Backend):
                 lambda a, v, s: np.searchsorted(a, v, side=side, sorter=s), shape, np.int64, x1, x2, sorter
             )
 
+        def matmul(x1, x2, /):
+            # dask reports contracted axes of two sizes as "Chunks do not add up to shape"
+            if x1.ndim and x2.ndim:
+                k1, k2 = x1.shape[-1], x2.shape[0 if x2.ndim == 1 else -2]
+                if _known(k1) and _known(k2) and k1 != k2:
+                    which = "first" if x2.ndim == 1 else "second-to-last"
+                    raise ValueError(
+                        f"matmul: shapes {tuple(x1.shape)} and {tuple(x2.shape)} do not match: the last axis "
+                        f"of x1 has size {k1}, the {which} axis of x2 size {k2}"
+                    )
+            return compat.matmul(x1, x2)
+
+        def concat(arrays, /, *, axis=0):
+            # dask's own message for other sizes is an unformatted tuple ('Shapes do not align: %s', ...)
+            arrays = tuple(arrays)
+            if axis is not None and arrays and arrays[0].ndim:
+                first = arrays[0]
+                ax = int(axis) % first.ndim
+                for a in arrays[1:]:
+                    if a.ndim == first.ndim and any(
+                        _known(s) and _known(t) and s != t
+                        for i, (s, t) in enumerate(zip(first.shape, a.shape))
+                        if i != ax
+                    ):
+                        raise ValueError(
+                            f"concat: the tensors' shapes {[tuple(b.shape) for b in arrays]} must match except "
+                            f"along the concatenation axis {axis}"
+                        )
+            return compat.concat(arrays, axis=axis)
+
         ns.eye, ns.take_along_axis, ns.repeat, ns.searchsorted = eye, take_along_axis, repeat, searchsorted
+        ns.matmul, ns.concat = matmul, concat
         fft = types.ModuleType("gradtape.backends.dask.xp.fft")
         for name in dir(compat.fft):
             fn = getattr(compat.fft, name)

@@ -70,10 +70,17 @@ def _native_dtype(b, dtype, default=FLOATX):
     return None if d is None else b.dtype_to_native(d)
 
 
-def _shape(shape):
+def _shape(shape, who="a random draw"):
     if isinstance(shape, Tensor):
         shape = tuple(int(s) for s in shape.numpy().reshape(-1))
-    return (int(shape),) if not isinstance(shape, (tuple, list)) else tuple(int(s) for s in shape)
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if any(isinstance(s, float) and s != s for s in dims):  # dask's size of a data-dependent axis
+        raise ValueError(
+            f"{who}: the shape {dims} has an axis of unknown size (NaN): the size of a lazy Dask result "
+            "that depends on the data (unique_values', a boolean mask's); compute that tensor first "
+            "(t.numpy(), or gt.compute(t)) to know its size"
+        )
+    return tuple(int(s) for s in dims)
 
 
 def _make(fname, *args, dtype=None, device=None, default=FLOATX, backend=None, **kw):
@@ -84,17 +91,17 @@ def _make(fname, *args, dtype=None, device=None, default=FLOATX, backend=None, *
 
 def zeros(shape, *, dtype=None, device=None):
     """A tensor of zeros (``gt.config.floatx()``, float32 by default, unless ``dtype`` says otherwise)."""
-    return _make("zeros", _shape(shape), dtype=dtype, device=device)
+    return _make("zeros", _shape(shape, "zeros"), dtype=dtype, device=device)
 
 
 def ones(shape, *, dtype=None, device=None):
     """A tensor of ones (``gt.config.floatx()``, float32 by default, unless ``dtype`` says otherwise)."""
-    return _make("ones", _shape(shape), dtype=dtype, device=device)
+    return _make("ones", _shape(shape, "ones"), dtype=dtype, device=device)
 
 
 def empty(shape, *, dtype=None, device=None):
     """An uninitialised tensor (zeros on backends that have no empty)."""
-    return _make("empty", _shape(shape), dtype=dtype, device=device)
+    return _make("empty", _shape(shape, "empty"), dtype=dtype, device=device)
 
 
 def _scalar_dtype(value):
@@ -126,7 +133,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
         fill_value = _python_scalar(fill_value)
     return _make(
         "full",
-        _shape(shape),
+        _shape(shape, "full"),
         fill_value,
         dtype=dtype if dtype is not None else _scalar_dtype(fill_value),
         device=device,

@@ -21,15 +21,18 @@ __all__ = ["take", "take_along_axis"]  # and the ops getitem, setitem, index_add
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
 
-def _native_key(key, b, ndim=None, device=None):
+def _native_key(key, b, ndim=None, device=None, *, shape=None, op="getitem"):
     """The key with Tensors, lists and NumPy arrays turned into native arrays of backend ``b``.
 
     Given the indexed tensor's ``ndim``, a key that indexes fewer axes than that and has no
     Ellipsis gets a trailing one (``x[0]`` on a matrix is ``x[0, ...]``): NumPy, PyTorch and JAX
-    do this implicitly, the standard leaves it unspecified (array_api_strict refuses it)."""
+    do this implicitly, the standard leaves it unspecified (array_api_strict refuses it).  Given its
+    ``shape``, integers and host integer arrays out of bounds are an ``IndexError`` naming ``op`` on
+    every backend (JAX clamps a read and drops a write, silently)."""
     if not isinstance(key, tuple):
         key = (key,)
     out = []
+    host = {}  # position in out: the host array a native index array was made of
     for k in key:
         if isinstance(k, Tensor):
             if k._b is not b:
@@ -49,6 +52,7 @@ def _native_key(key, b, ndim=None, device=None):
             arr = arr.astype(np.int64) if arr.dtype.kind in "iu" else arr
             # a lazy backend indexes with host arrays: their values size the result (dask's chunks)
             out.append(arr if b.host_index_arrays else b.asarray(arr, device=device))
+            host[len(out) - 1] = arr
         elif isinstance(k, (bool, np.bool_)):
             out.append(bool(k))
         elif isinstance(k, (int, np.integer)):
@@ -68,7 +72,30 @@ def _native_key(key, b, ndim=None, device=None):
         and builtins.sum(_axes_used(k, b) for k in out) < ndim
     ):
         out.append(Ellipsis)
+    if shape is not None:
+        _check_bounds([host.get(i, k) for i, k in enumerate(out)], tuple(shape), b, op)
     return tuple(out)
+
+
+def _check_bounds(key, shape, b, op):
+    """Raise for an integer, or a host integer array, of a native key outside the axis it indexes:
+    what the key's values say without reading a device (an index tensor's values are not checked)."""
+    split = next((i for i, k in enumerate(key) if k is Ellipsis), len(key))
+    tail = key[split + 1 :]
+    starts = ((key[:split], 0), (tail, len(shape) - builtins.sum(_axes_used(k, b) for k in tail)))
+    for part, axis in starts:
+        for k in part:
+            size = shape[axis] if 0 <= axis < len(shape) else None
+            if isinstance(size, int) and not isinstance(k, bool):
+                if isinstance(k, int):
+                    bad = None if -size <= k < size else k
+                elif isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size:
+                    bad = next((int(v) for v in (k.min(), k.max()) if not -size <= v < size), None)
+                else:
+                    bad = None
+                if bad is not None:
+                    raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {size} (in op {op!r})")
+            axis += _axes_used(k, b)
 
 
 def _key_array_kind(k, b):
@@ -164,7 +191,7 @@ def _getitem(x, key):
     """``x[key]`` (used by ``Tensor.__getitem__`` and by rules)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
-    return apply1(_getitem_op, x, {"key": _native_key(key, x._b, x.ndim, x._b.device_of(x._v))})
+    return apply1(_getitem_op, x, {"key": _native_key(key, x._b, x.ndim, x._b.device_of(x._v), shape=x.shape)})
 
 
 _getitem_op.public = _getitem
@@ -254,7 +281,7 @@ def _setitem(x, key, value):
     """A new tensor equal to ``x`` with ``x[key] = value`` (recorded, differentiable in both)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
-    nkey = _native_key(key, x._b, x.ndim, x._b.device_of(x._v))
+    nkey = _native_key(key, x._b, x.ndim, x._b.device_of(x._v), shape=x.shape, op="setitem")
     if not isinstance(value, Tensor) or value.dtype != x.dtype:
         value = convert_to_tensor(value, dtype=x.dtype, like=x)
     return apply(_setitem_op, (x, value), {"key": nkey})

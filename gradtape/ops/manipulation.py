@@ -355,6 +355,7 @@ _concat = defop(
     _concat_forward,
     chapter="manipulation",
     scalars=False,
+    promote=True,
     domain=with_complex(
         [
             Case(Pack(REAL[2, 3], REAL[1, 3]), axis=0),
@@ -411,6 +412,7 @@ _stack = defop(
     _stack_forward,
     chapter="manipulation",
     scalars=False,
+    promote=True,
     domain=with_complex(
         [
             Case(Pack(REAL[3], REAL[3])),

@@ -167,7 +167,8 @@ def _variable_setitem(self, key, value):
     with self._lock:  # read, write the elements, write back: atomic with respect to other threads
         v = convert_to_tensor(value, dtype=self.dtype, like=self)
         cur = self._v
-        self._v = self._b.setitem(cur, _native_key(key, self._b, self.ndim, self._b.device_of(cur)), v._v)
+        nkey = _native_key(key, self._b, self.ndim, self._b.device_of(cur), shape=self.shape, op="setitem")
+        self._v = self._b.setitem(cur, nkey, v._v)
 
 
 # --------------------------------------------------------------------------- views
@@ -426,7 +427,7 @@ def __getitem__(self, key):
     """``t[key]`` (recorded): with a basic key a view of ``t`` (NumPy's semantics; a Variable's
     slice is a copy whose ``assign`` writes into the variable, as TensorFlow's), else a copy."""
     b = self._b
-    nkey = _native_key(key, b, self.ndim, b.device_of(self._v))
+    nkey = _native_key(key, b, self.ndim, b.device_of(self._v), shape=self.shape)
     out = apply1(_getitem_op, self, {"key": nkey})
     kind = _basic_kind(nkey)
     if kind and self._is_var:

@@ -18,7 +18,7 @@ from gradtape.ops.elementwise import astype, clip, log, square
 from gradtape.ops.statistical import mean
 from gradtape.ops.statistical import sum as _sum
 from gradtape.core.tensor import Tensor, TensorLike, convert_to_tensor
-from gradtape.ops.manipulation import squeeze
+from gradtape.ops.manipulation import expand_dims, squeeze
 from gradtape.ops.nn import check_class_labels
 from gradtape.ops.elementwise import not_equal
 from gradtape.ops.searching import where
@@ -49,14 +49,36 @@ EPSILON = 1e-7  # Keras' backend.epsilon(): probabilities are clipped to [eps, 1
 
 
 def _pair(y_true, y_pred):
-    """``y_pred`` as a tensor; ``y_true`` converted beside it, cast to its dtype (as Keras)."""
+    """``y_pred`` as a tensor; ``y_true`` converted beside it, cast to its dtype and brought to its
+    rank (as Keras' ``squeeze_or_expand_to_same_rank``): labels of shape ``(n,)`` against
+    predictions of shape ``(n, 1)`` compare example by example instead of broadcasting to ``(n, n)``."""
     if not isinstance(y_pred, Tensor):
         y_pred = convert_to_tensor(y_pred)
     if not isinstance(y_true, Tensor):
         y_true = convert_to_tensor(y_true, like=y_pred)
     if y_true.dtype != y_pred.dtype and y_pred.dtype.is_floating:
         y_true = astype(y_true, y_pred.dtype)
-    return y_true, y_pred
+    return _same_rank(y_true, y_pred)
+
+
+def _same_rank(a, b):
+    """Keras' ``squeeze_or_expand_to_same_rank``: where the ranks differ by one and the longer one
+    ends in an axis of size one, drop that axis (or, the other being of rank 1, add one to it)."""
+    if a.ndim == b.ndim + 1 and a.shape[-1] == 1:
+        return (a, expand_dims(b, axis=-1)) if b.ndim == 1 else (squeeze(a, axis=-1), b)
+    if b.ndim == a.ndim + 1 and b.shape[-1] == 1:
+        return (expand_dims(a, axis=-1), b) if a.ndim == 1 else (a, squeeze(b, axis=-1))
+    return a, b
+
+
+def _same_shape(y_true, y_pred, who, hint=""):
+    """Keras' cross-entropies refuse labels and predictions of different shapes (broadcasting them
+    gives a loss over the wrong pairs, silently)."""
+    if tuple(y_true.shape) != tuple(y_pred.shape):
+        raise ValueError(
+            f"{who}: y_true has shape {tuple(y_true.shape)} and y_pred {tuple(y_pred.shape)}; they must "
+            f"have the same shape{hint}"
+        )
 
 
 def mean_squared_error(y_true: TensorLike, y_pred: TensorLike) -> Tensor:
@@ -82,6 +104,9 @@ def categorical_crossentropy(
     ``from_logits=True``) along ``axis``.  Probabilities are normalised to sum to one and clipped
     to ``[1e-7, 1 - 1e-7]``, as Keras."""
     y_true, y_pred = _pair(y_true, y_pred)
+    _same_shape(
+        y_true, y_pred, "categorical_crossentropy", " (for integer class labels use sparse_categorical_crossentropy)"
+    )
     if label_smoothing:
         n = y_pred.shape[axis]
         y_true = y_true * (1.0 - label_smoothing) + label_smoothing / n
@@ -131,6 +156,7 @@ def binary_crossentropy(
     """Mean over ``axis`` of the element-wise binary cross-entropy (probabilities clipped to
     ``[1e-7, 1 - 1e-7]``, or logits with ``from_logits=True``), as Keras."""
     y_true, y_pred = _pair(y_true, y_pred)
+    _same_shape(y_true, y_pred, "binary_crossentropy")
     if label_smoothing:
         y_true = y_true * (1.0 - label_smoothing) + 0.5 * label_smoothing
     if from_logits:

@@ -1,0 +1,143 @@
+"""What a second newcomer from TensorFlow/Keras, PyTorch or JAX met (the ``newuser2`` brief): each test
+fails on the code before its fix, and runs on every backend."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+
+# labels of shape (n,) beside a model's predictions of shape (n, 1): the most common Keras call
+Y_TRUE = [1.0, 0.0, 1.0, 0.0]
+Y_PRED = [[0.9], [0.2], [0.7], [0.4]]
+
+
+def _np_bce(t, p):
+    return -(t * np.log(p) + (1 - t) * np.log(1 - p))
+
+
+@pytest.mark.parametrize(
+    "loss, want",
+    [
+        (gt.losses.MeanSquaredError(), lambda t, p: np.mean((p - t) ** 2)),
+        (gt.losses.MeanAbsoluteError(), lambda t, p: np.mean(np.abs(p - t))),
+        (gt.losses.BinaryCrossentropy(), lambda t, p: np.mean(_np_bce(t, p))),
+        (gt.losses.mean_squared_error, lambda t, p: (p - t) ** 2),
+        (gt.losses.binary_crossentropy, _np_bce),
+    ],
+    ids=["MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy", "mse", "binary_crossentropy"],
+)
+@pytest.mark.parametrize("swap", [False, True], ids=["labels_rank1", "preds_rank1"])
+def test_a_loss_pairs_labels_of_rank_one_with_predictions_of_shape_n_by_1(backend, loss, want, swap):
+    """Keras brings y_true and y_pred to one rank (``squeeze_or_expand_to_same_rank``): y_true (4,)
+    against y_pred (4, 1) is four examples. gradtape broadcast them to (4, 4) and averaged sixteen
+    pairs: MSE 0.325 for 0.075, binary cross-entropy 0.904 for 0.299, with no error or warning."""
+    t = np.array(Y_TRUE)
+    p = np.array(Y_PRED)[:, 0]
+    y_true, y_pred = gt.constant(Y_TRUE, dtype=gt.float64), gt.Variable(Y_PRED, dtype=gt.float64)
+    if swap:  # labels (4, 1), predictions (4,)
+        y_true, y_pred = gt.constant([[v] for v in Y_TRUE], dtype=gt.float64), gt.Variable(p, dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        got = loss(y_true, y_pred)
+        total = gt.sum(got)
+    np.testing.assert_allclose(np.asarray(got.numpy()), want(t, p), rtol=1e-12)
+    assert tuple(tape.gradient(total, y_pred).shape) == tuple(y_pred.shape)
+
+
+@pytest.mark.parametrize(
+    "loss, who",
+    [
+        (gt.losses.CategoricalCrossentropy(), "categorical_crossentropy"),
+        (gt.losses.categorical_crossentropy, "categorical_crossentropy"),
+        (gt.losses.BinaryCrossentropy(), "binary_crossentropy"),
+    ],
+)
+def test_a_cross_entropy_refuses_labels_of_another_shape(backend, loss, who):
+    """Integer labels (3,) given to CategoricalCrossentropy with probabilities (3, 3) broadcast to a
+    number (Keras raises: target and output must have the same shape)."""
+    probs = gt.constant([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6]])
+    with pytest.raises(ValueError, match=rf"{who}: y_true has shape \(3,\) and y_pred \(3, 3\)"):
+        loss(gt.constant([0.0, 1.0, 2.0]), probs)
+
+
+@pytest.mark.parametrize(
+    "read, where",
+    [
+        ("x[5]", "index 5 is out of bounds for axis 0 with size 2"),
+        ("x[-3]", "index -3 is out of bounds for axis 0 with size 2"),
+        ("x[[0, 7]]", "index 7 is out of bounds for axis 0 with size 2"),
+        ("x[np.array([3])]", "index 3 is out of bounds for axis 0 with size 2"),
+        ("m[1, 7]", "index 7 is out of bounds for axis 1 with size 3"),
+        ("m[..., -4]", "index -4 is out of bounds for axis 1 with size 3"),
+        ("m[:, None, 3]", "index 3 is out of bounds for axis 1 with size 3"),
+    ],
+)
+def test_an_index_out_of_bounds_is_an_error_on_every_backend(backend, read, where):
+    """NumPy, PyTorch and Dask raise; JAX clamped the read (``x[5]`` of a 2-vector gave x[1]) and its
+    gradient went nowhere (``d(3 * x[5])/dx`` was [0, 0], beside a value read from x[1]), and
+    dropped the write (``v[5] = 9.0`` did nothing): all silent. Integers and lists or NumPy arrays
+    of indices are checked against the shape, which costs no read of the data."""
+    x, m = gt.Variable([1.0, 2.0]), gt.ones((2, 3))
+    with gt.GradientTape() as tape:
+        with pytest.raises(IndexError, match=rf"^{re.escape(where)} \(in op 'getitem'\)$"):
+            eval(read, {"x": x, "m": m, "np": np})
+        y = 3.0 * x[-2] + x[[1, 1]][0]  # in bounds: unchanged
+    assert tape.gradient(y, x).numpy().tolist() == [3.0, 1.0]
+    for target in (x, gt.constant([1.0, 2.0])):
+        with pytest.raises(IndexError, match=r"^index 5 is out of bounds for axis 0 with size 2 \(in op 'setitem'\)$"):
+            target[5] = 9.0
+        assert target.numpy().tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("join", ["concat", "stack"])
+def test_joining_tensors_of_two_dtypes_gives_one_dtype_on_every_backend(backend, join):
+    """``gt.concat([float32, int32])`` was float64 on NumPy, float32 on PyTorch and JAX and a
+    TypeError on array_api_strict (each library's own promotion); gradtape's result type decides,
+    as for ``+``: float32, and the gradient reaches the floating input."""
+    v = gt.Variable([1.0])
+    with gt.GradientTape() as tape:
+        joined = getattr(gt, join)([v, gt.constant([4], dtype=gt.int32)], axis=0)
+        loss = gt.sum(joined**2)
+    assert joined.dtype == gt.float32 and joined.numpy().ravel().tolist() == [1.0, 4.0]
+    assert tape.gradient(loss, v).numpy().tolist() == [2.0]
+    assert getattr(gt, join)([gt.constant([1.0]), gt.constant([2.0], dtype=gt.float64)], axis=0).dtype == gt.float64
+    assert getattr(gt, join)([gt.constant([1], dtype=gt.int32), gt.constant([2])], axis=0).dtype == gt.int64
+
+
+@pytest.mark.parametrize(
+    "call, dask_says",
+    [
+        ("gt.ones((3,)) @ gt.ones((2, 2))", r"matmul: shapes \(3,\) and \(2, 2\) do not match: the last axis"),
+        ("gt.ones((2, 3)) @ gt.ones((2,))", r"matmul: shapes \(2, 3\) and \(2,\) do not match: the last axis"),
+        (
+            "gt.concat([gt.ones((2, 2)), gt.ones((3, 3))], axis=0)",
+            r"concat: the tensors' shapes \[\(2, 2\), \(3, 3\)\]",
+        ),
+    ],
+)
+def test_a_shape_mismatch_says_which_shapes(backend, call, dask_says):
+    """Every backend names the op, the backend and the sizes that differ; Dask said "Chunks do not
+    add up to shape. Got chunks=((3,), (2,)), shape=(2, 2)" for a matmul and "('Shapes do not align:
+    %s', [(2, 2), (3, 3)])" for a concat."""
+    op = call.split("(")[0].removeprefix("gt.") if "concat" in call else "matmul"
+    with pytest.raises(ValueError, match=rf"\(in op '{op}' on backend '{backend}'\)$") as info:
+        eval(call, {"gt": gt})
+    assert "Chunks" not in str(info.value) and "%s" not in str(info.value)
+    if backend == "dask":  # the other libraries' own words differ, each naming both sizes
+        assert re.match(dask_says, str(info.value))
+
+
+@pytest.mark.parametrize("make", ["zeros", "ones", "empty", "full"])
+def test_a_shape_of_unknown_size_says_which_function_and_what_to_do(backend, make):
+    """scikit-learn's LinearDiscriminantAnalysis on Dask sizes ``xp.zeros`` by ``unique_values(y)``,
+    whose length Dask leaves unknown (NaN): the error was Python's "cannot convert float NaN to
+    integer", naming neither the function nor the cause."""
+    labels = gt.unique_values(gt.constant([1, 2, 2, 3]))
+    size = labels.shape[0] if backend == "dask" else float("nan")  # (the other backends know it: 3)
+    args = ((size, 2), 0.0) if make == "full" else ((size, 2),)
+    with pytest.raises(ValueError, match=rf"^{make}: the shape \(nan, 2\) has an axis of unknown size .*t\.numpy\(\)"):
+        getattr(gt, make)(*args)
+    assert getattr(gt, make)(*(((3, 2), 0.0) if make == "full" else ((3, 2),))).shape == (3, 2)
