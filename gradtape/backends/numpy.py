@@ -58,10 +58,31 @@ def _sum(x, /, *, axis, keepdims=False):
     return out if out.dtype == x.dtype else out.astype(x.dtype)
 
 
+#: the largest result (in elements) that ``broadcast_to`` fills rather than views
+_BROADCAST_COPY_MAX = 4096
+
+
+def _broadcast_to(x, /, shape):
+    """``gt.broadcast_to``'s forward (and rules' ``xp.broadcast_to``: the gradient of every reduction)
+    as a filled new array where the result is small: ``np.broadcast_to`` is a Python function of
+    ~7 µs (an iterator built to check the shapes) where filling a small array costs ~1 µs.  The same
+    values; a larger result stays NumPy's read-only view (no memory for the broadcast axes).  The
+    view relations gradtape promises (docs/conventions.md, "Views") are its own, not NumPy's memory."""
+    n = 1
+    for d in shape:
+        n *= d
+    if n > _BROADCAST_COPY_MAX or x.ndim > len(shape) or x.__class__ is not np.ndarray:
+        return np.broadcast_to(x, shape)
+    out = np.empty(shape, x.dtype)
+    out[...] = x  # (the broadcasting rules of assignment: NumPy's ValueError where they fail)
+    return out
+
+
 #: ops computed by NumPy's own functions rather than by the chapter's Array API forward
 _OVERRIDES = {
     "reciprocal": _reciprocal,
     "sum": _sum,
+    "broadcast_to": _broadcast_to,
     **{
         name: _nan_function(name)
         for name in ("nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nancumsum", "nancumprod")
