@@ -71,7 +71,11 @@ def _broadcast_to(x, /, shape):
     n = 1
     for d in shape:
         n *= d
-    if n > _BROADCAST_COPY_MAX or x.ndim > len(shape) or x.__class__ is not np.ndarray:
+    if (
+        n > _BROADCAST_COPY_MAX
+        or (x.__class__ is not np.ndarray and not isinstance(x, np.generic))  # (a reduction's 0-d: a scalar)
+        or x.ndim > len(shape)
+    ):
         return np.broadcast_to(x, shape)
     out = np.empty(shape, x.dtype)
     out[...] = x  # (the broadcasting rules of assignment: NumPy's ValueError where they fail)
