@@ -289,25 +289,8 @@ def _multiply_no_nan_grad(xp, op, grad):
     )
 
 
-def _no_zero(v):
-    """Whether ``v`` is an eager NumPy array (or a Python number) without a zero element: then a
-    mask at the zeros changes nothing, and the masked forwards below are the plain quotient or
-    product, bit for bit, in one library call instead of four or six (``count_nonzero``: one C call;
-    a NaN or an infinity is not a zero).  Any other array (torch, JAX, a stand-in being traced) gets
-    the masks: the test reads values, which only an eager NumPy array has at no cost."""
-    c = v.__class__
-    if c is _np.ndarray:
-        return _count_nonzero(v) == v.size
-    return (c is float or c is int) and v != 0
-
-
-_count_nonzero = _np.count_nonzero
-
-
 def _strong_zero_multiply_forward(xp, x1, x2):
     """x1 * x2, and 0 where either is 0 (both masked first: no invalid-value warning for inf * 0)."""
-    if (x1.__class__ is _np.ndarray or x2.__class__ is _np.ndarray) and _no_zero(x1) and _no_zero(x2):
-        return x1 * x2
     a = scalar_as_array(xp, x1, x2)
     b = scalar_as_array(xp, x2, a)
     zero = (a == 0) | (b == 0)
@@ -344,8 +327,6 @@ def _xdivy_forward(xp, x1, x2):
     """x1 / x2, and 0 where x1 == 0 (the divisor is masked first: no warning for 0 / 0)."""
     if not hasattr(x1, "shape"):
         return x1 / x2 if x1 != 0 else xp.zeros_like(x1 * x2)
-    if _no_zero(x1):
-        return x1 / x2  # (an eager NumPy array without a zero: nothing to mask, the same bits)
     if x2.__class__ is int or x2.__class__ is float:
         if x2 in _POWERS_OF_TWO:
             # (``y / 2``) a power of two, exact in every floating dtype and its reciprocal too (a
