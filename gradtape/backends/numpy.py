@@ -97,15 +97,6 @@ _OVERRIDES = {
 }
 
 
-def _no_zero(v):
-    """Whether ``v`` (an operand of a masked op) is a NumPy array or a Python number without a zero
-    element (``count_nonzero``: one C call; a NaN or an infinity is not a zero)."""
-    c = v.__class__
-    if c is np.ndarray:
-        return _count_nonzero(v) == v.size
-    return (c is float or c is int) and v != 0
-
-
 _count_nonzero = np.count_nonzero
 
 
@@ -114,7 +105,7 @@ def _unmasked_xdivy(masked):
     nothing there: the same bits in one call instead of three), else the chapter's ``masked``."""
 
     def xdivy(x1, x2, /):
-        if x1.__class__ is np.ndarray and _no_zero(x1):
+        if x1.__class__ is np.ndarray and _count_nonzero(x1) == x1.size:
             return x1 / x2
         return masked(x1, x2)
 
@@ -126,7 +117,14 @@ def _unmasked_strong_zero_multiply(masked):
     change nothing: the same bits in one call instead of six), else the chapter's ``masked``."""
 
     def strong_zero_multiply(x1, x2, /):
-        if (x1.__class__ is np.ndarray or x2.__class__ is np.ndarray) and _no_zero(x1) and _no_zero(x2):
+        c1 = x1.__class__
+        c2 = x2.__class__
+        if c1 is np.ndarray:
+            if _count_nonzero(x1) == x1.size and (
+                _count_nonzero(x2) == x2.size if c2 is np.ndarray else (c2 is float or c2 is int) and x2 != 0
+            ):
+                return x1 * x2
+        elif c2 is np.ndarray and (c1 is float or c1 is int) and x1 != 0 and _count_nonzero(x2) == x2.size:
             return x1 * x2
         return masked(x1, x2)
 
