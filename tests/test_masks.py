@@ -71,3 +71,38 @@ def test_masked_rules_keep_a_zero_cotangent_zero(backend):
     xn = x.numpy()
     np.testing.assert_allclose(g.numpy(), xn / np.sqrt(xn * xn + 1) / 3)
     np.testing.assert_allclose(h.numpy(), (xn * xn + 1) ** -1.5 / 3)
+
+
+_NO_ZERO = np.array([1.5, -2.0, np.inf, -np.inf, np.nan, 1e-300, -5e-324, 7.25, -1e-3, 3.0, -0.5, 1e300])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_masked_forms_without_a_zero_are_the_masked_bits(backend, dtype):
+    """Operands without a zero element (NumPy, eagerly, skips the masks there: nothing to mask)
+    give the bits of the full masks: infinities, NaN, subnormals, negative divisors (the sign of a
+    zero quotient), broadcasting, a 0-d operand, a Python scalar beside an array; and one zero
+    element still takes the mask."""
+    a_np, b_np = np.meshgrid(_NO_ZERO, _NO_ZERO[::-1])
+    if dtype == "complex128":
+        a_np = a_np * (1 - 0.5j)
+    cases = [
+        (a_np, b_np),
+        (a_np[:1], b_np),
+        (a_np[0, 0], b_np[:3]),
+        (np.where(np.eye(12, dtype=bool), 0, a_np), b_np),  # one zero per row: masked
+    ]
+    for x1, x2 in cases:
+        a = gt.constant(np.asarray(x1).astype(dtype))
+        b = gt.constant(np.asarray(x2).astype(dtype))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore", under="ignore"):
+            got = _SZM(a, b)
+            want = _reference_strong_zero(a, b)
+            assert got.dtype == want.dtype and _bits(got) == _bits(want)
+            got = _XDIVY(a, b)
+            want = a / gt.where(a == 0, gt.ones_like(b), b)
+            if dtype == "complex128":  # (the sign of a zero part of a complex quotient: the library's)
+                got, want = got + 0.0, want + 0.0
+            assert got.dtype == want.dtype and _bits(got) == _bits(want)
+            for s in (2.5, -3.0, 7):
+                assert _bits(_SZM(a, s)) == _bits(_reference_strong_zero(a, gt.full_like(a, s)))
+                assert _bits(_SZM(s, a)) == _bits(_reference_strong_zero(gt.full_like(a, s), a))

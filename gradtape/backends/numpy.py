@@ -58,10 +58,35 @@ def _sum(x, /, *, axis, keepdims=False):
     return out if out.dtype == x.dtype else out.astype(x.dtype)
 
 
+#: the largest result (in elements) that ``broadcast_to`` fills rather than views
+_BROADCAST_COPY_MAX = 4096
+
+
+def _broadcast_to(x, /, shape):
+    """``gt.broadcast_to``'s forward (and rules' ``xp.broadcast_to``: the gradient of every reduction)
+    as a filled new array where the result is small: ``np.broadcast_to`` is a Python function of
+    ~7 µs (an iterator built to check the shapes) where filling a small array costs ~1 µs.  The same
+    values; a larger result stays NumPy's read-only view (no memory for the broadcast axes).  The
+    view relations gradtape promises (docs/conventions.md, "Views") are its own, not NumPy's memory."""
+    n = 1
+    for d in shape:
+        n *= d
+    if (
+        n > _BROADCAST_COPY_MAX
+        or (x.__class__ is not np.ndarray and not isinstance(x, np.generic))  # (a reduction's 0-d: a scalar)
+        or x.ndim > len(shape)
+    ):
+        return np.broadcast_to(x, shape)
+    out = np.empty(shape, x.dtype)
+    out[...] = x  # (the broadcasting rules of assignment: NumPy's ValueError where they fail)
+    return out
+
+
 #: ops computed by NumPy's own functions rather than by the chapter's Array API forward
 _OVERRIDES = {
     "reciprocal": _reciprocal,
     "sum": _sum,
+    "broadcast_to": _broadcast_to,
     **{
         name: _nan_function(name)
         for name in ("nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "nancumsum", "nancumprod")
@@ -69,6 +94,49 @@ _OVERRIDES = {
     "nanargmax": _nan_function("nanargmax", same_dtype=False),
     "nanargmin": _nan_function("nanargmin", same_dtype=False),
     "einsum": _einsum,
+}
+
+
+_count_nonzero = np.count_nonzero
+
+
+def _unmasked_xdivy(masked):
+    """``xdivy``'s forward: ``x1 / x2`` where ``x1`` has no zero (the mask at ``x1 == 0`` changes
+    nothing there: the same bits in one call instead of three), else the chapter's ``masked``."""
+
+    def xdivy(x1, x2, /):
+        if x1.__class__ is np.ndarray and _count_nonzero(x1) == x1.size:
+            return x1 / x2
+        return masked(x1, x2)
+
+    return xdivy
+
+
+def _unmasked_strong_zero_multiply(masked):
+    """``strong_zero_multiply``'s forward: ``x1 * x2`` where neither factor has a zero (the masks
+    change nothing: the same bits in one call instead of six), else the chapter's ``masked``."""
+
+    def strong_zero_multiply(x1, x2, /):
+        c1 = x1.__class__
+        c2 = x2.__class__
+        if c1 is np.ndarray:
+            if _count_nonzero(x1) == x1.size and (
+                _count_nonzero(x2) == x2.size if c2 is np.ndarray else (c2 is float or c2 is int) and x2 != 0
+            ):
+                return x1 * x2
+        elif c2 is np.ndarray and (c1 is float or c1 is int) and x1 != 0 and _count_nonzero(x2) == x2.size:
+            return x1 * x2
+        return masked(x1, x2)
+
+    return strong_zero_multiply
+
+
+#: op name -> ``f(forward) -> forward``: the NaN-safe masks (docs/conventions.md) as the plain quotient
+#: or product where an eager array has no zero to mask -- a test of the values, which NumPy's arrays
+#: answer at no cost (a lazy or traced library's would not), around the chapter's own masked forward
+_UNMASKED_WHERE_NO_ZERO = {
+    "xdivy": _unmasked_xdivy,
+    "strong_zero_multiply": _unmasked_strong_zero_multiply,
 }
 
 
@@ -81,6 +149,11 @@ class NumpyBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = dict(_OVERRIDES)
+
+    def op_impl(self, opdef):
+        impl = super().op_impl(opdef)
+        unmasked = _UNMASKED_WHERE_NO_ZERO.get(opdef.name)
+        return impl if unmasked is None or opdef.name in self.overrides else unmasked(impl)
 
     def load(self):
         import array_api_compat.numpy as xp

@@ -177,7 +177,14 @@ def _namespace(torch):
     ns.vecdot = vecdot
 
     def where(condition, x1, x2, /):
-        if x1.__class__ is T and x2.__class__ is T and x1.dtype is x2.dtype:
+        c1 = x1.__class__
+        c2 = x2.__class__
+        if c1 is T:
+            if (c2 is T and x1.dtype is x2.dtype) or c2 is float or c2 is int:
+                return torch.where(condition, x1, x2)
+        elif c2 is T and (c1 is float or c1 is int):
+            # (a Python scalar beside a tensor, the masks' ``where(zero, 0, x)``: compat's where passes
+            # it to torch.where as it is; one Python call fewer)
             return torch.where(condition, x1, x2)
         return compat.where(condition, x1, x2)
 

@@ -74,7 +74,7 @@ def is_complex(x):
 
 def conj_(xp, x):
     """``conj(x)`` for complex values; real arrays and Python reals as they are (no copy, no op)."""
-    d = getattr(x, "dtype", None)
+    d = x._v.dtype if x.__class__ is Tensor else getattr(x, "dtype", None)  # (a Tensor: its native dtype)
     if d is None:
         return x.conjugate() if x.__class__ is complex else x
     last = _LAST

@@ -244,11 +244,12 @@ composite(
 
 _broadcast_to = defop(
     "broadcast_to",
-    lambda xp, x, *, shape: xp.broadcast_to(x, shape),
+    lambda xp, x, /, shape: xp.broadcast_to(x, shape),
     chapter="manipulation",
     domain=with_complex([Case(REAL[3], shape=(2, 3)), Case(REAL[2, 1], shape=(2, 4)), Case(REAL[()], shape=(3,))]),
     saves=(),
     batched=True,
+    xp_callable=True,  # rules' xp.broadcast_to(g, shape): an adapter's override on native arrays too
 )
 _broadcast_to.gradient(lambda xp, op, grad: grad)  # the engine sums the gradient back to the input's shape
 

@@ -43,13 +43,17 @@ def _keep_shape(shape, axes):
 
 def _unreduce(xp, grad, op):
     """The gradient of a reduction over ``op.attrs['axis']``, broadcast back to the input's shape;
-    leading batch axes of ``grad`` stay (two library calls at most)."""
+    leading batch axes of ``grad`` stay (two library calls at most: one where the reduced axes lead,
+    as in a full reduction, whose gradient broadcasts as it is; none where nothing was reduced)."""
     shape = tuple(op.inputs[0].shape)
     axes = op.attrs["axis"]
     keepdims = op.attrs.get("keepdims", False)
-    lead = tuple(grad.shape[: grad.ndim - (len(shape) if keepdims else len(shape) - len(axes))])
-    if not keepdims:
+    nd = len(axes)
+    lead = tuple(grad.shape[: grad.ndim - (len(shape) if keepdims else len(shape) - nd)])
+    if not keepdims and (lead or axes != tuple(range(nd))):
         grad = xp.reshape(grad, lead + _keep_shape(shape, axes))
+    if tuple(grad.shape) == lead + shape:
+        return grad
     return xp.broadcast_to(grad, lead + shape)
 
 
