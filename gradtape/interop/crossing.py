@@ -14,10 +14,11 @@ call is one recorded op whose rule is the library's VJP of that call; the rule r
 (then it must itself be a recorded op: higher order).
 
 What a crossing does per call is kept to the unavoidable (``benchmarks/crossing.py --calls`` counts
-it): positional arrays in and one array or a flat tuple out skip the pytree machinery (:class:`Flat`),
-the backend context is entered only where the active one is not already the inputs'
-(:func:`run_beside`), and an array already on its backend and device is not handed to the library
-again (:func:`native_on`).
+it): one forward under a tape, kept for one walk in the backward (:class:`Taped`: ``to_torch``, and
+``to_jax`` on concrete values); positional arrays in and one array or a flat tuple out skip the
+pytree machinery (:class:`Flat`), the backend context is entered only where the active one is not
+already the inputs' (:func:`run_beside`), and an array already on its backend and device is not
+handed to the library again (:func:`native_on`).
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ class _FunctorchFunction(torch.autograd.Function):
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple, c: _Crossing, *xs: torch.Tensor) -> tuple:
-        """``torch.func.vmap`` over a crossing (``vmap(grad(f))``, ``jacrev``, ``hessian``): one
+        """``torch.func.vmap`` over a crossing (``vmap(grad(f))``, ``jacrev``, ``jacrev(jacrev(f))``): one
         crossing per element of the batch, each differentiable by the transforms below, the outputs
         stacked on axis 0 (torch cannot vectorise gradtape's function; ``gt.vmap`` inside ``fn``
         vectorises it on gradtape's side)."""
