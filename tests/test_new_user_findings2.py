@@ -141,3 +141,18 @@ def test_a_shape_of_unknown_size_says_which_function_and_what_to_do(backend, mak
     with pytest.raises(ValueError, match=rf"^{make}: the shape \(nan, 2\) has an axis of unknown size .*t\.numpy\(\)"):
         getattr(gt, make)(*args)
     assert getattr(gt, make)(*(((3, 2), 0.0) if make == "full" else ((3, 2),))).shape == (3, 2)
+
+
+def test_keras_metrics_and_tf_image_say_what_to_write(backend):
+    """A Keras training loop reaches for ``tf.keras.metrics`` and the TensorFlow guide's example for
+    ``tf.image.adjust_contrast``: the AttributeError says what to write, and that code runs."""
+    for name in ("metrics", "image"):
+        with pytest.raises(AttributeError, match=rf"^module 'gradtape' has no attribute '{name}': gradtape has no"):
+            getattr(gt, name)
+    logits, labels = gt.constant([[0.1, 2.0], [3.0, 0.2], [0.3, 0.1]]), gt.constant([1, 0, 1])
+    assert float(gt.mean(gt.astype(gt.argmax(logits, axis=-1) == labels, gt.float32))) == pytest.approx(2 / 3)
+    x = gt.Variable([[[0.5, 0.0, 0.0]], [[0.1, 0.2, 0.3]]])  # (height 2, width 1, channels 3)
+    with gt.GradientTape() as tape:
+        m = gt.mean(x, axis=(-3, -2), keepdims=True)
+        y = gt.sum((x - m) * 2.0 + m)
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, x).numpy()), np.ones((2, 1, 3)), rtol=1e-6)
