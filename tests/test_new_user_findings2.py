@@ -156,3 +156,20 @@ def test_keras_metrics_and_tf_image_say_what_to_write(backend):
         m = gt.mean(x, axis=(-3, -2), keepdims=True)
         y = gt.sum((x - m) * 2.0 + m)
     np.testing.assert_allclose(np.asarray(tape.gradient(y, x).numpy()), np.ones((2, 1, 3)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("call", ["jacobian", "batch_jacobian"])
+def test_a_jacobian_of_a_list_of_targets_is_an_error(backend, call):
+    """``tape.jacobian([y1, y2], x)`` converted the list to one tensor of its values, a constant: the
+    jacobian was None, silently (TensorFlow's needs one Tensor and raises). Stacked inside the tape,
+    the same targets give the jacobian."""
+    x = gt.constant([[1.0, 2.0]])
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y1, y2 = x * x, x * 3.0
+        stacked = gt.concat([y1, y2], axis=1)
+    with pytest.raises(ValueError, match=rf"GradientTape.{call}: `target` is a list of tensors; .*gt.stack"):
+        getattr(tape, call)([y1, y2], x)
+    want = [[[2.0, 0.0], [0.0, 4.0], [3.0, 0.0], [0.0, 3.0]]]
+    got = getattr(tape, call)(stacked, x)
+    assert np.asarray(got.numpy()).reshape(1, 4, 2).tolist() == want
