@@ -173,3 +173,15 @@ def test_a_jacobian_of_a_list_of_targets_is_an_error(backend, call):
     want = [[[2.0, 0.0], [0.0, 4.0], [3.0, 0.0], [0.0, 3.0]]]
     got = getattr(tape, call)(stacked, x)
     assert np.asarray(got.numpy()).reshape(1, 4, 2).tolist() == want
+
+
+def test_a_gradient_from_another_backend_says_how_to_move_it(backend):
+    """``apply_gradients`` with a gradient computed on another backend said where each lives, not
+    what to do; the call it now suggests works."""
+    other = "array_api_strict" if backend == "numpy" else "numpy"
+    v, opt = gt.Variable([1.0, 2.0]), gt.optimizers.SGD(0.5)
+    grad = gt.asarray([1.0, 1.0], backend=other)
+    with pytest.raises(ValueError, match=rf"^apply_gradients: .* lives on backend '{other}' .*backend='{backend}'\)$"):
+        opt.apply_gradients([(grad, v)])
+    opt.apply_gradients([(gt.asarray(grad, backend=backend), v)])
+    assert v.numpy().tolist() == [0.5, 1.5]
