@@ -129,6 +129,12 @@ MODULE_HINTS: dict[str, str] = {
     "fill": "gt.full(shape, value)",
     "reverse": "gt.flip(x, axis=...)",
     "boolean_mask": "x[mask] (a boolean tensor as the key)",
+    # Keras and tf.image, which gradtape does not have (TensorFlow's GradientTape guides use both)
+    "metrics": "gradtape has no metrics module: compute a metric with gradtape ops outside the tape "
+    "(accuracy: gt.mean(gt.astype(gt.argmax(logits, axis=-1) == labels, gt.float32)); a running mean: "
+    "sum the batches' values and count them in Python)",
+    "image": "gradtape has no image ops: write one with gradtape's (tf.image.adjust_contrast(x, f) is "
+    "(x - m) * f + m, m = gt.mean(x, axis=(-3, -2), keepdims=True)), or register it with gt.register_op",
 }
 
 

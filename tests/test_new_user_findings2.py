@@ -141,3 +141,47 @@ def test_a_shape_of_unknown_size_says_which_function_and_what_to_do(backend, mak
     with pytest.raises(ValueError, match=rf"^{make}: the shape \(nan, 2\) has an axis of unknown size .*t\.numpy\(\)"):
         getattr(gt, make)(*args)
     assert getattr(gt, make)(*(((3, 2), 0.0) if make == "full" else ((3, 2),))).shape == (3, 2)
+
+
+def test_keras_metrics_and_tf_image_say_what_to_write(backend):
+    """A Keras training loop reaches for ``tf.keras.metrics`` and the TensorFlow guide's example for
+    ``tf.image.adjust_contrast``: the AttributeError says what to write, and that code runs."""
+    for name in ("metrics", "image"):
+        with pytest.raises(AttributeError, match=rf"^module 'gradtape' has no attribute '{name}': gradtape has no"):
+            getattr(gt, name)
+    logits, labels = gt.constant([[0.1, 2.0], [3.0, 0.2], [0.3, 0.1]]), gt.constant([1, 0, 1])
+    assert float(gt.mean(gt.astype(gt.argmax(logits, axis=-1) == labels, gt.float32))) == pytest.approx(2 / 3)
+    x = gt.Variable([[[0.5, 0.0, 0.0]], [[0.1, 0.2, 0.3]]])  # (height 2, width 1, channels 3)
+    with gt.GradientTape() as tape:
+        m = gt.mean(x, axis=(-3, -2), keepdims=True)
+        y = gt.sum((x - m) * 2.0 + m)
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, x).numpy()), np.ones((2, 1, 3)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("call", ["jacobian", "batch_jacobian"])
+def test_a_jacobian_of_a_list_of_targets_is_an_error(backend, call):
+    """``tape.jacobian([y1, y2], x)`` converted the list to one tensor of its values, a constant: the
+    jacobian was None, silently (TensorFlow's needs one Tensor and raises). Stacked inside the tape,
+    the same targets give the jacobian."""
+    x = gt.constant([[1.0, 2.0]])
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y1, y2 = x * x, x * 3.0
+        stacked = gt.concat([y1, y2], axis=1)
+    with pytest.raises(ValueError, match=rf"GradientTape.{call}: `target` is a list of tensors; .*gt.stack"):
+        getattr(tape, call)([y1, y2], x)
+    want = [[[2.0, 0.0], [0.0, 4.0], [3.0, 0.0], [0.0, 3.0]]]
+    got = getattr(tape, call)(stacked, x)
+    assert np.asarray(got.numpy()).reshape(1, 4, 2).tolist() == want
+
+
+def test_a_gradient_from_another_backend_says_how_to_move_it(backend):
+    """``apply_gradients`` with a gradient computed on another backend said where each lives, not
+    what to do; the call it now suggests works."""
+    other = "array_api_strict" if backend == "numpy" else "numpy"
+    v, opt = gt.Variable([1.0, 2.0]), gt.optimizers.SGD(0.5)
+    grad = gt.asarray([1.0, 1.0], backend=other)
+    with pytest.raises(ValueError, match=rf"^apply_gradients: .* lives on backend '{other}' .*backend='{backend}'\)$"):
+        opt.apply_gradients([(grad, v)])
+    opt.apply_gradients([(gt.asarray(grad, backend=backend), v)])
+    assert v.numpy().tolist() == [0.5, 1.5]

@@ -7,7 +7,7 @@ import warnings
 
 import optree
 
-from typing import Any
+from typing import Any, cast
 
 from gradtape.core.engine import NotBatchable, UnconnectedGradients, Recording, backward
 from gradtape.core.recording_state import per_thread
@@ -83,6 +83,13 @@ def check_args(call: str, target: Nested, sources: Nested) -> None:
     ``ValueError`` naming it."""
     if target is None:
         raise TypeError(f"GradientTape.{call}: `target` is None; pass the Tensor (or Variable) to differentiate")
+    if isinstance(target, (list, tuple)) and any(isinstance(t, Tensor) for t in optree.tree_leaves(cast(Any, target))):
+        # (converted to one tensor, its values would be a constant: no gradient, silently)
+        raise ValueError(
+            f"GradientTape.{call}: `target` is a {type(target).__name__} of tensors; the jacobian is of one "
+            "Tensor (as TensorFlow's): stack them inside the tape (gt.stack([...])), or call "
+            f"{call}() once per target on a persistent tape"
+        )
     leaves = [sources] if call == "batch_jacobian" else optree.tree_leaves(sources, none_is_leaf=True)
     for k, s in enumerate(leaves):
         if not isinstance(s, Tensor):

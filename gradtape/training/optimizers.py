@@ -483,7 +483,9 @@ class Optimizer:
         if isinstance(g, Tensor):
             if g._b is not var._b:
                 raise ValueError(
-                    f"the gradient of {var.name!r} lives on backend {g._b.name!r} but the variable on {var._b.name!r}"
+                    f"apply_gradients: the gradient of {var.name!r} lives on "
+                    f"backend {g._b.name!r} but the variable on {var._b.name!r}; compute the gradient on the "
+                    f"variable's backend, or move it there with gt.asarray(grad, backend={var._b.name!r})"
                 )
         else:
             g = convert_to_tensor(g, like=var)
