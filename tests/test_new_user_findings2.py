@@ -185,3 +185,36 @@ def test_a_gradient_from_another_backend_says_how_to_move_it(backend):
         opt.apply_gradients([(grad, v)])
     opt.apply_gradients([(gt.asarray(grad, backend=backend), v)])
     assert v.numpy().tolist() == [0.5, 1.5]
+
+
+def test_a_list_of_recorded_tensors_is_stacked_by_a_recorded_op(backend):
+    """TensorFlow's ``convert_to_tensor`` packs a list holding tensors with a recorded ``stack``: the
+    gradient of ``sum([2x, 3x])`` is 5.  gradtape converted the list to a new array: None, silently,
+    in ``convert_to_tensor``, ``asarray`` and an operator's list operand (``x + [a, b]``).  Python
+    values beside the tensors take the tensors' dtype (TensorFlow's too)."""
+    x = gt.constant(1.5, dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        packed = gt.convert_to_tensor([x * 2.0, x * 3.0])
+        nested = gt.asarray([[x, 1.0], [2.0, x * x]])
+        operand = gt.zeros(2, dtype=gt.float64) + [x * 2.0, x * 3.0]
+        cast = gt.convert_to_tensor([x, 2], dtype=gt.float32)
+        sums = [gt.reduce_sum(t) for t in (packed, nested, operand, cast)]
+    assert packed.dtype == nested.dtype == operand.dtype == gt.float64 and cast.dtype == gt.float32
+    np.testing.assert_allclose(np.asarray(nested), [[1.5, 1.0], [2.0, 2.25]])
+    got = [float(tape.gradient(s, x)) for s in sums]
+    np.testing.assert_allclose(got, [5.0, 1.0 + 2 * 1.5, 5.0, 1.0])
+
+
+def test_a_constant_of_a_recorded_tensor_warns_that_its_gradient_is_lost(backend):
+    """``gt.constant`` makes a new tensor, connected to nothing (as ``tf.constant``); made of a tensor
+    that a recording tape connects to a watched source, its gradient was None without a word."""
+    x = gt.constant(1.5, dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        with pytest.warns(gt.GradientLeakWarning, match=r"gt.constant .*convert_to_tensor keeps the gradient"):
+            one = gt.constant(x * 2.0)
+        with pytest.warns(gt.GradientLeakWarning, match="gt.constant"):
+            both = gt.constant([x * 2.0, x * 3.0], dtype=gt.float32)
+    assert tape.gradient(one, x) is None and tape.gradient(both, x) is None
+    assert both.dtype == gt.float32

@@ -20,7 +20,7 @@ from gradtape.core import dtypes as _dt
 from gradtape.core.engine import fold_constants, inline_calls, make_node, native_dtypes, record, without_docstring
 from gradtape.core.recording_state import ACTIVE_TAPES, per_thread, recording_context
 from gradtape.core.registry import get_op
-from gradtape.core.tensor import Tensor, Variable, new_tensor, next_id, wrap, convert_to_tensor, lift
+from gradtape.core.tensor import Tensor, Variable, new_tensor, next_id, wrap, convert_to_tensor, holds_tensor, lift
 
 __all__ = ["apply", "apply1", "apply2", "fast_path", "run_native"]
 
@@ -452,6 +452,8 @@ def _prepare(op, args):
                 b, like = a._b, a
             elif a._b is not b:
                 return _prepare(op, _lifted(op, args, like, a))
+        elif a.__class__ in (list, tuple) and holds_tensor(a):  # ``x + [a, b]``: stacked by a recorded op
+            return _prepare(op, tuple(convert_to_tensor(e) if e is a else e for e in args))
     if b is None:
         b = _config.get_backend()
     natives = [a._v if isinstance(a, Tensor) else _convert(a, b, op, like) for a in args]

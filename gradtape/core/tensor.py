@@ -865,8 +865,6 @@ def _default_native(value, b, device):
     if isinstance(value, complex):
         return b.asarray(value, dtype=_dt.default_complex(), device=device)
     if isinstance(value, (list, tuple)):
-        if any(isinstance(e, Tensor) for e in _leaves(value)):
-            return ops.stack([convert_to_tensor(e, like=None) for e in value])._v
         arr = np.asarray(value)
         if any(type(e) not in _PY_SCALARS for e in _leaves(value)):
             pass  # NumPy scalars or arrays among the elements: NumPy's dtype ([np.int32(1)] is int32, as in NumPy)
@@ -924,6 +922,8 @@ def convert_to_tensor(
         if value._is_var:  # a recorded read: gradients flow to the variable
             return ops.identity(value)
         return value
+    if value.__class__ in (list, tuple) and holds_tensor(value):
+        return _pack(value, dtype, device)
     if like is not None:
         b = like._b
         if device is None:
@@ -949,31 +949,46 @@ def convert_to_tensor(
         d = _dt.as_dtype(dtype)
         if d.kind in "iub" and isinstance(value, _PY_SCALARS + (list, tuple)):
             _check_exact(value, d)
-        if isinstance(value, (list, tuple)) and any(isinstance(e, Tensor) for e in _leaves(value)):
-            v = _default_native(value, b, device)
-            v = b.xp.astype(v, b.dtype_to_native(d))
-        else:
-            if isinstance(value, (np.ndarray, np.generic)) or isinstance(value, _PY_SCALARS + (list, tuple)):
-                try:  # Python values straight to the target dtype: big uint64 ones must not pass
-                    # through float64 (complex ones raise here, and below)
-                    value = np.asarray(
-                        value,
-                        dtype=None
-                        if d.kind == "c" or isinstance(value, (np.ndarray, np.generic))
-                        else np.dtype(d.name),
-                    )
-                except TypeError:
-                    value = np.asarray(value)
-                if value.dtype.kind == "c" and d.kind not in "c":
-                    raise TypeError(
-                        f"cannot convert complex values to {d} without losing the imaginary part; take gt.real first"
-                    )
-            v = b.asarray(value, dtype=d, device=device)
+        if isinstance(value, (np.ndarray, np.generic)) or isinstance(value, _PY_SCALARS + (list, tuple)):
+            try:  # Python values straight to the target dtype: big uint64 ones must not pass
+                # through float64 (complex ones raise here, and below)
+                value = np.asarray(
+                    value,
+                    dtype=None if d.kind == "c" or isinstance(value, (np.ndarray, np.generic)) else np.dtype(d.name),
+                )
+            except TypeError:
+                value = np.asarray(value)
+            if value.dtype.kind == "c" and d.kind not in "c":
+                raise TypeError(
+                    f"cannot convert complex values to {d} without losing the imaginary part; take gt.real first"
+                )
+        v = b.asarray(value, dtype=d, device=device)
     else:
         v = _default_native(value, b, device)
     if type(v) is not b.array_type:
         v = b.fix_output(v)
     return wrap(v, b)
+
+
+def holds_tensor(value):
+    """Whether the (nested) list or tuple ``value`` holds a Tensor."""
+    return any(isinstance(e, Tensor) for e in _leaves(value))
+
+
+def _pack(value, dtype, device):
+    """A (nested) list holding Tensors as one Tensor, stacked by a recorded op, as TensorFlow's
+    ``convert_to_tensor`` packs it: the tape connects the result to each element (its gradient was
+    lost, silently, when the list was converted to a new array).  Python values beside the Tensors
+    take the first Tensor's dtype and backend (TensorFlow's too)."""
+    first = next(e for e in _leaves(value) if isinstance(e, Tensor))
+    d = None if dtype is None else _dt.as_dtype(dtype)
+    parts = [
+        convert_to_tensor(e, dtype=d, device=device)
+        if isinstance(e, Tensor) or e.__class__ in (list, tuple) and holds_tensor(e)
+        else convert_to_tensor(e, dtype=d or first.dtype, device=device, like=first)
+        for e in value
+    ]
+    return ops.stack(parts)
 
 
 def _check_exact(value, d):
@@ -1000,8 +1015,11 @@ def constant(
     """As ``tf.constant``: a Tensor from a value (Python float -> float32, or ``gt.config.floatx()``;
     int -> int64, ...)."""
     t = convert_to_tensor(value, dtype=dtype, device=device)
-    if isinstance(value, Tensor) and t is value:
-        t = wrap(t._v, t._b)  # a constant is a new tensor, not the same identity
+    if isinstance(value, Tensor) or value.__class__ in (list, tuple) and holds_tensor(value):
+        # a constant is a new tensor, not connected to what it was made of (as ``tf.constant``); where
+        # a recording tape connects that to a watched source, the lost gradient is said
+        check_leak(t, "gt.constant (a constant: gt.convert_to_tensor keeps the gradient)")
+        t = wrap(t._v, t._b)
     if shape is not None:
         shape = tuple(shape)
         t = ops.broadcast_to(t, shape) if t.size == 1 else ops.reshape(t, shape)
