@@ -90,6 +90,9 @@ def test_masked_forms_without_a_zero_are_the_masked_bits(backend, dtype):
         (a_np[:1], b_np),
         (a_np[0, 0], b_np[:3]),
         (np.where(np.eye(12, dtype=bool), 0, a_np), b_np),  # one zero per row: masked
+        (np.where(a_np > 0, 0.0, -0.0), b_np),  # all zeros (a zero cotangent), both signs
+        (b_np, np.where(a_np > 0, 0.0, -0.0)),
+        (np.zeros((1, 12)), b_np),  # all zeros, broadcast: masked
     ]
     for x1, x2 in cases:
         a = gt.constant(np.asarray(x1).astype(dtype))
@@ -103,6 +106,11 @@ def test_masked_forms_without_a_zero_are_the_masked_bits(backend, dtype):
             if dtype == "complex128":  # (the sign of a zero part of a complex quotient: the library's)
                 got, want = got + 0.0, want + 0.0
             assert got.dtype == want.dtype and _bits(got) == _bits(want)
-            for s in (2.5, -3.0, 7):
+            for s in (2.5, -3.0, 7, 2.0, 0.0, float("nan"), float("inf")):
                 assert _bits(_SZM(a, s)) == _bits(_reference_strong_zero(a, gt.full_like(a, s)))
                 assert _bits(_SZM(s, a)) == _bits(_reference_strong_zero(gt.full_like(a, s), a))
+                got = _XDIVY(a, s)
+                want = a / gt.where(a == 0, 1.0, gt.full_like(a, s))
+                if dtype == "complex128":
+                    got, want = got + 0.0, want + 0.0
+                assert _bits(got) == _bits(want)

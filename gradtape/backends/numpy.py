@@ -100,13 +100,26 @@ _OVERRIDES = {
 _count_nonzero = np.count_nonzero
 
 
+def _beside(x1, x2):
+    """Whether ``x2`` is a Python number or an array of ``x1``'s shape and dtype (no broadcasting,
+    no promotion: a result shaped and typed like ``x1``)."""
+    c = x2.__class__
+    return c is float or c is int or (c is np.ndarray and x2.shape == x1.shape and x2.dtype == x1.dtype)
+
+
 def _unmasked_xdivy(masked):
     """``xdivy``'s forward: ``x1 / x2`` where ``x1`` has no zero (the mask at ``x1 == 0`` changes
-    nothing there: the same bits in one call instead of three), else the chapter's ``masked``."""
+    nothing there: the same bits in one call instead of three); ``x1 / 1`` where ``x1`` is all zeros
+    (a zero cotangent: the mask's own quotient, ``x1`` with the signs of its zeros); else the
+    chapter's ``masked``."""
 
     def xdivy(x1, x2, /):
-        if x1.__class__ is np.ndarray and _count_nonzero(x1) == x1.size:
-            return x1 / x2
+        if x1.__class__ is np.ndarray:
+            nonzero = _count_nonzero(x1)
+            if nonzero == x1.size:
+                return x1 / x2
+            if not nonzero and _beside(x1, x2):
+                return x1 / 1
         return masked(x1, x2)
 
     return xdivy
@@ -114,18 +127,25 @@ def _unmasked_xdivy(masked):
 
 def _unmasked_strong_zero_multiply(masked):
     """``strong_zero_multiply``'s forward: ``x1 * x2`` where neither factor has a zero (the masks
-    change nothing: the same bits in one call instead of six), else the chapter's ``masked``."""
+    change nothing: the same bits in one call instead of six); +0 everywhere where an array factor is
+    all zeros (a zero cotangent: what the masks give); else the chapter's ``masked``."""
 
     def strong_zero_multiply(x1, x2, /):
         c1 = x1.__class__
         c2 = x2.__class__
         if c1 is np.ndarray:
-            if _count_nonzero(x1) == x1.size and (
-                _count_nonzero(x2) == x2.size if c2 is np.ndarray else (c2 is float or c2 is int) and x2 != 0
-            ):
+            nonzero = _count_nonzero(x1)
+            if nonzero == x1.size:
+                if _count_nonzero(x2) == x2.size if c2 is np.ndarray else (c2 is float or c2 is int) and x2 != 0:
+                    return x1 * x2
+            elif not nonzero and _beside(x1, x2):
+                return np.zeros_like(x1)
+        elif c2 is np.ndarray and (c1 is float or c1 is int):
+            nonzero = _count_nonzero(x2)
+            if x1 != 0 and nonzero == x2.size:
                 return x1 * x2
-        elif c2 is np.ndarray and (c1 is float or c1 is int) and x1 != 0 and _count_nonzero(x2) == x2.size:
-            return x1 * x2
+            if not nonzero:
+                return np.zeros_like(x2)
         return masked(x1, x2)
 
     return strong_zero_multiply
