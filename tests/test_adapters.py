@@ -600,6 +600,50 @@ def test_jax_asarray_of_a_numpy_array_compiles_nothing_and_copies(jax_env):
 
 
 @needs_jax
+def test_jax_like_arrays_are_as_free_as_their_model_and_rules_on_tensors_compile_nothing_new(jax_env):
+    """``zeros_like``/``ones_like``/``full_like``/``empty_like`` of an uncommitted JAX array are uncommitted (of an
+    array placed by ``device=``, on its device): JAX compiles each program again for a committed argument, so a
+    committed seed or zeros made every op of a walk on Tensors (the rules under an outer tape: second order,
+    forward mode) compile a twin of the first-order walk's programs.  The walk on Tensors compiles none here."""
+    jax, jnp, b = jax_env
+    with gt.use_backend("jax"):
+        free, placed = gt.constant(np.ones((2, 3))), gt.constant(np.ones((2, 3)), device="cpu")
+        assert free.native.committed is False and placed.native.committed is True
+        for like in (gt.zeros_like, gt.ones_like, gt.empty_like, lambda t: gt.full_like(t, 2.0)):
+            assert like(free).native.committed is False
+            made = like(placed).native
+            assert made.committed is True and made.devices() == placed.native.devices()
+        compiles = []
+
+        def listener(event, seconds, **kwargs):
+            if event == "/jax/core/compile/backend_compile_duration":
+                compiles.append(event)
+
+        rng = np.random.default_rng(3)
+        x, w = gt.constant(rng.standard_normal((5, 7))), gt.constant(rng.standard_normal((5, 7)))
+
+        def grads(outer):
+            with gt.GradientTape(persistent=True) as out_tape:
+                with gt.GradientTape() as tape:
+                    tape.watch([x, w])
+                    loss = gt.reduce_sum(gt.sin(x) * w * 3.0)
+                if outer:
+                    return tape.gradient(loss, [x, w])
+                with out_tape.stop_recording():
+                    return tape.gradient(loss, [x, w])
+
+        native = grads(outer=False)  # the first-order walk on native arrays compiles its programs
+        jax.monitoring.register_event_duration_secs_listener(listener)
+        try:
+            tensor = grads(outer=True)  # the same rules on Tensors, an outer tape recording them
+        finally:
+            jax.monitoring.unregister_event_duration_listener(listener)
+        for gn, gr in zip(native, tensor):
+            np.testing.assert_allclose(gr.numpy(), gn.numpy(), rtol=1e-6)
+        assert not compiles, f"the walk on Tensors compiled {len(compiles)} program(s) the native walk had not"
+
+
+@needs_jax
 def test_jax_dtypes_devices_and_conversions_match_compat(jax_env):
     """The dtype map, ``device_of``/``to_device`` (``array_api_compat.device``/``to_device``),
     ``is_native`` (``is_jax_array``, tracers included), ``fix_output`` and ``from_dlpack``."""

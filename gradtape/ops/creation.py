@@ -145,7 +145,10 @@ def _like(fname, x, *args, dtype=None, device=None):
         x = convert_to_tensor(x)
     b = x._b
     nd = x._v.dtype if dtype is None else b.dtype_to_native(dtype)
-    dev = b.device_of(x._v) if device is None else (b.parse_device(device) if isinstance(device, str) else device)
+    # x's device; None where x was never placed (JAX's uncommitted arrays): the new array is then as free as x,
+    # not pinned to the default device (pinning made a committed twin of every array a rule computes from it,
+    # and JAX compiles each program again for committed arguments)
+    dev = b.device_beside(x._v) if device is None else (b.parse_device(device) if isinstance(device, str) else device)
     v = getattr(b.xp, fname)(tuple(x._v.shape), *args, dtype=nd, device=dev)
     return wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 

@@ -191,7 +191,7 @@ def _getitem(x, key):
     """``x[key]`` (used by ``Tensor.__getitem__`` and by rules)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
-    return apply1(_getitem_op, x, {"key": _native_key(key, x._b, x.ndim, x._b.device_of(x._v), shape=x.shape)})
+    return apply1(_getitem_op, x, {"key": _native_key(key, x._b, x.ndim, x._b.device_beside(x._v), shape=x.shape)})
 
 
 _getitem_op.public = _getitem
@@ -281,7 +281,7 @@ def _setitem(x, key, value):
     """A new tensor equal to ``x`` with ``x[key] = value`` (recorded, differentiable in both)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
-    nkey = _native_key(key, x._b, x.ndim, x._b.device_of(x._v), shape=x.shape, op="setitem")
+    nkey = _native_key(key, x._b, x.ndim, x._b.device_beside(x._v), shape=x.shape, op="setitem")
     if not isinstance(value, Tensor) or value.dtype != x.dtype:
         value = convert_to_tensor(value, dtype=x.dtype, like=x)
     return apply(_setitem_op, (x, value), {"key": nkey})
@@ -340,7 +340,8 @@ def take_along_axis(x, indices, /, *, axis=-1):
         x = convert_to_tensor(x)
     nd = x.ndim
     axis = axis % nd
-    ind = indices._v if isinstance(indices, Tensor) else x._b.asarray(np.asarray(indices), device=x._b.device_of(x._v))
+    beside = x._b.device_beside(x._v)
+    ind = indices._v if isinstance(indices, Tensor) else x._b.asarray(np.asarray(indices), device=beside)
     xp = x._b.xp
     if len(ind.shape) != nd:
         raise ValueError(
@@ -353,7 +354,7 @@ def take_along_axis(x, indices, /, *, axis=-1):
         else:  # x's own positions: they broadcast against the indices' other axes
             shape = [1] * nd
             shape[d] = x.shape[d]
-            key.append(xp.reshape(xp.arange(x.shape[d], device=x._b.device_of(x._v)), tuple(shape)))
+            key.append(xp.reshape(xp.arange(x.shape[d], device=beside), tuple(shape)))
     return _getitem(x, tuple(key))
 
 

@@ -140,7 +140,7 @@ def _native_like(x, value):
     """A constant tensor (NumPy ``value``) on ``x``'s backend and device, in ``x``'s dtype (for the
     domain maps)."""
     b = x._b
-    v = b.asarray(np.asarray(value), dtype=x.dtype, device=b.device_of(x._v))
+    v = b.asarray(np.asarray(value), dtype=x.dtype, device=b.device_beside(x._v))
     return wrap(v if v.__class__ is b.array_type else b.fix_output(v), b)
 
 
