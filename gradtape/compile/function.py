@@ -294,7 +294,12 @@ class Function:
                 stacklevel=5,
             )
         if concrete is not None:
-            self._cache.setdefault(key, []).append(concrete)
+            # published whole: another thread's call reads the cache without the lock, and an empty
+            # list (setdefault's, before the append) made its run fail with IndexError
+            if paths is None:
+                self._cache[key] = [concrete]
+            else:
+                paths.append(concrete)
             real = concrete.backend
             if (
                 new_path
