@@ -123,13 +123,25 @@ def _not_saved(opdef, what):
 class _Unsaved:
     """Where a rule on Tensors finds a value its op did not save: any use of it is the
     ``RuntimeError`` of :func:`_not_saved` (so a rule may unpack ``op.inputs`` and read only what
-    its op saves)."""
+    its op saves), but for the ``shape`` and ``ndim`` of an unsaved input, which the node keeps
+    (a ``Meta``, or the output's shape), as the native walk's node gives them."""
 
-    __slots__ = ("_opdef", "_what")
+    __slots__ = ("_opdef", "_what", "_shape")
 
-    def __init__(self, opdef, what):
+    def __init__(self, opdef, what, shape=None):
         self._opdef = opdef
         self._what = what
+        self._shape = shape
+
+    @property
+    def shape(self):
+        if self._shape is None:
+            _not_saved(self._opdef, self._what)
+        return self._shape
+
+    @property
+    def ndim(self):
+        return len(self.shape)
 
     def _fail(self, *args, **kwargs):
         _not_saved(self._opdef, self._what)
@@ -151,12 +163,13 @@ class TensorOp:
     """The ``op`` a rule receives on gradtape's namespace: the node's inputs and outputs as Tensors
     carrying their recorded identities (an outer tape that watches them records the rule)."""
 
-    __slots__ = ("node", "_inputs", "_outputs")
+    __slots__ = ("node", "_inputs", "_outputs", "_out_shape")
 
-    def __init__(self, node):
+    def __init__(self, node, out_shape=None):
         self.node = node
         self._inputs = None
         self._outputs = None
+        self._out_shape = out_shape  # (the first output's shape, where the walk knows it)
 
     opdef = property(lambda self: self.node.opdef)
     name = property(lambda self: self.node.opdef.name)
@@ -179,7 +192,11 @@ class TensorOp:
             ins = []
             for k, (i, v) in enumerate(zip(n.in_ids, n.inputs)):
                 if v is None or v.__class__ is Meta:
-                    ins.append(_Unsaved(n.opdef, f"inputs[{k}]"))
+                    # (not kept: its shape is a Meta's, or the first output's where it is None)
+                    shape = v.shape if v is not None else self._out_shape
+                    if shape is None and n.outputs[0] is not None:
+                        shape = n.outputs[0].shape
+                    ins.append(_Unsaved(n.opdef, f"inputs[{k}]", None if shape is None else tuple(shape)))
                     continue
                 if i:
                     t = new_tensor(Tensor)  # (wrap's body with the recorded identity: no new one)
@@ -553,7 +570,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
             elif not native and not nb and op.xp_rule:
                 # the recorded walk's common case (an outer tape records it): one cotangent, an xp
                 # rule on Tensors, its gradients kept as Tensors
-                _fit_add(grads, reach, n, op._grad(xp_tensors, TensorOp(n), g), xp_tensors, 0, g, False)
+                _fit_add(grads, reach, n, op._grad(xp_tensors, TensorOp(n, g._v.shape), g), xp_tensors, 0, g, False)
                 continue
             gs = (g,)
         else:
@@ -596,6 +613,8 @@ def _general_rule(n, gs, grads, reach, nb, native):
         gs = [None if h is None else wrap(h if h.__class__ is at else b.fix_output(h), b) for h in gs]
     if len(gs) > 1 and any(h is None for h in gs):
         gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
+    if gs[0] is not None:
+        view._out_shape = gs[0]._v.shape
     in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
     g_out = next(h for h in gs if h is not None)
     _fit_add(grads, reach, n, in_grads, xp, 0, g_out, native)
@@ -635,12 +654,18 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
                     gi = _fit_tensor(gi, n, k, g_out, xp)
                 if native:
                     gi = gi._v
-            prev = grads.get(i)
-            grads[i] = gi if prev is None else prev + gi
+            if i in grads:
+                # (the addend popped is referenced by nothing else where the walk made it: NumPy then
+                # adds into its memory, eliding the temporary, as it does for ``(a + b) + c``; an
+                # array referenced elsewhere -- a view's base, one rule's gradient of two inputs --
+                # is not elided, and other libraries allocate as before)
+                grads[i] = grads.pop(i) + gi
+            else:
+                grads[i] = gi
         k += 1
     # (inlined into the walk, these are the walk's own variables: without this they would keep a
     # summed rule's addends alive while the next rule runs, one node's dead gradients on the peak)
-    in_grads = gi = prev = None
+    in_grads = gi = None
 
 
 def _native_rule_failed(n, e):

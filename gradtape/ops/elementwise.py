@@ -240,6 +240,10 @@ def _multiply_grad(xp, op, grad):
     """d(x1 x2) = x2 dx1 + x1 dx2, so (grad * conj(x2), grad * conj(x1))."""
     x1, x2 = op.inputs
     i1, i2 = op.in_ids  # (0: a Python scalar operand, the common scale: no gradient, no conj_)
+    if i1 == i2 and i1 and op.needs_grad(0):
+        # x * x: one product, doubled (the same bits as the two gradients' sum, which the walk would
+        # add: one library call and one array fewer)
+        return grad * conj_(xp, x2) * 2, None
     # (a Python float through xp.multiply: the backend's own scalar handling, e.g. torch's cached 0-d
     # tensor, which an operator on a native array would bypass)
     return (

@@ -45,7 +45,10 @@ def _unreduce(xp, grad, op):
     """The gradient of a reduction over ``op.attrs['axis']``, broadcast back to the input's shape;
     leading batch axes of ``grad`` stay (two library calls at most: one where the reduced axes lead,
     as in a full reduction, whose gradient broadcasts as it is; none where nothing was reduced)."""
-    shape = tuple(op.inputs[0].shape)
+    x = op.inputs[0]
+    if x is None:  # (an unsaved input shaped like the output, in a native walk: nothing was reduced)
+        return grad
+    shape = tuple(x.shape)
     axes = op.attrs["axis"]
     keepdims = op.attrs.get("keepdims", False)
     nd = len(axes)
@@ -100,7 +103,8 @@ def _sum_forward(xp, x, *, axis, keepdims=False):
     return _same_dtype(xp, xp.sum(x, axis=axis, keepdims=keepdims), x)
 
 
-_sum = defop("sum", _sum_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN), saves="inputs", batched=True)
+# (saves nothing: the rule reads the input's shape only, which the node keeps without the values)
+_sum = defop("sum", _sum_forward, chapter="statistical", domain=with_complex(_RED_DOMAIN), saves=(), batched=True)
 
 
 @_sum.gradient
