@@ -228,8 +228,19 @@ subtract = binary("subtract", (REAL, REAL), complex=True, saves=())
 
 @subtract.gradient
 def _subtract_grad(xp, op, grad):
-    """d(x1 - x2) = dx1 - dx2."""
-    return grad, (-grad if op.needs_grad(1) else None)
+    """d(x1 - x2) = dx1 - dx2: where x2 was broadcast along axes of length 1, the cotangent is summed
+    over them first and negated after (the engine sums what is left: added leading axes)."""
+    if not op.needs_grad(1):
+        return grad, None
+    x2 = op.inputs[1]  # (not kept: None where shaped like the output, else its shape)
+    if x2 is not None:
+        shape = tuple(x2.shape)
+        gshape = tuple(grad.shape)
+        lead = len(gshape) - len(shape)
+        axes = tuple(lead + k for k, d in enumerate(shape) if d == 1 and gshape[lead + k] != 1)
+        if axes:
+            return grad, -xp.sum(grad, axis=axes, keepdims=True)
+    return grad, -grad
 
 
 multiply = binary("multiply", (REAL, REAL), complex=True, saves="inputs")
