@@ -73,38 +73,44 @@ def test_summed_gradients_are_freed_in_a_recorded_walk(backend):
 
 
 # ------------------------------------------------------------------ what a reduction keeps (issue 23)
-def test_a_sum_keeps_its_input_shape_not_its_values(backend):
-    """``sum``'s rule reads its input's shape only: the tape keeps no reference to the summed array
-    (``h`` here, which nothing else saves), and the gradient is still right."""
+@pytest.mark.parametrize("reduce", ["reduce_sum", "reduce_mean"])
+def test_a_sum_keeps_its_input_shape_not_its_values(backend, reduce):
+    """``sum``'s and ``mean``'s rules read their input's shape only: the tape keeps no reference to
+    the reduced array (``h`` here, which nothing else saves), and the gradient is still right."""
+    red = getattr(gt, reduce)
     x = gt.constant(np.linspace(0.5, 1.5, 4096).reshape(64, 64), dtype=gt.float64)
     with gt.GradientTape() as tape:
         tape.watch(x)
         h = x + 1.0  # (add saves nothing)
-        y = gt.reduce_sum(gt.reduce_sum(h, axis=1))
+        y = gt.reduce_sum(red(h, axis=1))
     try:
         ref = weakref.ref(h.native)
     except TypeError:
         pytest.skip("this backend's arrays take no weak reference: the check cannot see them")
     del h
     assert ref() is None
-    np.testing.assert_array_equal(np.asarray(tape.gradient(y, x).numpy()), np.ones((64, 64)))
+    want = np.ones((64, 64)) / (64 if reduce == "reduce_mean" else 1)
+    np.testing.assert_array_equal(np.asarray(tape.gradient(y, x).numpy()), want)
 
 
+@pytest.mark.parametrize("reduce", ["reduce_sum", "reduce_mean"])
 @pytest.mark.parametrize("axis", [1, (0, 1), ()])
-def test_a_sum_in_a_recorded_walk_reads_the_kept_shape(backend, axis):
-    """Second order through ``sum`` (its rule on Tensors reads the unsaved input's shape), also
-    where nothing is reduced (the input kept as the output's shape)."""
+def test_a_sum_in_a_recorded_walk_reads_the_kept_shape(backend, axis, reduce):
+    """Second order through ``sum`` and ``mean`` (their rules on Tensors read the unsaved input's
+    shape), also where nothing is reduced (the input kept as the output's shape)."""
+    red = getattr(gt, reduce)
+    scale = {1: 4, (0, 1): 12, (): 1}[axis] if reduce == "reduce_mean" else 1
     v = np.linspace(0.5, 1.5, 12).reshape(3, 4)
     x = gt.constant(v, dtype=gt.float64)
     with gt.GradientTape() as outer:
         outer.watch(x)
         with gt.GradientTape() as inner:
             inner.watch(x)
-            y = gt.reduce_sum(gt.reduce_sum(x * x * x, axis=axis))
+            y = gt.reduce_sum(red(x * x * x, axis=axis))
         g = inner.gradient(y, x)
         s = gt.reduce_sum(g)
-    np.testing.assert_allclose(np.asarray(g.numpy()), 3 * v**2, rtol=1e-13)
-    np.testing.assert_allclose(np.asarray(outer.gradient(s, x).numpy()), 6 * v, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(g.numpy()), 3 * v**2 / scale, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(outer.gradient(s, x).numpy()), 6 * v / scale, rtol=1e-13)
 
 
 # ----------------------------------------------- the walk's sums: in place only where nothing else sees

@@ -179,7 +179,7 @@ _mean = defop(
     chapter="statistical",
     floating=True,
     domain=with_complex(_RED_DOMAIN),
-    saves="inputs",
+    saves=(),  # (as sum: the input's shape only)
     batched=True,
 )
 
@@ -188,7 +188,8 @@ _mean = defop(
 def _mean_grad(xp, op, grad):
     """The gradient of the sum, divided by the number of elements reduced (the input is read for
     its shape only)."""
-    n = _count(op.inputs[0].shape, op.attrs["axis"])
+    x = op.inputs[0]  # (None: shaped like the output, nothing reduced but axes of length 1)
+    n = 1 if x is None else _count(x.shape, op.attrs["axis"])
     return _unreduce(xp, grad / builtins.max(n, 1), op)
 
 
