@@ -173,7 +173,11 @@ class JaxBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
+        self.overrides = {
+            "getitem": self._getitem,
+            "einsum": self._einsum,
+            "linalg.matrix_power": self._matrix_power,
+        }
         self._special = {}
 
     def load(self):
@@ -434,6 +438,14 @@ class JaxBackend(Backend):
     def _einsum(self, *arrays, subscripts):
         """The op ``einsum`` by the library's own einsum (in full precision: :func:`_full_precision`)."""
         return self._full_einsum(subscripts, *arrays)
+
+    def _matrix_power(self, x, *, n):
+        """The op ``linalg.matrix_power`` in full precision (:func:`_full_precision`): JAX's function
+        takes no ``precision=``, so its products run under ``jax.default_matmul_precision``."""
+        if self._jax.config.jax_default_matmul_precision is not None:
+            return self._jnp.linalg.matrix_power(x, n)
+        with self._jax.default_matmul_precision("highest"):
+            return self._jnp.linalg.matrix_power(x, n)
 
     def _getitem(self, x, *, key):
         """``x[key]``; a key JAX misreads is a gather at the flat positions NumPy reads from it."""
