@@ -43,6 +43,7 @@ __all__ = [
     "TensorLike",
     "check_leak",
     "compute",
+    "user_site",
     "lift",
     "new_tensor",
     "next_id",
@@ -102,6 +103,14 @@ def _call_sites():
     while user is not None and any(d in os.path.abspath(user.f_code.co_filename) for d in _LIBRARY_DIRS):
         user = user.f_back
     return f, (user if user is not f else None)
+
+
+def user_site() -> str:
+    """``file:line`` of the user's line that called into gradtape (past an installed library that
+    called it), or ``"?"``: for messages that point at the user's code."""
+    site, user = _call_sites()
+    frame = user or site
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
 def _connected(t):
