@@ -81,7 +81,15 @@ def vmap(fn, in_axes=0, out_axes=0, *, randomness="different", fallback_to_while
         raise ValueError(f"gt.vmap: randomness={randomness!r}; use one of {RANDOMNESS}")
 
     @functools.wraps(fn)
-    def mapped(*args):
+    def mapped(*args, **kwargs):
+        if kwargs:
+            # (JAX maps keyword arguments along axis 0, torch.func passes them unmapped: neither silently)
+            raise TypeError(
+                f"gt.vmap: keyword arguments {sorted(kwargs)} are neither mapped nor passed on (JAX maps them "
+                "along axis 0, torch.func passes them unmapped); pass them by position with an in_axes entry "
+                "each (0: mapped, None: the same for every example), or bind unmapped ones first: "
+                "gt.vmap(functools.partial(fn, name=value))"
+            )
         return _run(fn, args, in_axes, out_axes, fallback_to_while_loop, warn, "gt.vmap", randomness)
 
     return mapped
