@@ -22,3 +22,19 @@ def test_vmap_refuses_keyword_arguments_naming_itself_and_the_way_out(backend):
     np.testing.assert_allclose(np.asarray(gt.vmap(functools.partial(f, s=2.0))(x).numpy()), np.full((2, 3), 2.0))
     got = gt.vmap(f, in_axes=(0, None))(x, gt.constant([1.0, 2.0, 3.0], dtype=gt.float64))
     np.testing.assert_allclose(np.asarray(got.numpy()), [[1.0, 2.0, 3.0]] * 2)
+
+
+def test_a_complex_gradient_is_the_conjugate_of_jax_grad_and_equals_torch(backend):
+    """docs/transforms.md: ``gt.grad`` of a real function of complex inputs takes TensorFlow's and
+    PyTorch's convention; ``jax.grad`` gives its conjugate (a JAX user reads this there)."""
+    jax = pytest.importorskip("jax", reason="jax gives the reference gradient")
+    torch = pytest.importorskip("torch", reason="torch gives the reference gradient")
+    jnp = jax.numpy
+    z = np.array([1.0 + 2.0j, 0.5 - 1.0j, -0.3 + 0.7j])
+    got = gt.grad(lambda z: gt.sum(gt.abs(z) ** 3 + gt.real(z * z)))(gt.constant(z, dtype=gt.complex128))
+    jax.config.update("jax_enable_x64", True)  # (as gradtape's jax backend sets it)
+    want_jax = np.asarray(jax.grad(lambda z: jnp.sum(jnp.abs(z) ** 3 + jnp.real(z * z)))(jnp.asarray(z)))
+    tz = torch.tensor(z, requires_grad=True)
+    (torch.abs(tz) ** 3 + torch.real(tz * tz)).sum().backward()
+    np.testing.assert_allclose(np.asarray(got.numpy()), np.conj(want_jax), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(got.numpy()), tz.grad.numpy(), rtol=1e-12)
