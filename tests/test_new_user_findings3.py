@@ -15,7 +15,7 @@ def test_vmap_refuses_keyword_arguments_naming_itself_and_the_way_out(backend):
     """``gt.vmap(f)(x, s=2.0)``: JAX maps a keyword argument along axis 0, torch.func passes it
     unmapped; gradtape's TypeError blamed the user's function ("<lambda>() got an unexpected keyword
     argument 's'", a function that takes ``s``).  It now names gt.vmap and what to write, and that runs."""
-    f = lambda a, s=1.0: a * s  # noqa: E731
+    f = lambda a, s=1.0: a * s
     x = gt.ones((2, 3), dtype=gt.float64)
     with pytest.raises(TypeError, match=r"^gt\.vmap: keyword arguments \['s'\] .*functools\.partial"):
         gt.vmap(f)(x, s=2.0)
@@ -38,3 +38,32 @@ def test_a_complex_gradient_is_the_conjugate_of_jax_grad_and_equals_torch(backen
     (torch.abs(tz) ** 3 + torch.real(tz * tz)).sum().backward()
     np.testing.assert_allclose(np.asarray(got.numpy()), np.conj(want_jax), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(got.numpy()), tz.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "update, says",
+    [
+        ("p -= 0.1 * g", r"variable\.assign_sub\(value\)"),
+        ("p += g", r"variable\.assign_add\(value\)"),
+        ("p *= 0.5", r"variable\.assign\(variable \* value\)"),
+    ],
+)
+def test_an_in_place_operator_on_a_variable_is_tensorflows_runtime_error(backend, update, says):
+    """PyTorch's update ``p -= lr * g`` on a gt.Variable rebound ``p`` to a tensor: the next step's
+    tape did not watch it and its gradient was None, silently (training stopped).  TensorFlow 2 raises
+    a RuntimeError naming ``assign_sub``; so does gradtape now, and the call it names trains."""
+    p = gt.Variable([1.0, 2.0], dtype=gt.float64)
+    kept = p
+    for _ in range(2):
+        with gt.GradientTape() as tape:
+            loss = gt.reduce_sum(p * p)
+        g = tape.gradient(loss, p)
+        assert g is not None
+        with pytest.raises(RuntimeError, match=rf"^`variable .= value` with a gt\.Variable is not supported .*{says}"):
+            exec(update, {"p": p, "g": g})
+        p.assign_sub(0.25 * g)
+    assert p is kept and type(p) is gt.Variable
+    np.testing.assert_allclose(np.asarray(p.numpy()), [0.25, 0.5])
+    s = p[0]  # a slice of a variable is a tensor (TensorFlow's): ``s += 1`` gives a new tensor
+    s += 1.0
+    assert float(s) == 1.25 and p.numpy().tolist() == [0.25, 0.5]
