@@ -67,3 +67,33 @@ def test_an_in_place_operator_on_a_variable_is_tensorflows_runtime_error(backend
     s = p[0]  # a slice of a variable is a tensor (TensorFlow's): ``s += 1`` gives a new tensor
     s += 1.0
     assert float(s) == 1.25 and p.numpy().tolist() == [0.25, 0.5]
+
+
+def test_gradtapes_own_warnings_name_the_users_line(backend):
+    """The retracing warning of gt.function and the optimizer's "Gradients do not exist" named
+    ``sys:1`` (their fixed stacklevel counted one frame too many on the path the call took); they name
+    the line of the user's call, whichever path led there."""
+
+    @gt.function
+    def scale(x, n):
+        return x * n
+
+    with pytest.warns(UserWarning, match="traced again on each of its last") as caught:
+        for n in range(6):
+            scale(gt.constant(1.0), n)
+    assert {(w.filename, w.lineno) for w in caught} == {(__file__, _line_of("scale(gt.constant(1.0), n)"))}
+    a, b = gt.Variable(1.0), gt.Variable(2.0)
+    with gt.GradientTape() as tape:
+        loss = a * a
+    grads = tape.gradient(loss, [a, b])
+    opt = gt.optimizers.SGD(0.1)
+    for call in ("opt.apply_gradients(zip(grads, [a, b]))", "opt.apply(grads, [a, b])"):
+        with pytest.warns(UserWarning, match="Gradients do not exist") as caught:
+            exec(compile(call, __file__, "exec"), {"opt": opt, "grads": grads, "a": a, "b": b})
+        assert [(w.filename, w.lineno) for w in caught] == [(__file__, 1)], call
+
+
+def _line_of(text):
+    """The line of this file where ``text`` first appears (the call whose line a warning names)."""
+    with open(__file__, encoding="utf-8") as f:
+        return next(i for i, line in enumerate(f, 1) if text in line)
