@@ -97,3 +97,25 @@ def _line_of(text):
     """The line of this file where ``text`` first appears (the call whose line a warning names)."""
     with open(__file__, encoding="utf-8") as f:
         return next(i for i, line in enumerate(f, 1) if text in line)
+
+
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        ({"in_axes": 2}, r"in_axes maps argument leaf 0 \(shape \(3, 2\)\) along axis 2"),
+        ({"in_axes": -3}, r"in_axes maps argument leaf 0 \(shape \(3, 2\)\) along axis -3"),
+        ({"out_axes": 2}, r"out_axes puts the examples of a result \(each of shape \(2,\)\) along axis 2"),
+        ({"out_axes": -3}, r"out_axes puts the examples of a result \(each of shape \(2,\)\) along axis -3"),
+    ],
+)
+def test_vmap_refuses_an_axis_out_of_range(backend, kw, says):
+    """``gt.vmap(f, in_axes=2)`` of a matrix mapped over axis 2 % 2 = 0, silently (and out_axes
+    wrapped the same way); JAX raises a ValueError, and so does gradtape now.  Axes in range, negative
+    ones included, map as jax.vmap maps them."""
+    x = np.arange(6.0).reshape(3, 2)
+    with pytest.raises(ValueError, match=rf"^gt\.vmap: {says}, which needs at least 3 dimensions, but it has 2"):
+        gt.vmap(lambda a: a * 2.0, **kw)(gt.constant(x, dtype=gt.float64))
+    for in_axes, out_axes in [(-1, 0), (1, -1), (-2, -2), (0, 1)]:
+        got = gt.vmap(lambda a: a * 2.0, in_axes=in_axes, out_axes=out_axes)(gt.constant(x, dtype=gt.float64))
+        want = np.moveaxis(np.moveaxis(x, in_axes, 0) * 2.0, 0, out_axes)  # what jax.vmap gives
+        np.testing.assert_array_equal(np.asarray(got.numpy()), want)
