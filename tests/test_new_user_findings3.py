@@ -119,3 +119,34 @@ def test_vmap_refuses_an_axis_out_of_range(backend, kw, says):
         got = gt.vmap(lambda a: a * 2.0, in_axes=in_axes, out_axes=out_axes)(gt.constant(x, dtype=gt.float64))
         want = np.moveaxis(np.moveaxis(x, in_axes, 0) * 2.0, 0, out_axes)  # what jax.vmap gives
         np.testing.assert_array_equal(np.asarray(got.numpy()), want)
+
+
+def test_recompute_grad_differentiates_tensors_in_dicts_tuples_and_keywords(backend):
+    """``gt.recompute_grad(f)(params, x)`` with the weights in a dict (JAX's and PyTorch's habit:
+    ``jax.checkpoint`` and ``torch.utils.checkpoint`` take any nesting): only the top-level tensors
+    were the node's inputs, so the weights' gradient was zero from gt.grad and None from a tape, silently;
+    a tensor passed by keyword, or a variable in a dict, the same."""
+    jax = pytest.importorskip("jax", reason="jax.grad gives the reference gradient")
+    jax.config.update("jax_enable_x64", True)  # (as gradtape's jax backend sets it)
+    jnp = jax.numpy
+    rng = np.random.default_rng(3)
+    w, b, x = rng.normal(size=(3, 2)), rng.normal(size=2), rng.normal(size=(4, 3))
+
+    def loss(xp, p, x, *, scale):
+        h = xp.tanh(x @ p["w"] + p["b"][0])
+        return xp.sum(h * h) * scale + xp.sum(p["w"] ** 2)
+
+    want = jax.grad(lambda p, s: jax.checkpoint(functools.partial(loss, jnp))(p, x, scale=s), argnums=(0, 1))(
+        {"w": w, "b": (b,)}, 1.5
+    )
+    f = gt.recompute_grad(functools.partial(loss, gt))
+    params = {"w": gt.constant(w, dtype=gt.float64), "b": (gt.constant(b, dtype=gt.float64),)}
+    scale = gt.constant(1.5, dtype=gt.float64)
+    g, gs = gt.grad(lambda p, s: f(p, gt.constant(x, dtype=gt.float64), scale=s), argnums=(0, 1))(params, scale)
+    np.testing.assert_allclose(np.asarray(g["w"].numpy()), want[0]["w"], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(g["b"][0].numpy()), want[0]["b"][0], rtol=1e-12)
+    np.testing.assert_allclose(float(gs), float(want[1]), rtol=1e-12)
+    v = gt.Variable(w, dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        y = f({"w": v, "b": params["b"]}, gt.constant(x, dtype=gt.float64), scale=scale)
+    np.testing.assert_allclose(np.asarray(tape.gradient(y, v).numpy()), want[0]["w"], rtol=1e-12)
