@@ -150,3 +150,24 @@ def test_recompute_grad_differentiates_tensors_in_dicts_tuples_and_keywords(back
     with gt.GradientTape() as tape:
         y = f({"w": v, "b": params["b"]}, gt.constant(x, dtype=gt.float64), scale=scale)
     np.testing.assert_allclose(np.asarray(tape.gradient(y, v).numpy()), want[0]["w"], rtol=1e-12)
+
+
+def test_custom_gradient_takes_the_tensors_of_a_list_argument(backend):
+    """TensorFlow's ``tf.custom_gradient`` flattens its arguments: ``f([a, b])`` differentiates ``a``
+    and ``b``, ``grad_fn`` returning their gradients in the list's structure.  gradtape recorded only
+    top-level tensors: the gradients were None, silently."""
+
+    @gt.custom_gradient
+    def product(xs, scale):
+        y = xs[0] * xs[1] * scale
+
+        def grad_fn(dy):
+            return [dy * xs[1] * scale, dy * xs[0] * scale], None
+
+        return y, grad_fn
+
+    a, b = gt.constant(2.0, dtype=gt.float64), gt.constant(3.0, dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch([a, b])
+        y = product([a, b], 0.5)
+    assert [float(g) for g in tape.gradient(y, [a, b])] == [1.5, 1.0]
