@@ -67,6 +67,9 @@ def test_an_in_place_operator_on_a_variable_is_tensorflows_runtime_error(backend
     s = p[0]  # a slice of a variable is a tensor (TensorFlow's): ``s += 1`` gives a new tensor
     s += 1.0
     assert float(s) == 1.25 and p.numpy().tolist() == [0.25, 0.5]
+    p[0] += 1.0  # (item assignment: a state update of the variable, as before)
+    p[1:] -= 0.5
+    assert type(p) is gt.Variable and p.numpy().tolist() == [1.25, 0.0]
 
 
 def test_gradtapes_own_warnings_name_the_users_line(backend):
