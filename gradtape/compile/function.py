@@ -22,6 +22,7 @@ order eager code draws them.  Python side effects (``print``) run while tracing 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 import warnings
@@ -60,6 +61,19 @@ LOWER_CONTROL_FLOW = True
 RETRACE_WARNING = 5
 _TRACE_LOCK = threading.RLock()
 _SIMPLE = (int, float, bool, str, complex, type(None))
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # gradtape/
+
+
+def user_stacklevel():
+    """The ``stacklevel`` for a ``warnings.warn`` in this function's caller that names the first frame
+    outside gradtape (its generated code included): the user's line, however many of gradtape's frames
+    lie between (a number fixed in the code named ``sys:1`` where a call took a longer path)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and (
+        f.f_code.co_filename.startswith("<gradtape") or os.path.abspath(f.f_code.co_filename).startswith(_OWN)
+    ):
+        f, level = f.f_back, level + 1
+    return level
 
 
 class TensorSpec:
@@ -271,7 +285,7 @@ class Function:
                 "runs eagerly. A loop whose trip count changes from call to call makes a path per count: pass "
                 "the count as a Python argument, or run the function without gt.function",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
             args, kwargs = optree.tree_unflatten(treedef, leaves)
             return self._python_function(*args, **kwargs)
@@ -291,7 +305,7 @@ class Function:
                 "shapes or dtypes of tensor arguments, and new paths through gt.cond / gt.while_loop "
                 "each trace; see experimental_get_tracing_count()",
                 UserWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
         if concrete is not None:
             # published whole: another thread's call reads the cache without the lock, and an empty
@@ -316,7 +330,7 @@ class Function:
                     "time, and this call took a new one. With jit_compile=False each is one step of a "
                     "replayed program, traced once",
                     UserWarning,
-                    stacklevel=4,
+                    stacklevel=user_stacklevel(),
                 )
         return result
 
@@ -767,7 +781,7 @@ def _compile(f, trace, outputs, state_vals, real_b):
             f"gt.function {f._name!r} prints (gt.print) and {real_b.name}'s compiler would print only while "
             "compiling: the program is replayed call by call instead, and prints on every call",
             UserWarning,
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )
     elif _compiling(f, real_b):
         try:
@@ -781,7 +795,7 @@ def _compile(f, trace, outputs, state_vals, real_b):
                 f"gt.function {f._name!r}: {real_b.name}'s compiler failed on the traced program "
                 f"({type(e).__name__}: {str(e)[:300]}); the program is replayed call by call instead",
                 UserWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
     run, source, used = trace.program(outputs, state_vals, guards_as_outputs=False)
     if not _agrees(f, trace, run, used, outputs, state_vals, False, real_b):
@@ -829,7 +843,7 @@ def _disagree(f, why):
         f"({why}); the function runs eagerly from now on. This is a gradtape bug: please report it with the "
         "function",
         UserWarning,
-        stacklevel=6,
+        stacklevel=user_stacklevel(),
     )
     f._eager = True
     return False

@@ -472,12 +472,48 @@ Tensor.__setitem__ = __setitem__
 Variable.value = Variable.read_value = value
 Variable.__setitem__ = _variable_setitem
 
+#: each of _BINARY's operators as Python spells it
+_SYMBOLS = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "matmul": "@",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+    "lshift": "<<",
+    "rshift": ">>",
+}
+
+
+def _variable_inplace(name):
+    """``v += x`` on a Variable: TensorFlow 2's RuntimeError (it rebound ``v`` to a tensor, so that
+    PyTorch's ``p -= lr * g`` left the next tape nothing to watch: a gradient of None, silently)."""
+    op = _SYMBOLS[name]
+    update = {"add": "variable.assign_add(value)", "sub": "variable.assign_sub(value)"}.get(
+        name, f"variable.assign(variable {op} value)"
+    )
+
+    def i(self, other):
+        raise RuntimeError(
+            f"`variable {op}= value` with a gt.Variable is not supported (TensorFlow 2 raises this too): "
+            f"use `{update}` to update the variable in place, or `out = variable {op} value` for a new tensor"
+        )
+
+    i.__name__ = f"__i{name}__"
+    return i
+
+
 for _name, _fn in _BINARY.items():
     setattr(Tensor, f"__{_name}__", _fn)
     setattr(Tensor, f"__r{_name}__", _reflected(_fn))
     setattr(Tensor, f"__i{_name}__", _inplace(_fn))
-    # on a Variable, ``v += 1`` rebinds to a Tensor (TF 2); so on a Variable's slice (a TF Tensor)
-    setattr(Variable, f"__i{_name}__", _fn)
+    setattr(Variable, f"__i{_name}__", _variable_inplace(_name))
+    # a Variable's slice is a TF Tensor: ``s += 1`` rebinds it to a new tensor
     setattr(_VariableSlice, f"__i{_name}__", _fn)
 
 _manipulation._linked = _linked  # reshape, permute_dims, flip, ... make views (NumPy's)
