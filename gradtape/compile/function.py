@@ -22,7 +22,6 @@ order eager code draws them.  Python side effects (``print``) run while tracing 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import warnings
@@ -48,7 +47,16 @@ from gradtape.backends.tracing import (
     tracing_backend,
 )
 from gradtape.ops.manipulation import reshape as _reshape
-from gradtape.core.tensor import LIVE_VARIABLES, Tensor, Variable, next_id, wrap, convert_to_tensor, lift
+from gradtape.core.tensor import (
+    LIVE_VARIABLES,
+    Tensor,
+    Variable,
+    next_id,
+    wrap,
+    convert_to_tensor,
+    lift,
+    user_stacklevel,
+)
 
 __all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "print_", "OperatorNotAllowedInGraphError"]
 
@@ -61,19 +69,6 @@ LOWER_CONTROL_FLOW = True
 RETRACE_WARNING = 5
 _TRACE_LOCK = threading.RLock()
 _SIMPLE = (int, float, bool, str, complex, type(None))
-_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # gradtape/
-
-
-def user_stacklevel():
-    """The ``stacklevel`` for a ``warnings.warn`` in this function's caller that names the first frame
-    outside gradtape (its generated code included): the user's line, however many of gradtape's frames
-    lie between (a number fixed in the code named ``sys:1`` where a call took a longer path)."""
-    f, level = sys._getframe(1), 1
-    while f is not None and (
-        f.f_code.co_filename.startswith("<gradtape") or os.path.abspath(f.f_code.co_filename).startswith(_OWN)
-    ):
-        f, level = f.f_back, level + 1
-    return level
 
 
 class TensorSpec:

@@ -44,6 +44,7 @@ __all__ = [
     "check_leak",
     "compute",
     "user_site",
+    "user_stacklevel",
     "lift",
     "new_tensor",
     "next_id",
@@ -91,11 +92,27 @@ _OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.se
 _LIBRARY_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep, os.path.dirname(os.__file__) + os.sep)
 
 
+def _own(f):
+    """Whether frame ``f`` runs gradtape's code: a module of the package or code it generated."""
+    name = f.f_code.co_filename
+    return name.startswith("<gradtape") or os.path.abspath(name).startswith(_OWN_DIRS)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in this function's caller that names the first frame
+    outside gradtape (its generated code included): the user's line, however many of gradtape's frames
+    lie between (a number fixed in the code named ``sys:1`` where a call took a longer path)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and _own(f):
+        f, level = f.f_back, level + 1
+    return level
+
+
 def _call_sites():
     """The first frame outside gradtape (where the conversion happened) and, when that one is in an
     installed library, the first frame outside every library (the user's line that called it)."""
     f = sys._getframe(2)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_OWN_DIRS):
+    while f is not None and _own(f):
         f = f.f_back
     if f is None:
         return None, None

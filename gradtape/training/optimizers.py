@@ -41,8 +41,7 @@ from gradtape.core import dtypes as _dt
 from gradtape.ops.creation import full_like, zeros_like
 from gradtape.ops.elementwise import astype, floor
 from gradtape.autodiff.tape import GradientTape
-from gradtape.compile.function import user_stacklevel
-from gradtape.core.tensor import Tensor, TensorLike, Variable, wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, TensorLike, Variable, wrap, convert_to_tensor, user_stacklevel
 
 __all__ = [
     "SGD",
