@@ -62,6 +62,13 @@ def _torch_of(x: Any) -> torch.Tensor:
     return _TORCH.from_dlpack(host)
 
 
+def _shareable(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a tensor another library can take by DLPack: detached, and with torch's lazy conjugate
+    or negation applied (a complex cotangent from torch.autograd often carries the conjugate bit,
+    which DLPack cannot express: a copy then, the only way to hand those values over)."""
+    return x.detach().resolve_conj().resolve_neg()
+
+
 def _floating(x: torch.Tensor) -> bool:
     return x.is_floating_point() or x.is_complex()
 
@@ -87,7 +94,7 @@ class _Crossing:
         if b is _TORCH:  # (the torch tensors are the gradtape tensors' arrays)
             gxs = [wrap(x, b) for x in xs]
         else:
-            gxs = [to_gradtape(x.detach(), b) for x in xs]
+            gxs = [to_gradtape(_shareable(x), b) for x in xs]
         # (a floating torch tensor is a floating Tensor: the tape watches those torch records)
         self.run = run = Taped(self.f, gxs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
         res = []
@@ -120,7 +127,7 @@ class _Crossing:
         wrt = [k for k, n in enumerate(needs) if n]
         b = self.b
         cts = [
-            None if g is None or not f else wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b)
+            None if g is None or not f else wrap(g, b) if b is _TORCH else to_gradtape(_shareable(g), b)
             for g, f in zip(gys, self.floating)
         ]
         grads: list = [None] * len(needs)
