@@ -13,8 +13,9 @@ graph torch recorded in the forward; under an outer gradtape tape (higher order)
 
 Copies: on the torch backend none (the torch tensors are the gradtape tensors' arrays).  From other
 backends the arrays cross by DLPack: NumPy, array_api_strict and JAX on the CPU share memory with torch;
-a dask array is computed (it has no buffer), and a negatively strided NumPy array is made contiguous
-first (``TorchBackend.from_dlpack``).
+a dask array is computed (it has no buffer), a negatively strided NumPy array is made contiguous
+first (``TorchBackend.from_dlpack``), and a torch tensor with the lazy conjugate bit (a complex
+cotangent) is resolved before it crosses to another backend (:func:`_shareable`).
 """
 
 from __future__ import annotations
