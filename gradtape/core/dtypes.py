@@ -73,7 +73,7 @@ class DType:
         if other.__class__ is DType:
             return self is other
         try:
-            return as_dtype(other) is self  # type: ignore[arg-type]
+            return as_dtype(other) is self
         except (TypeError, ValueError):
             return False
 

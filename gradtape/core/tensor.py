@@ -16,6 +16,7 @@ import numbers
 import os
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -102,7 +103,8 @@ def user_stacklevel() -> int:
     """The ``stacklevel`` for a ``warnings.warn`` in this function's caller that names the first frame
     outside gradtape (its generated code included): the user's line, however many of gradtape's frames
     lie between (a number fixed in the code named ``sys:1`` where a call took a longer path)."""
-    f, level = sys._getframe(1), 1
+    f: types.FrameType | None = sys._getframe(1)
+    level = 1
     while f is not None and _own(f):
         f, level = f.f_back, level + 1
     return level
