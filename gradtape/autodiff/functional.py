@@ -315,8 +315,10 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``fun`` by forward mode, as ``jax.jacfwd`` (the same structure and shapes as
     ``gt.jacrev``): ``fun`` runs once under a ``gt.ForwardAccumulator``, then its recording is walked
-    forward along each basis vector (at once, by the backend's ``vmap``, on PyTorch and JAX; one walk
-    per input element elsewhere).  With ``has_aux=True`` returns ``(jacobian, aux)``."""
+    forward along every basis vector of each argument at once (the basis a leading batch axis of the
+    tangents, on any backend, also while an outer tape records; where a node on the path does not
+    take it, the walk is mapped by the backend's ``vmap`` (PyTorch, JAX) or run once per input
+    element).  With ``has_aux=True`` returns ``(jacobian, aux)``."""
 
     @functools.wraps(fun)
     def jacfwd_fn(*args):
