@@ -174,3 +174,26 @@ def test_custom_gradient_takes_the_tensors_of_a_list_argument(backend):
         tape.watch([a, b])
         y = product([a, b], 0.5)
     assert [float(g) for g in tape.gradient(y, [a, b])] == [1.5, 1.0]
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "jacrev", "jacfwd", "hessian"])
+def test_the_functional_transforms_pass_keyword_arguments_through(backend, transform):
+    """``gt.grad(f)(x, scale=3.0)`` was a TypeError naming the user's function (which takes
+    ``scale``); ``jax.grad`` and ``torch.func.grad`` pass keyword arguments through, undifferentiated."""
+
+    def f(x, scale=1.0, *, power):
+        return gt.sum(x**power) * scale
+
+    x = gt.constant([1.0, 2.0], dtype=gt.float64)
+    out = getattr(gt, transform)(f)(x, scale=3.0, power=3)
+    want = {
+        "grad": [9.0, 36.0],
+        "value_and_grad": [9.0, 36.0],
+        "jacrev": [9.0, 36.0],
+        "jacfwd": [9.0, 36.0],
+        "hessian": [[18.0, 0.0], [0.0, 36.0]],
+    }[transform]
+    if transform == "value_and_grad":
+        assert float(out[0]) == 27.0
+        out = out[1]
+    np.testing.assert_allclose(out.numpy(), want)

@@ -115,9 +115,10 @@ class _Args:
         return out[0] if self.single else tuple(out)
 
 
-def _call(call: str, f: Callable, args: Sequence[Any], has_aux: bool) -> tuple[Any, Any]:
-    """``f(*args)``, split into its output and its auxiliary data when ``has_aux``."""
-    res = f(*args)
+def _call(call: str, f: Callable, args: Sequence[Any], has_aux: bool, kwargs: dict | None = None) -> tuple[Any, Any]:
+    """``f(*args, **kwargs)``, split into its output and its auxiliary data when ``has_aux`` (keyword
+    arguments are passed through, not differentiated, as ``jax.grad`` and ``torch.func.grad`` do)."""
+    res = f(*args, **kwargs) if kwargs else f(*args)
     if not has_aux:
         return res, None
     if not isinstance(res, (tuple, list)) or len(res) != 2:
@@ -160,11 +161,11 @@ def _scalar(call: str, f: Callable, out: Any, like: Tensor | None) -> Tensor:
 
 
 # ------------------------------------------------------------------------------- reverse mode
-def _value_and_grad(call, f, args, argnums, has_aux):
+def _value_and_grad(call, f, args, argnums, has_aux, kwargs):
     a = _Args(call, args, argnums)
     with GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(a.sources)
-        out, aux = _call(call, f, a.args, has_aux)
+        out, aux = _call(call, f, a.args, has_aux, kwargs)
     y = _scalar(call, f, out, a.like)
     grads = tape.gradient(y, a.sources, unconnected_gradients=_ZERO)
     return y, a.unflatten(grads), aux
@@ -177,8 +178,8 @@ def value_and_grad(
     ``has_aux=True`` it returns ``((value, aux), grad)``."""
 
     @functools.wraps(fun)
-    def value_and_grad_fn(*args):
-        y, g, aux = _value_and_grad("value_and_grad", fun, args, argnums, has_aux)
+    def value_and_grad_fn(*args, **kwargs):
+        y, g, aux = _value_and_grad("value_and_grad", fun, args, argnums, has_aux, kwargs)
         return ((y, aux), g) if has_aux else (y, g)
 
     return value_and_grad_fn
@@ -194,8 +195,8 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     """
 
     @functools.wraps(fun)
-    def grad_fn(*args):
-        _, g, aux = _value_and_grad("grad", fun, args, argnums, has_aux)
+    def grad_fn(*args, **kwargs):
+        _, g, aux = _value_and_grad("grad", fun, args, argnums, has_aux, kwargs)
         return (g, aux) if has_aux else g
 
     return grad_fn
@@ -246,11 +247,11 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     ``has_aux=True`` returns ``(jacobian, aux)``."""
 
     @functools.wraps(fun)
-    def jacrev_fn(*args):
+    def jacrev_fn(*args, **kwargs):
         a = _Args("jacrev", args, argnums)
         with GradientTape(persistent=True, watch_accessed_variables=False) as tape:
             tape.watch(a.sources)
-            out, aux = _call("jacrev", fun, a.args, has_aux)
+            out, aux = _call("jacrev", fun, a.args, has_aux, kwargs)
         leaves, spec = optree.tree_flatten(out)
         jacs = []
         for y in leaves:
@@ -321,14 +322,14 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     element).  With ``has_aux=True`` returns ``(jacobian, aux)``."""
 
     @functools.wraps(fun)
-    def jacfwd_fn(*args):
+    def jacfwd_fn(*args, **kwargs):
         a = _Args("jacfwd", args, argnums)
         srcs = a.sources
         # the other sources' tangents are zeros, not None: a node whose recorded inputs do not give its
         # output's shape (``x @ w + b`` keeps neither) needs a tangent for every input on its path
         nought = [_zeros(s, tuple(s.shape)) for s in srcs]
         with ForwardAccumulator(srcs, nought) as acc:
-            out, aux = _call("jacfwd", fun, a.args, has_aux)
+            out, aux = _call("jacfwd", fun, a.args, has_aux, kwargs)
         leaves, spec = optree.tree_flatten(out)
         outs = [_tensor(y, a.like) for y in leaves]
         per_source = []  # per source: per output, the Jacobian block [out..., in...]
