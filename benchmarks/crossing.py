@@ -18,7 +18,10 @@ without the crossing; the crossing's own cost is the difference:
   library's own ``sin`` and its VJP;
 * the floors: a ``torch.autograd.Function`` that computes ``x * 2`` in torch, beside plain autograd,
   and a ``jax.custom_vjp`` that computes ``x * 2`` in JAX, beside ``jax.vjp`` of the plain function
-  (eager): what any crossing through those mechanisms costs before doing anything.
+  (eager): what any crossing through those mechanisms costs before doing anything; and that
+  Function then gradtape's tape, one after the other in one call with no crossing between them
+  (the side-by-side floor): each library's work costs more when the two alternate than each
+  measured alone, with the CPU's caches to itself, and a crossing alternates them by nature.
 
 The crossing's own cost is the time through it less the two libraries' own work (the native
 library's differentiation of the op and gradtape's).
@@ -51,6 +54,11 @@ import gradtape as gt
 
 jax.config.update("jax_enable_x64", True)
 torch.set_num_threads(1)
+
+
+FLOOR_TORCH = "(floor) a torch.autograd.Function computing x * 2 in torch"
+FLOOR_BESIDE = "(floor) that Function, then gradtape's tape of x * 2, one after the other (no crossing)"
+FLOOR_JAX = "(floor) a jax.custom_vjp computing x * 2 in JAX, eager"
 
 
 def best_us(fn, number, repeat, timer):
@@ -225,12 +233,24 @@ def rows(measure, number):
 
     out.append(
         (
-            "(floor) a torch.autograd.Function computing x * 2 in torch",
+            FLOOR_TORCH,
             measure(torch_plain, number),
             None,
             measure(lambda: Empty.apply(xr).backward(g_t), number),
         )
     )
+
+    # ---- that floor and gradtape's own work, one after the other in one call, with no crossing: what
+    # the two libraries' work costs when their code alternates (neither stays in the CPU's caches)
+    with gt.use_backend("torch"):
+
+        def side_by_side():
+            Empty.apply(xr).backward(g_t)
+            gradtape_alone()
+
+        out.append(
+            (FLOOR_BESIDE, measure(torch_plain, number), measure(gradtape_alone, number), measure(side_by_side, number))
+        )
 
     # ---- the floor of any eager JAX crossing: a jax.custom_vjp that does nothing else
     @jax.custom_vjp
@@ -245,7 +265,7 @@ def rows(measure, number):
 
     out.append(
         (
-            "(floor) a jax.custom_vjp computing x * 2 in JAX, eager",
+            FLOOR_JAX,
             measure(jax_plain, max(1, number // 10)),
             None,
             measure(jax_empty, max(1, number // 10)),
@@ -258,16 +278,17 @@ def table(results, unit="µs"):
     """The crossing's own cost: the time through it less the native library's own differentiation
     of the op and less gradtape's (the work each library does anyway); and that less the floor of
     its mechanism (the floor rows' own cost: ``torch.autograd.Function`` for ``to_torch``,
-    ``jax.custom_vjp`` for eager ``to_jax``), what gradtape itself adds."""
+    ``jax.custom_vjp`` for eager ``to_jax``), what gradtape itself adds.  For ``to_torch`` also less
+    the side-by-side floor (that Function and gradtape's tape run one after the other in one call,
+    no crossing): the two libraries' work measured as a crossing must do it, alternating, rather
+    than each alone with the CPU's caches to itself."""
     own = {name: crossed - (native or 0.0) - (alone or 0.0) for name, native, alone, crossed in results}
-    floors = {
-        lib: next((v for name, v in own.items() if name.startswith("(floor)") and lib in name), None)
-        for lib in ("torch", "JAX")
-    }
+    floors = {"torch": own.get(FLOOR_TORCH), "JAX": own.get(FLOOR_JAX)}
+    beside = own.get(FLOOR_BESIDE)
     lines = [
         "| crossing, forward + backward | native library | gradtape alone | through the crossing "
-        "| crossing's own cost | own cost over its floor |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| crossing's own cost | own cost over its floor | over the side-by-side floor |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, native, alone, crossed in results:
         cells = [f"{v:.1f} {unit}" if v is not None else "—" for v in (native, alone, crossed)]
@@ -277,9 +298,10 @@ def table(results, unit="µs"):
             lib = "torch"
         elif first == "to_jax" and "jit" not in name:
             lib = "JAX"
-        floor = floors.get(lib) if lib and not name.startswith("(floor)") else None
+        floor = floors.get(lib) if lib else None
         over = f"{own[name] - floor:+.1f} {unit}" if floor is not None else "—"
-        lines.append(f"| {name} | {' | '.join(cells)} | {own[name]:+.1f} {unit} | {over} |")
+        side = f"{own[name] - beside:+.1f} {unit}" if lib == "torch" and beside is not None else "—"
+        lines.append(f"| {name} | {' | '.join(cells)} | {own[name]:+.1f} {unit} | {over} | {side} |")
     return "\n".join(lines)
 
 

@@ -17,11 +17,15 @@ gradient of the potential: the inner derivative) until it crosses the x axis; ``
 gradient descent on ``x_0(t_f)^2`` (the outer derivative, through the whole trajectory).
 
 Variants (outer mode, inner mode): ``rr`` reverse over reverse (nested ``gt.GradientTape``), ``ff``
-forward over forward (nested ``gt.ForwardAccumulator``, one pass per input component), ``rf``
-reverse over forward, ``fr`` forward over reverse.  Rows: gradtape on NumPy and on PyTorch (eager),
+forward over forward, ``rf`` reverse over forward, ``fr`` forward over reverse.  Forward mode is
+each framework's forward-mode Jacobian, as its users write it: ``gt.jacfwd`` (the function recorded
+once under a ``gt.ForwardAccumulator``, then walked forward along every basis vector) and
+``torch.func.jacfwd`` (``vmap`` over ``jvp``), as ``jax.jacfwd`` would be; ``--per-component`` adds
+the rows of the older form, one ``gt.ForwardAccumulator`` (one ``torch.func.jvp``) per input
+component, each running the function again.  Rows: gradtape on NumPy and on PyTorch (eager),
 ``torch.autograd`` (reverse over reverse, ``create_graph=True``: the anchor of every variant) and
-``torch.func`` (``grad`` / ``jvp`` nestings), all in float64 with the same step counts and starting
-points.  *gmm*: the gradient of the ADBench Gaussian mixture objective (log-likelihood with full
+``torch.func`` (``grad`` / ``jacfwd`` nestings), all in float64 with the same step counts and
+starting points.  *gmm*: the gradient of the ADBench Gaussian mixture objective (log-likelihood with full
 lower-triangular inverse covariance factors and the Wishart prior; d = 20, k = 25, n = 1,000) with
 respect to its three parameters, on gradtape-numpy / gradtape-torch against ``torch.autograd``
 (``jax.grad`` eager as information).
@@ -62,6 +66,9 @@ FRAMEWORKS = ("gradtape-numpy", "gradtape-torch", "torch.autograd", "torch.func"
 #: (--before) gradtape with ForwardAccumulator.jvp by the double transposition of the tape alone, as
 #: before the forward walk of issue 23: the "before" rows of the forward-mode variants
 BEFORE = ("gradtape-numpy-transposed", "gradtape-torch-transposed")
+#: (--per-component) forward mode as one accumulator (one ``torch.func.jvp``) per input component,
+#: the function run again for each, instead of the framework's ``jacfwd``
+PER_COMPONENT = ("gradtape-numpy-per-component", "gradtape-torch-per-component", "torch.func-per-component")
 ANCHOR = "torch.autograd"
 #: the problems each framework runs, and its variants there
 SUPPORTS = {
@@ -72,6 +79,7 @@ SUPPORTS = {
     "jax.grad": {"gmm": ("r",)},
     "gradtape-numpy-transposed": {"saddle": ("ff", "rf", "fr"), "particle": ("ff", "rf", "fr")},
     "gradtape-torch-transposed": {"saddle": ("ff", "rf", "fr"), "particle": ("ff", "rf", "fr")},
+    **{f: {"saddle": ("ff", "rf", "fr"), "particle": ("ff", "rf", "fr")} for f in PER_COMPONENT},
 }
 
 #: problem sizes: full (the default), --quick (the same sizes, fewer repeats) and --tiny (tests)
@@ -205,13 +213,15 @@ def gmm_objective(G, alphas, means, icf, x, idx):
 
 # ------------------------------------------------------------------------------------ the frameworks
 class GradtapeF:
-    """gradtape on one backend: reverse mode by ``GradientTape``, forward mode by one
-    ``ForwardAccumulator`` per input component."""
+    """gradtape on one backend: reverse mode by ``GradientTape``, forward mode by ``gt.jacfwd``
+    (``per_component``: one ``ForwardAccumulator`` per input component; ``transposed``: that, with
+    the jvp by the double transposition of the tape)."""
 
-    def __init__(self, backend, transposed=False):
+    def __init__(self, backend, transposed=False, per_component=False):
         import gradtape as gt
 
         self.transposed = transposed
+        self.per_component = per_component or transposed
         if backend == "torch":
             import torch
 
@@ -245,6 +255,8 @@ class GradtapeF:
 
     def grad_f(self, f, x):
         gt = self.gt
+        if not self.per_component:
+            return gt.jacfwd(f)(x)
         n = x.shape[0]
         basis = np.eye(n)
         parts = []
@@ -434,13 +446,20 @@ def _chain(x, n, sin):
 
 
 class TorchFuncF(TorchAutogradF):
-    """torch.func: ``grad`` for reverse mode, one ``jvp`` per input component for forward mode."""
+    """torch.func: ``grad`` for reverse mode, ``jacfwd`` for forward mode (``per_component``: one
+    ``jvp`` per input component)."""
+
+    def __init__(self, per_component=False):
+        super().__init__()
+        self.per_component = per_component
 
     def grad_r(self, f, x):
         return self.torch.func.grad(f)(x)
 
     def grad_f(self, f, x):
         torch = self.torch
+        if not self.per_component:
+            return torch.func.jacfwd(f)(x)
         n = x.shape[0]
         eye = torch.eye(n, dtype=torch.float64)
         return torch.stack([torch.func.jvp(f, (x,), (eye[i],))[1] for i in range(n)])
@@ -495,11 +514,15 @@ class JaxF:
 
 def make(framework):
     if framework.startswith("gradtape-"):
-        return GradtapeF(framework.split("-")[1], transposed=framework.endswith("-transposed"))
+        return GradtapeF(
+            framework.split("-")[1],
+            transposed=framework.endswith("-transposed"),
+            per_component=framework.endswith("-per-component"),
+        )
     if framework == "torch.autograd":
         return TorchAutogradF()
-    if framework == "torch.func":
-        return TorchFuncF()
+    if framework in ("torch.func", "torch.func-per-component"):
+        return TorchFuncF(per_component=framework.endswith("-per-component"))
     if framework == "jax.grad":
         return JaxF()
     raise ValueError(framework)
@@ -511,6 +534,7 @@ def available(framework):
 
     need = {"gradtape-torch": "torch", "gradtape-torch-transposed": "torch", "torch.autograd": "torch"}
     need.update({"torch.func": "torch", "jax.grad": "jax"})
+    need.update({"gradtape-torch-per-component": "torch", "torch.func-per-component": "torch"})
     mod = need.get(framework)
     if mod and importlib.util.find_spec(mod) is None:
         return f"{mod} is not installed"
@@ -586,6 +610,11 @@ def main(argv=None):
     ap.add_argument(
         "--before", action="store_true", help="add the rows of gradtape's jvp by double transposition alone (before)"
     )
+    ap.add_argument(
+        "--per-component",
+        action="store_true",
+        help="add the rows of forward mode as one accumulator (torch.func.jvp) per input component",
+    )
     ap.add_argument("--saddle-outer", type=int, help="outer descent steps of saddle")
     ap.add_argument("--saddle-inner", type=int, help="inner ascent steps of saddle")
     ap.add_argument("--particle-outer", type=int, help="outer descent steps of particle")
@@ -611,12 +640,14 @@ def main(argv=None):
     frameworks = [f for f in a.frameworks.split(",") if f]
     if a.before:
         frameworks += [f for f in BEFORE if f.replace("-transposed", "") in frameworks]
+    if a.per_component:
+        frameworks += [f for f in PER_COMPONENT if f.replace("-per-component", "") in frameworks]
     variants = [v for v in a.variants.split(",") if v]
     for p in problems:
         if p not in PROBLEMS:
             ap.error(f"unknown problem {p!r}; known: {', '.join(PROBLEMS)}")
     for f in frameworks:
-        if f not in FRAMEWORKS + BEFORE:
+        if f not in FRAMEWORKS + BEFORE + PER_COMPONENT:
             ap.error(f"unknown framework {f!r}; known: {', '.join(FRAMEWORKS)}")
     for v in variants:
         if v not in VARIANTS:

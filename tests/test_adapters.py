@@ -475,6 +475,63 @@ def test_jax_matrix_products_are_full_float32_unless_the_program_chose(jax_env):
             assert "Precision.HIGHEST" not in str(jax.make_jaxpr(f)()), name
 
 
+#: ops whose gradient rules multiply matrices (or whose forward has no ``precision=``), their arguments' shapes
+_PRODUCT_RULES = {
+    "matmul": (lambda a, b: a @ b, (3, 3), (3, 3)),
+    "matmul (matrix, vector)": (lambda a, b: a @ b, (3, 3), (3,)),
+    "linalg.outer": (lambda a, b: gt.linalg.outer(a, b), (3,), (3,)),
+    "linalg.inv": (lambda a: gt.linalg.inv(a), (3, 3)),
+    "linalg.solve": (lambda a, b: gt.linalg.solve(a, b), (3, 3), (3, 2)),
+    "linalg.eigh": (lambda a: gt.linalg.eigh(a + gt.matrix_transpose(a))[1], (3, 3)),
+    "linalg.svd": (lambda a: gt.linalg.svd(a, full_matrices=False)[0], (3, 3)),
+    "linalg.pinv": (lambda a: gt.linalg.pinv(a), (3, 3)),
+    "linalg.matrix_power": (lambda a: gt.linalg.matrix_power(a, 3), (3, 3)),
+    "linalg.cholesky": (lambda a: gt.linalg.cholesky(a @ gt.matrix_transpose(a)), (3, 3)),
+    "linalg.qr": (lambda a: gt.linalg.qr(a)[1], (3, 3)),
+    "einsum": (lambda a, b: gt.einsum("ij,jk->ik", a, b), (3, 3), (3, 3)),
+    "tensordot": (lambda a, b: gt.tensordot(a, b, axes=1), (3, 3), (3, 3)),
+}
+
+
+def _dot_precisions(jaxpr):
+    """The ``precision`` of every ``dot_general`` in a jaxpr, sub-jaxprs included."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            out.append(str(eqn.params["precision"]))
+        for p in eqn.params.values():
+            inner = getattr(p, "jaxpr", None)
+            if inner is not None:
+                out += _dot_precisions(getattr(inner, "jaxpr", inner))
+    return out
+
+
+@needs_jax
+@pytest.mark.parametrize("name", list(_PRODUCT_RULES))
+def test_jax_gradient_rules_multiply_at_the_forwards_precision(jax_env, name):
+    """A rule's own products (``grad @ B^H`` ...) in full float32 precision, as the forward's: with
+    ``@`` on JAX arrays they ran at JAX's default, TF32 on a GPU, so float32 gradients were 1e-3 off
+    while the forward was exact; ``jax.default_matmul_precision`` around the code still wins."""
+    jax, jnp, _ = jax_env
+    fn, *shapes = _PRODUCT_RULES[name]
+    rng = np.random.default_rng(0)
+    args = [jnp.asarray(rng.normal(size=s) + (3 * np.eye(*s) if len(s) == 2 else 0), jnp.float32) for s in shapes]
+
+    def gradients(*arrays):
+        xs = [gt.convert_to_tensor(a) for a in arrays]
+        with gt.GradientTape() as tape:
+            tape.watch(xs)
+            y = gt.sum(fn(*xs))
+        return [g.native for g in tape.gradient(y, xs)]
+
+    with gt.use_backend("jax"):
+        precisions = _dot_precisions(jax.make_jaxpr(gradients)(*args).jaxpr)
+        assert precisions and all("HIGHEST" in p for p in precisions), (name, precisions)
+        with jax.default_matmul_precision("tensorfloat32"):
+            chosen = _dot_precisions(jax.make_jaxpr(gradients)(*args).jaxpr)
+        assert any("HIGHEST" not in p for p in chosen), (name, chosen)  # (JAX's own pinv keeps some HIGHEST)
+
+
 @needs_jax
 @pytest.mark.parametrize("name", ["sum", "prod", "mean", "max", "min"])
 def test_jax_fast_reductions_match_jax_numpy(jax_env, name):

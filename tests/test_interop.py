@@ -232,6 +232,20 @@ def test_to_torch_shares_memory_on_the_torch_and_numpy_backends(backend):
         assert float(native[0]) in (0.0, 7.0)
 
 
+def test_to_torch_double_backward_beside_an_integer_input(backend):
+    """create_graph=True through a function with an integer input: the backward crosses again (its
+    VJP), which has no gradient for the integer input and must not hand torch a None output (it was
+    a TypeError); the second derivative equals torch's own."""
+    f = gt.interop.to_torch(lambda x, i: gt.sin(x) * gt.astype(i, x.dtype), backend=backend)
+    x = torch.tensor([0.3, 0.4], dtype=torch.float64, requires_grad=True)
+    i = torch.tensor([1, 2])
+    (g,) = torch.autograd.grad(f(x, i).sum(), x, create_graph=True)
+    torch.testing.assert_close(g, torch.cos(x) * i, check_device=False)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    torch.testing.assert_close(h, -torch.sin(x.detach()) * i, check_device=False)
+    torch.autograd.gradgradcheck(lambda x: f(x, i), (x,))
+
+
 def test_to_torch_a_non_tensor_output_is_an_error_naming_it(backend):
     f = gt.interop.to_torch(lambda x: (x * 2.0, "label"), backend=backend)
     with pytest.raises(TypeError, match=r"to_torch: output 1 of the function is str 'label'.*gt.asarray"):
@@ -573,16 +587,21 @@ def test_crossings_return_the_structure_the_function_returned(backend, shape):
     """One array, a flat tuple (the calls that skip the pytree machinery) and every other structure
     come back as the function returned them, with their gradients, through to_torch and from_torch."""
     want = shape(3.0)
-    x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
-    got = gt.interop.to_torch(lambda t: shape(gt.sin(t)), backend=backend)(x)
     one = isinstance(want, float)  # (a bare leaf)
-    assert isinstance(got, torch.Tensor) if one else type(got) is type(want)
-    assert optree.tree_structure(got) == optree.tree_structure(want)
-    leaves = optree.tree_leaves(got)
-    if leaves:
-        sum(leaf.sum() for leaf in leaves).backward()
-        factor = sum(float(leaf) for leaf in optree.tree_leaves(want)) / 3.0
-        torch.testing.assert_close(x.grad, factor * torch.cos(x.detach()))
+    factor = sum(float(leaf) for leaf in optree.tree_leaves(want)) / 3.0
+    # positional tensors only (to_torch's fast path), and beside a non-tensor argument (its pytree path)
+    for call in (
+        lambda x: gt.interop.to_torch(lambda t: shape(gt.sin(t)), backend=backend)(x),
+        lambda x: gt.interop.to_torch(lambda t, k: shape(gt.sin(t) * k), backend=backend)(x, 1.0),
+    ):
+        x = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
+        got = call(x)
+        assert isinstance(got, torch.Tensor) if one else type(got) is type(want)
+        assert optree.tree_structure(got) == optree.tree_structure(want)
+        leaves = optree.tree_leaves(got)
+        if leaves:
+            sum(leaf.sum() for leaf in leaves).backward()
+            torch.testing.assert_close(x.grad, factor * torch.cos(x.detach()))
     X = gt.constant([0.5, 1.5], dtype=gt.float64)
     with gt.GradientTape() as tape:
         tape.watch(X)
@@ -632,7 +651,7 @@ def test_from_native_a_gradtape_variable_read_inside_is_an_error_naming_it(backe
 
 def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
     """benchmarks/crossing.py (issue 25, item 5) runs: its no-copy check passes, and --calls gives
-    every row, the two floors included, with a call count per column (no timing asserted)."""
+    every row, the three floors included, with a call count per column (no timing asserted)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / "calls.json"
     p = subprocess.run(
@@ -644,10 +663,10 @@ def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {r["row"]: r for r in json.loads(out.read_text())}
     assert {name.split(" ")[0] for name in rows} == {"to_torch", "to_jax", "from_torch", "from_jax", "(floor)"}
-    assert sum(name.startswith("(floor)") for name in rows) == 2
+    assert sum(name.startswith("(floor)") for name in rows) == 3
     for r in rows.values():
         assert r["crossing_calls"] >= 1 and r["native_calls"] >= 1
-    assert "| own cost over its floor |" in p.stdout
+    assert "| own cost over its floor | over the side-by-side floor |" in p.stdout
 
 
 COMPLEX_CASES = {
@@ -698,3 +717,22 @@ def test_to_jax_complex_gradients_equal_jaxs_to_second_order(backend, case):
     check_grads(f, (z,), order=2, modes=["rev"])
     loss = lambda fn: lambda z: jnp.sum(jnp.real(fn(z) * jnp.conj(fn(z))) + jnp.imag(fn(z)))
     np.testing.assert_allclose(jax.grad(loss(f))(z), jax.grad(loss(jf))(z), rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", list(COMPLEX_CASES))
+def test_to_torch_complex_gradients_equal_torchs_to_second_order(backend, case):
+    """A complex function through to_torch passes gradcheck and gradgradcheck (torch's convention),
+    and the gradient of a real loss of it equals torch.autograd's of the same function in torch (its
+    cotangent carries torch's lazy conjugate bit, which DLPack cannot carry to another backend)."""
+    _, tf, gf = COMPLEX_CASES[case]
+    f = gt.interop.to_torch(gf, backend=backend)
+    z = torch.tensor([0.1 + 0.2j, 0.3 - 0.1j], dtype=torch.complex128, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (z,)) and torch.autograd.gradgradcheck(f, (z,))
+
+    def loss(fn):
+        y = fn(z)
+        return torch.sum(torch.real(y * torch.conj(y))) + torch.sum(torch.imag(y) if y.is_complex() else y)
+
+    (got,) = torch.autograd.grad(loss(f), z)
+    (want,) = torch.autograd.grad(loss(tf), z)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

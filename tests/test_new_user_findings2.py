@@ -92,6 +92,32 @@ def test_an_index_out_of_bounds_is_an_error_on_every_backend(backend, read, wher
         assert target.numpy().tolist() == [1.0, 2.0]
 
 
+@pytest.mark.parametrize(
+    "read, op",
+    [
+        ("x[gt.constant([0, 5])]", "getitem"),
+        ("x[gt.constant([-4])]", "getitem"),
+        ("m[gt.constant([1]), gt.constant([3])]", "getitem"),
+        ("gt.take(x, gt.constant([0, 5]))", "take"),
+        ("gt.take_along_axis(x, gt.constant([5]), axis=0)", "getitem"),
+        ("x.__setitem__(gt.constant([5]), 0.0)", "setitem"),
+    ],
+)
+def test_an_index_tensor_out_of_bounds_is_an_error_on_every_backend(backend, read, op):
+    """An index *tensor* out of bounds: JAX clamped the read (``x[[0, 5]]`` gave [x0, x2]), filled NaN
+    in ``take`` and dropped the write, and Dask read past the end (``[1., 1.]``), silently, where the
+    other libraries raise; JAX now checks the values eagerly (one boolean read back per index array:
+    inside ``jax.jit``/``jax.vmap`` they cannot be read, docs/backends.md), Dask when it computes them."""
+    x, m = gt.constant([1.0, 2.0, 3.0]), gt.ones((2, 3))
+    bad = rf"(out of bounds for (axis|dimension) \d with size \d|index out of range in self) \(in op '{op}'"
+    with pytest.raises(IndexError, match=bad):
+        out = eval(read, {"x": x, "m": m, "gt": gt})
+        (x if out is None else out).numpy()  # (Dask's lazy index: found when computed)
+    if backend != "dask":  # (a lazy write stays in x's graph, to raise whenever x is computed)
+        assert x.numpy().tolist() == [1.0, 2.0, 3.0]
+    assert x[gt.constant([2, -3])].numpy().tolist() == [3.0, 1.0]  # in bounds: unchanged
+
+
 @pytest.mark.parametrize("join", ["concat", "stack"])
 def test_joining_tensors_of_two_dtypes_gives_one_dtype_on_every_backend(backend, join):
     """``gt.concat([float32, int32])`` was float64 on NumPy, float32 on PyTorch and JAX and a
@@ -218,3 +244,14 @@ def test_a_constant_of_a_recorded_tensor_warns_that_its_gradient_is_lost(backend
             both = gt.constant([x * 2.0, x * 3.0], dtype=gt.float32)
     assert tape.gradient(one, x) is None and tape.gradient(both, x) is None
     assert both.dtype == gt.float32
+
+
+def test_a_dtype_equals_what_names_it_as_in_tensorflow(backend):
+    """``x.dtype == np.float32`` was False, silently (a ported ``if x.dtype == np.float32:`` took the
+    other branch); TensorFlow's ``DType`` equals its name, NumPy's type and dtype, as NumPy's and
+    JAX's dtypes do."""
+    t = gt.constant(1.0)
+    assert t.dtype == np.float32 and t.dtype == "float32" and t.dtype == np.dtype("float32")
+    assert not (t.dtype != np.float32) and t.dtype != np.float64 and t.dtype != "int32"
+    assert t.dtype != "no such dtype" and t.dtype != None  # noqa: E711  (not an error: unequal)
+    assert {gt.float32: 1}[t.dtype] == 1 and gt.as_dtype("float64") == gt.float64

@@ -529,3 +529,55 @@ def test_gradient_through_a_broadcast_view_after_a_write_into_its_base(backend):
     fd = finite_differences(lambda xa, wa: float(f(gt.asarray(xa), gt.asarray(wa))), [x0, w0], eps=1e-6)
     np.testing.assert_allclose(gx.numpy(), fd[0][0], rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(float(gw), fd[1][0], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        pytest.param(lambda x: x.__setitem__(0, 5.0), id="setitem"),
+        pytest.param(lambda x: x.__iadd__(1.0), id="iadd"),
+        pytest.param(lambda x: x[0:1].__setitem__(0, 5.0), id="through-a-view"),
+    ],
+)
+def test_a_source_updated_in_place_after_recording_says_why_its_gradient_is_none(backend, update):
+    """``y`` read ``x``, then ``x`` was updated in place: the update is a new tensor on the tape (as
+    TensorFlow rebinds ``x``), so the gradient with respect to ``x`` is None; it was silent, it now
+    warns, naming the update and its line; ``"zero"`` still fills zeros, and the value before the update,
+    kept under its own name, gets its gradient."""
+    x = gt.constant([1.0, 2.0], dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = gt.sum(x * x)
+        update(x)
+    changed = r"source 0 .* was changed by an? .*test_views.py:\d+ after the tape watched it"
+    with pytest.warns(UserWarning, match=changed):
+        assert tape.gradient(y, x) is None
+    with pytest.warns(UserWarning, match="after the tape watched it"):
+        z = tape.gradient(y, x, unconnected_gradients="zero")
+    np.testing.assert_array_equal(z.numpy(), [0.0, 0.0])
+
+
+def test_an_update_before_the_target_is_computed_does_not_warn(backend, recwarn):
+    """The gradient with respect to the updated tensor, of a target computed from it, is its own:
+    nothing to say."""
+    x = gt.constant([1.0, 2.0], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        x[0] = 3.0
+        x += 1.0
+        y = gt.sum(x * x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [8.0, 6.0])
+    assert not [w for w in recwarn if "watched it" in str(w.message)]
+
+
+def test_the_value_kept_before_an_update_keeps_its_gradient(backend, recwarn):
+    """The workaround the warning gives: keep the value, update a copy."""
+    x0 = gt.constant([1.0, 2.0], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(x0)
+        y = gt.sum(x0 * x0)
+        x = gt.identity(x0)
+        x[0] = 5.0
+        y = y + gt.sum(x)
+    np.testing.assert_allclose(tape.gradient(y, x0).numpy(), [2.0, 5.0])
+    assert not [w for w in recwarn if "watched it" in str(w.message)]

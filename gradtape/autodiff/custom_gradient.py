@@ -48,7 +48,7 @@ def _custom_rule(op, *grads):
                 "custom_gradient: with variables, grad_fn must return (input_gradients, variable_gradients)"
             )
         in_grads, var_grads = result
-        in_grads = list(in_grads) if isinstance(in_grads, (tuple, list)) else [in_grads]
+        in_grads = optree.tree_leaves(in_grads, none_is_leaf=True)
         var_grads = list(var_grads)
         if len(var_grads) != len(variables):
             raise ValueError(
@@ -56,7 +56,8 @@ def _custom_rule(op, *grads):
             )
     else:
         result = grad_fn(*grads)
-        in_grads = list(result) if isinstance(result, (tuple, list)) else [result]
+        # (in the structure of the arguments, as TensorFlow's: one gradient per tensor of a list argument)
+        in_grads = optree.tree_leaves(result, none_is_leaf=True)
         var_grads = []
     positions = op.attrs["positions"]
     if len(in_grads) == op.attrs["n_args"] and len(in_grads) != n_in:
@@ -124,15 +125,18 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
             flat_inputs = optree.tree_leaves((args, kwargs), none_is_leaf=True)
             variables = [v for _, v in sorted(read.items()) if not any(v is a for a in flat_inputs)]
         if outer:
-            positions = [k for k, a in enumerate(args) if isinstance(a, Tensor)]
-            inputs = [args[k] for k in positions] + variables
+            # the inputs: every tensor of the arguments, nested ones too (TensorFlow flattens them; a
+            # tensor in a list argument got no gradient, silently)
+            flat_args = optree.tree_leaves(args, none_is_leaf=True)
+            positions = [k for k, a in enumerate(flat_args) if isinstance(a, Tensor)]
+            inputs = [flat_args[k] for k in positions] + variables
             # (read only where there are variables: inspect.signature costs ~50 us a call)
             accepts = _accepts_variables(grad_fn) if variables else False
             attrs = {
                 "grad_fn": grad_fn,
                 "n_inputs": len(positions),
                 "positions": positions,
-                "n_args": len(args),
+                "n_args": len(flat_args),
                 "variables": tuple(variables),
                 "accepts_variables": accepts,
             }

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import optree
 
+from gradtape.backends.batching import KINDS, BatchArray, NoBatchingRule, batching_backend
 from gradtape.core.engine import TensorOp, native_dtypes
 from gradtape.core.recording_state import per_thread
 from gradtape.core.rule_namespace import native_namespace, tensor_namespace
@@ -100,6 +101,33 @@ class ForwardAccumulator:
                     out.append(t)
                 return out
         return self._transposed(leaves, unconnected_gradients, tangents)
+
+    def _jvps_batched(self, leaves, tangents, nb):
+        """The jvps of the Tensors ``leaves`` along ``nb`` tangents at once: ``tangents`` (one per
+        primal, in order; None: no tangent) carry a leading axis of size ``nb``, native arrays where
+        no tape of this thread records (the results then native too), else Tensors; each result is
+        ``[nb, *leaf.shape]`` (zeros where unconnected).  One forward walk; raises
+        :class:`NotBatched` where a node's tangent does not take the batch axis."""
+        rec = self._tape._rec
+        if rec is None:
+            raise NotBatched("(nothing recorded)")
+        with self._tape.stop_recording() if self._tape._recording else _null():
+            tan = _forward_walk(rec.nodes, self._primals, tangents, nb)
+            native = not per_thread.tapes
+            xp = None
+            out = []
+            for y in leaves:
+                shape = (nb,) + tuple(y.shape)
+                t = tan.get(y._id)
+                if t is None or tuple(t.shape) != shape:
+                    if xp is None:
+                        xp = y._b.xp if native else tensor_namespace()
+                    if t is None:
+                        t = xp.zeros(shape, dtype=y._v.dtype if native else y.dtype, device=y._b.device_of(y._v))
+                    else:
+                        t = xp.broadcast_to(t, shape)
+                out.append(t)
+        return out
 
     def _transposed(self, leaves, unconnected_gradients, tangents=None):
         """The jvps of ``leaves`` by transposing the tape twice (every op, any rule), along
@@ -206,9 +234,13 @@ _KINDS: dict = {}
 _PY_SCALARS = (bool, int, float, complex)
 
 
-def _forward_walk(nodes, primals, tangents):
+def _forward_walk(nodes, primals, tangents, nb=0):
     """The tangent of every tensor computed from the primals in ``nodes`` (identity -> tangent), or
     None where a node on the way needs the double transposition.
+
+    ``nb``: the tangents carry a leading batch axis of that size (``gt.jacfwd``'s basis vectors,
+    all at once: one walk instead of ``nb``); a node whose tangent does not take it raises
+    :class:`NotBatched` (the caller walks once per basis vector instead).
 
     While a tape of this thread records (higher order), the tangents are Tensors computed with
     gradtape's ops, each node's rule given its ``TensorOp``, and the tape records them.  Otherwise
@@ -217,7 +249,7 @@ def _forward_walk(nodes, primals, tangents):
     off the native forms (:class:`_OnTensors`) is computed on Tensors then (nothing records them)."""
     native = not per_thread.tapes
     tan = {}
-    for p, t in zip(primals, tangents):
+    for p, t in zip(primals, tangents):  # (Tensors)
         if t is not None:
             tan[p._id] = t._v if native else t
     get = tan.get
@@ -241,6 +273,8 @@ def _forward_walk(nodes, primals, tangents):
             op = n.opdef
             kind = _KINDS.get(op) or _kind(op)
             if not kind or len(n.out_ids) != 1 or op._grad is None or not op.xp_rule:
+                if nb:
+                    raise NotBatched(op.name)
                 return None
             b = n.backend
             if b is not last_b:
@@ -249,9 +283,15 @@ def _forward_walk(nodes, primals, tangents):
                 xp = native_namespace(b) if native else tensor_namespace()
             for t in ts:
                 if t is not None and (t if native else t._v).dtype not in reals:
+                    if nb:
+                        raise NotBatched(op.name)
                     return None  # complex tangents: the rules conjugate
             try:
-                if not native:
+                if nb:
+                    out = _batched_tangent(xp, n if native else TensorOp(n), n, ts, kind, nb)
+                    if native and out.__class__ is not b.array_type:
+                        out = b.fix_output(out)
+                elif not native:
                     out = _node_tangent(xp, TensorOp(n), n, ts, kind)
                 else:
                     try:
@@ -262,6 +302,8 @@ def _forward_walk(nodes, primals, tangents):
                     if out.__class__ is not b.array_type:
                         out = b.fix_output(out)
             except _NoTangentRule:
+                if nb:
+                    raise NotBatched(op.name) from None
                 return None
             oid = n.out_ids[0]
             if oid:
@@ -271,7 +313,7 @@ def _forward_walk(nodes, primals, tangents):
     return tan
 
 
-def _node_tangent(xp, op, n, ts, kind):
+def _node_tangent(xp, op, n, ts, kind, lead=0):
     """The output tangent of node ``n`` given its inputs' tangents ``ts`` (None: no tangent): on
     gradtape's namespace ``xp`` with ``op`` the node's ``TensorOp`` and Tensor tangents, or on a
     native namespace with ``op`` the node itself and native tangents (raises :class:`_OnTensors`
@@ -311,10 +353,10 @@ def _node_tangent(xp, op, n, ts, kind):
         if missing is not None:
             # the terms have the broadcast shape of the inputs with a tangent; an input without one
             # may broadcast the output further (not one of that shape, kept or described by a Meta)
-            shape = tuple(out.shape)
+            shape = tuple(out.shape)[lead:]
             for v in missing:
                 if v is None or tuple(v.shape) != shape:
-                    shape = _elementwise_out_shape(n, ts)
+                    shape = tuple(out.shape)[:lead] + _elementwise_out_shape(n, ts, lead)
                     if tuple(out.shape) != shape:
                         out = xp.broadcast_to(out, shape)
                     break
@@ -356,6 +398,107 @@ def _node_tangent(xp, op, n, ts, kind):
     return out
 
 
+class NotBatched(Exception):
+    """A batched forward walk (``nb``) met a node whose tangent does not take the batch axis."""
+
+
+def _batched_tangent(xp, op, n, ts, kind, nb):
+    """Node ``n``'s output tangent from its inputs' tangents ``ts``, each with a leading batch axis
+    of size ``nb`` (None: no tangent): element-wise ops by their rule at the tangents (declared
+    ``batched``: it takes leading batch axes), each padded with unit axes to the output's rank
+    first; linear and multilinear ops by the op itself under its declared batching kind (the one
+    ``gt.vmap`` runs: ``gradtape/backends/batching.py``), on native arrays (``op`` the node) or on
+    Tensors (``op`` its ``TensorOp``, the ops recorded).  Raises :class:`NotBatched` otherwise."""
+    opdef = n.opdef
+    on_tensors = op is not n
+    try:
+        if kind == "elementwise":
+            if not opdef.batched:
+                raise NotBatched(opdef.name)
+            rank = _batched_rank(n, ts)
+            padded = []
+            for t in ts:
+                if t is not None and len(t.shape) - 1 < rank:
+                    sh = tuple(t.shape)
+                    t = xp.reshape(t, (nb,) + (1,) * (rank - len(sh) + 1) + sh[1:])
+                padded.append(t)
+            out = _node_tangent(xp, op, n, padded, kind, 1)
+            if not on_tensors and out.__class__ in _PY_SCALARS:
+                raise NotBatched(opdef.name)
+            return out
+        rule = KINDS.get(opdef.batching) if opdef.batching.__class__ is str else None
+        if rule is None or kind not in ("linear", "multilinear"):
+            raise NotBatched(opdef.name)
+        if on_tensors:
+            bk = _TENSOR_KINDS
+            bk.real.xp = xp
+
+            def impl(*args, **kw):
+                return apply(opdef, args, kw or None)
+
+        else:
+            bk = batching_backend(n.backend)
+            impl = opdef.impls.get(n.backend) or opdef.resolve(n.backend)
+        ins = op.inputs
+        array = Tensor if on_tensors else n.backend.array_type
+        for k, t in enumerate(ts):
+            if t is None and ins[k].__class__ is not array:  # (not kept, or not an array)
+                raise NotBatched(opdef.name)
+        attrs = n.attrs or {}
+        if kind == "linear":
+            args = [BatchArray(xp.zeros_like(ins[k]) if t is None else t, t is not None, bk) for k, t in enumerate(ts)]
+            if len(args) > 1 and not on_tensors:
+                _same_dtype([a.v for a in args])
+            return rule(bk, impl, args, attrs)
+        out = None  # multilinear: the product rule, one batched call per input with a tangent
+        for k, t in enumerate(ts):
+            if t is not None:
+                args = [BatchArray(t, True, bk) if j == k else BatchArray(ins[j], False, bk) for j in range(len(ts))]
+                if not on_tensors:
+                    _same_dtype([a.v for a in args])
+                term = rule(bk, impl, args, attrs)
+                out = term if out is None else out + term
+        return out
+    except (NoBatchingRule, _OnTensors, _NoTangentRule, TypeError, AttributeError, ValueError) as e:
+        raise NotBatched(opdef.name) from e
+
+
+def _batched_rank(n, ts):
+    """The rank of element-wise node ``n``'s output (one example's), from its inputs' ranks (the
+    tangents' without the batch axis; an input not kept is shaped like the output)."""
+    rank = 0
+    unknown = False
+    for v, t in zip(n.inputs, ts):
+        if t is not None:
+            r = len(t.shape) - 1
+            if v is None:
+                return r
+        elif v is None:
+            unknown = True
+            continue
+        else:
+            r = len(getattr(v, "shape", ()))
+        if r > rank:
+            rank = r
+    if unknown:
+        o = n.outputs[0]
+        if o is None:
+            raise NotBatched(n.opdef.name)
+        return len(o.shape)
+    return rank
+
+
+class _TensorKinds:
+    """The batching kinds' backend, for tangents that are Tensors (a recorded walk): their native
+    namespace is gradtape's, so what a kind adds (padding, a transposition) is recorded too."""
+
+    class real:
+        xp = None
+
+
+_TENSOR_KINDS = _TensorKinds()
+
+
 class _OnTensors(Exception):
     """A node whose tangent the native walk leaves to gradtape's ops on Tensors: inputs of several
     dtypes (which the ops promote), a value the node did not keep (the rule's error on Tensors says
@@ -394,14 +537,15 @@ def _same_dtype(vs):
             raise _OnTensors
 
 
-def _elementwise_out_shape(n, ts):
-    """The output shape of element-wise node ``n``, from what it kept and the tangents' shapes."""
+def _elementwise_out_shape(n, ts, lead=0):
+    """The output shape of element-wise node ``n``, from what it kept and the tangents' shapes
+    (after their ``lead`` batch axes)."""
     o = n.outputs[0]
     if o is not None:
         return tuple(o.shape)
     for v, t in zip(n.inputs, ts):
         if v is None and t is not None:  # (an input not kept is shaped like the output)
-            return tuple(t.shape)
+            return tuple(t.shape)[lead:]
     out = ()
     for v in n.inputs:
         if v is None:

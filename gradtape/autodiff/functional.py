@@ -24,7 +24,7 @@ from typing import Any
 
 import optree
 
-from gradtape.autodiff.forward import ForwardAccumulator
+from gradtape.autodiff.forward import ForwardAccumulator, NotBatched
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.recording_state import per_thread
 from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
@@ -115,9 +115,10 @@ class _Args:
         return out[0] if self.single else tuple(out)
 
 
-def _call(call: str, f: Callable, args: Sequence[Any], has_aux: bool) -> tuple[Any, Any]:
-    """``f(*args)``, split into its output and its auxiliary data when ``has_aux``."""
-    res = f(*args)
+def _call(call: str, f: Callable, args: Sequence[Any], has_aux: bool, kwargs: dict | None = None) -> tuple[Any, Any]:
+    """``f(*args, **kwargs)``, split into its output and its auxiliary data when ``has_aux`` (keyword
+    arguments are passed through, not differentiated, as ``jax.grad`` and ``torch.func.grad`` do)."""
+    res = f(*args, **kwargs) if kwargs else f(*args)
     if not has_aux:
         return res, None
     if not isinstance(res, (tuple, list)) or len(res) != 2:
@@ -160,11 +161,11 @@ def _scalar(call: str, f: Callable, out: Any, like: Tensor | None) -> Tensor:
 
 
 # ------------------------------------------------------------------------------- reverse mode
-def _value_and_grad(call, f, args, argnums, has_aux):
+def _value_and_grad(call, f, args, argnums, has_aux, kwargs):
     a = _Args(call, args, argnums)
     with GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(a.sources)
-        out, aux = _call(call, f, a.args, has_aux)
+        out, aux = _call(call, f, a.args, has_aux, kwargs)
     y = _scalar(call, f, out, a.like)
     grads = tape.gradient(y, a.sources, unconnected_gradients=_ZERO)
     return y, a.unflatten(grads), aux
@@ -177,8 +178,8 @@ def value_and_grad(
     ``has_aux=True`` it returns ``((value, aux), grad)``."""
 
     @functools.wraps(fun)
-    def value_and_grad_fn(*args):
-        y, g, aux = _value_and_grad("value_and_grad", fun, args, argnums, has_aux)
+    def value_and_grad_fn(*args, **kwargs):
+        y, g, aux = _value_and_grad("value_and_grad", fun, args, argnums, has_aux, kwargs)
         return ((y, aux), g) if has_aux else (y, g)
 
     return value_and_grad_fn
@@ -194,8 +195,8 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     """
 
     @functools.wraps(fun)
-    def grad_fn(*args):
-        _, g, aux = _value_and_grad("grad", fun, args, argnums, has_aux)
+    def grad_fn(*args, **kwargs):
+        _, g, aux = _value_and_grad("grad", fun, args, argnums, has_aux, kwargs)
         return (g, aux) if has_aux else g
 
     return grad_fn
@@ -246,11 +247,11 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     ``has_aux=True`` returns ``(jacobian, aux)``."""
 
     @functools.wraps(fun)
-    def jacrev_fn(*args):
+    def jacrev_fn(*args, **kwargs):
         a = _Args("jacrev", args, argnums)
         with GradientTape(persistent=True, watch_accessed_variables=False) as tape:
             tape.watch(a.sources)
-            out, aux = _call("jacrev", fun, a.args, has_aux)
+            out, aux = _call("jacrev", fun, a.args, has_aux, kwargs)
         leaves, spec = optree.tree_flatten(out)
         jacs = []
         for y in leaves:
@@ -315,18 +316,20 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of ``fun`` by forward mode, as ``jax.jacfwd`` (the same structure and shapes as
     ``gt.jacrev``): ``fun`` runs once under a ``gt.ForwardAccumulator``, then its recording is walked
-    forward along each basis vector (at once, by the backend's ``vmap``, on PyTorch and JAX; one walk
-    per input element elsewhere).  With ``has_aux=True`` returns ``(jacobian, aux)``."""
+    forward along every basis vector of each argument at once (the basis a leading batch axis of the
+    tangents, on any backend, also while an outer tape records; where a node on the path does not
+    take it, the walk is mapped by the backend's ``vmap`` (PyTorch, JAX) or run once per input
+    element).  With ``has_aux=True`` returns ``(jacobian, aux)``."""
 
     @functools.wraps(fun)
-    def jacfwd_fn(*args):
+    def jacfwd_fn(*args, **kwargs):
         a = _Args("jacfwd", args, argnums)
         srcs = a.sources
         # the other sources' tangents are zeros, not None: a node whose recorded inputs do not give its
         # output's shape (``x @ w + b`` keeps neither) needs a tangent for every input on its path
-        nought = [zeros(s.shape, dtype=s.dtype, device=s._b.device_of(s._v)) for s in srcs]
+        nought = [_zeros(s, tuple(s.shape)) for s in srcs]
         with ForwardAccumulator(srcs, nought) as acc:
-            out, aux = _call("jacfwd", fun, a.args, has_aux)
+            out, aux = _call("jacfwd", fun, a.args, has_aux, kwargs)
         leaves, spec = optree.tree_flatten(out)
         outs = [_tensor(y, a.like) for y in leaves]
         per_source = []  # per source: per output, the Jacobian block [out..., in...]
@@ -339,8 +342,9 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
                 continue
             blocks = []
             for y, c in zip(outs, _columns(acc, outs, nought, k)):
-                j = moveaxis(c, 0, -1)  # [out..., n]
-                blocks.append(reshape(j, tuple(y.shape) + tuple(s.shape)))
+                j = moveaxis(c, 0, -1) if y.ndim else c  # [out..., n]
+                shape = tuple(y.shape) + tuple(s.shape)
+                blocks.append(j if tuple(j.shape) == shape else reshape(j, shape))
             per_source.append(blocks)
         jacs = [a.unflatten([blocks[j] for blocks in per_source]) for j in range(len(outs))]
         res = optree.tree_unflatten(spec, jacs)
@@ -349,22 +353,43 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     return jacfwd_fn
 
 
+def _zeros(like: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Zeros of ``like``'s dtype, backend and device, of ``shape`` (no op dispatched)."""
+    b = like._b
+    return wrap(b.xp.zeros(shape, dtype=like._v.dtype, device=b.device_of(like._v)), b)
+
+
 def _columns(acc: ForwardAccumulator, outs: list[Tensor], nought: list[Tensor], k: int) -> list[Tensor]:
     """Per output, the jvps along each basis vector of source ``k`` (the others' tangents zero),
-    stacked: ``[n, out...]``.  One forward walk mapped by the backend's ``vmap`` where it has one
-    and no tape records (as the tape's ``jacobian`` maps its backward walk); else one walk per basis
-    vector, recordable."""
+    stacked: ``[n, out...]``.  One forward walk with the basis as a leading batch axis of the
+    tangents where every node on the path takes it (``ForwardAccumulator._jvps_batched``: on native
+    arrays, or on Tensors while a tape records); else one walk mapped by the backend's ``vmap``
+    where it has one and no tape records (as the tape's ``jacobian`` maps its backward walk); else
+    one walk per basis vector, recordable."""
     s = nought[k]
     b, n, shape = s._b, s.size, tuple(s.shape)
     xp = b.xp
     eye = xp.eye(n, dtype=s._v.dtype, device=b.device_of(s._v))
+    recording = bool(per_thread.tapes)
+    try:
+        basis = xp.reshape(eye, (n,) + shape)
+        tans: list[Any] = []
+        for j, t in enumerate(nought):
+            tans.append(wrap(basis, b) if j == k else _zeros(t, (n,) + tuple(t.shape)))
+        cols = acc._jvps_batched(outs, tans, n)
+        if recording:
+            return cols
+        at = b.array_type
+        return [wrap(c if c.__class__ is at else b.fix_output(c), b) for c in cols]
+    except NotBatched:
+        pass
 
     def push(e):
         basis = list(nought)
         basis[k] = wrap(e, b)
         return acc._jvp_along(outs, basis, _ZERO)
 
-    if getattr(b, "supports_vmap", False) and not per_thread.tapes:
+    if getattr(b, "supports_vmap", False) and not recording:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -248,21 +248,22 @@ def recompute_grad(f: Callable[..., Any] | None = None, policy: Any = None) -> C
     where = getattr(f, "__qualname__", None) or repr(f)
 
     @custom_gradient
-    def checkpointed(*args, **kwargs):
-        tensors = [a for a in args if isinstance(a, Tensor)]
+    def checkpointed(call, *tensors):
+        # ``call(tensors)``: f on its arguments with these tensors at their places (the inputs of the
+        # node: every tensor of the arguments, in dicts, lists and tuples and keywords too)
         session = _Session(where, pol)
         if session.policy:
             _install(pol, {t._b for t in tensors})
         with session:
-            y = f(*args, **kwargs)
+            y = call(tensors)
 
         def grad_fn(*dys, variables=None):
             session.replaying = True
             with GradientTape() as tape:
                 tape.watch(tensors)
                 with session:
-                    y2 = f(*args, **kwargs)
-            sources = tensors + list(variables or [])
+                    y2 = call(tensors)
+            sources = list(tensors) + list(variables or [])
             grads = tape.gradient(optree.tree_leaves(y2, none_is_leaf=True), sources, output_gradients=list(dys))
             grads = list(grads)
             if variables is None:
@@ -275,7 +276,18 @@ def recompute_grad(f: Callable[..., Any] | None = None, policy: Any = None) -> C
     def wrapper(*args, **kwargs):
         if not per_thread.tapes:  # nothing records: f itself, nothing kept
             return f(*args, **kwargs)
-        return checkpointed(*args, **kwargs)
+        # (only the top-level tensors were the node's inputs: one in a dict, a tuple or a keyword got no
+        # gradient, silently -- jax.checkpoint and torch's checkpoint take any nesting)
+        leaves, treedef = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+        at = [k for k, a in enumerate(leaves) if isinstance(a, Tensor)]
+
+        def call(tensors):
+            for k, t in zip(at, tensors):
+                leaves[k] = t
+            a, kw = optree.tree_unflatten(treedef, leaves)
+            return f(*a, **kw)
+
+        return checkpointed(call, *[leaves[k] for k in at])
 
     wrapper.policy = pol  # type: ignore[attr-defined]
     return wrapper

@@ -18,6 +18,8 @@ from gradtape.backends.batching import per_example_sources
 from gradtape.autodiff.jacobian import batch_jacobian, check_args, check_batch_args, jacobian
 from gradtape.core.recording_state import ACTIVE_TAPES, active_tapes_lock, per_thread
 from gradtape.core.tensor import Nested, Tensor, Variable
+from gradtape.ops.creation import zeros_like
+from gradtape.ops.operators import REPLACED
 
 __all__ = ["GradientTape", "UnconnectedGradients", "Node"]
 
@@ -272,7 +274,12 @@ class GradientTape:
                         f"{len(targets)} targets; give one per target, in the same structure"
                     )
             src = per_example_sources(src, rec.nodes)
-            grads = backward(rec, targets, tgrads, src, unconnected, consume=not self._persistent)
+            renewed = REPLACED.get(rec)
+            if renewed and any(s._id in renewed for s in src):
+                grads = backward(rec, targets, tgrads, src, UnconnectedGradients.NONE, consume=not self._persistent)
+                grads = _explain_renewed(src, grads, renewed, unconnected)
+            else:
+                grads = backward(rec, targets, tgrads, src, unconnected, consume=not self._persistent)
         finally:
             self._release()
         return optree.tree_unflatten(spec, grads)
@@ -320,3 +327,27 @@ class GradientTape:
             return batch_jacobian(rec, target, source, unconnected)
         finally:
             self._release()
+
+
+def _explain_renewed(sources, grads, renewed, unconnected):
+    """Gradients with respect to sources that an in-place update renewed after the tape watched them
+    (``x[0] = 5``, ``x += 1``: a recorded functional update, as TensorFlow rebinds ``x``): where one
+    is None, the target was computed from the value before the update, which TensorFlow's tape would
+    also answer None for, silently; here a warning says why and what to do (then the ``"zero"`` fill)."""
+    out = []
+    for i, (s, g) in enumerate(zip(sources, grads)):
+        if g is None and s._id in renewed:
+            what, site = renewed[s._id]
+            warnings.warn(
+                f"GradientTape.gradient: source {i} (shape {s.shape}, {s.dtype}) was changed by {what} at "
+                f"{site} after the tape watched it; an update makes a new tensor on the tape, and the target "
+                "does not depend on the new value, so its gradient is None. To differentiate with respect to "
+                "the value before the update, keep it under its own name and update a copy "
+                "(x0 = x; x = gt.identity(x0); x[0] = ...), then ask for the gradient with respect to x0",
+                UserWarning,
+                stacklevel=3,
+            )
+            if unconnected is UnconnectedGradients.ZERO:
+                g = zeros_like(s)
+        out.append(g)
+    return out

@@ -54,6 +54,19 @@ def _broadcast_prefix(axes, tree, what, treedef=None):
         raise ValueError(f"gt.vmap: {what} does not match the structure it maps over: {e}") from None
 
 
+def _axis(axis, ndim, where, what):
+    """``axis`` of ``what`` (an argument of ``ndim`` dimensions, or a result: ``ndim`` counts the
+    examples' axis), counted from the front; an axis out of range is an error, as JAX's (it wrapped
+    around: ``in_axes=2`` of a matrix mapped over axis 0, silently)."""
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(
+            f"{where}: {what} along axis {axis}, which needs at least {axis + 1 if axis >= 0 else -axis} "
+            f"dimensions, but it has {ndim}; an axis lies in [{-ndim}, {ndim - 1}]"
+        )
+    return axis % ndim
+
+
 def _as_tensor(x):
     if isinstance(x, Tensor):
         return x
@@ -81,7 +94,15 @@ def vmap(fn, in_axes=0, out_axes=0, *, randomness="different", fallback_to_while
         raise ValueError(f"gt.vmap: randomness={randomness!r}; use one of {RANDOMNESS}")
 
     @functools.wraps(fn)
-    def mapped(*args):
+    def mapped(*args, **kwargs):
+        if kwargs:
+            # (JAX maps keyword arguments along axis 0, torch.func passes them unmapped: neither silently)
+            raise TypeError(
+                f"gt.vmap: keyword arguments {sorted(kwargs)} are neither mapped nor passed on (JAX maps them "
+                "along axis 0, torch.func passes them unmapped); pass them by position with an in_axes entry "
+                "each (0: mapped, None: the same for every example), or bind unmapped ones first: "
+                "gt.vmap(functools.partial(fn, name=value))"
+            )
         return _run(fn, args, in_axes, out_axes, fallback_to_while_loop, warn, "gt.vmap", randomness)
 
     return mapped
@@ -110,7 +131,7 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where, randomness="different"
         t = leaves[k] = _as_tensor(leaf)
         if t.ndim == 0:
             raise ValueError(f"{where}: cannot map over axis {axis} of a scalar argument")
-        axis = int(axis) % t.ndim
+        axis = _axis(axis, t.ndim, where, f"in_axes maps argument leaf {k} (shape {tuple(t.shape)})")
         axes[k] = axis
         n = t.shape[axis]
         if size is None:
@@ -165,7 +186,9 @@ def _results(out, out_axes, call, where):
         t = _as_tensor(leaf) if not isinstance(leaf, Tensor) else leaf
         if axis is None:
             raise ValueError(f"{where}: out_axes=None is for results that are the same for every example")
-        axis = int(axis) % (t.ndim + 1)
+        axis = _axis(
+            axis, t.ndim + 1, where, f"out_axes puts the examples of a result (each of shape {tuple(t.shape)})"
+        )
         if t._b is call.bk:
             res.append(exit_(t, axis, call))
         else:  # a result that does not depend on the mapped arguments: the same for every example
@@ -186,5 +209,6 @@ def _loop(fn, leaves, axes, treedef, out_axes, size):
     res = []
     for j, axis in enumerate(oaxes):
         parts = [_as_tensor(f[0][j]) for f in flat]
-        res.append(stack(parts, axis=int(axis) % (parts[0].ndim + 1)))
+        what = f"out_axes puts the examples of a result (each of shape {tuple(parts[0].shape)})"
+        res.append(stack(parts, axis=_axis(axis, parts[0].ndim + 1, "gt.vmap", what)))
     return optree.tree_unflatten(tdef, res)

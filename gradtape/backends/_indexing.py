@@ -12,7 +12,42 @@ library places their dimensions first, as NumPy does.
 
 from __future__ import annotations
 
-__all__ = ["advanced_first", "plain_slices"]
+import builtins
+
+__all__ = ["advanced_first", "integer_arrays", "plain_slices"]
+
+
+def integer_arrays(shape, key, is_array):
+    """``(k, axis)`` for each integer index array ``k`` of a native key (a tuple of ints, slices,
+    ``None``, ``Ellipsis``, Python bools and arrays) and the axis of ``shape`` it indexes, for the
+    libraries that do not raise for an index out of bounds (CuPy wraps it around, JAX clamps it):
+    their adapters check these.  ``is_array(k)``: whether the entry is one of the library's arrays."""
+    arrays = [k for k in key if is_array(k)]
+    if not any(k.dtype.kind != "b" for k in arrays):
+        return []  # no integer array: the libraries check Python ints, slices need no check
+    ndim = len(shape)
+    used = builtins.sum(
+        0
+        if k is None or k is Ellipsis or k.__class__ is bool
+        else (k.ndim if is_array(k) and k.dtype.kind == "b" else 1)
+        for k in key
+    )
+    out = []
+    axis = 0
+    for k in key:
+        if k is None or k.__class__ is bool:
+            continue
+        if k is Ellipsis:
+            axis += max(ndim - used, 0)
+            continue
+        if is_array(k):
+            if k.dtype.kind == "b":
+                axis += k.ndim
+                continue
+            if axis < ndim and k.size:
+                out.append((k, axis))
+        axis += 1
+    return out
 
 
 def _axes_used(key, array_axes):

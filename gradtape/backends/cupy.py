@@ -46,6 +46,7 @@ import numpy as np
 from gradtape.core import dtypes as _dt
 
 from gradtape.core.backend import DLPACK_ERRORS, Backend
+from gradtape.backends._indexing import integer_arrays
 
 #: DLPack device types of GPU memory (CUDA, ROCm, CUDA managed): such an array cannot go through the host
 _DLPACK_GPU = (2, 10, 13)
@@ -401,31 +402,8 @@ class CupyBackend(Backend):
     def _check_key(self, shape, key):
         """Check the integer arrays of a native key against the axes they index."""
         cls = self.array_type
-        for k in key:
-            if k.__class__ is cls and k.dtype.kind != "b":
-                break
-        else:
-            return  # no integer array: CuPy checks Python ints itself, slices need no check
-        ndim = len(shape)
-        used = 0
-        for k in key:
-            if k is None or k is Ellipsis or k.__class__ is bool:
-                continue
-            used += k.ndim if k.__class__ is cls and k.dtype.kind == "b" else 1
-        axis = 0
-        for k in key:
-            if k is None or k.__class__ is bool:
-                continue
-            if k is Ellipsis:
-                axis += max(ndim - used, 0)
-                continue
-            if k.__class__ is cls:
-                if k.dtype.kind == "b":
-                    axis += k.ndim
-                    continue
-                if axis < ndim and k.size:
-                    self._check_index(k, shape[axis], axis)
-            axis += 1
+        for k, axis in integer_arrays(shape, key, lambda k: k.__class__ is cls):
+            self._check_index(k, shape[axis], axis)
 
     def _einsum(self, *arrays, subscripts):
         """The op ``einsum`` by the library's own einsum."""

@@ -33,7 +33,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 
-from gradtape.backends._indexing import advanced_first, plain_slices
+from gradtape.backends._indexing import advanced_first, integer_arrays, plain_slices
 from gradtape.core.backend import Backend, DataDependentShapeError
 
 
@@ -101,6 +101,18 @@ def _np_index_add(shape, dtype, values, *key):
     return out
 
 
+def _in_bounds(block, size, axis, op):
+    """A block of an index array, checked against the axis of ``size`` it indexes when it is computed
+    (the values of a lazy index are known only then; dask would read past the end silently)."""
+    bad = (block < -size) | (block >= size)
+    if bad.any():
+        raise IndexError(
+            f"index {int(block[bad].ravel()[0])} is out of bounds for axis {axis} with size {size} (in op {op!r} "
+            "on backend 'dask', found when the result was computed)"
+        )
+    return block
+
+
 def _np_setitem(x, value, *key):
     out = np.array(x, copy=True)
     out[key] = value
@@ -127,7 +139,12 @@ class DaskBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem, "reciprocal": _reciprocal, "einsum": self._einsum}
+        self.overrides = {
+            "getitem": self._getitem,
+            "take": self._take,
+            "reciprocal": _reciprocal,
+            "einsum": self._einsum,
+        }
 
     def load(self):
         import array_api_compat.dask.array as compat
@@ -366,6 +383,21 @@ class DaskBackend(Backend):
     def _is_index_array(self, k):
         return isinstance(k, (np.ndarray, self._da.Array))
 
+    def _take(self, x, indices, *, axis):
+        (indices,) = self._checked_key((x.shape[axis],), (indices,), "take")
+        return self._da.take(x, indices, axis=axis)
+
+    def _checked_key(self, shape, key, op):
+        """``key`` with each lazy integer index array checked against its axis when computed."""
+        da = self._da
+        lazy = integer_arrays(shape, key, lambda k: isinstance(k, da.Array))
+        if not lazy:
+            return key
+        checked = {
+            id(k): k.map_blocks(_in_bounds, size=shape[axis], axis=axis, op=op, dtype=k.dtype) for k, axis in lazy
+        }
+        return tuple(checked.get(id(k), k) for k in key)
+
     def _dask_indexes(self, key):
         """Whether dask indexes ``key`` as NumPy does: basic entries, with at most one 1-D array and
         no ``None`` beside it (dask misreads 0-d and n-d integer arrays, n-d masks, ``None`` beside
@@ -398,6 +430,7 @@ class DaskBackend(Backend):
         if moved is not None:  # NumPy's placement of advanced-index dimensions (gradtape/backends/_indexing.py)
             perm, keys = moved
             x = x.transpose(perm)
+        keys = self._checked_key(x.shape, keys, "getitem")
         if not _has_unknown(x.shape):
             keys = plain_slices(keys, x.shape, _array_axes)
         if self._dask_indexes(keys):
@@ -433,7 +466,7 @@ class DaskBackend(Backend):
         return self._whole(_np_index_add, shape, nd, tuple(shape), nd, values, *key)
 
     def setitem(self, x, key, value):
-        key = key if isinstance(key, tuple) else (key,)
+        key = self._checked_key(x.shape, key if isinstance(key, tuple) else (key,), "setitem")
         self._known("setitem", x, value, *key)
         if isinstance(value, self._da.Array) and value.dtype != x.dtype:
             value = value.astype(x.dtype)

@@ -39,6 +39,7 @@ import numpy as np
 from gradtape.core import dtypes as _dt
 
 from gradtape.core.backend import Backend
+from gradtape.backends._indexing import integer_arrays
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 #: functions for which JAX reports a shape mismatch as TypeError (NumPy, PyTorch and array_api_strict:
@@ -170,10 +171,18 @@ class JaxBackend(Backend):
     #: places each gradient as its source (:meth:`match_layout`); until then single-device programs
     #: pay nothing for it
     lays_out = False
+    #: check integer index arrays against the shape (JAX clamps them): one device-to-host read each
+    check_bounds = True
+    _out_of_bounds = None  # the jitted check, made on first use
 
     def __init__(self):
         super().__init__()
-        self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
+        self.overrides = {
+            "getitem": self._getitem,
+            "einsum": self._einsum,
+            "linalg.matrix_power": self._matrix_power,
+            "take": self._take,
+        }
         self._special = {}
 
     def load(self):
@@ -435,8 +444,43 @@ class JaxBackend(Backend):
         """The op ``einsum`` by the library's own einsum (in full precision: :func:`_full_precision`)."""
         return self._full_einsum(subscripts, *arrays)
 
+    def _matrix_power(self, x, *, n):
+        """The op ``linalg.matrix_power`` in full precision (:func:`_full_precision`): JAX's function
+        takes no ``precision=``, so its products run under ``jax.default_matmul_precision``."""
+        if self._jax.config.jax_default_matmul_precision is not None:
+            return self._jnp.linalg.matrix_power(x, n)
+        with self._jax.default_matmul_precision("highest"):
+            return self._jnp.linalg.matrix_power(x, n)
+
+    def _check_key(self, shape, key):
+        """IndexError for an integer index array of a native key with a value outside the axis it
+        indexes, as NumPy's (JAX clamps a read, fills NaN in ``take`` and drops a write).  One
+        device-to-host read of one boolean per such array; a tracer's values (under ``jax.jit``,
+        ``jax.vmap``) cannot be read, so those stay JAX's to handle (``check_bounds = False``: off)."""
+        tracer = self._Tracer
+        for k, axis in integer_arrays(shape, key, lambda k: isinstance(k, self._abstract)):
+            if not isinstance(k, tracer):
+                self._check_index(k, shape[axis], axis)
+
+    def _check_index(self, k, size, axis):
+        if self._out_of_bounds is None:
+            jnp = self._jnp
+            self._out_of_bounds = self._jax.jit(lambda k, n: jnp.any((k < -n) | (k >= n)))
+        k = k.astype(self._jnp.int64) if k.dtype.kind == "u" else k
+        if bool(self._out_of_bounds(k, size)):  # (the one device-to-host read)
+            bad = np.asarray(k).ravel()
+            first = int(bad[(bad < -size) | (bad >= size)][0])
+            raise IndexError(f"index {first} is out of bounds for axis {axis} with size {size}")
+
+    def _take(self, x, indices, *, axis):
+        if self.check_bounds and indices.size:
+            self._check_key((x.shape[axis],), (indices,))
+        return self._jnp.take(x, indices, axis=axis)
+
     def _getitem(self, x, *, key):
         """``x[key]``; a key JAX misreads is a gather at the flat positions NumPy reads from it."""
+        if self.check_bounds:
+            self._check_key(x.shape, key)
         if self._misread(key):
             return x.reshape(-1)[self._positions(x.shape, key)]
         return x[key]
@@ -462,6 +506,8 @@ class JaxBackend(Backend):
 
     def setitem(self, x, key, value):
         """``.at[key].set``: a new array, ``x`` untouched."""
+        if self.check_bounds:
+            self._check_key(x.shape, key)
         if self._misread(key):
             pos = self._positions(x.shape, key)
             value = self._jnp.broadcast_to(self._jnp.asarray(value, dtype=x.dtype), pos.shape)

@@ -27,8 +27,6 @@ This module knows native arrays and backends only: ``gradtape/compile/function.p
 from __future__ import annotations
 
 import operator
-import os
-import sys
 import threading
 import types
 
@@ -36,6 +34,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.recording_state import active_context, recording_context
+from gradtape.core.tensor import user_site
 from gradtape.backends import Backend
 
 __all__ = [
@@ -74,18 +73,6 @@ class GuardFailed(Exception):
     the one it was traced with (``args[0]``: the guard's index)."""
 
 
-# the gradtape package's folder: frames in it are gradtape's own, whatever subfolder
-_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _user_site():
-    """``file:line`` of the first frame outside gradtape (the user's line)."""
-    f = sys._getframe(1)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_OWN):
-        f = f.f_back
-    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
-
-
 def _not_allowed(what, trace):
     if trace is not None and trace.closed:
         _finished(trace)
@@ -101,7 +88,7 @@ def _not_allowed(what, trace):
             "the value as a Python argument (the function is traced once per value)"
         )
     raise OperatorNotAllowedInGraphError(
-        f"using a traced tensor as a Python {what} is not allowed inside gt.function {name!r} (at {_user_site()}): "
+        f"using a traced tensor as a Python {what} is not allowed inside gt.function {name!r} (at {user_site()}): "
         f"its value is not known when the step is traced, only its shape and dtype; {hint}"
     )
 
@@ -509,7 +496,7 @@ class Trace:
         if a.trace is not self:
             _foreign(a, self)
         value = bool(np.asarray(self.backend.real.to_numpy(a.c)).reshape(()).item())
-        self.guards.append((a.slot, value, _user_site()))
+        self.guards.append((a.slot, value, user_site()))
         return value
 
     def host_input(self, arr, fn, args):
@@ -716,14 +703,14 @@ def _foreign(a, trace):
     raise ValueError(
         f"gt.function {trace.name!r} uses a tensor of another trace ({a.trace.name!r}), kept from when that "
         "function was traced (in a global or an attribute, say): pass it in as an argument or return it "
-        f"from that function instead (at {_user_site()})"
+        f"from that function instead (at {user_site()})"
     )
 
 
 def _finished(trace):
     raise ValueError(
         f"a tensor traced inside gt.function {trace.name!r} was used after the trace ended (it was kept in a "
-        f"global, an attribute or a closure while tracing, at {_user_site()}): return it from the function "
+        f"global, an attribute or a closure while tracing, at {user_site()}): return it from the function "
         "instead, and use the returned tensor"
     )
 
@@ -775,7 +762,7 @@ def _other_thread(trace):
         trace = trace.parent
     raise RuntimeError(
         f"gt.function {trace.name!r} is tracing in another thread, and while it traces every gt.Variable "
-        f"holds a stand-in: this thread computed with one (at {_user_site()}), which would have been "
+        f"holds a stand-in: this thread computed with one (at {user_site()}), which would have been "
         "recorded into that trace. Trace the function once before other threads use its variables (call "
         "it once), or run it eagerly (gt.config.run_functions_eagerly(True))"
     )
@@ -785,7 +772,7 @@ def _mixed_error(trace, b1, b2):
     """The error of a traced function that computes on two backends."""
     raise ValueError(
         f"gt.function {trace.name!r} mixes backends: it computes on {b1.name!r} and {b2.name!r} tensors (at "
-        f"{_user_site()}); one function runs on one backend: move the tensors with gt.asarray(x, backend=...) "
+        f"{user_site()}); one function runs on one backend: move the tensors with gt.asarray(x, backend=...) "
         "(outside the function, or pass them in as arguments)"
     )
 

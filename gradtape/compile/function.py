@@ -47,7 +47,16 @@ from gradtape.backends.tracing import (
     tracing_backend,
 )
 from gradtape.ops.manipulation import reshape as _reshape
-from gradtape.core.tensor import LIVE_VARIABLES, Tensor, Variable, next_id, wrap, convert_to_tensor, lift
+from gradtape.core.tensor import (
+    LIVE_VARIABLES,
+    Tensor,
+    Variable,
+    next_id,
+    wrap,
+    convert_to_tensor,
+    lift,
+    user_stacklevel,
+)
 
 __all__ = ["function", "Function", "TensorSpec", "cond", "while_loop", "print_", "OperatorNotAllowedInGraphError"]
 
@@ -271,7 +280,7 @@ class Function:
                 "runs eagerly. A loop whose trip count changes from call to call makes a path per count: pass "
                 "the count as a Python argument, or run the function without gt.function",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
             args, kwargs = optree.tree_unflatten(treedef, leaves)
             return self._python_function(*args, **kwargs)
@@ -291,7 +300,7 @@ class Function:
                 "shapes or dtypes of tensor arguments, and new paths through gt.cond / gt.while_loop "
                 "each trace; see experimental_get_tracing_count()",
                 UserWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
         if concrete is not None:
             # published whole: another thread's call reads the cache without the lock, and an empty
@@ -316,7 +325,7 @@ class Function:
                     "time, and this call took a new one. With jit_compile=False each is one step of a "
                     "replayed program, traced once",
                     UserWarning,
-                    stacklevel=4,
+                    stacklevel=user_stacklevel(),
                 )
         return result
 
@@ -767,7 +776,7 @@ def _compile(f, trace, outputs, state_vals, real_b):
             f"gt.function {f._name!r} prints (gt.print) and {real_b.name}'s compiler would print only while "
             "compiling: the program is replayed call by call instead, and prints on every call",
             UserWarning,
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )
     elif _compiling(f, real_b):
         try:
@@ -781,7 +790,7 @@ def _compile(f, trace, outputs, state_vals, real_b):
                 f"gt.function {f._name!r}: {real_b.name}'s compiler failed on the traced program "
                 f"({type(e).__name__}: {str(e)[:300]}); the program is replayed call by call instead",
                 UserWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
     run, source, used = trace.program(outputs, state_vals, guards_as_outputs=False)
     if not _agrees(f, trace, run, used, outputs, state_vals, False, real_b):
@@ -829,7 +838,7 @@ def _disagree(f, why):
         f"({why}); the function runs eagerly from now on. This is a gradtape bug: please report it with the "
         "function",
         UserWarning,
-        stacklevel=6,
+        stacklevel=user_stacklevel(),
     )
     f._eager = True
     return False

@@ -67,6 +67,22 @@ class DType:
     def __reduce__(self) -> tuple[object, tuple[str]]:
         return (as_dtype, (self.name,))
 
+    def __eq__(self, other: object) -> builtins.bool:
+        """Equal to itself and, as TensorFlow's ``DType``, to whatever names it (``"float32"``,
+        ``numpy.float32``, ``numpy.dtype("float32")``): a ported ``x.dtype == np.float32`` holds."""
+        if other.__class__ is DType:
+            return self is other
+        try:
+            return as_dtype(other) is self
+        except (TypeError, ValueError):
+            return False
+
+    def __ne__(self, other: object) -> builtins.bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
     @property
     def dtype(self) -> _np.dtype:
         """NumPy's dtype of the same name: ``numpy.dtype(gt.float64)`` reads this attribute (NumPy

@@ -16,6 +16,7 @@ import numbers
 import os
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +44,8 @@ __all__ = [
     "TensorLike",
     "check_leak",
     "compute",
+    "user_site",
+    "user_stacklevel",
     "lift",
     "new_tensor",
     "next_id",
@@ -90,11 +93,28 @@ _OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.se
 _LIBRARY_DIRS = ("site-packages" + os.sep, "dist-packages" + os.sep, os.path.dirname(os.__file__) + os.sep)
 
 
+def _own(f):
+    """Whether frame ``f`` runs gradtape's code: a module of the package or code it generated."""
+    name = f.f_code.co_filename
+    return name.startswith("<gradtape") or os.path.abspath(name).startswith(_OWN_DIRS)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in this function's caller that names the first frame
+    outside gradtape (its generated code included): the user's line, however many of gradtape's frames
+    lie between (a number fixed in the code named ``sys:1`` where a call took a longer path)."""
+    f: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while f is not None and _own(f):
+        f, level = f.f_back, level + 1
+    return level
+
+
 def _call_sites():
     """The first frame outside gradtape (where the conversion happened) and, when that one is in an
     installed library, the first frame outside every library (the user's line that called it)."""
     f = sys._getframe(2)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_OWN_DIRS):
+    while f is not None and _own(f):
         f = f.f_back
     if f is None:
         return None, None
@@ -102,6 +122,14 @@ def _call_sites():
     while user is not None and any(d in os.path.abspath(user.f_code.co_filename) for d in _LIBRARY_DIRS):
         user = user.f_back
     return f, (user if user is not f else None)
+
+
+def user_site() -> str:
+    """``file:line`` of the user's line that called into gradtape (past an installed library that
+    called it), or ``"?"``: for messages that point at the user's code."""
+    site, user = _call_sites()
+    frame = user or site
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
 
 
 def _connected(t):

@@ -42,9 +42,12 @@ from gradtape.core.tensor import Tensor, wrap
 __all__ = [
     "Flat",
     "NativeOp",
+    "ONE",
+    "TUPLE",
     "Taped",
     "differentiable",
     "display_name",
+    "flatten_outputs",
     "from_native",
     "native_on",
     "on_inputs_device",
@@ -53,6 +56,7 @@ __all__ = [
     "run_beside",
     "to_gradtape",
     "to_gradtape_beside",
+    "unflatten_outputs",
     "vjp_function",
 ]
 
@@ -143,7 +147,9 @@ def outer_tape_records(tensors: Sequence[Any]) -> bool:
     return any(isinstance(t, Tensor) and connected_tapes(t._id) for t in tensors)
 
 
-_ONE, _TUPLE = "one", "tuple"  # Flat.out_spec of a bare leaf and of a flat tuple of leaves (no pytree)
+#: the structures of a result that :func:`flatten_outputs` describes without a pytree: one leaf, a
+#: flat tuple of leaves, a flat list of them
+ONE, TUPLE, _LIST = "one", "tuple", "list"
 
 
 class Flat:
@@ -203,46 +209,61 @@ class Flat:
                 leaves[k] = x
             args, kwargs = optree.tree_unflatten(self.spec, leaves)
             out = self.fn(*args, **kwargs)
-        leaf = self.out_leaf
-        if isinstance(out, leaf):
-            self.out_spec = _ONE
-            return [out]
-        if out.__class__ is tuple and all(isinstance(o, leaf) for o in out):
-            self.out_spec = _TUPLE
-            return list(out)
-        outs, self.out_spec = optree.tree_flatten(out, none_is_leaf=True)
+        outs, self.out_spec = flatten_outputs(out, self.out_leaf)
         return outs
 
     def unflatten(self, outs: Sequence[Any]) -> Any:
         """The flat outputs in the structure ``fn`` returned."""
-        spec = self.out_spec
-        if spec is _ONE:
-            return outs[0]
-        if spec is _TUPLE:
-            return tuple(outs)
-        return optree.tree_unflatten(spec, list(outs))
+        return unflatten_outputs(self.out_spec, outs)
+
+
+def flatten_outputs(out: Any, leaf: type | tuple[type, ...]) -> tuple[list, Any]:
+    """A function's result as a flat list of leaves and its structure: the common cases, one
+    ``leaf`` (an array) or a flat tuple or list of them, without flattening a pytree."""
+    if isinstance(out, leaf):
+        return [out], ONE
+    cls = out.__class__
+    if cls is tuple or cls is list:
+        for o in out:
+            if not isinstance(o, leaf):
+                break
+        else:
+            return list(out), (TUPLE if cls is tuple else _LIST)
+    return optree.tree_flatten(out, none_is_leaf=True)
+
+
+def unflatten_outputs(spec: Any, outs: Sequence[Any]) -> Any:
+    """The flat ``outs`` in the structure ``spec`` (:func:`flatten_outputs`) describes."""
+    if spec is ONE:
+        return outs[0]
+    if spec is TUPLE:
+        return tuple(outs)
+    if spec is _LIST:
+        return list(outs)
+    return optree.tree_unflatten(spec, list(outs))
 
 
 class Taped:
-    """One call of the flat gradtape function ``f`` on the Tensors ``xs`` (by :func:`run_beside`), under
+    """One call of the gradtape function ``f`` on the Tensors ``xs`` (by :func:`run_beside`), under
     a tape that watches the inputs where ``watch`` says (no tape where none), kept for its backward:
     a crossing's first order is this one forward and one walk of its tape (:meth:`gradient`; the
     tape is persistent: the other library may call a backward twice, torch's ``retain_graph``, a
-    JAX pullback kept).  ``outs``: ``f``'s outputs, a list (checked by the crossing)."""
+    JAX pullback kept).  ``outs``: ``f``'s outputs as a flat list (checked by the crossing), ``spec``
+    their structure (:func:`flatten_outputs`: ``f`` may return one Tensor, a tuple, any pytree)."""
 
-    __slots__ = ("tape", "xs", "outs", "__weakref__")
+    __slots__ = ("tape", "xs", "outs", "spec", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], xs: Sequence[Any], watch: Sequence[bool]):
         self.xs = xs
         wrt = [x for x, w in zip(xs, watch) if w]
         if not wrt:
             self.tape: GradientTape | None = None
-            self.outs = list(run_beside(f, xs))
+            self.outs, self.spec = flatten_outputs(run_beside(f, xs), Tensor)
             return
         tape = self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
         with tape:
             tape.watch(wrt)
-            self.outs = list(run_beside(f, xs))
+            self.outs, self.spec = flatten_outputs(run_beside(f, xs), Tensor)
 
     def gradient(self, cts: Sequence[Any], wrt: Sequence[int]) -> list:
         """The gradients of the inputs at the positions ``wrt`` (None: unconnected) given ``cts``, one
@@ -258,11 +279,12 @@ class Taped:
         return self.tape.gradient(targets, [xs[k] for k in wrt], output_gradients=grads)
 
 
-def vjp_function(f: Callable[..., Sequence[Any]], n_in: int) -> Callable[..., list]:
-    """The vector-Jacobian product of the flat gradtape function ``f`` (``n_in`` Tensor inputs, a list
-    of outputs) as another flat function: ``g(*xs, *gys)`` returns the gradient of each input
-    (zeros where unconnected; None for an input that carries none, an integer one), one ``gy`` per
-    output (ignored for outputs that carry no gradient).  It is computed by a GradientTape, with
+def vjp_function(f: Callable[..., Any], n_in: int) -> Callable[..., list]:
+    """The vector-Jacobian product of the flat gradtape function ``f`` (``n_in`` Tensor inputs; its
+    outputs one Tensor, a sequence, or any pytree of them, :func:`flatten_outputs`) as another flat
+    function: ``g(*xs, *gys)`` returns the gradient of each input (zeros where unconnected; None for
+    an input that carries none, an integer one), one ``gy`` per output (ignored for outputs that
+    carry no gradient).  It is computed by a GradientTape, with
     recorded ops: an outer tape differentiates it again."""
 
     def vjp(*args: Any) -> list:
@@ -270,7 +292,7 @@ def vjp_function(f: Callable[..., Sequence[Any]], n_in: int) -> Callable[..., li
         wrt = [x for x in xs if differentiable(x)]
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(wrt)
-            outs = list(f(*xs))
+            outs, _ = flatten_outputs(f(*xs), Tensor)
         if len(gys) != len(outs):
             raise ValueError(f"vjp_function: {len(gys)} cotangents for {len(outs)} outputs")
         pairs = [(o, g) for o, g in zip(outs, gys) if differentiable(o)]

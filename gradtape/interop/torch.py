@@ -13,8 +13,9 @@ graph torch recorded in the forward; under an outer gradtape tape (higher order)
 
 Copies: on the torch backend none (the torch tensors are the gradtape tensors' arrays).  From other
 backends the arrays cross by DLPack: NumPy, array_api_strict and JAX on the CPU share memory with torch;
-a dask array is computed (it has no buffer), and a negatively strided NumPy array is made contiguous
-first (``TorchBackend.from_dlpack``).
+a dask array is computed (it has no buffer), a negatively strided NumPy array is made contiguous
+first (``TorchBackend.from_dlpack``), and a torch tensor with the lazy conjugate bit (a complex
+cotangent) is resolved before it crosses to another backend (:func:`_shareable`).
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ from gradtape.interop.crossing import (
     Flat,
     NativeOp,
     native_on,
+    ONE,
     resolve_backend,
     Taped,
     to_gradtape,
+    TUPLE,
+    unflatten_outputs,
     vjp_function,
 )
 
@@ -59,30 +63,41 @@ def _torch_of(x: Any) -> torch.Tensor:
     return _TORCH.from_dlpack(host)
 
 
+def _shareable(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as a tensor another library can take by DLPack: detached, and with torch's lazy conjugate
+    or negation applied (a complex cotangent from torch.autograd often carries the conjugate bit,
+    which DLPack cannot express: a copy then, the only way to hand those values over)."""
+    return x.detach().resolve_conj().resolve_neg()
+
+
 def _floating(x: torch.Tensor) -> bool:
     return x.is_floating_point() or x.is_complex()
 
 
 # ------------------------------------------------------------------------------------------ to_torch
 class _Crossing:
-    """One call of a flat gradtape function from torch: its forward kept with its tape
-    (:class:`~gradtape.interop.crossing.Taped`)."""
+    """One call of a gradtape function ``f`` of tensors (positional) from torch, on backend ``b``: its
+    forward kept with its tape (:class:`~gradtape.interop.crossing.Taped`, which also says how the
+    outputs were structured) and whether each output carries a gradient."""
 
-    __slots__ = ("f", "b", "n_in", "run", "floating", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "run", "floating", "spec", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
         self.run: Taped | None = None
         self.floating: list = []  # whether each output carries a gradient
+        self.spec: Any = None  # the structure of f's outputs (flatten_outputs), once run
 
-    def forward(self, xs: tuple, needs: list) -> tuple:
+    def forward(self, xs: tuple) -> Any:
+        """``f`` on the torch tensors ``xs`` under a tape: its outputs as new torch tensors, one (``f``
+        returned one Tensor) or a tuple (:attr:`spec` says how to restructure it)."""
         b = self.b
         if b is _TORCH:  # (the torch tensors are the gradtape tensors' arrays)
             gxs = [wrap(x, b) for x in xs]
         else:
-            gxs = [to_gradtape(x.detach(), b) for x in xs]
+            gxs = [to_gradtape(_shareable(x), b) for x in xs]
         # (a floating torch tensor is a floating Tensor: the tape watches those torch records)
-        self.run = run = Taped(self.f, gxs, needs)
+        self.run = run = Taped(self.f, gxs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
         res = []
         floating = self.floating
         for k, o in enumerate(run.outs):
@@ -103,34 +118,33 @@ class _Crossing:
             # change the memory the tape's rules read (exp's output) under a wrong gradient
             res.append(t.view_as(t))
             floating.append(t.is_floating_point() or t.is_complex())
-        return tuple(res)
+        spec = self.spec = run.spec
+        return res[0] if spec is ONE else tuple(res)
 
     def backward(self, gys: tuple, needs: tuple, xs: tuple) -> tuple:
         """Gradients of the inputs ``xs`` (torch's) from the forward's tape (one walk; None where
         torch needs none), on the inputs' devices."""
         run = self.run
         wrt = [k for k, n in enumerate(needs) if n]
-        if not wrt or run is None or run.tape is None:
-            return (None,) * len(needs)
         b = self.b
         cts = [
-            None if g is None or not f else wrap(g, b) if b is _TORCH else to_gradtape(g.detach(), b)
+            None if g is None or not f else wrap(g, b) if b is _TORCH else to_gradtape(_shareable(g), b)
             for g, f in zip(gys, self.floating)
         ]
         grads: list = [None] * len(needs)
-        for k, g in zip(wrt, run.gradient(cts, wrt)):
+        for k, g in zip(wrt, run.gradient(cts, wrt)):  # type: ignore[union-attr]
             if g is not None:
-                t = _torch_of(g._v)
+                t = g._v if b is _TORCH else _torch_of(g._v)
                 device = xs[k].device
                 grads[k] = t if t.device == device else t.to(device)
         return tuple(grads)
 
 
-def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: tuple) -> None:
+def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: Any) -> None:
     ctx.crossing = c
     ctx.save_for_backward(*xs)
-    if not all(c.floating):
-        ints = [o for o, f in zip(outs, c.floating) if not f]
+    if False in c.floating:
+        ints = [o for o, f in zip(outs if isinstance(outs, tuple) else (outs,), c.floating) if not f]
         ctx.mark_non_differentiable(*ints)
 
 
@@ -140,22 +154,43 @@ def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
     # read on every backward: torch checks here that no input was changed in place since the
     # forward (the tape's rules read the inputs: sin's gradient is cos(x)), else its error
     xs = ctx.saved_tensors
-    if (torch.is_grad_enabled() or c.run is None or c.run.tape is None) and any(needs):
+    if True not in needs:
+        return (None,) * (len(needs) + 1)
+    run = c.run
+    if torch.is_grad_enabled() or run is None or run.tape is None:
         # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
         # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
         # that do not require grad).  (torch materialises the cotangents of unused outputs as zeros)
-        vjp = _Crossing(vjp_function(c.f, c.n_in), c.b, c.n_in + len(gys))
-        grads = _apply(vjp, *xs, *gys)
-        return (None, *(g if n else None for g, n in zip(grads, needs)))
+        return (None, *_vjp_crossing(c, xs, gys, needs))
     return (None, *c.backward(gys, needs, xs))
+
+
+def _vjp_crossing(c: _Crossing, xs: tuple, gys: tuple, needs: tuple) -> list:
+    """The gradients of the inputs ``xs`` of the crossing ``c`` given the cotangents ``gys`` as another
+    crossing (gradtape's VJP, recorded: torch differentiates it again): the gradients of its
+    floating inputs only (an integer input has none, not a tensor to hand to torch)."""
+    vjp = vjp_function(c.f, c.n_in)
+    keep = [k for k, x in enumerate(xs) if _floating(x)]
+
+    def floating_grads(*args: Any) -> list:
+        grads = vjp(*args)
+        return [grads[k] for k in keep]
+
+    floating_grads.__name__ = floating_grads.__qualname__ = vjp.__name__
+    grads = _apply(_Crossing(floating_grads, c.b, c.n_in + len(gys)), *xs, *gys)
+    out: list = [None] * len(xs)
+    for k, g in zip(keep, grads if isinstance(grads, tuple) else (grads,)):
+        if needs[k]:
+            out[k] = g
+    return out
 
 
 class _Function(torch.autograd.Function):
     """The torch side of one crossing: ``apply(crossing, *torch_tensors)``."""
 
     @staticmethod
-    def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> tuple:
-        outs = c.forward(xs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
+    def forward(ctx: Any, c: _Crossing, *xs: torch.Tensor) -> Any:
+        outs = c.forward(xs)
         _setup(ctx, c, xs, outs)
         return outs
 
@@ -168,11 +203,11 @@ class _FunctorchFunction(torch.autograd.Function):
     every call (+50 µs a call)."""
 
     @staticmethod
-    def forward(c: _Crossing, *xs: torch.Tensor) -> tuple:
-        return c.forward(xs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
+    def forward(c: _Crossing, *xs: torch.Tensor) -> Any:
+        return c.forward(xs)
 
     @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
         _setup(ctx, inputs[0], inputs[1:], output)
 
     backward = staticmethod(_backward)
@@ -186,7 +221,11 @@ class _FunctorchFunction(torch.autograd.Function):
         rows = []
         for i in range(info.batch_size):
             args = [x if d is None else x.select(d, i) for x, d in zip(xs, in_dims[1:])]
-            rows.append(_apply(_Crossing(c.f, c.b, c.n_in), *args))
+            row = _Crossing(c.f, c.b, c.n_in)
+            rows.append(_apply(row, *args))
+            c.spec = row.spec  # (the structure the caller restructures by)
+        if not isinstance(rows[0], tuple):  # (one output)
+            return torch.stack(rows), 0
         outs = tuple(torch.stack(col) for col in zip(*rows))
         return outs, (0,) * len(outs)
 
@@ -194,7 +233,8 @@ class _FunctorchFunction(torch.autograd.Function):
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
 
 
-def _apply(c: _Crossing, *xs: torch.Tensor) -> tuple:
+def _apply(c: _Crossing, *xs: torch.Tensor) -> Any:
+    """The crossing ``c`` on torch tensors: one output (``c.f`` returned one Tensor), or a tuple."""
     return (_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs)
 
 
@@ -211,16 +251,26 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        flat = Flat(fn, args, kwargs, torch.Tensor, Tensor)
-        xs = flat.arrays
         if named:
             b = named[0]
         else:
             b = resolve_backend(backend)
             if backend is not None:
                 named.append(b)
+        if not kwargs:  # the common case: torch tensors only, positional (no pytree to flatten)
+            for a in args:
+                if not isinstance(a, torch.Tensor):
+                    break
+            else:
+                c = _Crossing(fn, b, len(args))
+                out = (_FunctorchFunction if _functorch_active() else _Function).apply(c, *args)
+                spec = c.spec
+                return out if spec is ONE or spec is TUPLE else unflatten_outputs(spec, out)
+        flat = Flat(fn, args, kwargs, torch.Tensor, Tensor)
+        xs = flat.arrays
         c = _Crossing(flat.call, b, len(xs))
-        return flat.unflatten((_FunctorchFunction if _functorch_active() else _Function).apply(c, *xs))
+        out = _apply(c, *xs)
+        return flat.unflatten(out if isinstance(out, tuple) else (out,))
 
     return wrapper
 

@@ -192,7 +192,7 @@ def _sym(x):
 def _spd(x):
     """``x x^H + n I``: Hermitian positive definite, well conditioned (a domain map)."""
     xp = tensor_namespace()
-    return x @ _mH(xp, x) + x.shape[-1] * _eye(xp, x, x.shape[-1])
+    return xp.matmul(x, _mH(xp, x)) + x.shape[-1] * _eye(xp, x, x.shape[-1])
 
 
 def _shift(x):
@@ -294,7 +294,7 @@ def _cholesky_grad(xp, op, grad):
     if op.attrs.get("upper", False):
         lo, g = _mH(xp, lo), _mH(xp, g)
     lh = _mH(xp, lo)
-    p = _half_diag(xp, xp.tril(lh @ g))
+    p = _half_diag(xp, xp.tril(xp.matmul(lh, g)))
     x = xp.linalg.solve(lh, p)  # L^-H P
     ga = _mH(xp, xp.linalg.solve(lh, _mH(xp, x)))  # L^-H P L^-1
     return (ga + _mH(xp, ga)) * 0.5
@@ -376,7 +376,7 @@ _inv = defop(
 def _inv_grad(xp, op, grad):
     """Y = A^-1: dY = -Y dA Y, so gA = -Y^H grad Y^H."""
     yh = _mH(xp, op.outputs[0])
-    return -(yh @ (grad @ yh))
+    return -xp.matmul(yh, xp.matmul(grad, yh))
 
 
 @public(_inv)
@@ -402,11 +402,11 @@ def _solve_grad(xp, op, grad):
     ah = _mH(xp, a)
     if b.ndim == 1:
         gb = xp.linalg.solve(ah, xp.expand_dims(grad, axis=-1))
-        ga = -(gb @ _mH(xp, xp.expand_dims(x, axis=-1))) if op.needs_grad(0) else None
+        ga = -xp.matmul(gb, _mH(xp, xp.expand_dims(x, axis=-1))) if op.needs_grad(0) else None
         gb = gb[..., 0]
     else:
         gb = xp.linalg.solve(ah, grad)
-        ga = -(gb @ _mH(xp, x)) if op.needs_grad(0) else None
+        ga = -xp.matmul(gb, _mH(xp, x)) if op.needs_grad(0) else None
     return ga, (gb if op.needs_grad(1) else None)
 
 
@@ -459,9 +459,9 @@ def _eigh_grad(xp, op, gw, gv):
     skew(K) = (K - K^H) / 2 (PyTorch's linalg_eig_backward, Hermitian case)."""
     w, v = op.outputs
     vh = _mH(xp, v)
-    k = vh @ gv
+    k = xp.matmul(vh, gv)
     inner = xp.multiply_no_nan(_eig_gap_inverse(xp, w), (k - _mH(xp, k)) * 0.5) + _diag_embed(xp, gw)
-    return v @ (inner @ vh)
+    return xp.matmul(v, xp.matmul(inner, vh))
 
 
 @public(_eigh)
@@ -486,7 +486,7 @@ _eigvalsh = defop(
 def _eigvalsh_grad(xp, op, grad):
     """gA = V diag(grad) V^H (the eigenvectors recomputed, so higher orders see them)."""
     _, v = xp.linalg.eigh(op.inputs[0])
-    return (v * xp.expand_dims(grad, axis=-2)) @ _mH(xp, v)
+    return xp.matmul(v * xp.expand_dims(grad, axis=-2), _mH(xp, v))
 
 
 @public(_eigvalsh)
@@ -556,10 +556,10 @@ def _eig_grad(xp, op, gw, gv):
     a = op.inputs[0]
     w, v = op.outputs
     vh = _mH(xp, v)
-    k = vh @ gv
-    k = k - vh @ (v * xp.expand_dims(xp.astype(xp.real(xp.linalg.diagonal(k)), k.dtype), axis=-2))
+    k = xp.matmul(vh, gv)
+    k = k - xp.matmul(vh, v * xp.expand_dims(xp.astype(xp.real(xp.linalg.diagonal(k)), k.dtype), axis=-2))
     inner = xp.multiply_no_nan(conj_(xp, _eig_gap_inverse(xp, w)), k) + _diag_embed(xp, gw)
-    ga = xp.linalg.solve(vh, inner @ vh)
+    ga = xp.linalg.solve(vh, xp.matmul(inner, vh))
     return ga if is_complex(a) else xp.real(ga)
 
 
@@ -636,9 +636,9 @@ def _svd_grad(xp, op, gu, gs, gvh):
         u, gu = u[..., :, :k], gu[..., :, :k]
         vh, gvh = vh[..., :k, :], gvh[..., :k, :]
     uh = _mH(xp, u)
-    uhgu = uh @ gu
+    uhgu = xp.matmul(uh, gu)
     uhgu = uhgu - _mH(xp, uhgu)
-    vhgv = vh @ _mH(xp, gvh)
+    vhgv = xp.matmul(vh, _mH(xp, gvh))
     vhgv = vhgv - _mH(xp, vhgv)
     s2 = s * s
     eye = _eye(xp, s, k)
@@ -648,13 +648,13 @@ def _svd_grad(xp, op, gu, gs, gvh):
         inner = inner + _diag_embed(xp, xp.xdivy(xp.linalg.diagonal(uhgu), 2.0 * s))
     if m > n:
         gusinv = xp.xdivy(gu, xp.expand_dims(s, axis=-2))
-        ga = u @ inner + gusinv - u @ (uh @ gusinv)
-        return ga @ vh
+        ga = xp.matmul(u, inner) + gusinv - xp.matmul(u, xp.matmul(uh, gusinv))
+        return xp.matmul(ga, vh)
     if m < n:
         sinvgvh = xp.xdivy(gvh, xp.expand_dims(s, axis=-1))
-        ga = inner @ vh + sinvgvh - (sinvgvh @ _mH(xp, vh)) @ vh
-        return u @ ga
-    return u @ (inner @ vh)
+        ga = xp.matmul(inner, vh) + sinvgvh - xp.matmul(xp.matmul(sinvgvh, _mH(xp, vh)), vh)
+        return xp.matmul(u, ga)
+    return xp.matmul(u, xp.matmul(inner, vh))
 
 
 @public(_svd)
@@ -679,7 +679,7 @@ _svdvals = defop(
 def _svdvals_grad(xp, op, grad):
     """gA = U diag(grad) V^H (the singular vectors recomputed, so higher orders see them)."""
     u, _, vh = xp.linalg.svd(op.inputs[0], full_matrices=False)
-    return (u * xp.expand_dims(grad, axis=-2)) @ vh
+    return xp.matmul(u * xp.expand_dims(grad, axis=-2), vh)
 
 
 @public(_svdvals)
@@ -723,16 +723,16 @@ def _qr_grad(xp, op, gq, gr):
             f"the gradient of linalg.qr with mode='complete' is not defined for a tall input (shape "
             f"{tuple(q.shape[:-1]) + (n,)}): the extra columns of Q are arbitrary; use mode='reduced'"
         )
-    mm = gr @ _mH(xp, r) - _mH(xp, q) @ gq
+    mm = xp.matmul(gr, _mH(xp, r)) - xp.matmul(_mH(xp, q), gq)
     if m >= n:
         t = xp.triu(mm)
-        ga = q @ _half_diag(xp, t + _mH(xp, t)) + gq
+        ga = xp.matmul(q, _half_diag(xp, t + _mH(xp, t))) + gq
         return _mH(xp, xp.linalg.solve(r, _mH(xp, ga)))  # ga R^-H
     t = -mm
-    ga = q @ _half_diag(xp, xp.tril(t - _mH(xp, t)))
+    ga = xp.matmul(q, _half_diag(xp, xp.tril(t - _mH(xp, t))))
     ga = _mH(xp, xp.linalg.solve(r[..., :, :m], _mH(xp, ga)))  # ga R1^-H
     zeros = xp.zeros(tuple(ga.shape[:-1]) + (n - m,), dtype=ga.dtype, device=_device(ga))
-    return xp.concat([ga, zeros], axis=-1) + q @ gr
+    return xp.concat([ga, zeros], axis=-1) + xp.matmul(q, gr)
 
 
 @public(_qr)
@@ -772,11 +772,11 @@ def _pinv_grad(xp, op, grad):
     p = op.outputs[0]
     ph = _mH(xp, p)
     gh = _mH(xp, grad)
-    t1 = -(ph @ (grad @ ph))
-    ghppH = gh @ (p @ ph)
-    t2 = ghppH - a @ (p @ ghppH)
-    phpgh = (ph @ p) @ gh
-    t3 = phpgh - (phpgh @ p) @ a
+    t1 = -xp.matmul(ph, xp.matmul(grad, ph))
+    ghppH = xp.matmul(gh, xp.matmul(p, ph))
+    t2 = ghppH - xp.matmul(a, xp.matmul(p, ghppH))
+    phpgh = xp.matmul(xp.matmul(ph, p), gh)
+    t3 = phpgh - xp.matmul(xp.matmul(phpgh, p), a)
     return t1 + t2 + t3
 
 
@@ -873,9 +873,9 @@ def _matrix_norm_grad(xp, op, grad):
     if ordv in ("nuc", 2, -2):
         u, _, vh = xp.linalg.svd(x, full_matrices=False)
         if ordv == "nuc":
-            return g * (u @ vh)
+            return g * xp.matmul(u, vh)
         i = 0 if ordv == 2 else u.shape[-1] - 1
-        return g * (u[..., :, i : i + 1] @ vh[..., i : i + 1, :])
+        return g * xp.matmul(u[..., :, i : i + 1], vh[..., i : i + 1, :])
     axis = -2 if ordv in (1, -1) else -1  # 1: column sums (over rows); inf: row sums
     sums = xp.sum(xp.abs(x), axis=axis, keepdims=True)
     mask = _extreme_mask(xp, sums, -1 if axis == -2 else -2, ordv > 0)
@@ -985,11 +985,11 @@ def _matrix_power_grad(xp, op, grad):
     bh = _mH(xp, b)
     powers = [None, bh]  # powers[k] = (B^H)^k, None standing for I
     for _ in range(2, m):
-        powers.append(powers[-1] @ bh)
+        powers.append(xp.matmul(powers[-1], bh))
 
     def times(left, mid, right):
-        out = mid if left is None else left @ mid
-        return out if right is None else out @ right
+        out = mid if left is None else xp.matmul(left, mid)
+        return out if right is None else xp.matmul(out, right)
 
     gb = None
     for k in range(m):
@@ -997,7 +997,7 @@ def _matrix_power_grad(xp, op, grad):
         gb = term if gb is None else gb + term
     if n > 0:
         return gb
-    return -(bh @ (gb @ bh))
+    return -xp.matmul(bh, xp.matmul(gb, bh))
 
 
 @public(_matrix_power)
@@ -1066,7 +1066,10 @@ _outer = defop(
 def _outer_grad(xp, op, grad):
     """y = a b^T: ga = grad conj(b), gb = grad^T conj(a)."""
     a, b = op.inputs
-    return (grad @ conj_(xp, b) if op.needs_grad(0) else None, conj_(xp, a) @ grad if op.needs_grad(1) else None)
+    return (
+        xp.matmul(grad, conj_(xp, b)) if op.needs_grad(0) else None,
+        xp.matmul(conj_(xp, a), grad) if op.needs_grad(1) else None,
+    )
 
 
 @public(_outer)

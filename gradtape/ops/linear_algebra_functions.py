@@ -80,9 +80,9 @@ def _matmul_grad(xp, op, grad):
         if b.ndim == 1:  # (..., m) = A (..., m, k) @ v (k,), or () = u . v
             ga = xp.expand_dims(grad, axis=-1) * conj_(xp, b)
         elif a.ndim == 1 and b.ndim > 2:  # (..., n) = u (k,) @ B (..., k, n)
-            ga = (conj_(xp, b) @ xp.expand_dims(grad, axis=-1))[..., 0]
+            ga = xp.matmul(conj_(xp, b), xp.expand_dims(grad, axis=-1))[..., 0]
         else:  # (..., m, n) = A @ B, or (n,) = u (k,) @ B (k, n)
-            ga = grad @ conj_(xp, mT(xp, b))
+            ga = xp.matmul(grad, conj_(xp, mT(xp, b)))
     if op.needs_grad(1):
         if a.ndim == 1:
             if b.ndim == 1:  # () = u . v
@@ -91,11 +91,11 @@ def _matmul_grad(xp, op, grad):
                 gb = xp.expand_dims(conj_(xp, a), axis=-1) * xp.expand_dims(grad, axis=-2)
         elif b.ndim == 1:
             if a.ndim == 2:  # (m,) = A (m, k) @ v (k,): A^H g
-                gb = grad @ conj_(xp, a)
+                gb = xp.matmul(grad, conj_(xp, a))
             else:  # (..., m) = A (..., m, k) @ v (k,)
-                gb = (xp.expand_dims(grad, axis=-2) @ conj_(xp, a))[..., 0, :]
+                gb = xp.matmul(xp.expand_dims(grad, axis=-2), conj_(xp, a))[..., 0, :]
         else:
-            gb = conj_(xp, mT(xp, a)) @ grad
+            gb = xp.matmul(conj_(xp, mT(xp, a)), grad)
     return ga, gb
 
 

@@ -31,6 +31,8 @@ import weakref
 import numpy as np
 
 from gradtape.core import tensor as _tensor
+from gradtape.core.recording_state import connected_tapes
+from gradtape.core.tensor import user_site
 from gradtape.ops import apply, apply1
 from gradtape.ops import elementwise as E
 from gradtape.ops.creation import to_device as _to_device
@@ -65,12 +67,31 @@ def _reflected(fn):
     return r
 
 
+#: per recording (weakly held): the identities that in-place updates gave tensors the tape connects
+#: to a watched source -> what the update was and where; read by GradientTape.gradient
+REPLACED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _renew(t, new, what):
+    """``t`` takes ``new``'s value and identity (an in-place update is a recorded functional one).
+    Where a recording tape connects ``t`` to a watched source, the tape is told, so that a gradient
+    with respect to ``t`` that comes out None says it is ``t``'s new value's (:data:`REPLACED`)."""
+    old = t._id
+    t._become(new)
+    tapes = connected_tapes(old)
+    if tapes:
+        site = user_site()
+        for rec in tapes:
+            REPLACED.setdefault(rec, {})[t._id] = (what, site)
+    return t
+
+
 def _inplace(fn):
     def i(self, other):
         new = fn(self, other)
         fam = _family_of(self) if _LINKS else None
         if fam is None:
-            return self._become(new)
+            return _renew(self, new, f"an in-place {fn.__name__}")
         # a view, or a base with views: the new value goes where they share it, so it keeps their
         # shape and dtype (NumPy refuses the same in-place updates)
         if new.shape != self.shape:
@@ -151,7 +172,7 @@ def __setitem__(self, key, value):
     base see it (NumPy's semantics)."""
     fam = _family_of(self) if _LINKS else None
     if fam is None:
-        self._become(_setitem(self, key, value))
+        _renew(self, _setitem(self, key, value), "an item assignment (x[key] = value)")
     else:
         _check_writable(fam)
         _store(self, _setitem(self, key, value), fam)
@@ -369,20 +390,20 @@ def _store(t, new, fam):
     it at the view's key, then every other live view of the family reads its base again (recorded
     ops: the tape sees the writes as the functional updates they are)."""
     _check_writable(fam, t)
-    t._become(new)
+    _renew(t, new, "an in-place update")
     done = {id(t)}
     link = _LINKS.get(id(t))
     child = t
     while link is not None and link() is child:
         base = link.base
-        base._become(_write_back(link, base, child))
+        _renew(base, _write_back(link, base, child), "an in-place update of a view of it")
         done.add(id(base))
         child = base
         link = _LINKS.get(id(base))
     for link in list(fam.views.values()):
         v = link()
         if v is not None and id(v) not in done:
-            v._become(apply1(link.op, link.base, link.attrs))
+            _renew(v, apply1(link.op, link.base, link.attrs), "an in-place update of its base or a view of it")
 
 
 def _propagate(t):
@@ -451,12 +472,48 @@ Tensor.__setitem__ = __setitem__
 Variable.value = Variable.read_value = value
 Variable.__setitem__ = _variable_setitem
 
+#: each of _BINARY's operators as Python spells it
+_SYMBOLS = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "matmul": "@",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+    "lshift": "<<",
+    "rshift": ">>",
+}
+
+
+def _variable_inplace(name):
+    """``v += x`` on a Variable: TensorFlow 2's RuntimeError (it rebound ``v`` to a tensor, so that
+    PyTorch's ``p -= lr * g`` left the next tape nothing to watch: a gradient of None, silently)."""
+    op = _SYMBOLS[name]
+    update = {"add": "variable.assign_add(value)", "sub": "variable.assign_sub(value)"}.get(
+        name, f"variable.assign(variable {op} value)"
+    )
+
+    def i(self, other):
+        raise RuntimeError(
+            f"`variable {op}= value` with a gt.Variable is not supported (TensorFlow 2 raises this too): "
+            f"use `{update}` to update the variable in place, or `out = variable {op} value` for a new tensor"
+        )
+
+    i.__name__ = f"__i{name}__"
+    return i
+
+
 for _name, _fn in _BINARY.items():
     setattr(Tensor, f"__{_name}__", _fn)
     setattr(Tensor, f"__r{_name}__", _reflected(_fn))
     setattr(Tensor, f"__i{_name}__", _inplace(_fn))
-    # on a Variable, ``v += 1`` rebinds to a Tensor (TF 2); so on a Variable's slice (a TF Tensor)
-    setattr(Variable, f"__i{_name}__", _fn)
+    setattr(Variable, f"__i{_name}__", _variable_inplace(_name))
+    # a Variable's slice is a TF Tensor: ``s += 1`` rebinds it to a new tensor
     setattr(_VariableSlice, f"__i{_name}__", _fn)
 
 _manipulation._linked = _linked  # reshape, permute_dims, flip, ... make views (NumPy's)

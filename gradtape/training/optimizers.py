@@ -41,7 +41,7 @@ from gradtape.core import dtypes as _dt
 from gradtape.ops.creation import full_like, zeros_like
 from gradtape.ops.elementwise import astype, floor
 from gradtape.autodiff.tape import GradientTape
-from gradtape.core.tensor import Tensor, TensorLike, Variable, wrap, convert_to_tensor
+from gradtape.core.tensor import Tensor, TensorLike, Variable, wrap, convert_to_tensor, user_stacklevel
 
 __all__ = [
     "SGD",
@@ -410,7 +410,7 @@ class Optimizer:
                 f"Gradients do not exist for variables {missing} when minimizing the loss. "
                 "If you're using `model.compile()`, did you forget to provide a `loss` argument?",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
         natives = [self._native_gradient(g, v) for g, v in kept]
         natives = self._clip(natives, [v for _, v in kept])
