@@ -438,7 +438,11 @@ def _batched_tangent(xp, op, n, ts, kind, nb):
 
         else:
             bk = batching_backend(n.backend)
-            impl = opdef.impls.get(n.backend) or opdef.resolve(n.backend)
+            b = n.backend
+
+            def impl(*args, **kw):
+                return run_native(opdef, b, args, kw or None)
+
         ins = op.inputs
         array = Tensor if on_tensors else n.backend.array_type
         for k, t in enumerate(ts):
