@@ -197,3 +197,19 @@ def test_the_functional_transforms_pass_keyword_arguments_through(backend, trans
         assert float(out[0]) == 27.0
         out = out[1]
     np.testing.assert_allclose(out.numpy(), want)
+
+
+@pytest.mark.parametrize(
+    "call, name, argnums",
+    [
+        (lambda x: gt.hessian(lambda x: gt.sum(x))(x), "hessian", True),
+        (lambda x: gt.vjp(lambda x: x, x), "vjp", False),
+        (lambda x: gt.jvp(lambda x: x, (x,), (x,)), "jvp", False),
+    ],
+)
+def test_an_integer_input_is_named_by_the_transform_called(backend, call, name, argnums):
+    """``gt.hessian`` of an integer input said "gt.jacrev requires ..." (its parts), and gt.vjp / gt.jvp
+    told the user to leave it out of an ``argnums`` they do not take."""
+    with pytest.raises(TypeError, match=rf"^gt\.{name} requires floating") as info:
+        call(gt.constant([1, 2]))
+    assert ("argnums" in str(info.value)) == argnums

@@ -77,8 +77,8 @@ def _source(call: str, where: str, leaf: Any) -> Tensor:
     if not t.dtype.differentiable:
         raise TypeError(
             f"gt.{call} requires floating (or complex) inputs, but {where} has dtype {t.dtype}; pass a "
-            "floating value (gt.cast(x, gt.float32), or 1.0 rather than 1) or leave that argument out of "
-            "argnums"
+            "floating value (gt.cast(x, gt.float32), or 1.0 rather than 1)"
+            + (" or leave that argument out of argnums" if call not in ("vjp", "jvp", "hvp") else "")
         )
     return t if isinstance(leaf, Tensor) and leaf._is_var else _identity(t)
 
@@ -245,13 +245,18 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     structures; a tuple for tuple ``argnums``), each of shape ``output.shape + input.shape``.  One
     backward walk per output element, vectorized where the tape's ``jacobian`` can.  With
     ``has_aux=True`` returns ``(jacobian, aux)``."""
+    return _jacrev("jacrev", fun, argnums, has_aux)
+
+
+def _jacrev(call: str, fun: Callable, argnums: int | Sequence[int], has_aux: bool) -> Callable[..., Any]:
+    """:func:`jacrev`, its messages naming ``gt.<call>`` (``hessian`` is built of two)."""
 
     @functools.wraps(fun)
     def jacrev_fn(*args, **kwargs):
-        a = _Args("jacrev", args, argnums)
+        a = _Args(call, args, argnums)
         with GradientTape(persistent=True, watch_accessed_variables=False) as tape:
             tape.watch(a.sources)
-            out, aux = _call("jacrev", fun, a.args, has_aux, kwargs)
+            out, aux = _call(call, fun, a.args, has_aux, kwargs)
         leaves, spec = optree.tree_flatten(out)
         jacs = []
         for y in leaves:
@@ -410,8 +415,8 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
     outer jacobian walks the recorded gradient once for all rows where the tape's ``jacobian``
     vectorizes (the backend's ``vmap``, or the ops' batched rules), 2-6x faster here than
     ``jacfwd(jacrev)`` (``benchmarks/hvp.py``; docs/performance.md)."""
-    inner = jacrev(fun, argnums, has_aux=has_aux)
-    return jacrev(inner, argnums, has_aux=has_aux)
+    inner = _jacrev("hessian", fun, argnums, has_aux)
+    return _jacrev("hessian", inner, argnums, has_aux)
 
 
 def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, ...]:
