@@ -213,3 +213,15 @@ def test_an_integer_input_is_named_by_the_transform_called(backend, call, name, 
     with pytest.raises(TypeError, match=rf"^gt\.{name} requires floating") as info:
         call(gt.constant([1, 2]))
     assert ("argnums" in str(info.value)) == argnums
+
+
+def test_divmod_of_a_tensor_is_its_floor_quotient_and_remainder(backend):
+    """``divmod(t, 2)`` was a TypeError (NumPy and PyTorch take it); the remainder is differentiable."""
+    t = gt.constant([7.0, -7.0, 7.5])
+    with gt.GradientTape() as tape:
+        tape.watch(t)
+        q, r = divmod(t, 2.0)
+    assert q.numpy().tolist() == [3.0, -4.0, 3.0] and r.numpy().tolist() == [1.0, 1.0, 1.5]
+    assert tape.gradient(r, t).numpy().tolist() == [1.0, 1.0, 1.0]
+    q2, r2 = divmod(7, gt.constant([2, -2]))
+    assert q2.numpy().tolist() == [3, -4] and r2.numpy().tolist() == [1, -1]

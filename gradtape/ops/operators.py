@@ -516,6 +516,19 @@ for _name, _fn in _BINARY.items():
     # a Variable's slice is a TF Tensor: ``s += 1`` rebinds it to a new tensor
     setattr(_VariableSlice, f"__i{_name}__", _fn)
 
+
+def __divmod__(self, other):
+    """``divmod(t, y)``: ``(t // y, t % y)``, as NumPy's and PyTorch's (Python's rule: ``y * q + r == t``)."""
+    return E.floor_divide(self, other), E.remainder(self, other)
+
+
+def __rdivmod__(self, other):
+    return E.floor_divide(other, self), E.remainder(other, self)
+
+
+Tensor.__divmod__ = __divmod__
+Tensor.__rdivmod__ = __rdivmod__
+
 _manipulation._linked = _linked  # reshape, permute_dims, flip, ... make views (NumPy's)
 
 # the ops that gradtape.core.tensor's conversions call
