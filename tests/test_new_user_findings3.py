@@ -225,3 +225,14 @@ def test_divmod_of_a_tensor_is_its_floor_quotient_and_remainder(backend):
     assert tape.gradient(r, t).numpy().tolist() == [1.0, 1.0, 1.0]
     q2, r2 = divmod(7, gt.constant([2, -2]))
     assert q2.numpy().tolist() == [3, -4] and r2.numpy().tolist() == [1, -1]
+
+
+@pytest.mark.parametrize(
+    "make", ["gt.eye(2.5)", "gt.zeros(2.5)", "gt.ones((2, 1.5))", "gt.full((1.5,), 1.0)", "gt.linspace(0, 1, 2.5)"]
+)
+def test_a_size_with_a_fractional_part_is_an_error(backend, make):
+    """``gt.zeros(2.5)`` had 2 elements and ``gt.eye(2.5)`` was 2 x 2, silently (``int()`` truncated);
+    NumPy, PyTorch and JAX raise TypeError.  Integral values of any type still size it."""
+    with pytest.raises(TypeError, match="must be an integer, got .*, which has a fractional part"):
+        eval(make, {"gt": gt})
+    assert gt.zeros(2.0).shape == (2,) and gt.eye(np.int64(2)).shape == (2, 2)

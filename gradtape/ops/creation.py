@@ -80,7 +80,19 @@ def _shape(shape, who="a random draw"):
             "that depends on the data (unique_values', a boolean mask's); compute that tensor first "
             "(t.numpy(), or gt.compute(t)) to know its size"
         )
-    return tuple(int(s) for s in dims)
+    return tuple(_size(s, who) for s in dims)
+
+
+def _size(n, who, what="a size"):
+    """``n`` as an int; a value with a fractional part (``2.5``) is a TypeError, as NumPy's, PyTorch's
+    and JAX's (``int()`` truncated it: ``gt.zeros(2.5)`` had 2 elements, silently)."""
+    try:
+        i = int(n)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: {what} must be an integer, got {n!r}") from None
+    if i != n:
+        raise TypeError(f"{who}: {what} must be an integer, got {n!r}, which has a fractional part")
+    return i
 
 
 def _make(fname, *args, dtype=None, device=None, default=FLOATX, backend=None, **kw):
@@ -177,7 +189,8 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A 2-D tensor with ones on the ``k``-th diagonal."""
-    return _make("eye", int(n_rows), None if n_cols is None else int(n_cols), k=int(k), dtype=dtype, device=device)
+    rows, cols = _size(n_rows, "eye", "n_rows"), None if n_cols is None else _size(n_cols, "eye", "n_cols")
+    return _make("eye", rows, cols, k=_size(k, "eye", "k"), dtype=dtype, device=device)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
@@ -199,9 +212,20 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     if dtype is not None and _dt.as_dtype(dtype).is_integer:
         # NumPy's values (float64 steps, floored) on every backend: the libraries' own integer linspace
         # differ (torch truncates towards zero and has no uint16/32/64 kernel, JAX steps in float32)
-        values = _np.linspace(start, stop, int(num), endpoint=endpoint, dtype=_dt.as_dtype(dtype).name)
+        values = _np.linspace(
+            start, stop, _size(num, "linspace", "num"), endpoint=endpoint, dtype=_dt.as_dtype(dtype).name
+        )
         return asarray(values, dtype=dtype, device=device)
-    return _make("linspace", start, stop, int(num), dtype=dtype, device=device, default=default, endpoint=endpoint)
+    return _make(
+        "linspace",
+        start,
+        stop,
+        _size(num, "linspace", "num"),
+        dtype=dtype,
+        device=device,
+        default=default,
+        endpoint=endpoint,
+    )
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None, backend=None, chunks=None):
