@@ -20,6 +20,11 @@ Keras 3's formulas (``lr`` the learning rate, ``g`` the gradient, ``t = iteratio
 * ``weight_decay`` (decoupled, applied before the update): ``v -= v * weight_decay * lr``;
   ``clipnorm``, ``clipvalue``, ``global_clipnorm`` clip the gradients first.
 
+Keras takes any number there; gradtape refuses, with a ``ValueError``, those that make a step NaN,
+empty or the wrong way (PyTorch's bounds): ``beta_1`` and ``beta_2`` outside ``[0, 1)``, ``rho``
+outside ``[0, 1]``, a negative ``momentum``, ``epsilon``, ``weight_decay``, clipping bound or initial
+accumulator; and variables that are not floating-point or complex (an integer step truncates to 0).
+
 ``apply`` never reads a tensor's value into Python, so a step can be traced (``gt.function``): the
 step count, a schedule's learning rate, Adam's bias correction and the clipping factors are native
 0-d arrays computed from ``iterations`` (as Keras 3: ``t = cast(iterations + 1, dtype)``; clipping
@@ -186,6 +191,13 @@ class Optimizer:
                 f"clipnorm={clipnorm}, global_clipnorm={global_clipnorm}"
             )
         self.name = name or type(self).__name__.lower()
+        who = type(self).__name__
+        # a negative clipping bound turns the gradient around, a negative decay grows the weights
+        if weight_decay is not None:
+            _check_range(who, "weight_decay", weight_decay, 0.0, None)
+        for k, c in (("clipnorm", clipnorm), ("clipvalue", clipvalue), ("global_clipnorm", global_clipnorm)):
+            if c is not None:
+                _check_range(who, k, c, 0.0, None)
         self.weight_decay = weight_decay
         self.clipnorm, self.clipvalue, self.global_clipnorm = clipnorm, clipvalue, global_clipnorm
         self._learning_rate = self._check_lr(learning_rate)
@@ -401,6 +413,13 @@ class Optimizer:
                     f"{type(v).__name__}; wrap the value in gt.Variable(...) (apply_gradients "
                     "takes (gradient, variable) pairs, in that order)"
                 )
+            if not (v.dtype.is_floating or v.dtype.is_complex):
+                # (an integer step ``lr * g`` truncates to 0: SGD left the variable as it was, silently)
+                raise ValueError(
+                    f"{type(self).__name__}.apply: the variable {v.name!r} is {v.dtype.name}; optimizers "
+                    "update floating-point or complex variables only (as TensorFlow's and PyTorch's). "
+                    f"Make it one (gt.Variable(gt.cast(value, gt.float32))), or leave it out of the list"
+                )
         missing = [v.name for g, v in zip(grads, variables) if g is None]
         kept = [(g, v) for g, v in zip(grads, variables) if g is not None]
         if not kept:
@@ -584,6 +603,19 @@ def _restore_deferred_slots(optimizer, var, slots):
     entry[1](slots)
 
 
+def _check_range(who, name, value, low, high, high_open=False, why=""):
+    """``value`` as a float, or a ValueError (Keras' wording) when it lies outside ``[low, high]``
+    (``[low, high)`` with ``high_open``; ``high`` None: no upper bound)."""
+    if isinstance(value, (bool, str)) or not hasattr(value, "__float__"):
+        raise ValueError(f"{who}: `{name}` must be a float. Received: {name}={value!r}")
+    value = float(value)  # (a NumPy scalar or a 0-d Tensor too)
+    above = high is not None and (value >= high if high_open else value > high)
+    if not value >= low or above:  # (NaN fails the first test)
+        span = f">= {low}" if high is None else f"in [{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{who}: `{name}` must be {span}. Received: {name}={value}{why}")
+    return value
+
+
 def _short(o):
     r = repr(o)
     return r if len(r) <= 80 else r[:77] + "..."
@@ -669,8 +701,11 @@ class Adam(Optimizer):
             name=name,
             **kwargs,
         )
-        self.beta_1, self.beta_2 = float(beta_1), float(beta_2)
-        self.epsilon, self.amsgrad = float(epsilon), bool(amsgrad)
+        # beta = 1 makes 1 - beta^t zero: beta_1 a NaN step, beta_2 no step at all (PyTorch refuses both)
+        who = type(self).__name__
+        self.beta_1 = _check_range(who, "beta_1", beta_1, 0.0, 1.0, True, " (1 - beta_1**t would be 0)")
+        self.beta_2 = _check_range(who, "beta_2", beta_2, 0.0, 1.0, True, " (1 - beta_2**t would be 0)")
+        self.epsilon, self.amsgrad = _check_range(who, "epsilon", epsilon, 0.0, None), bool(amsgrad)
 
     def _slot_names_for(self, var):
         return ("momentum", "velocity", "velocity_hat") if self.amsgrad else ("momentum", "velocity")
@@ -765,8 +800,10 @@ class RMSprop(Optimizer):
             name=name,
             **kwargs,
         )
-        self.rho, self.momentum = float(rho), float(momentum)
-        self.epsilon, self.centered = float(epsilon), bool(centered)
+        # rho > 1 makes the mean square negative (a NaN step); a negative momentum was dropped
+        self.rho = _check_range("RMSprop", "rho", rho, 0.0, 1.0)
+        self.momentum = _check_range("RMSprop", "momentum", momentum, 0.0, None)
+        self.epsilon, self.centered = _check_range("RMSprop", "epsilon", epsilon, 0.0, None), bool(centered)
 
     def _slot_names_for(self, var):
         names = ["velocity"]
@@ -831,7 +868,10 @@ class Adagrad(Optimizer):
             name=name,
             **kwargs,
         )
-        self.initial_accumulator_value, self.epsilon = float(initial_accumulator_value), float(epsilon)
+        self.initial_accumulator_value = _check_range(
+            "Adagrad", "initial_accumulator_value", initial_accumulator_value, 0.0, None
+        )
+        self.epsilon = _check_range("Adagrad", "epsilon", epsilon, 0.0, None)
 
     def _initial_accumulator(self, var):
         return full_like(var, self.initial_accumulator_value)
