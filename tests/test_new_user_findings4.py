@@ -64,3 +64,52 @@ def test_the_accepted_hyperparameters_still_step_as_torch(backend):
         (tw**4).sum().backward()
         topt.step()
     np.testing.assert_allclose(np.asarray(w.numpy()), tw.detach().numpy(), rtol=1e-12)
+
+
+def _np(t):
+    return np.asarray(t.numpy())
+
+
+def test_sparse_crossentropy_with_ignore_class_weights_each_example_once(backend):
+    """Sample weights of shape ``(n, 1)`` (as Keras' ``fit`` gives them) broadcast against the ``n``
+    losses to ``(n, n)`` in ``SparseCategoricalCrossentropy(ignore_class=...)`` (the other losses
+    squeezed them): a wrong number, silently.  Compared with torch's ``ignore_index``."""
+    torch = pytest.importorskip("torch", reason="torch.nn.functional.cross_entropy gives the reference")
+    rng = np.random.default_rng(1)
+    logits, labels, sw = rng.normal(size=(5, 4)) * 3, np.array([0, 3, -1, 2, -1]), rng.uniform(size=5)
+    per = torch.nn.functional.cross_entropy(
+        torch.tensor(logits), torch.tensor(labels), ignore_index=-1, reduction="none"
+    ).numpy()
+    loss = gt.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)
+    got = loss(gt.constant(labels), gt.constant(logits, dtype=gt.float64), sample_weight=gt.constant(sw[:, None]))
+    np.testing.assert_allclose(_np(got), (per * sw).sum() / 3, rtol=1e-12)
+
+
+def test_a_batch_of_ignored_labels_or_no_examples_has_loss_zero_not_nan(backend):
+    """Keras divides with ``divide_no_nan``: a batch whose labels are all ``ignore_class`` (padding),
+    or an empty batch, has loss 0; gradtape gave NaN (0 / 0), and a NaN step after it."""
+    x = gt.Variable(gt.ones((2, 3), dtype=gt.float64))
+    with gt.GradientTape() as tape:
+        loss = gt.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)(gt.constant([-1, -1]), x)
+    assert float(loss) == 0.0
+    np.testing.assert_array_equal(_np(tape.gradient(loss, x)), np.zeros((2, 3)))
+    empty = gt.zeros((0, 3), dtype=gt.float64)
+    assert float(gt.losses.MeanSquaredError()(empty, empty)) == 0.0
+
+
+def test_a_loss_computes_in_the_dtype_it_was_given(backend):
+    """``MeanSquaredError(dtype="float64")`` kept the ``dtype`` and ignored it (a float32 loss of
+    float32 inputs); Keras computes the loss in it."""
+    rng = np.random.default_rng(2)
+    yt, yp = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    got = gt.losses.MeanSquaredError(dtype="float64")(
+        gt.constant(yt, dtype=gt.float32), gt.constant(yp, dtype=gt.float32)
+    )
+    assert got.dtype == gt.float64
+    want = ((yt.astype(np.float32).astype(np.float64) - yp.astype(np.float32).astype(np.float64)) ** 2).mean()
+    np.testing.assert_allclose(float(got), want, rtol=1e-14)
+    labels = gt.constant([0, 2, 1, 1])  # integer labels stay labels
+    got = gt.losses.SparseCategoricalCrossentropy(from_logits=True, dtype="float64")(
+        labels, gt.constant(yp, dtype=gt.float32)
+    )
+    assert got.dtype == gt.float64

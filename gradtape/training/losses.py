@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias
 from gradtape import nn as _nn
 from gradtape.core.dtypes import DTypeLike
 from gradtape.ops.elementwise import abs as _abs
-from gradtape.ops.elementwise import astype, clip, log, square
+from gradtape.ops.elementwise import astype, clip, log, maximum, square
 from gradtape.ops.statistical import mean
 from gradtape.ops.statistical import sum as _sum
 from gradtape.core.tensor import Tensor, TensorLike, convert_to_tensor
@@ -174,7 +174,9 @@ _REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "none", None)
 class Loss:
     """Base of the loss classes: ``loss(y_true, y_pred, sample_weight=None)`` applies the loss
     function, weights each example and reduces (``"sum_over_batch_size"``, the default, is the
-    mean; ``"sum"``; ``"none"`` keeps one loss per example)."""
+    mean, 0 for an empty batch as Keras; ``"sum"``; ``"none"`` keeps one loss per example).  With a
+    ``dtype``, predictions (and floating labels) are cast to it first, as Keras; without one the loss
+    keeps ``y_pred``'s dtype."""
 
     def __init__(
         self, name: str | None = None, reduction: Reduction = "sum_over_batch_size", dtype: DTypeLike | None = None
@@ -189,18 +191,40 @@ class Loss:
         """The per-example loss of ``y_pred`` against ``y_true``, before reduction; subclasses implement it."""
         raise NotImplementedError
 
+    def _in_dtype(self, y_true, y_pred):
+        """``y_pred`` (and floating ``y_true``; integer labels stay labels) in the loss's ``dtype``,
+        where one was given (as Keras, which computes the loss in it)."""
+        if self.dtype is None:
+            return y_true, y_pred
+        y_pred = y_pred if isinstance(y_pred, Tensor) else convert_to_tensor(y_pred)
+        y_pred = astype(y_pred, self.dtype)
+        y_true = y_true if isinstance(y_true, Tensor) else convert_to_tensor(y_true, like=y_pred)
+        if y_true.dtype.is_floating:
+            y_true = astype(y_true, self.dtype)
+        return y_true, y_pred
+
+    @staticmethod
+    def _weighted(losses, sample_weight):
+        """``losses * sample_weight``, the weights in the losses' dtype and with trailing axes of size
+        one dropped down to the losses' rank (weights of shape ``(n, 1)`` weight ``n`` losses, rather
+        than broadcasting them to ``(n, n)``)."""
+        if sample_weight is None:
+            return losses
+        w = sample_weight if isinstance(sample_weight, Tensor) else convert_to_tensor(sample_weight, like=losses)
+        if w.dtype != losses.dtype:
+            w = astype(w, losses.dtype)
+        while w.ndim > losses.ndim and w.shape[-1] == 1:
+            w = squeeze(w, axis=-1)
+        return losses * w
+
     def __call__(self, y_true: TensorLike, y_pred: TensorLike, sample_weight: TensorLike | None = None) -> Tensor:
-        losses = self.call(y_true, y_pred)
-        if sample_weight is not None:
-            w = sample_weight if isinstance(sample_weight, Tensor) else convert_to_tensor(sample_weight, like=losses)
-            if w.dtype != losses.dtype:
-                w = astype(w, losses.dtype)
-            while w.ndim > losses.ndim and w.shape[-1] == 1:
-                w = squeeze(w, axis=-1)
-            losses = losses * w
+        y_true, y_pred = self._in_dtype(y_true, y_pred)
+        losses = self._weighted(self.call(y_true, y_pred), sample_weight)
         if self.reduction in ("none", None):
             return losses
         if self.reduction == "sum":
+            return _sum(losses)
+        if losses.ndim and 0 in losses.shape:  # an empty batch: 0, as Keras' divide_no_nan (mean: NaN)
             return _sum(losses)
         return mean(losses) if losses.ndim else losses
 
@@ -303,14 +327,13 @@ class SparseCategoricalCrossentropy(_FnLoss):
         if ic is None or self.reduction != "sum_over_batch_size":
             return super().__call__(y_true, y_pred, sample_weight)
         # Keras averages over the examples that are not ignored
+        y_true, y_pred = self._in_dtype(y_true, y_pred)
         losses = self.call(y_true, y_pred)
         yt = y_true if isinstance(y_true, Tensor) else convert_to_tensor(y_true, like=losses)
         yt = yt if yt.ndim == losses.ndim else _squeeze_last(yt)
         valid = astype(not_equal(yt, int(ic)), losses.dtype)
-        if sample_weight is not None:
-            w = sample_weight if isinstance(sample_weight, Tensor) else convert_to_tensor(sample_weight, like=losses)
-            losses = losses * astype(w, losses.dtype)
-        return _sum(losses) / _sum(valid)
+        # a batch of ignored labels only: 0, as Keras' divide_no_nan (0 / 0 was NaN)
+        return _sum(self._weighted(losses, sample_weight)) / maximum(_sum(valid), 1.0)
 
 
 def _squeeze_last(t):
