@@ -113,3 +113,16 @@ def test_a_loss_computes_in_the_dtype_it_was_given(backend):
         labels, gt.constant(yp, dtype=gt.float32)
     )
     assert got.dtype == gt.float64
+
+
+def test_dropout_of_rate_one_and_noise_shape_with_none_as_keras(backend):
+    """``Dropout(1.0)`` (which the constructor accepts) raised ZeroDivisionError when training; it
+    zeroes everything, as PyTorch's.  ``noise_shape=(None, 1, 5)`` (Keras' way to share a mask
+    along an axis) failed in the random draw; a None is the input's size there."""
+    x = gt.ones((4, 3, 5), dtype=gt.float64)
+    np.testing.assert_array_equal(_np(gt.layers.Dropout(1.0)(x, training=True)), np.zeros((4, 3, 5)))
+    got = _np(gt.layers.Dropout(0.5, noise_shape=(None, 1, 5), seed=3)(x, training=True))
+    assert set(np.unique(got)) <= {0.0, 2.0} and 0 < (got == 0).sum() < got.size
+    np.testing.assert_array_equal(got, np.broadcast_to(got[:, :1, :], got.shape))  # one mask along axis 1
+    with pytest.raises(ValueError, match=r"noise_shape \(4, 1\) has 2 axes, the input 3"):
+        gt.layers.Dropout(0.5, noise_shape=(4, 1))(x, training=True)

@@ -510,7 +510,15 @@ class Dropout(Layer):
     def call(self, inputs: Tensor, training: bool = False) -> Tensor:
         if not training or self.rate == 0.0:
             return inputs
-        shape = inputs.shape if self.noise_shape is None else tuple(self.noise_shape)
+        shape = inputs.shape
+        if self.noise_shape is not None:  # (a None in it is the input's size there, as Keras)
+            if len(self.noise_shape) != inputs.ndim:
+                raise ValueError(
+                    f"Dropout {self.name!r}: noise_shape {tuple(self.noise_shape)} has {len(self.noise_shape)} "
+                    f"axes, the input {inputs.ndim} (shape {tuple(inputs.shape)}); give one size (1 to share "
+                    "the mask along it, None for the input's) per axis"
+                )
+            shape = tuple(n if s is None else s for s, n in zip(self.noise_shape, inputs.shape))
         b = inputs._b
         with _config.use_backend(b, b.device_of(inputs._v)):
             u = (
@@ -518,8 +526,8 @@ class Dropout(Layer):
                 if self._gen is not None
                 else _random.uniform(shape, dtype=inputs.dtype)
             )
-        keep = greater_equal(u, self.rate)
-        return where(keep, inputs * (1.0 / (1.0 - self.rate)), 0)
+        keep = greater_equal(u, self.rate)  # (none where rate is 1: all zeros, as PyTorch's)
+        return where(keep, inputs * (1.0 / (1.0 - self.rate) if self.rate < 1.0 else 0.0), 0)
 
 
 class Sequential(Layer):
