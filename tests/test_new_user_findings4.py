@@ -126,3 +126,33 @@ def test_dropout_of_rate_one_and_noise_shape_with_none_as_keras(backend):
     np.testing.assert_array_equal(got, np.broadcast_to(got[:, :1, :], got.shape))  # one mask along axis 1
     with pytest.raises(ValueError, match=r"noise_shape \(4, 1\) has 2 axes, the input 3"):
         gt.layers.Dropout(0.5, noise_shape=(4, 1))(x, training=True)
+
+
+class _HalfEvery(O.LearningRateSchedule):
+    def __init__(self, rate, every):
+        self.rate, self.every = rate, every
+
+    def __call__(self, step):
+        return self.rate * 0.5 ** (step // self.every)
+
+    def get_config(self):
+        return {"rate": self.rate, "every": self.every}
+
+
+@pytest.mark.parametrize(
+    "schedule", [O.ExponentialDecay(0.1, 2, 0.5, staircase=True), _HalfEvery(0.2, 3)], ids=["exponential", "custom"]
+)
+def test_an_optimizer_with_a_schedule_is_rebuilt_from_its_config(backend, schedule):
+    """``get_config``'s docstring promised ``type(opt)(**opt.get_config())`` a fresh optimizer with the
+    same settings; with a schedule it gave the schedule's bare arguments, and the constructor refused
+    them (``learning_rate should be float, or an instance of LearningRateSchedule``).  The config now
+    holds Keras' ``{"class_name", "config"}`` form, which ``from_config`` and the constructor take."""
+    opt = O.Adam(schedule, beta_1=0.8)
+    config = opt.get_config()
+    assert config["learning_rate"]["class_name"] == type(schedule).__name__
+    for again in (O.Adam.from_config(config), O.Adam(**config)):
+        assert type(again._learning_rate) is type(schedule) and again.beta_1 == 0.8
+        for step in (0, 3, 7):
+            assert again._lr_at(step) == schedule(step)
+    with pytest.raises(ValueError, match="no subclass of gt.optimizers.LearningRateSchedule has that name"):
+        O.SGD({"class_name": "NoSuchSchedule", "config": {}})

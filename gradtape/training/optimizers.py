@@ -75,6 +75,38 @@ class LearningRateSchedule:
         """The schedule's arguments, as a dict (Keras' ``get_config``)."""
         return {}
 
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> LearningRateSchedule:
+        """The schedule of ``get_config``'s dict (Keras' ``from_config``)."""
+        return cls(**config)
+
+
+def _serialize_schedule(schedule):
+    """Keras' ``serialize`` of a schedule: ``{"class_name": ..., "config": get_config()}``."""
+    return {
+        "module": "keras.optimizers.schedules",
+        "class_name": type(schedule).__name__,
+        "config": schedule.get_config(),
+        "registered_name": None,
+    }
+
+
+def _deserialize_schedule(config):
+    """The schedule of ``_serialize_schedule``'s dict: the LearningRateSchedule subclass of that name."""
+    name = config.get("class_name")
+    todo, seen = [LearningRateSchedule], []
+    while todo:
+        cls = todo.pop()
+        seen.append(cls)
+        todo.extend(cls.__subclasses__())
+    for cls in seen:
+        if cls.__name__ == name:
+            return cls.from_config(config.get("config") or {})
+    raise ValueError(
+        f"Could not interpret the learning rate schedule {name!r}: no subclass of "
+        "gt.optimizers.LearningRateSchedule has that name (define or import it first)"
+    )
+
 
 class ExponentialDecay(LearningRateSchedule):
     """``initial_learning_rate * decay_rate ** (step / decay_steps)`` (floored with ``staircase``)."""
@@ -223,6 +255,8 @@ class Optimizer:
     def _check_lr(lr):
         if isinstance(lr, LearningRateSchedule) or callable(lr):
             return lr
+        if isinstance(lr, dict) and "class_name" in lr:  # a schedule, as get_config gives it
+            return _deserialize_schedule(lr)
         if isinstance(lr, Tensor):
             lr = float(lr)
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) and not hasattr(lr, "__float__"):
@@ -568,17 +602,24 @@ class Optimizer:
         var.assign_sub(_tensor(native, var))
 
     def get_config(self) -> dict[str, Any]:
-        """The hyperparameters, as a dict (Keras' ``get_config``): ``type(opt)(**opt.get_config())`` makes a fresh
-        optimizer with the same settings."""
+        """The hyperparameters, as a dict (Keras' ``get_config``; a schedule in Keras' form, ``{"class_name":
+        ..., "config": ...}``): ``type(opt).from_config(opt.get_config())``, or ``type(opt)(**opt.get_config())``,
+        makes a fresh optimizer with the same settings."""
         lr = self._learning_rate
         return {
             "name": self.name,
-            "learning_rate": lr.get_config() if isinstance(lr, LearningRateSchedule) else lr,
+            # (Keras' form of a schedule: what ``learning_rate=`` and ``from_config`` take back)
+            "learning_rate": _serialize_schedule(lr) if isinstance(lr, LearningRateSchedule) else lr,
             "weight_decay": self.weight_decay,
             "clipnorm": self.clipnorm,
             "clipvalue": self.clipvalue,
             "global_clipnorm": self.global_clipnorm,
         }
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Optimizer:
+        """An optimizer of ``get_config``'s dict (Keras' ``from_config``)."""
+        return cls(**config)
 
     def __repr__(self) -> str:
         return f"<gt.optimizers.{type(self).__name__} name={self.name!r} iterations={int(self.iterations)}>"
