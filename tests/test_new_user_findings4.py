@@ -156,3 +156,31 @@ def test_an_optimizer_with_a_schedule_is_rebuilt_from_its_config(backend, schedu
             assert again._lr_at(step) == schedule(step)
     with pytest.raises(ValueError, match="no subclass of gt.optimizers.LearningRateSchedule has that name"):
         O.SGD({"class_name": "NoSuchSchedule", "config": {}})
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: O.Adam(0.01), lambda: O.AdamW(0.01), lambda: O.RMSprop(), lambda: O.Adagrad()]
+)
+def test_adaptive_optimizers_refuse_complex_variables(backend, make):
+    """Adam, RMSprop and Adagrad squared a complex gradient as ``g * g`` (not a magnitude): steps unlike
+    PyTorch's (which treats the parts as two reals) by 3e-2 after three steps, and NaN with AMSGrad.
+    Refused now, naming the way out; SGD's rule (PyTorch's on complex parameters) still runs."""
+    z = np.array([1 + 2j, -0.5 + 0.3j])
+    w = gt.Variable(gt.constant(z, dtype=gt.complex128), name="z")
+    opt = make()
+    with pytest.raises(ValueError, match=r"'z:0' is complex128; \w+'s update rule is defined for real variables only"):
+        opt.apply_gradients([(gt.constant(z, dtype=gt.complex128), w)])
+    np.testing.assert_array_equal(_np(w), z)
+
+
+@pytest.mark.parametrize("kind", ["clipnorm", "global_clipnorm"])
+def test_clipping_a_complex_gradient_by_norm_uses_its_magnitude(backend, kind):
+    """``clipnorm`` summed ``g * g`` for a complex ``g`` (a complex "norm": wrong steps, silently); the
+    norm is ``sqrt(sum |g|^2)``, as torch.nn.utils.clip_grad_norm_.  ``clipvalue`` of a complex
+    gradient (undefined; torch.clamp refuses it) zeroed the imaginary parts; it is refused."""
+    z, g = np.array([1 + 2j, -0.5 + 0.3j]), np.array([3 + 4j, 0 - 12j])
+    w = gt.Variable(gt.constant(z, dtype=gt.complex128))
+    O.SGD(0.5, **{kind: 1.0}).apply_gradients([(gt.constant(g, dtype=gt.complex128), w)])
+    np.testing.assert_allclose(_np(w), z - 0.5 * g / 13.0, rtol=1e-14)
+    with pytest.raises(ValueError, match="clipvalue is defined for real variables only"):
+        O.SGD(0.5, clipvalue=1.0).apply_gradients([(gt.constant(g, dtype=gt.complex128), w)])

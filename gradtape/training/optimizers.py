@@ -24,6 +24,8 @@ Keras takes any number there; gradtape refuses, with a ``ValueError``, those tha
 empty or the wrong way (PyTorch's bounds): ``beta_1`` and ``beta_2`` outside ``[0, 1)``, ``rho``
 outside ``[0, 1]``, a negative ``momentum``, ``epsilon``, ``weight_decay``, clipping bound or initial
 accumulator; and variables that are not floating-point or complex (an integer step truncates to 0).
+Complex variables take SGD's rule only (PyTorch's steps; ``clipnorm`` clips ``sqrt(sum |g|^2)``):
+Adam's, RMSprop's and Adagrad's ``g * g`` is no magnitude there, and ``clipvalue`` has no meaning.
 
 ``apply`` never reads a tensor's value into Python, so a step can be traced (``gt.function``): the
 step count, a schedule's learning rate, Adam's bias correction and the clipping factors are native
@@ -194,6 +196,7 @@ class Optimizer:
     """
 
     _slot_names: tuple = ()
+    _complex_ok = False  # whether update_step's rule holds for complex variables (SGD's)
 
     def __init__(
         self,
@@ -447,6 +450,15 @@ class Optimizer:
                     f"{type(v).__name__}; wrap the value in gt.Variable(...) (apply_gradients "
                     "takes (gradient, variable) pairs, in that order)"
                 )
+            if v.dtype.is_complex and (not self._complex_ok or self.clipvalue is not None):
+                # Adam's, RMSprop's and Adagrad's g * g of a complex g is not a square magnitude (the
+                # steps were wrong, AMSGrad's NaN); clipping a complex number by value is undefined
+                what = "clipvalue" if self._complex_ok else f"{type(self).__name__}'s update rule"
+                raise ValueError(
+                    f"{type(self).__name__}.apply: the variable {v.name!r} is {v.dtype.name}; {what} is defined "
+                    "for real variables only. Keep the real and imaginary parts as two float variables "
+                    "(PyTorch's view_as_real), or use SGD (without clipvalue; clipnorm clips |g|)"
+                )
             if not (v.dtype.is_floating or v.dtype.is_complex):
                 # (an integer step ``lr * g`` truncates to 0: SGD left the variable as it was, silently)
                 raise ValueError(
@@ -564,7 +576,7 @@ class Optimizer:
             out = []
             for g, v in zip(grads, variables):
                 xp = v._b.xp
-                out.append(g * (c / xp.maximum(xp.sqrt(xp.sum(g * g)), c)))
+                out.append(g * (c / xp.maximum(xp.sqrt(_sum_of_squares(g, v)), c)))
             grads = out
         if self.global_clipnorm is not None:
             c = float(self.global_clipnorm)
@@ -572,7 +584,7 @@ class Optimizer:
             device0 = b0.device_of(grads[0])
             total = None
             for g, v in zip(grads, variables):
-                s = _onto(v._b.xp.sum(g * g), v._b, b0, device0)
+                s = _onto(_sum_of_squares(g, v), v._b, b0, device0)
                 total = s if total is None else total + s
             scale = c / b0.xp.maximum(b0.xp.sqrt(total), c)
             out = []
@@ -644,6 +656,12 @@ def _restore_deferred_slots(optimizer, var, slots):
     entry[1](slots)
 
 
+def _sum_of_squares(g, var):
+    """``sum(|g|^2)`` of the native gradient of ``var`` (real for a complex one: ``g * g`` is not)."""
+    xp = var._b.xp
+    return xp.sum(xp.real(g * xp.conj(g)) if var.dtype.is_complex else g * g)
+
+
 def _check_range(who, name, value, low, high, high_open=False, why=""):
     """``value`` as a float, or a ValueError (Keras' wording) when it lies outside ``[low, high]``
     (``[low, high)`` with ``high_open``; ``high`` None: no upper bound)."""
@@ -669,6 +687,8 @@ def _unsupported(what):
 # ---------------------------------------------------------------------------------------- optimizers
 class SGD(Optimizer):
     """Gradient descent with optional (Nesterov) momentum, as Keras 3's ``SGD``."""
+
+    _complex_ok = True  # (PyTorch's steps on complex parameters)
 
     def __init__(
         self,
