@@ -184,3 +184,17 @@ def test_clipping_a_complex_gradient_by_norm_uses_its_magnitude(backend, kind):
     np.testing.assert_allclose(_np(w), z - 0.5 * g / 13.0, rtol=1e-14)
     with pytest.raises(ValueError, match="clipvalue is defined for real variables only"):
         O.SGD(0.5, clipvalue=1.0).apply_gradients([(gt.constant(g, dtype=gt.complex128), w)])
+
+
+def test_exponential_decay_refuses_a_negative_rate(backend):
+    """``ExponentialDecay(0.1, 10, -0.5)``: ``(-0.5) ** (step / 10)`` is NaN in a step (the variables
+    became NaN, silently) and complex in Python (``learning_rate`` raised float()'s TypeError)."""
+    with pytest.raises(ValueError, match=r"ExponentialDecay: `decay_rate` must be >= 0.0. Received: decay_rate=-0.5"):
+        O.ExponentialDecay(0.1, 10, -0.5)
+    with pytest.raises(ValueError, match=r"`initial_learning_rate` must be >= 0.0"):
+        O.ExponentialDecay(-0.1, 10, 0.5)
+    v = gt.Variable(gt.constant([1.0, 2.0], dtype=gt.float64))
+    opt = O.SGD(O.ExponentialDecay(0.1, 2, 0.5))  # a valid one still steps as its formula says
+    for _ in range(3):
+        opt.apply_gradients([(gt.constant([1.0, 1.0], dtype=gt.float64), v)])
+    np.testing.assert_allclose(_np(v), np.array([1.0, 2.0]) - sum(0.1 * 0.5 ** (k / 2) for k in range(3)), rtol=1e-14)

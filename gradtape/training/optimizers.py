@@ -123,8 +123,11 @@ class ExponentialDecay(LearningRateSchedule):
     ) -> None:
         if decay_steps <= 0:
             raise ValueError(f"decay_steps must be positive, got {decay_steps}")
-        self.initial_learning_rate = float(initial_learning_rate)
-        self.decay_steps, self.decay_rate, self.staircase = decay_steps, float(decay_rate), staircase
+        # (a negative rate to a fractional power is NaN: the variables stepped to NaN, silently)
+        who = "ExponentialDecay"
+        self.initial_learning_rate = _check_range(who, "initial_learning_rate", initial_learning_rate, 0.0, None)
+        self.decay_rate = _check_range(who, "decay_rate", decay_rate, 0.0, None)
+        self.decay_steps, self.staircase = decay_steps, staircase
 
     def __call__(self, step: int | Tensor) -> float | Tensor:
         if isinstance(step, Tensor):  # in float64, as the Python floats below
