@@ -198,3 +198,16 @@ def test_exponential_decay_refuses_a_negative_rate(backend):
     for _ in range(3):
         opt.apply_gradients([(gt.constant([1.0, 1.0], dtype=gt.float64), v)])
     np.testing.assert_allclose(_np(v), np.array([1.0, 2.0]) - sum(0.1 * 0.5 ** (k / 2) for k in range(3)), rtol=1e-14)
+
+
+def test_exclude_from_weight_decay_takes_keras_patterns(backend):
+    """Keras matches ``var_names`` with ``re.search`` (``"bias$"``, ``"norm|bias"``); gradtape looked for
+    the pattern as a plain substring, so such a pattern excluded nothing and the biases decayed, silently."""
+    w = gt.Variable(gt.constant([1.0, 1.0], dtype=gt.float64), name="dense/kernel")
+    b = gt.Variable(gt.constant([1.0, 1.0], dtype=gt.float64), name="dense/bias")
+    opt = O.AdamW(0.1, weight_decay=0.5)
+    opt.exclude_from_weight_decay(var_names=["bias:0$|norm"])
+    zero = gt.zeros((2,), dtype=gt.float64)
+    opt.apply_gradients([(zero, w), (zero, b)])  # a zero gradient: only the decay moves a variable
+    np.testing.assert_allclose(_np(w), [0.95, 0.95], rtol=1e-14)
+    np.testing.assert_array_equal(_np(b), [1.0, 1.0])

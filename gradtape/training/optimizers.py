@@ -38,6 +38,7 @@ cancels).  A constant learning rate stays a Python float.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import warnings
 import weakref
@@ -402,14 +403,18 @@ class Optimizer:
     def exclude_from_weight_decay(
         self, var_list: Iterable[Variable] | None = None, var_names: Iterable[str] | None = None
     ) -> None:
-        """Variables (or variables whose names contain one of ``var_names``) that weight decay skips."""
+        """Variables (or variables whose names match one of ``var_names``, regular expressions searched
+        for in the name as Keras: ``"bias"``, ``"bias:0$"``, ``"norm|bias"``) that weight decay skips."""
         self._exclude_ids.update((id(v), v) for v in var_list or ())
-        self._exclude_names = tuple(self._exclude_names) + tuple(var_names or ())
+        names = tuple(var_names or ())
+        for n in names:
+            re.compile(n)  # (a malformed pattern is re.error here, not at the first apply)
+        self._exclude_names = tuple(self._exclude_names) + names
 
     def _use_weight_decay(self, var):
         if id(var) in self._exclude_ids:
             return False
-        return not any(n in var.name for n in self._exclude_names)
+        return not any(re.search(n, var.name) for n in self._exclude_names)
 
     # ------------------------------------------------------------------ applying
     def apply_gradients(
