@@ -1,0 +1,51 @@
+"""What a fifth newcomer porting NumPy / TensorFlow code met (the ``newuser5`` brief): numbers that were
+silently wrong or backend-dependent.  Each test fails on the code before its fix, and runs on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+
+
+@pytest.mark.parametrize(
+    "draw, error, says",
+    [
+        # int() truncated the bounds: uniform(2.5, 7.9, int32) drew from [2, 7), silently
+        (lambda: gt.random.uniform((4,), 2.5, 7.9, dtype=gt.int32, seed=1), TypeError, r"minval must be an integer"),
+        # a bound beyond the dtype wrapped around: uint8 draws below 300 were any of 0..255
+        (lambda: gt.random.uniform((4,), 0, 300, dtype=gt.uint8, seed=1), ValueError, r"300\) do not fit dtype uint8"),
+        (lambda: gt.random.uniform((4,), 0, 2**40, dtype=gt.int32, seed=1), ValueError, r"do not fit dtype int32"),
+        (lambda: gt.random.Generator.from_seed(1).uniform((4,), -1, 5, dtype=gt.uint8), ValueError, r"do not fit"),
+        # a seed with a fractional part was truncated: seed=1.5 gave seed=1's numbers
+        (lambda: gt.random.uniform((2,), seed=1.5), TypeError, r"seed must be an integer, got 1\.5"),
+        (lambda: gt.random.Generator.from_seed(2.5), TypeError, r"^Generator\.from_seed: seed must be an integer"),
+        (lambda: gt.random.categorical([[0.0, 0.0]], 2.5, seed=1), TypeError, r"^categorical: num_samples"),
+        # tf.random.categorical's dtype is an integer one; float32 class indices were returned
+        (lambda: gt.random.categorical([[0.0, 0.0]], 3, dtype=gt.float32, seed=1), ValueError, r"integer dtype"),
+        # NaN logits drew class 0 every time; a row of -inf drew class 0 (a class of probability 0)
+        (lambda: gt.random.categorical([[0.0, 1.0], [np.nan, 0.0]], 5, seed=1), ValueError, r"row 1 of logits"),
+        (lambda: gt.random.categorical([[-np.inf, -np.inf]], 5, seed=1), ValueError, r"row 0 of logits"),
+    ],
+)
+def test_a_random_draw_refuses_what_it_would_change_silently(backend, draw, error, says):
+    with pytest.raises(error, match=says):
+        draw()
+
+
+def test_a_random_draw_within_its_bounds_is_unchanged(backend):
+    """The fixed calls still draw: integral bounds of any type, the full range of a dtype (``maxval``
+    is exclusive), integral seeds written as floats, TF's categorical with a row holding -inf."""
+    u = gt.random.uniform((1000,), 0, 256.0, dtype=gt.uint8, seed=3)
+    assert u.dtype == gt.uint8
+    v = np.asarray(u.numpy())
+    assert v.min() >= 0 and v.max() <= 255 and v.max() > 200
+    i = np.asarray(gt.random.uniform((1000,), np.int64(-3), 4, dtype=gt.int32, seed=3).numpy())
+    assert set(np.unique(i)) == set(range(-3, 4))
+    np.testing.assert_array_equal(
+        np.asarray(gt.random.normal((3,), seed=2.0).numpy()), np.asarray(gt.random.normal((3,), seed=2).numpy())
+    )
+    c = np.asarray(gt.random.categorical([[-np.inf, 0.0, -np.inf]], 50, dtype=gt.int32, seed=1).numpy())
+    assert c.dtype == np.int32
+    np.testing.assert_array_equal(c, np.ones((1, 50)))
