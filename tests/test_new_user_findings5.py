@@ -49,3 +49,35 @@ def test_a_random_draw_within_its_bounds_is_unchanged(backend):
     c = np.asarray(gt.random.categorical([[-np.inf, 0.0, -np.inf]], 50, dtype=gt.int32, seed=1).numpy())
     assert c.dtype == np.int32
     np.testing.assert_array_equal(c, np.ones((1, 50)))
+
+
+_EDGES = np.array([0.0, -0.0, -1.0, -2.0, -2.5, 0.5, 3.0, 1e-300, np.inf, -np.inf, np.nan])
+
+
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        # torch's gamma(+-0) was NaN (SciPy's: +-inf)
+        ("gamma", lambda sp, x: sp.gamma(x)),
+        # torch's and JAX's gammaln(-inf) was inf (SciPy's: -inf)
+        ("gammaln", lambda sp, x: sp.gammaln(x)),
+        # JAX's digamma(+-0) was NaN (SciPy's: -+inf)
+        ("psi", lambda sp, x: sp.psi(x)),
+        ("polygamma0", lambda sp, x: sp.polygamma(0, x)),
+        # torch's polygamma(1, -1) was 6.6e32 and polygamma(1, -inf) NaN; JAX's polygamma(1, inf) NaN
+        ("polygamma1", lambda sp, x: sp.polygamma(1, x)),
+        ("polygamma2", lambda sp, x: sp.polygamma(2, x)),
+        ("polygamma3", lambda sp, x: sp.polygamma(3, x)),
+        # JAX's rel_entr(x, nan), rel_entr(nan, y) were inf, rel_entr(inf, 1) NaN (SciPy's: nan, nan, inf)
+        ("rel_entr", lambda sp, x: sp.rel_entr(x, (np if isinstance(x, np.ndarray) else gt).flip(x))),
+        ("rel_entr_inf", lambda sp, x: sp.rel_entr(x, (np if isinstance(x, np.ndarray) else gt).ones_like(x))),
+    ],
+)
+def test_a_special_function_at_its_edges_is_scipys_on_every_backend(backend, name, call):
+    """gt.special documents SciPy's functions: at poles, infinities and NaN each backend's own function
+    gave its library's number, not SciPy's."""
+    sc = pytest.importorskip("scipy.special", reason="SciPy gives the reference values")
+    got = np.asarray(call(gt.special, gt.constant(_EDGES, dtype=gt.float64)).numpy())
+    with np.errstate(all="ignore"):
+        want = call(sc, _EDGES)
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=0)  # (torch.special.polygamma: 3e-10)
