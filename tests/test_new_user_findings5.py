@@ -81,3 +81,40 @@ def test_a_special_function_at_its_edges_is_scipys_on_every_backend(backend, nam
     with np.errstate(all="ignore"):
         want = call(sc, _EDGES)
     np.testing.assert_allclose(got, want, rtol=1e-8, atol=0)  # (torch.special.polygamma: 3e-10)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: gt.var(x, axis=-1, correction=2),  # NumPy / torch: inf; JAX / dask: NaN
+        lambda x: gt.std(x, axis=-1, correction=3),  # dask: inf
+        lambda x: gt.var(x, correction=4),
+        lambda x: gt.nanvar(x, axis=-1, ddof=2),  # NumPy: NaN; the others: inf
+        lambda x: gt.nanstd(x, ddof=5),
+    ],
+)
+def test_a_variance_without_degrees_of_freedom_is_nan_on_every_backend(backend, call):
+    """The Array API's special case (and NumPy's nanvar): ``N - correction <= 0`` gives NaN; each
+    library gave its own of inf and NaN.  Its gradient is NaN, not ``2e300 (x - mean)``."""
+    x = gt.constant([[1.0, 2.0], [3.0, 5.0]], dtype=gt.float64)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = call(x)
+    assert np.isnan(np.asarray(y.numpy())).all()
+    assert np.isnan(np.asarray(tape.gradient(y, x).numpy())).all()
+
+
+def test_a_fractional_correction_is_numpys_on_every_backend(backend):
+    """torch's std took no fractional correction (a NotImplementedError); var, std and their
+    gradients with ``correction=1.5`` are NumPy's and JAX's."""
+    jax = pytest.importorskip("jax", reason="jax gives the reference gradient")
+    jax.config.update("jax_enable_x64", True)  # (as gradtape's jax backend sets it)
+    v = np.array([[1.0, 2.0, 4.0], [3.0, 5.0, 11.0]])
+    x = gt.constant(v, dtype=gt.float64)
+    for gt_f, np_f in ((gt.var, np.var), (gt.std, np.std)):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.sum(gt_f(x, axis=1, correction=1.5))
+        np.testing.assert_allclose(np.asarray(y.numpy()), np_f(v, axis=1, ddof=1.5).sum(), rtol=1e-12)
+        want = jax.grad(lambda a, f=np_f: getattr(jax.numpy, f.__name__)(a, axis=1, ddof=1.5).sum())(v)
+        np.testing.assert_allclose(np.asarray(tape.gradient(y, x).numpy()), np.asarray(want), rtol=1e-12)
