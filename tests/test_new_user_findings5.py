@@ -3,6 +3,8 @@ silently wrong or backend-dependent.  Each test fails on the code before its fix
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -118,3 +120,14 @@ def test_a_fractional_correction_is_numpys_on_every_backend(backend):
         np.testing.assert_allclose(np.asarray(y.numpy()), np_f(v, axis=1, ddof=1.5).sum(), rtol=1e-12)
         want = jax.grad(lambda a, f=np_f: getattr(jax.numpy, f.__name__)(a, axis=1, ddof=1.5).sum())(v)
         np.testing.assert_allclose(np.asarray(tape.gradient(y, x).numpy()), np.asarray(want), rtol=1e-12)
+
+
+@pytest.mark.parametrize("ord", [math.inf, 2, 1, 0, -1, -0.5])
+@pytest.mark.parametrize("shape, kw", [((0,), {}), ((2, 0), {"axis": 1}), ((2, 0), {"axis": 1, "keepdims": True})])
+def test_a_vector_norm_of_no_elements_is_numpys_on_every_backend(backend, ord, shape, kw):
+    """``vector_norm`` over an empty axis: 0 (``inf``, ``p >= 0``) or inf (``p < 0``), as NumPy's and
+    JAX's; torch raised a ValueError for ``inf`` and every ``p < 0``."""
+    got = gt.linalg.vector_norm(gt.zeros(shape, dtype=gt.float64), ord=ord, **kw)
+    with np.errstate(divide="ignore"):
+        want = np.linalg.vector_norm(np.zeros(shape), ord=ord, **kw)
+    np.testing.assert_array_equal(np.asarray(got.numpy()), want)
