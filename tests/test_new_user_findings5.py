@@ -131,3 +131,18 @@ def test_a_vector_norm_of_no_elements_is_numpys_on_every_backend(backend, ord, s
     with np.errstate(divide="ignore"):
         want = np.linalg.vector_norm(np.zeros(shape), ord=ord, **kw)
     np.testing.assert_array_equal(np.asarray(got.numpy()), want)
+
+
+def test_clip_of_integers_takes_integer_bounds_on_every_backend(backend):
+    """``gt.clip(int tensor, 2.5, 7.5)`` was ``[2, 5, 7]`` int64 on NumPy, ``[2.5, 5, 7.5]`` float32 on
+    torch and JAX, a TypeError on array_api_strict; integral float bounds gave floats on torch and JAX."""
+    x = gt.constant([1, 5, 9])
+    with pytest.raises(TypeError, match=r"^clip: min=2\.5 is no integer, and x is int64.*gt\.astype"):
+        gt.clip(x, 2.5, 7.5)
+    with pytest.raises(TypeError, match=r"^clip: max=inf"):
+        gt.clip(x, None, math.inf)
+    for lo, hi in ((2.0, 7.0), (2, 7), (np.float64(2.0), 7)):
+        y = gt.clip(x, lo, hi)
+        assert y.dtype == gt.int64
+        np.testing.assert_array_equal(np.asarray(y.numpy()), [2, 5, 7])
+    np.testing.assert_allclose(np.asarray(gt.clip(gt.astype(x, gt.float32), 2.5, 7.5).numpy()), [2.5, 5.0, 7.5])
