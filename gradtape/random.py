@@ -34,6 +34,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.backends.tracing import host_draw
+from gradtape.ops.creation import _size
 from gradtape.ops.random import Stream, draw, emit, float_dtype, int_or_float_dtype, per_example
 from gradtape.core.dtypes import DTypeLike
 from gradtape.core.tensor import ShapeLike, Tensor, TensorLike, convert_to_tensor
@@ -62,13 +63,14 @@ class Generator:
 
     def __init__(self, seed: int | None = None, *, alg: Any = None) -> None:
         self._lock = threading.Lock()
+        seed = None if seed is None else _size(seed, "gt.random.Generator", "seed")
         self._stream = Stream(seed)
         self._seed = seed
 
     @classmethod
     def from_seed(cls, seed: int, alg: Any = None) -> Generator:
         """A generator whose sequence is fixed by the integer ``seed``."""
-        return cls(int(seed))
+        return cls(_size(seed, "Generator.from_seed", "seed"))
 
     @classmethod
     def from_non_deterministic_state(cls, alg: Any = None) -> Generator:
@@ -77,14 +79,15 @@ class Generator:
 
     def reset_from_seed(self, seed: int) -> None:
         """Restart this generator's sequence from ``seed``."""
+        seed = _size(seed, "Generator.reset_from_seed", "seed")
         with self._lock:
-            self._stream = Stream(int(seed))
-            self._seed = int(seed)
+            self._stream = Stream(seed)
+            self._seed = seed
 
     def split(self, count: int = 1) -> list[Generator]:
         """``count`` new, independent generators (their seeds drawn from this one)."""
         with self._lock:
-            seeds = self._stream.gen.integers(0, 2**63 - 1, size=int(count))
+            seeds = self._stream.gen.integers(0, 2**63 - 1, size=_size(count, "Generator.split", "count"))
         return [Generator(int(s)) for s in seeds]
 
     def normal(
@@ -132,7 +135,7 @@ class Generator:
         """Uniform samples in ``[minval, maxval)`` (``maxval`` defaults to 1 for floating dtypes
         and must be given for integer ones, as TF)."""
         d = int_or_float_dtype(dtype, "Generator.uniform")
-        maxval = _check_maxval(maxval, d)
+        minval, maxval = _bounds(minval, maxval, d, "Generator.uniform")
         shape, layout = per_example(shape, "uniform", device)
         arr = host_draw(self._draw, "uniform", shape, minval, maxval, d)
         return emit(arr, d, device, layout=layout)
@@ -171,12 +174,26 @@ class Generator:
         return f"<gt.random.Generator seed={self._seed}>"
 
 
-def _check_maxval(maxval, d):
+def _bounds(minval, maxval, d, what):
+    """``(minval, maxval)`` of a uniform draw of dtype ``d``: ``maxval`` defaults to 1 for floating
+    dtypes and must be given for integer ones (as TF).  An integer dtype's bounds are integers its
+    values can reach (``[minval, maxval)``): a bound with a fractional part is a TypeError and one
+    beyond the dtype a ValueError, as TF's conversion of the bounds to ``dtype`` (``int()`` truncated
+    2.5 to 2, and ``uint8`` draws below 300 wrapped around, silently)."""
     if maxval is None:
         if d.is_integer:
-            raise ValueError(f"uniform: must specify maxval for integer dtype {d}")
-        return 1.0
-    return maxval
+            raise ValueError(f"{what}: must specify maxval for integer dtype {d}")
+        return minval, 1.0
+    if not d.is_integer:
+        return minval, maxval
+    lo, hi = _size(minval, what, "minval"), _size(maxval, what, "maxval")
+    info = np.iinfo(np.dtype(d.name))
+    if lo < info.min or hi - 1 > info.max:
+        raise ValueError(
+            f"{what}: the bounds [{lo}, {hi}) do not fit dtype {d} (its values are {info.min} to "
+            f"{info.max}); give bounds within them or a wider dtype"
+        )
+    return lo, hi
 
 
 # ---------------------------------------------------------------------------------- global state
@@ -196,7 +213,7 @@ def set_seed(seed: int | None) -> None:
             _global._stream = Stream(None)
             _global._seed = None
         else:
-            _global_seed = int(seed)
+            _global_seed = _size(seed, "set_seed", "seed")
             _global.reset_from_seed(_global_seed)
 
 
@@ -223,7 +240,7 @@ def _stream_for(seed):
     """The stream for one call: a fresh one for an op seed (stateless), else the global one."""
     if seed is None:
         return None
-    seed = int(seed)
+    seed = _size(seed, "gt.random", "seed")
     if _global_seed is None:
         return Stream(seed)
     return Stream([_global_seed, seed])
@@ -285,7 +302,7 @@ def uniform(
     """Uniform samples in ``[minval, maxval)`` (as ``tf.random.uniform``): floats by default, with
     ``maxval`` defaulting to 1; integer dtypes need ``maxval``."""
     d = int_or_float_dtype(dtype, "uniform")
-    maxval = _check_maxval(maxval, d)
+    minval, maxval = _bounds(minval, maxval, d, "uniform")
     shape, layout = per_example(shape, "uniform", device)
     return emit(host_draw(_draw, seed, "uniform", shape, minval, maxval, d), d, device, layout=layout)
 
@@ -318,7 +335,16 @@ def categorical(
     # sampling has no gradient (as tf.random.categorical): read the values without a leak warning
     lg = np.asarray(logits._b.to_numpy(logits._v), dtype=np.float64)
     batch, n = lg.shape
-    g = host_draw(_draw, seed, "gumbel", (batch, int(num_samples), n))
-    out = np.argmax(lg[:, None, :] + g, axis=-1)
+    num_samples = _size(num_samples, "categorical", "num_samples")
     d = _dt.int64 if dtype is None else _dt.as_dtype(dtype)
+    if not d.is_integer or n - 1 > np.iinfo(np.dtype(d.name)).max:
+        raise ValueError(f"categorical: dtype must be an integer dtype that holds {n} classes (int32, int64), got {d}")
+    bad = np.isnan(lg).any(axis=1) | (lg == -np.inf).all(axis=1)
+    if bad.any():
+        raise ValueError(
+            f"categorical: row {int(np.argmax(bad))} of logits is NaN or all -inf: it is no distribution "
+            "to draw from; check the logits for NaN or give a row a finite logit"
+        )
+    g = host_draw(_draw, seed, "gumbel", (batch, num_samples, n))
+    out = np.argmax(lg[:, None, :] + g, axis=-1)
     return emit(out, d, device=logits._b.device_of(logits._v), backend=logits._b)

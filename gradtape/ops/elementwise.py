@@ -704,9 +704,25 @@ _clip = defop(
 
 @public(_clip)
 def clip(x, /, min=None, max=None):
-    """Clamp each element to ``[min, max]``; the gradient passes where ``min <= x <= max``."""
+    """Clamp each element to ``[min, max]``; the gradient passes where ``min <= x <= max``.  An integer
+    ``x`` takes integer bounds: a Python float bound with a fractional part is a TypeError (NumPy
+    truncated it and kept the integers, torch and JAX returned floats), an integral one is an int."""
+    if isinstance(x, Tensor) and x.dtype.kind in "iub":
+        min, max = (_integer_bound(b, x.dtype, w) for b, w in ((min, "min"), (max, "max")))
     args = [x] + [b for b in (min, max) if b is not None]
     return apply(_clip, tuple(args), {"has_min": min is not None, "has_max": max is not None})
+
+
+def _integer_bound(b, dtype, what):
+    """A bound of ``clip`` of an integer tensor: a Python float as an int where it is integral."""
+    if not isinstance(b, float):
+        return b
+    if b != b or b in (math.inf, -math.inf) or b != int(b):
+        raise TypeError(
+            f"clip: {what}={b!r} is no integer, and x is {dtype}: give an integer bound, or cast x to a "
+            "floating dtype first (gt.astype(x, gt.float32)) to clip to fractional bounds"
+        )
+    return int(b)
 
 
 @_clip.gradient

@@ -895,6 +895,11 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 
 
 def _vector_norm_forward(xp, x, *, axis=None, axes=None, keepdims=False, ord=2):
+    if ord != -math.inf and axes is not None and any(x.shape[a] == 0 for a in axes):
+        # a norm of no elements, as NumPy's and JAX's (torch raised a ValueError for inf and p < 0):
+        # 0, and (sum of no |x_i|^p)^(1/p) = inf for p < 0; the 1-norm, 0, is one every library reduces
+        zero = xp.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=1)
+        return zero + math.inf if ord < 0 else zero
     return xp.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
 
 

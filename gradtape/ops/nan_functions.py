@@ -234,7 +234,10 @@ def _centred(xp, x, axis):
 def _nanvar_forward(xp, x, *, axis, ddof, keepdims):
     c = _centred(xp, x, axis)
     n = _valid(xp, x, axis, keepdims) - ddof
-    return xp.sum(c * c, axis=axis, keepdims=keepdims) / xp.where(n > 0, n, xp.zeros_like(n))
+    # NaN where no degrees of freedom are left, as NumPy's nanvar (dividing by 0 gave inf elsewhere)
+    ok = n > 0
+    v = xp.sum(c * c, axis=axis, keepdims=keepdims) / xp.where(ok, n, xp.ones_like(n))
+    return xp.where(ok, v, xp.full_like(v, math.nan))
 
 
 def _nanstd_forward(xp, x, *, axis, ddof, keepdims):
@@ -292,8 +295,12 @@ def _nan_centred(xp, x, axes):
 @_nanvar.gradient
 def _nanvar_grad(xp, op, grad):
     """d nanvar = 2 (x - nanmean(x)) / (n - ddof) dx over the non-NaN entries."""
-    c, n = _nan_centred(xp, op.inputs[0], op.attrs["axis"])
-    return xp.multiply_no_nan(c * (2.0 / (n - op.attrs["ddof"])), _unreduce(xp, grad, op))
+    x = op.inputs[0]
+    c, n = _nan_centred(xp, x, op.attrs["axis"])
+    dof = n - op.attrs["ddof"]
+    ok = dof > 0  # (else the variance is NaN, and so is its gradient at the non-NaN entries, not +-inf)
+    d = xp.where(ok, c * (2.0 / xp.where(ok, dof, 1.0)), xp.where(xp.isnan(x), 0.0, xp.full_like(x, math.nan)))
+    return xp.multiply_no_nan(d, _unreduce(xp, grad, op))
 
 
 @_nanstd.gradient

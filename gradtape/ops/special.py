@@ -22,6 +22,9 @@ SciPy's for NumPy's arrays, ``torch.special``, ``jax.scipy.special``); else, whe
 what it is made of, a composition (``erfcinv`` from ``ndtri``, ``betaln`` from ``gammaln`` with SciPy's
 values at the poles); else SciPy on the host copies (dask, array_api_strict, CuPy), as for complex
 inputs, which the libraries' special functions do not take.  ``sinc`` falls back on its Array API form.
+At the edges where a library's own function gives another number than SciPy's (torch's ``gamma(+-0)``
+NaN, JAX's ``digamma(+-0)`` NaN, ``polygamma`` at poles and +-inf, ``rel_entr`` of NaN, ``gammaln(-inf)``),
+the forward puts SciPy's there (``edges=``: one ``where`` per edge), so every backend gives SciPy's numbers.
 
 The rest of SciPy's list (``bdtr``, ``betainc``, ``gammainc``, ``j0``, ``k0``, ``zeta``, ... about 70
 functions) is not provided yet: SciPy then computes them through NumPy and the result is constant to
@@ -126,16 +129,18 @@ def _real(backend, xs):
     return True
 
 
-def _forward(name, derive=None):
+def _forward(name, derive=None, edges=None):
     """``forward(backend, *xs)``: the library's own ``scipy.special.<name>``
     (``backend.special_function``), else ``derive(backend, *xs)`` where that gives a value (a
-    composition of the library's other special functions), else SciPy's on the host."""
+    composition of the library's other special functions), else SciPy's on the host.  ``edges(xp,
+    out, *xs)`` puts SciPy's values where a library's own function gives others (poles, infinities,
+    NaN: see :func:`_at`)."""
 
     def forward(backend, *xs):
         if _real(backend, xs):
             f = backend.special_function(name)
             if f is not None:
-                return f(*xs)
+                return f(*xs) if edges is None else edges(backend.xp, f(*xs), *xs)
             if derive is not None:
                 out = derive(backend, *xs)
                 if out is not None:
@@ -144,6 +149,48 @@ def _forward(name, derive=None):
 
     forward.__name__ = f"_{name}_forward"
     return forward
+
+
+def _at(xp, where, value, out):
+    """``out`` with ``value`` (a number) where ``where``: SciPy's value at an edge where a library's
+    own special function gives another (torch's ``gamma(0)`` was NaN, JAX's ``digamma(0)`` NaN,
+    torch's ``polygamma(1, -1)`` 6.6e32, JAX's ``rel_entr(1, nan)`` inf: one input, a number per backend)."""
+    return xp.where(where, xp.full_like(out, value), out)
+
+
+def _pole(xp, x):
+    """Where ``x`` is 0, a negative integer or -inf (the poles of the gamma family)."""
+    return (x <= 0) & (x == xp.floor(x))
+
+
+def _gamma_edges(xp, out, x):
+    """``gamma(+-0) = +-inf``."""
+    return xp.where(x == 0, xp.copysign(xp.full_like(out, math.inf), x), out)
+
+
+def _gammaln_edges(xp, out, x):
+    """``gammaln(-inf) = -inf``."""
+    return _at(xp, x == -math.inf, -math.inf, out)
+
+
+def _psi_edges(xp, out, x):
+    """``psi(+-0) = -+inf``."""
+    return xp.where(x == 0, xp.copysign(xp.full_like(out, math.inf), -x), out)
+
+
+def _polygamma_edges(xp, out, x, n):
+    """SciPy's ``polygamma(n, x)``: ``psi``'s at 0; for ``n >= 1``, ``(-1)^(n+1) inf`` at the poles and
+    -inf, 0 at inf."""
+    if n == 0:
+        return _psi_edges(xp, out, x)
+    out = _at(xp, _pole(xp, x), math.inf if n % 2 else -math.inf, out)
+    return _at(xp, x == math.inf, 0.0, out)
+
+
+def _rel_entr_edges(xp, out, x, y):
+    """``rel_entr``: NaN where ``x`` or ``y`` is NaN, inf at ``x = inf`` and a positive finite ``y``."""
+    out = _at(xp, xp.isnan(x) | xp.isnan(y), math.nan, out)
+    return _at(xp, (x == math.inf) & (y > 0) & (y < math.inf), math.inf, out)
 
 
 def _scipy_special(name):
@@ -165,12 +212,12 @@ def _named(fn, name, doc):
     return fn
 
 
-def _unary(name, domain, doc, convention=None, saves=None, derive=None):
+def _unary(name, domain, doc, convention=None, saves=None, derive=None, edges=None):
     return _named(
         unary(
             "special." + name,
             domain,
-            forward=_forward(name, derive),
+            forward=_forward(name, derive, edges),
             forward_takes="backend",
             chapter="special",
             convention=convention,
@@ -183,12 +230,12 @@ def _unary(name, domain, doc, convention=None, saves=None, derive=None):
     )
 
 
-def _binary(name, domain, doc, convention=None, saves=None, derive=None):
+def _binary(name, domain, doc, convention=None, saves=None, derive=None, edges=None):
     return _named(
         binary(
             "special." + name,
             domain,
-            forward=_forward(name, derive),
+            forward=_forward(name, derive, edges),
             forward_takes="backend",
             chapter="special",
             convention=convention,
@@ -364,6 +411,7 @@ rel_entr = _binary(
     "``x log(x / y)`` for x, y > 0; 0 at x = 0, y >= 0; inf otherwise.",
     convention="infinite slopes at x = 0 and y = 0: a zero cotangent gives 0",
     saves="inputs",
+    edges=_rel_entr_edges,
 )
 
 
@@ -380,7 +428,7 @@ def _rel_entr_grad(xp, op, grad):
 # --------------------------------------------------------------------------- gamma family
 _POLES = "poles at 0, -1, -2, ...: a zero cotangent gives 0 there"
 
-gammaln = _unary("gammaln", OFF_POLES, "``log|gamma(x)|``.", convention=_POLES, saves="inputs")
+gammaln = _unary("gammaln", OFF_POLES, "``log|gamma(x)|``.", convention=_POLES, saves="inputs", edges=_gammaln_edges)
 gammaln.gradient(lambda xp, op, grad: xp.multiply_no_nan(xp.special.psi(op.inputs[0]), grad))
 
 psi = _unary(
@@ -389,6 +437,7 @@ psi = _unary(
     "The digamma function ``gammaln'(x)`` (SciPy's ``psi``).",
     convention=_POLES,
     saves="inputs",
+    edges=_psi_edges,
 )
 digamma = psi
 psi.gradient(lambda xp, op, grad: xp.multiply_no_nan(xp.special.polygamma(1, op.inputs[0]), grad))
@@ -403,7 +452,7 @@ def _polygamma_forward(backend, *args, n=None):
         n = args[0]
     f = backend.special_function("polygamma") if _real(backend, (x,)) else None
     if f is not None:
-        return f(n, x)
+        return _polygamma_edges(backend.xp, f(n, x), x, n)
     sc = _scipy_special("polygamma")
     return _host(backend, lambda h: sc.polygamma(n, h), x)
 
@@ -454,7 +503,9 @@ _polygamma.gradient(
 )
 
 
-gamma = _unary("gamma", OFF_POLES, "The gamma function.", convention=_POLES, saves=("inputs", "outputs"))
+gamma = _unary(
+    "gamma", OFF_POLES, "The gamma function.", convention=_POLES, saves=("inputs", "outputs"), edges=_gamma_edges
+)
 gamma.gradient(lambda xp, op, grad: xp.multiply_no_nan(op.outputs[0] * xp.special.psi(op.inputs[0]), grad))
 
 

@@ -208,9 +208,18 @@ def _var_over_no_axes(xp, x, correction):
     return c * c * (1.0 / (1.0 - correction) if correction < 1 else math.nan)
 
 
+def _no_degrees_left(shape, axes, correction):
+    """Whether ``N - correction <= 0`` for the ``N`` elements reduced: the variance is NaN there (the
+    Array API's special case; NumPy and torch gave inf, JAX and dask NaN, dask's std inf or NaN)."""
+    n = _count(shape, axes)
+    return n == n and n - correction <= 0  # (an unknown dask size is NaN: the library's own then)
+
+
 def _var_forward(xp, x, *, axis, correction=0.0, keepdims=False):
     if axis == ():
         return _var_over_no_axes(xp, x, correction)
+    if _no_degrees_left(x.shape, axis, correction):
+        return xp.var(x, axis=axis, keepdims=keepdims) * math.nan
     return xp.var(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
@@ -227,7 +236,9 @@ def _var_grad(xp, op, grad):
     axes = op.attrs["axis"]
     n = _count(x.shape, axes)
     centred = x - xp.mean(x, axis=axes, keepdims=True)
-    return _unreduce(xp, grad, op) * centred * (2.0 / builtins.max(n - op.attrs["correction"], 1e-300))
+    if n - op.attrs["correction"] <= 0:  # (a NaN variance: its gradient too, not 2e300 (x - mean))
+        return _unreduce(xp, grad, op) * centred * math.nan
+    return _unreduce(xp, grad, op) * centred * (2.0 / (n - op.attrs["correction"]))
 
 
 @public(_var)
@@ -238,8 +249,9 @@ def var(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 def _std_forward(xp, x, *, axis, correction=0.0, keepdims=False):
-    if axis == ():
-        return xp.sqrt(_var_over_no_axes(xp, x, correction))
+    if axis == () or _no_degrees_left(x.shape, axis, correction) or correction != int(correction):
+        # (torch's std takes no fractional correction: a NotImplementedError; its var does)
+        return xp.sqrt(_var_forward(xp, x, axis=axis, correction=correction, keepdims=keepdims))
     return xp.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
@@ -268,10 +280,10 @@ def _std_grad(xp, op, grad):
     # 0 for a zero grad; where std = 0 (constant values) the centred values are 0 and so is the
     # gradient: the subgradient of least norm (std is a norm of the centred values), as nanstd's
     # (one element's std is 0 for every x, and its second derivative 0, not inf - inf)
+    if n - op.attrs["correction"] <= 0:  # (a NaN deviation: its gradient too)
+        return _unreduce(xp, grad, op) * centred * math.nan
     safe = ones_where_zero(xp, y)
-    return xp.multiply_no_nan(
-        xp.xdivy(_unreduce(xp, grad, op), safe * builtins.max(n - op.attrs["correction"], 1e-300)), centred
-    )
+    return xp.multiply_no_nan(xp.xdivy(_unreduce(xp, grad, op), safe * (n - op.attrs["correction"])), centred)
 
 
 @public(_std)
