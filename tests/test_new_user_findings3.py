@@ -236,3 +236,9 @@ def test_a_size_with_a_fractional_part_is_an_error(backend, make):
     with pytest.raises(TypeError, match="must be an integer, got .*, which has a fractional part"):
         eval(make, {"gt": gt})
     assert gt.zeros(2.0).shape == (2,) and gt.eye(np.int64(2)).shape == (2, 2)
+
+
+def test_a_numpy_array_of_sizes_is_a_shape(backend):
+    """``gt.zeros(np.array([2, 3]))`` was a TypeError (NumPy and TensorFlow take it)."""
+    assert gt.zeros(np.array([2, 3])).shape == (2, 3) and gt.random.normal(np.array([2, 3])).shape == (2, 3)
+    assert gt.ones(np.array(4)).shape == (4,)

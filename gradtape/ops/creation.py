@@ -73,6 +73,8 @@ def _native_dtype(b, dtype, default=FLOATX):
 def _shape(shape, who="a random draw"):
     if isinstance(shape, Tensor):
         shape = tuple(int(s) for s in shape.numpy().reshape(-1))
+    elif isinstance(shape, _np.ndarray):  # (NumPy's and TF's creation functions take an array of sizes)
+        shape = shape.reshape(-1).tolist()
     dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     if any(isinstance(s, float) and s != s for s in dims):  # dask's size of a data-dependent axis
         raise ValueError(
