@@ -106,7 +106,7 @@ def test_an_index_out_of_bounds_is_an_error_on_every_backend(backend, read, wher
 def test_an_index_tensor_out_of_bounds_is_an_error_on_every_backend(backend, read, op):
     """An index *tensor* out of bounds: JAX clamped the read (``x[[0, 5]]`` gave [x0, x2]), filled NaN
     in ``take`` and dropped the write, and Dask read past the end (``[1., 1.]``), silently, where the
-    other libraries raise; JAX now checks the values eagerly (one boolean read back per index array:
+    other libraries raise; JAX now checks the values eagerly (the index array read back:
     inside ``jax.jit``/``jax.vmap`` they cannot be read, docs/backends.md), Dask when it computes them."""
     x, m = gt.constant([1.0, 2.0, 3.0]), gt.ones((2, 3))
     bad = rf"(out of bounds for (axis|dimension) \d with size \d|index out of range in self) \(in op '{op}'"

@@ -173,7 +173,6 @@ class JaxBackend(Backend):
     lays_out = False
     #: check integer index arrays against the shape (JAX clamps them): one device-to-host read each
     check_bounds = True
-    _out_of_bounds = None  # the jitted check, made on first use
 
     def __init__(self):
         super().__init__()
@@ -455,7 +454,7 @@ class JaxBackend(Backend):
     def _check_key(self, shape, key):
         """IndexError for an integer index array of a native key with a value outside the axis it
         indexes, as NumPy's (JAX clamps a read, fills NaN in ``take`` and drops a write).  One
-        device-to-host read of one boolean per such array; a tracer's values (under ``jax.jit``,
+        device-to-host read of each such array; a tracer's values (under ``jax.jit``,
         ``jax.vmap``) cannot be read, so those stay JAX's to handle (``check_bounds = False``: off)."""
         tracer = self._Tracer
         for k, axis in integer_arrays(shape, key, lambda k: isinstance(k, self._abstract)):
@@ -463,14 +462,12 @@ class JaxBackend(Backend):
                 self._check_index(k, shape[axis], axis)
 
     def _check_index(self, k, size, axis):
-        if self._out_of_bounds is None:
-            jnp = self._jnp
-            self._out_of_bounds = self._jax.jit(lambda k, n: jnp.any((k < -n) | (k >= n)))
-        k = k.astype(self._jnp.int64) if k.dtype.kind == "u" else k
-        if bool(self._out_of_bounds(k, size)):  # (the one device-to-host read)
-            bad = np.asarray(k).ravel()
-            first = int(bad[(bad < -size) | (bad >= size)][0])
-            raise IndexError(f"index {first} is out of bounds for axis {axis} with size {size}")
+        """IndexError where the integer array ``k`` indexes outside an axis of ``size``: read on the host
+        (an index array is small; a jitted test would compile once per index shape and dtype)."""
+        host = np.asarray(k)
+        bad = (host < -size) | (host >= size)
+        if bad.any():
+            raise IndexError(f"index {int(host[bad].ravel()[0])} is out of bounds for axis {axis} with size {size}")
 
     def _take(self, x, indices, *, axis):
         if self.check_bounds and indices.size:
