@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import builtins
 
-__all__ = ["advanced_first", "integer_arrays", "plain_slices"]
+__all__ = ["advanced_first", "check_in_bounds", "integer_arrays", "plain_slices"]
+
+
+def check_in_bounds(host, size, axis, where=""):
+    """NumPy's IndexError where the integer NumPy array ``host`` indexes outside an axis of ``size``
+    (``where``: what the message adds after NumPy's words)."""
+    bad = (host < -size) | (host >= size)
+    if bad.any():
+        raise IndexError(f"index {int(host[bad].ravel()[0])} is out of bounds for axis {axis} with size {size}{where}")
 
 
 def integer_arrays(shape, key, is_array):

@@ -33,7 +33,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 
-from gradtape.backends._indexing import advanced_first, integer_arrays, plain_slices
+from gradtape.backends._indexing import advanced_first, check_in_bounds, integer_arrays, plain_slices
 from gradtape.core.backend import Backend, DataDependentShapeError
 
 
@@ -104,12 +104,7 @@ def _np_index_add(shape, dtype, values, *key):
 def _in_bounds(block, size, axis, op):
     """A block of an index array, checked against the axis of ``size`` it indexes when it is computed
     (the values of a lazy index are known only then; dask would read past the end silently)."""
-    bad = (block < -size) | (block >= size)
-    if bad.any():
-        raise IndexError(
-            f"index {int(block[bad].ravel()[0])} is out of bounds for axis {axis} with size {size} (in op {op!r} "
-            "on backend 'dask', found when the result was computed)"
-        )
+    check_in_bounds(block, size, axis, f" (in op {op!r} on backend 'dask', found when the result was computed)")
     return block
 
 

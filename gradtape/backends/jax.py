@@ -39,7 +39,7 @@ import numpy as np
 from gradtape.core import dtypes as _dt
 
 from gradtape.core.backend import Backend
-from gradtape.backends._indexing import integer_arrays
+from gradtape.backends._indexing import check_in_bounds, integer_arrays
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 #: functions for which JAX reports a shape mismatch as TypeError (NumPy, PyTorch and array_api_strict:
@@ -464,10 +464,7 @@ class JaxBackend(Backend):
     def _check_index(self, k, size, axis):
         """IndexError where the integer array ``k`` indexes outside an axis of ``size``: read on the host
         (an index array is small; a jitted test would compile once per index shape and dtype)."""
-        host = np.asarray(k)
-        bad = (host < -size) | (host >= size)
-        if bad.any():
-            raise IndexError(f"index {int(host[bad].ravel()[0])} is out of bounds for axis {axis} with size {size}")
+        check_in_bounds(np.asarray(k), size, axis)
 
     def _take(self, x, indices, *, axis):
         if self.check_bounds and indices.size:
