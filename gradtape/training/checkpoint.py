@@ -329,6 +329,28 @@ def _variable_value(v):
         return np.array(v._b.to_numpy(v._v), copy=True)
 
 
+def _snapshot(root):
+    """``(leaves, slot entries, {id(variable): NumPy value})`` of ``root``'s graph, every variable
+    and slot read while all their locks are held: one state, never half of another thread's
+    training step (an apply, a compiled step) and half of the next.  The graph is listed again once
+    the locks are held, and read only if it is unchanged: an optimizer's first apply makes its slots
+    (a layer's first call its weights) before it takes the locks, and a step counted without its
+    slots would resume with fresh ones."""
+
+    def listed():
+        leaves, optimizers = _graph(root)
+        slot_entries = _slot_entries(leaves, optimizers)
+        key = [(p, id(o)) for p, o in leaves] + [(p, id(s)) for p, s, *_ in slot_entries]
+        return leaves, slot_entries, key
+
+    while True:
+        leaves, slot_entries, key = listed()
+        variables = [o for _, o in leaves if isinstance(o, Variable)] + [e[1] for e in slot_entries]
+        with _optimizers._holding_locks(variables):
+            if listed()[2] == key:
+                return leaves, slot_entries, {id(v): _variable_value(v) for v in variables}
+
+
 def _generator_state(g):
     """A Generator's PCG64 state as 6 uint64: state (high, low), increment (high, low), has_uint32,
     uinteger."""
@@ -799,11 +821,11 @@ class Checkpoint:
         ``file_prefix``; the save counter and the directory's list of checkpoints are left alone."""
         file_prefix = os.fspath(file_prefix)
         self.save_counter  # noqa: B018  (created now: every checkpoint holds it)
-        leaves, optimizers = _graph(self)
+        leaves, slot_entries, values = _snapshot(self)
         tensors, index = {}, {}
         for path, obj in leaves:
             if isinstance(obj, Variable):
-                a = _variable_value(obj)
+                a = values[id(obj)]
                 e = {"kind": "variable", "name": obj.name, "trainable": obj.trainable}
                 dtype = obj.dtype.name
             else:
@@ -816,8 +838,8 @@ class Checkpoint:
             index[path] = e
             tensors[path] = _stored(a, dtype)
             e["crc32"] = _crc(tensors[path][1])
-        for path, slot, vp, op, s in _slot_entries(leaves, optimizers):
-            a = _variable_value(slot)
+        for path, slot, vp, op, s in slot_entries:
+            a = values[id(slot)]
             index[path] = {
                 "kind": "slot",
                 "variable": vp,
@@ -918,7 +940,10 @@ class Checkpoint:
         restore.match(restore.root, self, "", plan, errors)
         restore.partial = bool(errors)  # a restore that raises warns of nothing more
         _raise(errors, file)
-        restore.apply(plan)
+        # every value assigned while all the variables' locks are held: another thread's training
+        # step runs before or after the restore, never on half-restored state
+        with _optimizers._holding_locks(item[1] for item in plan if item[0] == "assign"):
+            restore.apply(plan)
         return CheckpointLoadStatus(restore, self)
 
     def restore(self, save_path: str | os.PathLike | None) -> CheckpointLoadStatus | InitializationOnlyStatus:

@@ -37,12 +37,13 @@ cancels).  A constant learning rate stays a Python float.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeAlias
 
 from gradtape.core import dtypes as _dt
@@ -498,14 +499,8 @@ class Optimizer:
         if created and _DEFERRED_SLOTS:  # (a restore waits for them: assigned outside the lock above)
             for v, slots in created:
                 _restore_deferred_slots(self, v, slots)
-        locks = Variable._locks(updated)
-        for lock in locks:
-            lock.acquire()
-        try:
+        with _holding_locks(updated):
             return self._apply_locked(kept, natives)
-        finally:
-            for lock in reversed(locks):
-                lock.release()
 
     def _apply_locked(self, kept, natives):
         groups, memo, of_var = {}, [], []
@@ -649,6 +644,21 @@ class Optimizer:
 #: {id(variable): (weak reference to the variable, callback(slots))}; a restored optimizer creates
 #: its slots on its first apply, and they take the checkpoint's values then
 _DEFERRED_SLOTS = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def _holding_locks(variables: Iterable[Variable]) -> Iterator[None]:
+    """The locks of ``variables``, held together (taken in the one order every holder of several
+    takes them, ``Variable._locks``): no other thread's update of any of them (an apply, a compiled
+    step, an ``assign``) runs meanwhile, so what is read or written inside is one state."""
+    locks = Variable._locks(variables)
+    for lock in locks:
+        lock.acquire()
+    try:
+        yield
+    finally:
+        for lock in reversed(locks):
+            lock.release()
 
 
 def _restore_deferred_slots(optimizer, var, slots):

@@ -1,0 +1,139 @@
+"""What a sixth newcomer, from TensorFlow/Keras and PyTorch, who trusts gradtape with state (variables,
+checkpoints, threads, compiled steps), met (the ``keeping6`` brief): each test fails on the code before
+its fix, and runs on every backend."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import gradtape as gt
+from gradtape.core.tensor import Variable
+from gradtape.training import checkpoint as gt_train
+
+N = 6  # variables one training step updates together
+
+
+def _sgd_run(n=N):
+    """``n`` float64 variables and an SGD(1.0) whose every step adds 1 to each of them: in any state
+    between two steps every variable's value equals ``iterations``."""
+    vs = [gt.Variable(np.zeros(4), name=f"w{k}") for k in range(n)]
+    opt = gt.optimizers.SGD(1.0)
+    grads = [gt.constant(-np.ones(4)) for _ in vs]
+    return vs, opt, lambda: opt.apply_gradients(zip(grads, vs))
+
+
+def _one_state(values, iterations):
+    """Whether the values are of one step (each equal to the step count)."""
+    return all(np.array_equal(np.asarray(v), np.full(4, float(iterations))) for v in values)
+
+
+def _step_in_between(step):
+    """A thread that runs ``step`` once ``go`` is set; ``done`` is set when it has run.  The caller
+    waits for ``done`` a short while only: where the step rightly waits for locks the caller holds,
+    it runs after them."""
+    go, done = threading.Event(), threading.Event()
+
+    def run():
+        go.wait(10)
+        step()
+        done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return go, done, t
+
+
+def test_a_checkpoint_saved_while_another_thread_trains_is_of_one_step(backend, tmp_path, monkeypatch):
+    """A save read the variables one at a time: a training step of another thread that ran between two
+    reads left a checkpoint of half one step and half the next (the weights, the slots and the step
+    count of no state the run was ever in), and a resume from it was silently not any step's.  Now a
+    save reads every variable of the checkpoint while holding all their locks (a step waits for it)."""
+    vs, opt, step = _sgd_run()
+    step()
+    go, done, t = _step_in_between(step)
+    read, first = gt_train._variable_value, []
+
+    def reading(v):  # after the first weight is read, another thread's step gets its chance
+        a = read(v)
+        if not first and any(v is w for w in vs):
+            first.append(v)
+            go.set()
+            done.wait(0.5)
+        return a
+
+    monkeypatch.setattr(gt_train, "_variable_value", reading)
+    path = gt.train.Checkpoint(vs=vs, optimizer=opt).write(str(tmp_path / "during"))
+    t.join()
+    monkeypatch.undo()
+    assert int(opt.iterations) == 2  # the other thread's step ran, after the save
+    saved_vs = [gt.Variable(np.zeros(4)) for _ in range(N)]
+    saved_opt = gt.optimizers.SGD(1.0)
+    gt.train.Checkpoint(vs=saved_vs, optimizer=saved_opt).read(path)
+    assert _one_state([v.numpy() for v in saved_vs], int(saved_opt.iterations))
+
+
+def test_a_restore_while_another_thread_trains_is_never_half_applied(backend, tmp_path, monkeypatch):
+    """A restore assigned the values one at a time: another thread's step between two assignments
+    updated some variables after their restore and some before, a state that was never saved.  Now a
+    restore assigns every value while holding all their locks."""
+    vs, opt, step = _sgd_run()
+    step()
+    ckpt = gt.train.Checkpoint(vs=vs, optimizer=opt)
+    path = ckpt.write(str(tmp_path / "at1"))
+    for _ in range(3):
+        step()
+    go, done, t = _step_in_between(step)
+    restore, first = Variable._restore, []
+
+    def restoring(self, value):  # after the first weight is restored, another thread's step
+        out = restore(self, value)
+        if not first and any(self is w for w in vs):
+            first.append(self)
+            go.set()
+            done.wait(0.5)
+        return out
+
+    monkeypatch.setattr(Variable, "_restore", restoring)
+    ckpt.read(path)
+    t.join()
+    monkeypatch.undo()
+    assert int(opt.iterations) == 2  # restored to 1, then the other thread's step
+    assert _one_state([v.numpy() for v in vs], int(opt.iterations))
+
+
+def test_a_save_lists_the_slots_of_the_step_it_reads(backend, tmp_path, monkeypatch):
+    """An optimizer's first apply makes its slots, then takes the variables' locks: a save that listed
+    the graph before the slots existed and read the values (under the locks) after that step would
+    hold the step count of step 1 without its slots, and Adam would resume from fresh moments,
+    silently.  The save lists the graph again once it holds the locks, and reads it only when nothing
+    was added meanwhile (this guards that second listing)."""
+    v = gt.Variable(np.ones(3), name="w")
+    opt = gt.optimizers.Adam(0.1)
+    ckpt = gt.train.Checkpoint(v=v, optimizer=opt)
+    listed, calls = gt_train._slot_entries, []
+
+    def listing(leaves, optimizers):  # a whole first step runs right after the first listing
+        out = listed(leaves, optimizers)
+        if not calls:
+            calls.append(out)
+            with gt.GradientTape() as tape:
+                loss = gt.reduce_sum(v * v)
+            opt.apply_gradients([(tape.gradient(loss, v), v)])
+        return out
+
+    monkeypatch.setattr(gt_train, "_slot_entries", listing)
+    path = ckpt.write(str(tmp_path / "first"))
+    monkeypatch.undo()
+    assert calls == [[]]  # (the step did run between the listing and the read)
+    v2, opt2 = gt.Variable(np.zeros(3)), gt.optimizers.Adam(0.1)
+    status = gt.train.Checkpoint(v=v2, optimizer=opt2).read(path)
+    assert int(opt2.iterations) == 1
+    np.testing.assert_array_equal(np.asarray(v2.numpy()), np.asarray(v.numpy()))
+    for var, o in ((v2, opt2), (v, opt)):  # one more step each: the restored one makes its slots now
+        o.apply_gradients([(gt.constant(np.full(3, 0.5)), var)])
+    status.assert_consumed()  # the saved moments found their slots
+    assert not np.array_equal(np.asarray(opt.variables[1].numpy()), np.full(3, 0.05))  # (not fresh moments)
+    for got, want in zip([v2, *opt2.variables], [v, *opt.variables]):
+        np.testing.assert_array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
