@@ -4,9 +4,12 @@ its fix, and runs on every backend."""
 
 from __future__ import annotations
 
+import os
 import threading
+import warnings
 
 import numpy as np
+import pytest
 
 import gradtape as gt
 from gradtape.core.tensor import Variable
@@ -137,3 +140,77 @@ def test_a_save_lists_the_slots_of_the_step_it_reads(backend, tmp_path, monkeypa
     assert not np.array_equal(np.asarray(opt.variables[1].numpy()), np.full(3, 0.05))  # (not fresh moments)
     for got, want in zip([v2, *opt2.variables], [v, *opt.variables]):
         np.testing.assert_array_equal(np.asarray(got.numpy()), np.asarray(want.numpy()))
+
+
+def _saved_run(directory, saves=4, max_to_keep=3):
+    """A run that saved ``saves`` numbered checkpoints of ``v`` (``v`` = the save's number) with a
+    manager keeping ``max_to_keep``."""
+    v = gt.Variable(np.zeros(3))
+    manager = gt.train.CheckpointManager(gt.train.Checkpoint(v=v), directory, max_to_keep=max_to_keep)
+    for _ in range(saves):
+        v.assign_add(np.ones(3))
+        manager.save()
+    return manager
+
+
+def _files(directory):
+    return sorted(f for f in os.listdir(directory) if f.endswith(".safetensors"))
+
+
+def test_a_damaged_list_of_checkpoints_is_said_and_the_manager_finds_the_newest(backend, tmp_path):
+    """A damaged ``checkpoint`` list (a crash of another tool, a disk error) made latest_checkpoint
+    return None and a new manager start empty, silently: the run started over, and its saves overwrote
+    the earlier run's checkpoints (ckpt-1, ckpt-2, ... again).  Now latest_checkpoint warns, naming the
+    checkpoints the directory holds (TensorFlow logs a warning too), and a manager rebuilds its list
+    from the files of its name: restore_or_initialize continues from the newest, and nothing is lost."""
+    _saved_run(tmp_path)
+    with open(tmp_path / "checkpoint", "r+b") as f:
+        f.seek(10)
+        f.write(b"\0")
+    with pytest.warns(UserWarning, match=r"/checkpoint' is damaged .*holds the checkpoints \['ckpt-2', 'ckpt-3', "):
+        assert gt.train.latest_checkpoint(tmp_path) is None
+    v = gt.Variable(np.zeros(3))
+    with pytest.warns(UserWarning, match=r"is damaged .*lists the checkpoints ckpt-<n> it finds instead"):
+        manager = gt.train.CheckpointManager(gt.train.Checkpoint(v=v), tmp_path, max_to_keep=3)
+    assert manager.restore_or_initialize() == str(tmp_path / "ckpt-4")
+    np.testing.assert_array_equal(np.asarray(v.numpy()), np.full(3, 4.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numbering continues: nothing overwritten, nothing to say
+        assert manager.save() == str(tmp_path / "ckpt-5")
+    assert _files(tmp_path) == ["ckpt-3.safetensors", "ckpt-4.safetensors", "ckpt-5.safetensors"]
+    assert gt.train.latest_checkpoint(tmp_path) == str(tmp_path / "ckpt-5")  # the list is whole again
+
+
+def test_a_listed_checkpoint_whose_file_is_gone_is_said(backend, tmp_path):
+    """latest_checkpoint returned None when the latest listed file had been deleted or renamed, and a
+    new run started over silently; a manager dropped it from its list silently.  Now both warn, naming
+    the missing file and the checkpoints that are there."""
+    _saved_run(tmp_path)
+    os.rename(tmp_path / "ckpt-4.safetensors", tmp_path / "ckpt-4-old.safetensors")
+    with pytest.warns(UserWarning, match=r"names 'ckpt-4' as the latest, but its file 'ckpt-4.safetensors' is miss"):
+        assert gt.train.latest_checkpoint(tmp_path) is None
+    with pytest.warns(UserWarning, match=r"whose files are missing .*\['ckpt-4'\].*keeps \['ckpt-2', 'ckpt-3'\]"):
+        manager = gt.train.CheckpointManager(gt.train.Checkpoint(v=gt.Variable(np.zeros(3))), tmp_path)
+    assert manager.latest_checkpoint == str(tmp_path / "ckpt-3")
+
+
+def test_a_new_run_that_did_not_restore_is_told_before_its_saves_replace_the_old_ones(backend, tmp_path):
+    """A restarted run that forgot to restore has save_counter 0: its manager saved ckpt-1 beside the
+    earlier run's ckpt-2..4, then overwrote ckpt-2, ..., and deleted the earlier run's newest as
+    the "oldest", silently (as TensorFlow does).  Now its first save warns, naming the later
+    checkpoints and how to continue from them; a run that restored first saves without a word."""
+    _saved_run(tmp_path)
+    v = gt.Variable(np.zeros(3))
+    fresh = gt.train.CheckpointManager(gt.train.Checkpoint(v=v), tmp_path, max_to_keep=3)
+    with pytest.warns(
+        UserWarning,
+        match=r"saved 'ckpt-1' .*held the checkpoints \['ckpt-2', 'ckpt-3', 'ckpt-4'\].*"
+        r"restore_or_initialize",
+    ):
+        fresh.save()
+    ckpt = gt.train.Checkpoint(v=gt.Variable(np.zeros(3)))
+    resumed = gt.train.CheckpointManager(ckpt, tmp_path, max_to_keep=3)
+    ckpt.restore(str(tmp_path / "ckpt-4"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resumed.save() == str(tmp_path / "ckpt-5")

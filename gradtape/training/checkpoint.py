@@ -45,7 +45,7 @@ from gradtape.training.module import Module
 from gradtape.training.optimizers import Optimizer
 from gradtape.core.recording_state import active_context
 from gradtape.random import Generator
-from gradtape.core.tensor import Variable
+from gradtape.core.tensor import Variable, user_stacklevel
 
 __all__ = [
     "Checkpoint",
@@ -886,6 +886,18 @@ class Checkpoint:
             before = int(_variable_value(counter))  # (inside a trace: the clear error, not a stand-in read)
             path = f"{file_prefix}-{before + 1 if number is None else int(number)}"
             existed = os.path.exists(path + SUFFIX)
+            # checkpoints of this name numbered from this one on: a run that did not restore the latest
+            # (its save_counter behind) overwrites them, and its manager then deletes them as oldest
+            # (not a file of this very number that the list does not name: a save killed before its
+            # listing left it, and the list's latest is this run's restored one)
+            ahead = []
+            if number is None:
+                listed = (_read_state(directory)[0] or {}).get("all_model_checkpoint_paths", [])
+                listed = {os.path.normpath(os.path.join(directory, p)) for p in listed}
+                for p in _saved_in(directory, os.path.basename(file_prefix)):
+                    k = int(p.rsplit("-", 1)[1])
+                    if k > before + 1 or k == before + 1 and os.path.normpath(p) in listed:
+                        ahead.append(os.path.basename(p))
             counter.assign(before + 1)
             try:
                 self.write(path)
@@ -898,7 +910,18 @@ class Checkpoint:
             except BaseException:
                 counter.assign(before)
                 raise
-            return path
+        if ahead:  # (TensorFlow overwrites and deletes them silently)
+            warnings.warn(
+                f"gt.train.Checkpoint: saved {os.path.basename(path)!r}{' over the existing one' if existed else ''} "
+                f"into {directory!r}, which held the checkpoints {ahead[-8:]} of that number and later: this "
+                f"checkpoint's save_counter ({before}) is behind them (a new run that did not restore first?), so "
+                "the next saves overwrite them, and a CheckpointManager deletes them as the oldest. Restore the "
+                "latest before saving (manager.restore_or_initialize(), or "
+                "checkpoint.restore(gt.train.latest_checkpoint(directory))), or save into another directory",
+                UserWarning,
+                stacklevel=user_stacklevel(),
+            )
+        return path
 
     # ------------------------------------------------------------------ reading
     def read(self, save_path: str | os.PathLike) -> CheckpointLoadStatus:
@@ -1026,12 +1049,45 @@ def _remove_stale_temporaries(directory, checkpoint_name):
 
 
 def _read_state(directory, name=STATE_FILE):
+    """``(state, damage)``: the directory's list of checkpoints (None where there is none), and what
+    is wrong with a list that is there but cannot be read (None where nothing is)."""
+    file = os.path.join(directory, name)
     try:
-        with open(os.path.join(directory, name), encoding="utf-8") as f:
+        with open(file, encoding="utf-8") as f:
             state = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f"{type(e).__name__}: {e}"
+    paths = state.get("all_model_checkpoint_paths", []) if isinstance(state, dict) else None
+    latest = state.get("model_checkpoint_path", "") if isinstance(state, dict) else None
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths) or not isinstance(latest, str):
+        return None, "it is not gradtape's JSON list of checkpoints"
+    return state, None
+
+
+def _saved_in(directory, checkpoint_name=None):
+    """The checkpoints in ``directory`` (``<name>-<n>``, of ``checkpoint_name`` only where given), by
+    name and then number: what a damaged or stale list of checkpoints can be rebuilt from."""
+    pattern = re.compile(rf"({re.escape(checkpoint_name) if checkpoint_name else '.+'})-(\d+){re.escape(SUFFIX)}")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    found = [(m.group(1), int(m.group(2))) for m in map(pattern.fullmatch, names) if m is not None]
+    return [os.path.join(directory, f"{n}-{k}") for n, k in sorted(found)]
+
+
+def _warn_list(file, what, directory, do):
+    """A warning that the directory's list of checkpoints ``file`` cannot be trusted (``what``), naming
+    the checkpoints the directory holds and what to ``do``."""
+    found = [os.path.basename(p) for p in _saved_in(directory)]
+    warnings.warn(
+        f"gt.train: the list of checkpoints {file!r} {what}. The directory holds the checkpoints "
+        f"{found[-8:] if found else '(none)'}{' (the last 8)' if len(found) > 8 else ''}; {do}",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _write_state(directory, latest, all_paths):
@@ -1052,11 +1108,28 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike, latest_filename: str | 
     ``CheckpointManager``), or None when there is none, as ``tf.train.latest_checkpoint``
     (``latest_filename``: the name of the directory's list, ``"checkpoint"``)."""
     checkpoint_dir = os.fspath(checkpoint_dir)
-    state = _read_state(checkpoint_dir, latest_filename or STATE_FILE)
+    file = os.path.join(checkpoint_dir, latest_filename or STATE_FILE)
+    state, damage = _read_state(checkpoint_dir, latest_filename or STATE_FILE)
+    do = (
+        "restore one by its path (checkpoint.restore(os.path.join(directory, name))), or open the "
+        "directory with a CheckpointManager, which rebuilds its list"
+    )
+    if damage is not None:  # (TensorFlow logs a warning and returns None too; starting over is not silent)
+        _warn_list(file, f"is damaged ({damage}), so no latest checkpoint is returned", checkpoint_dir, do)
+        return None
     if not state or not state.get("model_checkpoint_path"):
         return None
     path = os.path.join(checkpoint_dir, state["model_checkpoint_path"])
-    return path if os.path.exists(path + SUFFIX) else None
+    if not os.path.exists(path + SUFFIX):
+        _warn_list(
+            file,
+            f"names {state['model_checkpoint_path']!r} as the latest, but its file "
+            f"{os.path.basename(path + SUFFIX)!r} is missing (deleted or renamed), so no latest checkpoint is returned",
+            checkpoint_dir,
+            do,
+        )
+        return None
+    return path
 
 
 class CheckpointManager:
@@ -1092,12 +1165,29 @@ class CheckpointManager:
         self._prefix = os.path.join(self._directory, checkpoint_name)
         with _directory_lock(self._directory):
             _remove_stale_temporaries(self._directory, checkpoint_name)
-            state = _read_state(self._directory) or {}
-            self._checkpoints = [
-                os.path.join(self._directory, p)
-                for p in state.get("all_model_checkpoint_paths", [])
-                if os.path.exists(os.path.join(self._directory, p) + SUFFIX)
-            ]
+            state, damage = _read_state(self._directory)
+            listed = [os.path.join(self._directory, p) for p in (state or {}).get("all_model_checkpoint_paths", [])]
+            self._checkpoints = [p for p in listed if os.path.exists(p + SUFFIX)]
+            file = os.path.join(self._directory, STATE_FILE)
+            if damage is not None:
+                # (rebuilt from the files of this manager's name, by number: nothing saved is lost,
+                # restore_or_initialize finds the newest, max_to_keep keeps counting them)
+                self._checkpoints = _saved_in(self._directory, checkpoint_name)
+                _warn_list(
+                    file,
+                    f"is damaged ({damage}); this manager lists the checkpoints {checkpoint_name}-<n> it "
+                    "finds instead, by number",
+                    self._directory,
+                    "call restore_or_initialize() to continue from the newest",
+                )
+            elif len(self._checkpoints) < len(listed):
+                gone = [os.path.basename(p) for p in listed if p not in self._checkpoints]
+                _warn_list(
+                    file,
+                    f"names checkpoints whose files are missing (deleted or renamed): {gone}",
+                    self._directory,
+                    f"this manager keeps {[os.path.basename(p) for p in self._checkpoints]}",
+                )
 
     @property
     def directory(self) -> str:
