@@ -214,3 +214,16 @@ def test_a_new_run_that_did_not_restore_is_told_before_its_saves_replace_the_old
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert resumed.save() == str(tmp_path / "ckpt-5")
+
+
+@pytest.mark.parametrize("reg", ["l2", "l1", lambda out: gt.reduce_sum(out)])
+def test_dense_refuses_an_activity_regularizer_it_would_never_apply(backend, reg):
+    """``Dense(activity_regularizer=...)`` was accepted and kept, and never applied: ``layer.losses``
+    held no penalty of the outputs, and the model trained without the regularization the user asked
+    for, silently.  gradtape's layers have no ``add_loss``, so it is refused as weight constraints are,
+    saying what to write instead; the weight regularizers still work."""
+    with pytest.raises(NotImplementedError, match=r"activity_regularizer is not supported.*add the penalty"):
+        gt.layers.Dense(2, activity_regularizer=reg)
+    layer = gt.layers.Dense(2, kernel_regularizer="l2", kernel_initializer="ones")
+    layer(gt.ones((1, 3)))
+    np.testing.assert_allclose(float(gt.add_n(layer.losses)), 0.01 * 6)

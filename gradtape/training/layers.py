@@ -429,6 +429,12 @@ class Dense(Layer):
             )
         if kernel_constraint is not None or bias_constraint is not None:
             raise NotImplementedError("weight constraints are not supported by gradtape layers")
+        if activity_regularizer is not None:  # (it was kept and never applied: no loss, silently)
+            raise NotImplementedError(
+                "Dense: activity_regularizer is not supported by gradtape layers (they have no add_loss): add the "
+                "penalty of the layer's outputs to your loss yourself, e.g. loss + 0.01 * gt.reduce_sum(outputs ** 2) "
+                "for 'l2' (kernel_regularizer and bias_regularizer are supported: sum(model.losses))"
+            )
         self.units = units
         self.activation = get_activation(activation)
         self.use_bias = bool(use_bias)
@@ -436,7 +442,7 @@ class Dense(Layer):
         self.bias_initializer = get_initializer(bias_initializer)
         self.kernel_regularizer = _regularizer(kernel_regularizer)
         self.bias_regularizer = _regularizer(bias_regularizer)
-        self.activity_regularizer = _regularizer(activity_regularizer)
+        self.activity_regularizer = None
         self.kernel: Variable | None = None  # created by build, on the first call
         self.bias: Variable | None = None
 
