@@ -227,3 +227,27 @@ def test_dense_refuses_an_activity_regularizer_it_would_never_apply(backend, reg
     layer = gt.layers.Dense(2, kernel_regularizer="l2", kernel_initializer="ones")
     layer(gt.ones((1, 3)))
     np.testing.assert_allclose(float(gt.add_n(layer.losses)), 0.01 * 6)
+
+
+def test_a_checkpoint_of_a_schedule_leaves_a_constant_learning_rate_alone(backend, tmp_path):
+    """An optimizer with a schedule saved its (unread) learning-rate variable, 0.0: restored into an
+    optimizer with a constant learning rate, it set that rate to 0.0, and training resumed without
+    moving a weight, silently.  As in Keras, an optimizer with a schedule has no learning-rate
+    variable: nothing of it is saved, and the constant rate stays the user's."""
+    v = gt.Variable(np.ones(3))
+    scheduled = gt.optimizers.Adam(gt.optimizers.schedules.ExponentialDecay(0.1, 10, 0.9))
+    scheduled.apply_gradients([(gt.constant(np.ones(3)), v)])
+    path = gt.train.Checkpoint(v=v, opt=scheduled).write(str(tmp_path / "scheduled"))
+    v2, constant = gt.Variable(np.zeros(3)), gt.optimizers.Adam(0.01)
+    status = gt.train.Checkpoint(v=v2, opt=constant).read(path)
+    assert constant.learning_rate == 0.01 and int(constant.iterations) == 1
+    before = np.asarray(v2.numpy()).copy()
+    constant.apply_gradients([(gt.constant(np.ones(3)), v2)])  # (its slots made: the moments restore)
+    with pytest.raises(AssertionError, match=r"holds no value for them: \['opt/learning_rate'\]"):
+        status.assert_consumed()  # every saved value was used; the constant rate has none (as TensorFlow)
+    assert np.all(np.asarray(v2.numpy()) < before)  # it trains
+    # a constant rate saved and restored into a constant-rate optimizer is still restored
+    path = gt.train.Checkpoint(v=v2, opt=constant).write(str(tmp_path / "constant"))
+    again = gt.optimizers.Adam(0.5)
+    gt.train.Checkpoint(v=gt.Variable(np.zeros(3)), opt=again).read(path).expect_partial()  # (slots: not made)
+    assert again.learning_rate == 0.01

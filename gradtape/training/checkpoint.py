@@ -266,7 +266,10 @@ def _children(obj):
             out.append(("save_counter", obj._save_counter))
         return out
     if isinstance(obj, Optimizer):
-        return [("iterations", obj.iterations), ("learning_rate", obj._lr_variable)]
+        # a schedule's optimizer has no learning-rate variable in Keras (gradtape's holds 0.0, unread):
+        # saved, it set a constant learning rate restored from it to 0.0, and training stopped silently
+        lr = [] if callable(obj._learning_rate) else [("learning_rate", obj._lr_variable)]
+        return [("iterations", obj.iterations), *lr]
     if isinstance(obj, Module):
         ignored = getattr(obj, "_TF_MODULE_IGNORED_PROPERTIES", frozenset())
         out = [(_escape(k), v) for k, v in sorted(vars(obj).items()) if k not in ignored]
