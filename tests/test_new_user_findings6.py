@@ -251,3 +251,47 @@ def test_a_checkpoint_of_a_schedule_leaves_a_constant_learning_rate_alone(backen
     again = gt.optimizers.Adam(0.5)
     gt.train.Checkpoint(v=gt.Variable(np.zeros(3)), opt=again).read(path).expect_partial()  # (slots: not made)
     assert again.learning_rate == 0.01
+
+
+class _Scale(gt.layers.Layer):
+    """A custom layer as Keras' guides write them: its weight made by ``add_weight`` and read back
+    from ``self.weights``, held by no attribute."""
+
+    def build(self, input_shape):
+        self.add_weight("s", (input_shape[-1],), "ones")
+        self.built = True
+
+    def call(self, x):
+        return x * self.weights[0]
+
+
+def test_a_module_over_a_custom_layer_trains_its_add_weight_variables(backend):
+    """A ``gt.Module`` holding a layer found the layer's variables by its attributes only: a weight
+    made by ``add_weight`` and held by no attribute was missing from the Module's
+    ``trainable_variables`` (and ``variables``), so the training loop never updated it, silently
+    (``tf.Module`` finds it: a Keras layer lists it in an attribute).  Now a Module's walk takes a
+    layer's ``add_weight`` variables too, after its attributes' (the order is otherwise unchanged)."""
+
+    class Model(gt.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = _Scale()
+            self.head = gt.layers.Dense(1, kernel_initializer="ones")
+
+        def __call__(self, x):
+            return self.head(self.scale(x))
+
+    model = Model()
+    x = gt.constant(np.array([[1.0, 2.0]], dtype=np.float32))
+    model(x)
+    s = model.scale.weights[0]
+    tv = model.trainable_variables  # (TF's order: the head's attributes sorted, then the scale's weight)
+    assert [id(v) for v in tv] == [id(model.head.bias), id(model.head.kernel), id(s)]
+    assert any(v is s for v in model.variables)
+    opt = gt.optimizers.SGD(0.1)
+    with gt.GradientTape() as tape:
+        loss = gt.reduce_sum(model(x))
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    np.testing.assert_allclose(np.asarray(s.numpy()), [0.9, 0.8], rtol=1e-6)  # d loss / d s = x * kernel
+    assert len({id(v) for v in model.trainable_variables}) == len(model.trainable_variables) == 3

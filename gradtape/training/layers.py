@@ -285,6 +285,11 @@ class Layer(Module):
         return var
 
     # ------------------------------------------------------------------ tracking (Keras' order)
+    def _variables_beyond_attributes(self) -> list[Variable]:
+        """The ``add_weight`` variables (those no attribute holds too are found only here, by a
+        Module's walk)."""
+        return list(self._added_weights)
+
     def _tracked(self):
         """(own variables in creation order, child layers/modules in assignment order)."""
         own = {}

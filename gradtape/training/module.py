@@ -3,7 +3,9 @@
 A Module finds the Variables and Modules in its attributes -- directly, or inside lists, tuples,
 dicts (and namedtuples) of them, to any depth -- and reports them in TensorFlow's order: its own
 attributes sorted by name, each walked depth-first, each leaf once; then, module by module in the
-order found, the leaves of its submodules (``_flatten_module`` of ``tensorflow/python/module``).
+order found, the leaves of its submodules (``_flatten_module`` of ``tensorflow/python/module``).  A
+layer's ``add_weight`` variables that no attribute holds come after its attributes' leaves (a Keras
+layer keeps them in a list attribute, where ``tf.Module`` finds them).
 """
 
 from __future__ import annotations
@@ -144,6 +146,11 @@ class Module:
 
         return wrapper
 
+    def _variables_beyond_attributes(self) -> list[Variable]:
+        """Variables this module holds outside its attributes, which the attribute walk would miss
+        (a layer's ``add_weight`` variables that no attribute holds); none for a plain Module."""
+        return []
+
     def __repr__(self) -> str:
         return f"<{type(self).__module__}.{type(self).__name__} name={self.name!r}>"
 
@@ -191,6 +198,15 @@ def _flatten_module(module, recursive, predicate, key, with_path, module_path, s
                 yield (module_path + leaf_path, leaf) if with_path else leaf
             if recursive and _is_module(leaf):
                 submodules.append((module_path + leaf_path, leaf))  # own leaves first, then recurse
+    # then the variables it holds elsewhere (a layer's add_weight ones: a Module over a custom layer
+    # left them out of its trainable_variables, and they were never trained)
+    for k, leaf in enumerate(module._variables_beyond_attributes() if _is_module(module) else ()):
+        if not with_path:
+            if id(leaf) in seen:
+                continue
+            seen.add(id(leaf))
+        if predicate(leaf):
+            yield (module_path + ("_added_weights", k), leaf) if with_path else leaf
     stack.append(module_id)
     for sub_path, sub in submodules:
         yield from _flatten_module(sub, recursive, predicate, key, with_path, sub_path, seen, stack)
