@@ -295,3 +295,40 @@ def test_a_module_over_a_custom_layer_trains_its_add_weight_variables(backend):
     opt.apply_gradients(zip(grads, model.trainable_variables))
     np.testing.assert_allclose(np.asarray(s.numpy()), [0.9, 0.8], rtol=1e-6)  # d loss / d s = x * kernel
     assert len({id(v) for v in model.trainable_variables}) == len(model.trainable_variables) == 3
+
+
+def test_a_frozen_layer_inside_a_module_is_not_trained(backend):
+    """``layer.trainable = False`` hid the layer's weights from its own (and a Sequential's)
+    ``trainable_variables``, but a ``gt.Module`` holding the layer still listed them, so a training
+    loop over the Module's ``trainable_variables`` fine-tuned the frozen layer, silently.  Now a
+    Module leaves a frozen layer's variables out of ``trainable_variables`` and lists them in
+    ``non_trainable_variables`` (as Keras 3, which marks them non-trainable); unfreezing restores them."""
+
+    class Model(gt.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = gt.layers.Dense(3)
+            self.head = gt.layers.Dense(1)
+            self.extra = gt.Variable(np.ones(1, np.float32), name="extra")
+
+        def __call__(self, x):
+            return self.head(self.encoder(x)) * self.extra
+
+    model = Model()
+    x = gt.ones((4, 2))
+    model(x)
+    everything = [id(v) for v in model.trainable_variables]
+    model.encoder.trainable = False
+    frozen = {id(model.encoder.kernel), id(model.encoder.bias)}
+    assert [id(v) for v in model.trainable_variables] == [i for i in everything if i not in frozen]
+    assert {id(v) for v in model.non_trainable_variables} == frozen
+    kernel = np.asarray(model.encoder.kernel.numpy()).copy()
+    opt = gt.optimizers.SGD(0.1)
+    with gt.GradientTape() as tape:
+        loss = gt.reduce_sum(model(x) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    np.testing.assert_array_equal(np.asarray(model.encoder.kernel.numpy()), kernel)
+    model.encoder.trainable = True
+    assert [id(v) for v in model.trainable_variables] == everything
+    assert len(model.variables) == 5

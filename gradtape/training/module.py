@@ -114,13 +114,22 @@ class Module:
 
     @property
     def trainable_variables(self) -> tuple[Variable, ...]:
-        """The trainable Variables of this module and its submodules, in TensorFlow's order."""
-        return tuple(self._flatten(predicate=_is_trainable_variable))
+        """The trainable Variables of this module and its submodules, in TensorFlow's order; those of a
+        frozen layer below (``layer.trainable = False``) are not (as Keras 3, which marks them so)."""
+        frozen = self._frozen()
+        return tuple(v for v in self._flatten(predicate=_is_trainable_variable) if id(v) not in frozen)
 
     @property
     def non_trainable_variables(self) -> tuple[Variable, ...]:
-        """The non-trainable Variables of this module and its submodules."""
-        return tuple(self._flatten(predicate=lambda o: _is_variable(o) and not o.trainable))
+        """The non-trainable Variables of this module and its submodules, a frozen layer's included."""
+        frozen = self._frozen()
+        return tuple(self._flatten(predicate=lambda o: _is_variable(o) and (not o.trainable or id(o) in frozen)))
+
+    def _frozen(self) -> set[int]:
+        """The ids of the variables of the frozen submodules (a layer whose ``trainable`` is False: they
+        were in a Module's trainable_variables, and a training loop over it updated them, silently)."""
+        frozen_modules = self._flatten(predicate=lambda o: _is_module(o) and getattr(o, "trainable", True) is False)
+        return {id(v) for m in frozen_modules for v in m.variables}
 
     @property
     def submodules(self) -> tuple[Module, ...]:
