@@ -332,3 +332,47 @@ def test_a_frozen_layer_inside_a_module_is_not_trained(backend):
     model.encoder.trainable = True
     assert [id(v) for v in model.trainable_variables] == everything
     assert len(model.variables) == 5
+
+
+def _native(backend, values):
+    """``values`` as the backend's own array (a torch tensor, a NumPy array...)."""
+    return gt.asarray(np.asarray(values), backend=backend)._v
+
+
+@pytest.mark.parametrize("source", ["numpy", "native"])
+def test_a_variable_does_not_share_memory_with_the_array_it_was_given(backend, source):
+    """``gt.Variable(arr)`` and ``v.assign(arr)`` copy a NumPy or native array, as TensorFlow and JAX do: a
+    later in-place change of the caller's array changed the variable (NumPy, torch, array_api_strict)."""
+    b = backend.split(":")[0]
+    make = (lambda vals: np.array(vals)) if source == "numpy" else (lambda vals: _native(backend, vals))
+    arr = make([1.0, 2.0])
+    v = gt.Variable(arr)
+    try:
+        arr[0] = 99.0
+    except (TypeError, ValueError, NotImplementedError):
+        pytest.skip(f"{source} arrays of {b} cannot be changed in place: nothing to share")
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    new = make([3.0, 4.0])
+    v.assign(new)
+    new[1] = 77.0
+    np.testing.assert_array_equal(v.numpy(), [3.0, 4.0])
+
+
+def test_an_integer_or_bool_variable_refuses_values_it_cannot_hold(backend):
+    """A NumPy or native float array assigned to an integer variable was truncated (1.5 -> 1), integers
+    other than 0 and 1 made a bool variable True: a TypeError now, as a Python float 1.5 already was; values
+    held exactly still pass."""
+    b = backend.split(":")[0]
+    i = gt.Variable(gt.asarray(3, backend=b))
+    for bad in (np.array(1.5), _native(backend, [1.5])[0]):
+        with pytest.raises(TypeError, match="cannot hold|without changing"):
+            i.assign(bad)
+    assert int(i.numpy()) == 3
+    i.assign(np.array(2.0))
+    assert int(i.numpy()) == 2
+    flags = gt.Variable(gt.asarray([True, False], backend=b))
+    for bad in ([2, 0], np.array([3, 0])):
+        with pytest.raises(TypeError, match="only 0 and 1"):
+            flags.assign(bad)
+    flags.assign([1, 1])
+    np.testing.assert_array_equal(flags.numpy(), [True, True])

@@ -719,12 +719,9 @@ class Variable(Tensor):
         if callable(initial_value) and not isinstance(initial_value, Tensor):
             initial_value = initial_value()
         t = convert_to_tensor(initial_value, dtype=dtype, device=device)
-        if isinstance(initial_value, Tensor):
-            v = t._v
-            if v is initial_value._v:  # never alias another tensor's value
-                v = t._b.xp.asarray(v, copy=True)
-        else:
-            v = t._v
+        v = t._v
+        if _held_by_caller(initial_value, v):  # never alias another tensor's value or the caller's array
+            v = t._b.xp.asarray(v, copy=True)
         self._v, self._b, self._id = v, t._b, next_id()
         self._lock = threading.RLock()
         self._trainable = bool(trainable)
@@ -750,6 +747,8 @@ class Variable(Tensor):
                 f"Variable.{what}: the value is a {value.dtype} tensor but the variable "
                 f"{self._name!r} is {self.dtype}; cast it first (gt.cast(value, {self.dtype}))"
             )
+        if not isinstance(value, Tensor) and self.dtype.kind in "iub":
+            _check_lossless(value, self, what)
         t = convert_to_tensor(value, dtype=self.dtype, like=self)
         if t._b is not self._b:  # (a tensor made outside the running recording context: captured)
             lifted = lift(t, self._b)
@@ -779,7 +778,7 @@ class Variable(Tensor):
         variable."""
         with self._lock:  # (not inside another thread's compiled step or trace that holds this variable)
             v = self._coerce(value, "assign")
-            if isinstance(value, Tensor) and v is value._v or isinstance(value, np.ndarray):
+            if _held_by_caller(value, v):
                 v = self._b.xp.asarray(v, copy=True)
             self._v = v
         return self
@@ -998,6 +997,45 @@ def convert_to_tensor(
     if type(v) is not b.array_type:
         v = b.fix_output(v)
     return wrap(v, b)
+
+
+def _held_by_caller(value, v):
+    """Whether ``v``, the native array a Variable is to keep from ``value``, may share memory with an
+    object its caller still holds: another Tensor's value, a NumPy array or a native array (torch's
+    ``asarray`` of either is zero-copy).  A Variable copies those (as ``tf.Variable`` and JAX do), so
+    that a later in-place change of the caller's array does not change the variable, or the reverse."""
+    if isinstance(value, Tensor):
+        return v is value._v
+    return not isinstance(value, _PY_SCALARS + (list, tuple))
+
+
+def _check_lossless(value, var, what):
+    """A value that the integer or bool variable ``var`` cannot hold exactly (1.5, or 2 for a bool) is a
+    ``TypeError``, as a Python float is in :func:`convert_to_tensor`: an array's values were truncated
+    (``np.array(1.5)`` assigned 1) and integers other than 0 and 1 made True, silently."""
+    d = var.dtype
+    if isinstance(value, _PY_SCALARS + (list, tuple)):
+        if d.kind != "b":
+            return  # (Python floats: convert_to_tensor's own check)
+        try:
+            src = np.asarray(value)
+        except (TypeError, ValueError):
+            return  # (ragged and other bad values: convert_to_tensor says what is wrong)
+    else:
+        src = convert_to_tensor(value, like=var)
+        if src.dtype.kind == d.kind or src.dtype.kind in "iu" and d.kind in "iu":
+            return  # (integers of another width: a cast, as TensorFlow's convert_to_tensor of a NumPy array)
+        src = src.numpy()
+    if src.dtype.kind == d.kind or src.dtype.kind == "b" or src.dtype.kind == "O":
+        return
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = src.size == 0 or bool(np.all(src.astype(np.dtype(d.name)) == src))
+    if not same:
+        why = "only 0 and 1 are booleans" if d.kind == "b" else "a fraction or a value out of range"
+        raise TypeError(
+            f"Variable.{what}: {var.name!r} is {d}, which cannot hold the value's {src.dtype} numbers "
+            f"without changing them ({why}); round or cast the value first, or make the variable floating"
+        )
 
 
 def holds_tensor(value):
