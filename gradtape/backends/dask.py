@@ -34,6 +34,7 @@ import numpy as np
 from gradtape.core import dtypes as _dt
 
 from gradtape.backends._indexing import advanced_first, check_in_bounds, integer_arrays, plain_slices
+from gradtape.backends._values import check_new_int, with_conventions
 from gradtape.core.backend import Backend, DataDependentShapeError
 
 
@@ -140,6 +141,11 @@ class DaskBackend(Backend):
             "reciprocal": _reciprocal,
             "einsum": self._einsum,
         }
+
+    def op_impl(self, opdef):
+        # lazy values are not read: a cast saturates without the warning; integer division by zero is
+        # NumPy's (0 and its warning, when the blocks are computed)
+        return with_conventions(self, opdef.name, super().op_impl(opdef), None, division=False)
 
     def load(self):
         import array_api_compat.dask.array as compat
@@ -293,6 +299,7 @@ class DaskBackend(Backend):
     def _new_array(self, value, native_dtype, device):
         if device not in (None, "cpu"):
             self.parse_device(device)
+        check_new_int(self, value, native_dtype)  # (NumPy's words for the int64 default lack the dtype)
         return self._da.asarray(np.asarray(value, dtype=native_dtype))
 
     def _cast_and_move(self, x, native_dtype, device):
