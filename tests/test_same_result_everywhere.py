@@ -198,3 +198,52 @@ def test_a_regular_matrix_is_not_refused(backend):
     a = gt.constant([[2.0, 1.0], [1.0, 3.0]], dtype=gt.float64)
     np.testing.assert_allclose(_values(gt.linalg.inv(a)), np.linalg.inv([[2.0, 1.0], [1.0, 3.0]]))
     np.testing.assert_allclose(_values(gt.linalg.cholesky(a)), np.linalg.cholesky([[2.0, 1.0], [1.0, 3.0]]))
+
+
+def _same_bits(got, want):
+    """Equal values with equal signs of zero (and NaN where NaN)."""
+    got, want = np.asarray(got), np.asarray(want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_signed_zeros_of_remainder_floor_divide_and_sign_are_numpys(backend, dtype):
+    """A zero remainder has the divisor's sign, a zero floor quotient that of x1 / x2 (NumPy, the
+    standard): PyTorch and JAX gave -0.0 % 3.0 = -0.0, JAX -0.0 // 3.0 = 0.0; JAX's sign(-0.0) was -0.0."""
+    a = np.asarray([-0.0, 0.0, -6.0, 6.0, 1.0, -1.0, -0.0], dtype=dtype)
+    b = np.asarray([3.0, -3.0, 3.0, -3.0, 3.0, -3.0, np.inf], dtype=dtype)
+    for name in ("remainder", "floor_divide"):
+        _same_bits(_values(getattr(gt, name)(gt.constant(a), gt.constant(b))), getattr(np, name)(a, b))
+        _same_bits(_values(getattr(gt, name)(gt.constant(a), 3.0)), getattr(np, name)(a, np.asarray(3.0, dtype)))
+        _same_bits(_values(getattr(gt, name)(gt.constant(a), -3.0)), getattr(np, name)(a, np.asarray(-3.0, dtype)))
+    _same_bits(_values(gt.sign(gt.constant(a))), np.sign(a))
+
+
+def test_an_integer_to_a_negative_integer_power_is_numpys_value_error(backend):
+    """PyTorch and JAX gave 0 (2 ** -1), NumPy refuses."""
+    x = gt.constant([2, 3], dtype=gt.int32)
+    for call in (lambda: x ** gt.constant([1, -1], dtype=gt.int32), lambda: gt.pow(x, -1)):
+        with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+            _values(call())
+    np.testing.assert_array_equal(_values(x**2), [4, 9])
+    np.testing.assert_allclose(_values(gt.astype(x, gt.float32) ** -1), [0.5, 1 / 3], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_argmax_of_an_empty_axis_is_numpys_value_error(backend, name):
+    """PyTorch raised an IndexError."""
+    with pytest.raises(ValueError, match=f"attempt to get {name} of an empty sequence"):
+        getattr(gt, name)(gt.zeros((0,)))
+    with pytest.raises(ValueError, match=f"attempt to get {name} of an empty sequence"):
+        getattr(gt, name)(gt.zeros((2, 0)), axis=1)
+    assert _values(getattr(gt, name)(gt.zeros((2, 0)), axis=0)).shape == (0,)
+
+
+def test_each_nan_is_distinct_in_unique(backend):
+    """The standard's (and NumPy's through array_api_compat) unique: Dask's merged the NaNs."""
+    x = gt.constant([np.nan, 1.0, np.nan, 1.0])
+    got = _values(gt.unique_values(x))
+    np.testing.assert_array_equal(got, [1.0, np.nan, np.nan])
+    counts = gt.unique_counts(x)
+    np.testing.assert_array_equal(_values(counts.counts), [2, 1, 1])

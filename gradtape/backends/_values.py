@@ -8,6 +8,10 @@
 * **Integer floor division and remainder by zero give 0**, with NumPy's ``RuntimeWarning`` ("divide
   by zero encountered in floor_divide"), as NumPy does; PyTorch raises, JAX gives -1 or garbage.
 * **A Python int beyond an integer dtype is NumPy's ``OverflowError``** (PyTorch and JAX wrap it).
+* **An integer to a negative integer power is NumPy's ``ValueError``** (PyTorch and JAX give 0).
+* **Signed zeros as NumPy and the standard give them**: a zero ``remainder`` has the divisor's sign,
+  a zero ``floor_divide`` the sign of ``x1 / x2`` (PyTorch and JAX gave ``-0.0 % 3.0 = -0.0``, JAX
+  ``-0.0 // 3.0 = 0.0``).
 
 Each is checked where the values can be read at no more than a reduction and a host read (an eager
 array); where they cannot (a lazy Dask array, a tracer of ``jax.jit``, a program ``torch.compile``
@@ -17,6 +21,7 @@ traces) the values follow the convention without the warning.  :func:`astype_for
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -176,10 +181,34 @@ def astype_forward(backend, plain, read, host=None):
     return astype
 
 
-def int_division(backend, fn, name, read, host=None):
+def _signed_zeros(backend, fn, name):
+    """``fn``, the library's floating ``floor_divide`` or ``remainder``, with NumPy's signs of zero
+    results: a remainder's is the divisor's, a floor quotient's that of ``x1 / x2``."""
+    xp = backend.xp
+
+    def zero_sign(x1, x2, out):
+        if name == "remainder":
+            s = x2
+        else:
+            s = x1 / x2
+        if s.__class__ in (int, float):
+            z = xp.zeros_like(out) if math.copysign(1.0, s) > 0 else -xp.zeros_like(out)
+        else:
+            z = xp.copysign(xp.zeros_like(out), s)
+        return xp.where(out == 0, z, out)
+
+    def forward(x1, x2, /):
+        return zero_sign(x1, x2, fn(x1, x2))
+
+    return forward
+
+
+def int_division(backend, fn, name, read, host=None, signed_zeros=False):
     """The op ``name`` (``floor_divide`` or ``remainder``) on ``backend`` from the library's ``fn``:
     integer operands divided by zero give 0 with NumPy's ``RuntimeWarning`` (the module's docstring);
-    floating ones are ``fn``'s.  ``read(x)``, ``host(x)``: as :func:`astype_forward`'s."""
+    floating ones are ``fn``'s, with NumPy's signs of zero results where ``signed_zeros``.  ``read(x)``,
+    ``host(x)``: as :func:`astype_forward`'s."""
+    floating = _signed_zeros(backend, fn, name) if signed_zeros else fn
     integer = {}  # native dtype -> whether it is an integer one
 
     def is_int(d):
@@ -192,11 +221,13 @@ def int_division(backend, fn, name, read, host=None):
         d = getattr(x2, "dtype", None)
         if d is None:  # a Python scalar divisor
             d = getattr(x1, "dtype", None)
-            if d is None or not is_int(d) or x2 != 0:
+            if d is None or not is_int(d):
+                return floating(x1, x2)
+            if x2 != 0:
                 return fn(x1, x2)
             x2 = backend.xp.zeros_like(x1)
         elif not is_int(d):
-            return fn(x1, x2)
+            return floating(x1, x2)
         xp = backend.xp
         some = _read(read, _any_zero, x2, xp, host)
         if some is False:
@@ -215,12 +246,49 @@ def int_division(backend, fn, name, read, host=None):
     return forward
 
 
-def with_conventions(backend, name, impl, read, *, division=True, host=None):
+def int_power(backend, fn, read, host=None):
+    """The op ``pow`` on ``backend`` from the library's ``fn``: an integer to a negative integer power is
+    NumPy's ``ValueError`` (PyTorch and JAX give 0); other operands are ``fn``'s.  ``read(x)``,
+    ``host(x)``: as :func:`astype_forward`'s (an exponent that cannot be read is not checked)."""
+    integer = {}
+
+    def is_int(v):
+        if v.__class__ is int:
+            return True
+        d = getattr(v, "dtype", None)
+        if d is None:
+            return False
+        r = integer.get(d)
+        if r is None:
+            r = integer[d] = backend.dtype_from_native(d).kind in "iu"
+        return r
+
+    def negative(x2, xp, host):
+        h = None if host is None else host(x2)
+        return bool((h < 0).any()) if h is not None else bool(xp.any(x2 < 0))
+
+    def pow(x1, x2, /):
+        if is_int(x2) and is_int(x1):
+            bad = x2 < 0 if x2.__class__ is int else _read(read, negative, x2, backend.xp, host)
+            if bad:
+                raise ValueError("Integers to negative integer powers are not allowed.")
+        return fn(x1, x2)
+
+    pow.__name__ = pow.__qualname__ = "pow"
+    return pow
+
+
+def with_conventions(backend, name, impl, read, *, division=True, power=None, host=None, signed_zeros=()):
     """``impl``, the native forward of op ``name`` on ``backend``, keeping this module's conventions:
-    ``astype`` always, ``floor_divide`` and ``remainder`` where ``division`` (the library's own integer
-    division by zero is not NumPy's).  ``read``, ``host``: as :func:`astype_forward`'s."""
+    ``astype`` always; ``floor_divide`` and ``remainder`` where ``division`` (the library's own integer
+    division by zero is not NumPy's), with NumPy's signs of zero for the ops named in ``signed_zeros``;
+    ``pow`` where ``power`` (None: as ``division``).  ``read``, ``host``: as :func:`astype_forward`'s."""
+    if power is None:
+        power = division
     if name == "astype":
         return astype_forward(backend, impl, read, host)
     if division and name in ("floor_divide", "remainder"):
-        return int_division(backend, impl, name, read, host)
+        return int_division(backend, impl, name, read, host, name in signed_zeros)
+    if power and name == "pow":
+        return int_power(backend, impl, read, host)
     return impl

@@ -194,9 +194,24 @@ class JaxBackend(Backend):
         self._special = {}
 
     def op_impl(self, opdef):
-        impl = with_conventions(self, opdef.name, super().op_impl(opdef), self._readable, host=self._host)
+        impl = super().op_impl(opdef)
+        if opdef.name == "sign":
+            return self._unsigned_zero(impl)
+        impl = with_conventions(
+            self, opdef.name, impl, self._readable, host=self._host, signed_zeros=("remainder", "floor_divide")
+        )
         failure = _LINALG_FAILURES.get(opdef.name)
         return impl if failure is None else self._refusing(impl, failure)
+
+    @staticmethod
+    def _unsigned_zero(impl):
+        """``sign`` with NumPy's (and PyTorch's) ``sign(-0.0) = 0.0``: JAX keeps the zero's sign."""
+
+        def sign(x, /):
+            out = impl(x)
+            return out + 0.0 if out.dtype.kind == "f" else out  # (-0.0 + 0.0 is +0.0; NaN stays)
+
+        return sign
 
     def _readable(self, x):
         """Whether ``x``'s values can be read here (not a tracer of ``jax.jit`` / ``jax.vmap``)."""

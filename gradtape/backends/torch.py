@@ -289,7 +289,8 @@ class TorchBackend(Backend):
         self._special = {}
 
     def op_impl(self, opdef):
-        return with_conventions(self, opdef.name, super().op_impl(opdef), self._readable, host=self._host)
+        impl = super().op_impl(opdef)
+        return with_conventions(self, opdef.name, impl, self._readable, host=self._host, signed_zeros=("remainder",))
 
     def _host(self, x):
         """``x``'s values as a NumPy array sharing its memory, on the CPU (None elsewhere)."""
