@@ -156,10 +156,7 @@ def test_integer_input_to_a_decomposition_is_a_type_error(backend):
 
 
 def test_singular_input_is_a_value_error_naming_the_op(backend):
-    if backend.startswith("jax"):
-        # JAX does not check: inf / nan, as jax.numpy.linalg.inv returns them
-        assert not np.isfinite(gt.linalg.inv(_t(np.ones((3, 3)))).numpy()).all()
-        return
+    # (JAX's own functions return inf / nan: its adapter reads the result's finiteness and raises eagerly)
     if gt.get_backend().lazy:
         # (dask: a value's error is raised when the value is computed, by NumPy's linalg)
         for op, args in [

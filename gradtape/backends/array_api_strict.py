@@ -28,6 +28,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 
+from gradtape.backends._values import check_new_int, eager, with_conventions
 from gradtape.core.backend import Backend
 
 TARGET_API_VERSION = "2025.12"
@@ -45,6 +46,14 @@ class StrictBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = {"getitem": self._getitem}
+
+    def op_impl(self, opdef):
+        # (the library computes as NumPy does: integer division by zero is NumPy's 0 and warning)
+        return with_conventions(self, opdef.name, super().op_impl(opdef), eager, division=False)
+
+    def _new_array(self, value, native_dtype, device):
+        check_new_int(self, value, native_dtype)  # (the library's words lack the value and the dtype)
+        return super()._new_array(value, native_dtype, device)
 
     def load(self):
         import array_api_strict as xp

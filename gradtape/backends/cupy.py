@@ -47,6 +47,7 @@ from gradtape.core import dtypes as _dt
 
 from gradtape.core.backend import DLPACK_ERRORS, Backend
 from gradtape.backends._indexing import integer_arrays
+from gradtape.backends._values import check_new_int, eager, with_conventions
 
 #: DLPack device types of GPU memory (CUDA, ROCm, CUDA managed): such an array cannot go through the host
 _DLPACK_GPU = (2, 10, 13)
@@ -227,6 +228,10 @@ class CupyBackend(Backend):
             "einsum": self._einsum,
         }
 
+    def op_impl(self, opdef):
+        # a cast and an integer division by zero read one reduction on the host (docs/conventions.md)
+        return with_conventions(self, opdef.name, super().op_impl(opdef), eager)
+
     # ------------------------------------------------------------------ loading
     def load(self):
         try:
@@ -340,6 +345,7 @@ class CupyBackend(Backend):
     def _new_array(self, value, native_dtype, device):
         """A host value copied to ``device`` (CuPy stages NumPy arrays through pinned memory, so the
         source may change afterwards); objects with ``__cuda_array_interface__`` are not copied."""
+        check_new_int(self, value, native_dtype)  # (NumPy's OverflowError, in its words, on every backend)
         with device:
             return self._cupy.asarray(value, dtype=native_dtype)
 

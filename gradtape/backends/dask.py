@@ -34,6 +34,7 @@ import numpy as np
 from gradtape.core import dtypes as _dt
 
 from gradtape.backends._indexing import advanced_first, check_in_bounds, integer_arrays, plain_slices
+from gradtape.backends._values import check_new_int, with_conventions
 from gradtape.core.backend import Backend, DataDependentShapeError
 
 
@@ -141,6 +142,12 @@ class DaskBackend(Backend):
             "einsum": self._einsum,
         }
 
+    def op_impl(self, opdef):
+        # lazy values are not read: a cast saturates without the warning; integer division by zero is
+        # NumPy's (0 and its warning, when the blocks are computed), as is a negative integer power (an
+        # array's when computed; a Python int's at once, where dask would raise a TypeError)
+        return with_conventions(self, opdef.name, super().op_impl(opdef), None, division=False, power=True)
+
     def load(self):
         import array_api_compat.dask.array as compat
         import array_api_compat.numpy as np_xp
@@ -237,7 +244,36 @@ class DaskBackend(Backend):
             if not name.startswith("_") and callable(fn):
                 setattr(fft, name, _whole_axes(fn, name) if name not in _FFT_NO_ARRAY else fn)
         ns.fft = fft
+        for name in ("unique_all", "unique_counts", "unique_inverse", "unique_values"):
+            setattr(ns, name, self._unique(name))
         return ns
+
+    def _unique(self, name):
+        """``unique_*`` as NumPy's, in one lazy task over the whole array: each NaN is distinct, as the
+        standard (and NumPy through array_api_compat) says, where dask's ``unique`` merges the NaNs.
+        The values' length is unknown until computed (NaN, dask's unknown size); the inverse indices
+        have ``x``'s shape."""
+        host = getattr(self._np_xp, name)
+        da, delayed = self._da, self._dask.delayed
+
+        def fn(x, /):
+            task = delayed(host, pure=True)(x)
+            if name == "unique_values":
+                return da.from_delayed(task, shape=(math.nan,), dtype=x.dtype)
+            fields = host(np.zeros((1,), x.dtype))._fields  # (the names of the result's fields)
+            shapes = {"values": (math.nan,), "inverse_indices": x.shape}
+            parts = [
+                da.from_delayed(
+                    delayed(_part, pure=True)(task, i),
+                    shape=shapes.get(f, (math.nan,)),
+                    dtype=x.dtype if f == "values" else np.int64,
+                )
+                for i, f in enumerate(fields)
+            ]
+            return tuple(parts)
+
+        fn.__name__ = name
+        return fn
 
     def _linalg(self, name, native):
         """``linalg.<name>``: dask's own for the 2-D calls it does right (see ``_DASK_LINALG_2D``), else
@@ -293,6 +329,7 @@ class DaskBackend(Backend):
     def _new_array(self, value, native_dtype, device):
         if device not in (None, "cpu"):
             self.parse_device(device)
+        check_new_int(self, value, native_dtype)  # (NumPy's words for the int64 default lack the dtype)
         return self._da.asarray(np.asarray(value, dtype=native_dtype))
 
     def _cast_and_move(self, x, native_dtype, device):

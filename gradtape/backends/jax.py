@@ -40,6 +40,7 @@ from gradtape.core import dtypes as _dt
 
 from gradtape.core.backend import Backend
 from gradtape.backends._indexing import check_in_bounds, integer_arrays
+from gradtape.backends._values import check_new_int, with_conventions
 
 _ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 #: functions for which JAX reports a shape mismatch as TypeError (NumPy, PyTorch and array_api_strict:
@@ -154,6 +155,14 @@ def _namespace(jnp, backend):
     return ns
 
 
+#: the linear algebra NumPy and PyTorch refuse where the input is singular (not positive definite), and
+#: NumPy's words for it; ``jax.numpy`` returns inf / NaN there
+_LINALG_FAILURES = {
+    "linalg.inv": "Singular matrix",
+    "linalg.solve": "Singular matrix",
+    "linalg.cholesky": "Matrix is not positive definite",
+}
+
 #: ``jax.scipy.special``'s names for SciPy's special functions, where they differ
 _SPECIAL_NAMES = {"psi": "digamma"}
 #: functions of ``jax.scipy.special`` that are not SciPy's: ``betaln`` is NaN at poles where SciPy's is finite
@@ -183,6 +192,58 @@ class JaxBackend(Backend):
             "take": self._take,
         }
         self._special = {}
+
+    def op_impl(self, opdef):
+        impl = super().op_impl(opdef)
+        if opdef.name == "sign":
+            return self._unsigned_zero(impl)
+        impl = with_conventions(
+            self, opdef.name, impl, self._readable, host=self._host, signed_zeros=("remainder", "floor_divide")
+        )
+        failure = _LINALG_FAILURES.get(opdef.name)
+        return impl if failure is None else self._refusing(impl, failure)
+
+    @staticmethod
+    def _unsigned_zero(impl):
+        """``sign`` with NumPy's (and PyTorch's) ``sign(-0.0) = 0.0``: JAX keeps the zero's sign."""
+
+        def sign(x, /):
+            out = impl(x)
+            return out + 0.0 if out.dtype.kind == "f" else out  # (-0.0 + 0.0 is +0.0; NaN stays)
+
+        return sign
+
+    def _readable(self, x):
+        """Whether ``x``'s values can be read here (not a tracer of ``jax.jit`` / ``jax.vmap``)."""
+        return not isinstance(x, self._Tracer)
+
+    @staticmethod
+    def _host(x):
+        """``x``'s values as a NumPy array where they are in host memory (on the CPU: no copy), else None
+        (a reduction on the device, read, costs less than a copy of the array)."""
+        devices = x.devices()
+        if len(devices) != 1 or next(iter(devices)).platform != "cpu":
+            return None
+        return np.asarray(x)
+
+    def _refusing(self, impl, failure):
+        """``impl`` raising NumPy's ``LinAlgError`` (``failure``: its message) where it returns a
+        non-finite value for finite inputs, as NumPy's and PyTorch's functions refuse a singular (or
+        not positive definite) matrix.  One host read of a reduction; a tracer's values (under
+        ``jax.jit``) cannot be read, so those keep JAX's inf / NaN."""
+        jnp = self._jnp
+        tracer = self._Tracer
+
+        def refusing(*arrays, **attrs):
+            out = impl(*arrays, **attrs)
+            if isinstance(out, tracer) or bool(jnp.all(jnp.isfinite(out))):
+                return out
+            if all(bool(jnp.all(jnp.isfinite(a))) for a in arrays):
+                raise np.linalg.LinAlgError(failure)
+            return out
+
+        refusing.__name__ = refusing.__qualname__ = getattr(impl, "__name__", "refusing")
+        return refusing
 
     def load(self):
         import jax
@@ -420,6 +481,7 @@ class JaxBackend(Backend):
             # asynchronous and may read (or keep) the host buffer after it returns: it gets a copy of its
             # own, so that writing to the caller's array afterwards changes nothing
             return self._jax.device_put(value.copy(), device, may_alias=False)
+        check_new_int(self, value, native_dtype)  # (JAX wraps a Python int around)
         return self._jnp.asarray(value, dtype=native_dtype, device=device)
 
     # ------------------------------------------------------------------ conversion

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradtape.backends._values import check_new_int, eager, itself, with_conventions
 from gradtape.core.backend import Backend
 
 
@@ -171,7 +172,7 @@ class NumpyBackend(Backend):
         self.overrides = dict(_OVERRIDES)
 
     def op_impl(self, opdef):
-        impl = super().op_impl(opdef)
+        impl = with_conventions(self, opdef.name, super().op_impl(opdef), eager, division=False, host=itself)
         unmasked = _UNMASKED_WHERE_NO_ZERO.get(opdef.name)
         return impl if unmasked is None or opdef.name in self.overrides else unmasked(impl)
 
@@ -194,7 +195,11 @@ class NumpyBackend(Backend):
         nd = None if dtype is None else self.dtype_to_native(dtype)
         if type(value) is np.ndarray and (nd is None or value.dtype == nd):
             return value
-        return np.asarray(value, dtype=nd)
+        try:
+            return np.asarray(value, dtype=nd)
+        except OverflowError:
+            check_new_int(self, value, nd)  # (NumPy's words for the int64 default lack the dtype)
+            raise
 
     def update_inplace(self, name, x, delta):
         # a view keeps its base alive (so the base's refcount shows it); x itself must own its data

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from gradtape.backends._indexing import advanced_first
+from gradtape.backends._values import check_new_int, with_conventions
 from gradtape.core.backend import Backend
 
 # name: (torch function name, compat turns a scalar x1 into a tensor, ... a scalar x2)
@@ -287,6 +288,31 @@ class TorchBackend(Backend):
         self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
         self._special = {}
 
+    def op_impl(self, opdef):
+        impl = super().op_impl(opdef)
+        return with_conventions(self, opdef.name, impl, self._readable, host=self._host, signed_zeros=("remainder",))
+
+    def _host(self, x):
+        """``x``'s values as a NumPy array sharing its memory, on the CPU (None elsewhere)."""
+        if x.device.type != "cpu" or x.requires_grad:
+            return None
+        return x.numpy()
+
+    def _readable(self, x):
+        """Whether ``x``'s values can be read here: not while ``make_fx`` or ``torch.compile`` trace a
+        ``gt.function``'s program (a read there would fix the value of the traced call in the graph)."""
+        torch = self._torch
+        if torch.compiler.is_compiling():
+            return False
+        get_proxy_mode = self._get_proxy_mode
+        if get_proxy_mode is None:
+            get_proxy_mode = self._get_proxy_mode = importlib.import_module(
+                "torch.fx.experimental.proxy_tensor"
+            ).get_proxy_mode
+        return get_proxy_mode() is None
+
+    _get_proxy_mode = None
+
     def load(self):
         import torch
 
@@ -376,6 +402,7 @@ class TorchBackend(Backend):
                 out = out.to(device=device, dtype=native_dtype)
             return out
         if isinstance(value, (bool, int, float, complex)):
+            check_new_int(self, value, native_dtype)  # (torch wraps a Python int around)
             return self._torch.tensor(value, dtype=native_dtype, device=device)
         if not hasattr(value, "__len__") and hasattr(value, "__dlpack__"):
             return self._cast_and_move(self.from_dlpack(value), native_dtype, device)

@@ -12,6 +12,7 @@ from array_api_compat import device as _device
 
 from gradtape.core import config as _config
 from gradtape import backends as _bk
+from gradtape.backends._values import check_python_int
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import DEFAULT_DEVICE, REAL, Case, with_complex
 from gradtape.core.recording_state import ACTIVE_TAPES
@@ -145,13 +146,18 @@ def full(shape, fill_value, *, dtype=None, device=None):
     float64 and complex128 under ``gt.config.set_floatx("float64")``)."""
     if isinstance(fill_value, Tensor):
         fill_value = _python_scalar(fill_value)
-    return _make(
-        "full",
-        _shape(shape, "full"),
-        fill_value,
-        dtype=dtype if dtype is not None else _scalar_dtype(fill_value),
-        device=device,
-    )
+    dtype = dtype if dtype is not None else _scalar_dtype(fill_value)
+    _check_fill(fill_value, dtype, "full")
+    return _make("full", _shape(shape, "full"), fill_value, dtype=dtype, device=device)
+
+
+def _check_fill(value, dtype, who):
+    """NumPy's ``OverflowError`` for a Python int fill value beyond an integer ``dtype`` (PyTorch and
+    JAX would wrap it around)."""
+    if value.__class__ is int:
+        d = _dt.as_dtype(dtype)
+        if d.kind in "iu":
+            check_python_int(value, d.name, who)
 
 
 def _like(fname, x, *args, dtype=None, device=None):
@@ -186,7 +192,11 @@ def empty_like(x, /, *, dtype=None, device=None):
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` (a scalar or a one-element tensor) in ``x``'s shape, dtype, backend and device (not
     differentiable)."""
-    return _like("full", x, _python_scalar(fill_value), dtype=dtype, device=device)
+    fill_value = _python_scalar(fill_value)
+    if not isinstance(x, Tensor):
+        x = convert_to_tensor(x)
+    _check_fill(fill_value, x.dtype if dtype is None else dtype, "full_like")
+    return _like("full", x, fill_value, dtype=dtype, device=device)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):

@@ -79,15 +79,30 @@ _argmin = defop(
 )
 
 
+def _not_empty(x, axis, name):
+    """NumPy's ValueError where ``name`` (``argmax``, ``argmin``) reduces an empty axis, on every
+    backend (PyTorch raised an IndexError): a test of the shape, no value read."""
+    if isinstance(x, Tensor):
+        shape = x.shape
+        if axis is None:
+            empty = 0 in tuple(shape)
+        else:
+            empty = isinstance(axis, int) and -len(shape) <= axis < len(shape) and shape[axis] == 0
+        if empty:
+            raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
+
+
 @public(_argmax)
 def argmax(x, /, *, axis=None, keepdims=False):
     """Index of the largest element (not differentiable)."""
+    _not_empty(x, axis, "argmax")
     return apply1(_argmax, x, {"axis": axis, "keepdims": keepdims})
 
 
 @public(_argmin)
 def argmin(x, /, *, axis=None, keepdims=False):
     """Index of the smallest element (not differentiable)."""
+    _not_empty(x, axis, "argmin")
     return apply1(_argmin, x, {"axis": axis, "keepdims": keepdims})
 
 
