@@ -120,17 +120,9 @@ def test_a_python_int_at_the_bounds_still_fits(backend):
     assert _values(gt.constant([1], dtype=gt.int8) + 126).tolist() == [127]
 
 
-_CORE = (
-    "a Python int beside an integer tensor passes to the library as is (core/dispatch._convert's passthrough, "
-    "core/dtypes.scalar_fits does not read the range): PyTorch and JAX wrap it; the fix is in core, "
-    "reported by the samebackend6 brief"
-)
-
-
 @pytest.mark.parametrize("op", [lambda x: x + 2**40, lambda x: gt.multiply(x, -(2**31) - 1), lambda x: 2**33 - x])
-def test_a_python_int_beyond_a_tensors_dtype_is_an_overflow_error(backend, request, op):
-    if backend.split(":")[0] in ("torch", "jax"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=_CORE))
+def test_a_python_int_beyond_a_tensors_dtype_is_an_overflow_error(backend, op):
+    """NumPy's OverflowError on every backend (PyTorch and JAX wrapped the Python int around)."""
     x = gt.constant([1, 2], dtype=gt.int32)
     with pytest.raises(OverflowError, match="out of bounds|within the bounds"):
         _values(op(x))
@@ -247,3 +239,12 @@ def test_each_nan_is_distinct_in_unique(backend):
     np.testing.assert_array_equal(got, [1.0, np.nan, np.nan])
     counts = gt.unique_counts(x)
     np.testing.assert_array_equal(_values(counts.counts), [2, 1, 1])
+
+
+@pytest.mark.parametrize("op", [lambda x: x < 2**40, lambda x: x == 2**32 + 1, lambda x: x != -(2**33)])
+def test_a_comparison_with_a_python_int_beyond_the_dtype_is_an_overflow_error(backend, op):
+    """PyTorch and JAX compared the wrapped-around int (``x == 2**32 + 1`` was True for x = 1); array_api_strict
+    raised: the error on every backend."""
+    x = gt.constant([1, 2], dtype=gt.int32)
+    with pytest.raises(OverflowError, match="out of bounds"):
+        _values(op(x))
