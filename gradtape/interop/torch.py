@@ -157,7 +157,7 @@ def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
     if True not in needs:
         return (None,) * (len(needs) + 1)
     run = c.run
-    if torch.is_grad_enabled() or run is None or run.tape is None:
+    if torch.is_grad_enabled() or run is None or run.rec is None:
         # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
         # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
         # that do not require grad).  (torch materialises the cotangents of unused outputs as zeros)
