@@ -227,6 +227,37 @@ def test_crossings_differentiate_a_function_that_updates_its_input_in_place(back
     check_grads(j, jx, order=2, modes=["rev"])
 
 
+def test_to_torch_an_output_nothing_uses_is_not_walked_back(backend):
+    """torch gives None, not zeros, for an output of several that nothing downstream uses
+    (``set_materialize_grads(False)``): the backward walks only the used outputs' part of the
+    function; the double backward (the VJP crossing) takes zeros for it and equals torch's own."""
+    walked = []
+
+    @gt.custom_gradient
+    def exp_counted(x):
+        y = gt.exp(x)
+
+        def grad(dy):
+            walked.append(1)
+            return dy * y
+
+        return y, grad
+
+    f = gt.interop.to_torch(lambda x: (gt.sin(x), exp_counted(x)), backend=backend)
+    x = torch.tensor([0.3, -0.5], dtype=torch.float64, requires_grad=True)
+    s, e = f(x)
+    s.sum().backward(retain_graph=True)
+    torch.testing.assert_close(x.grad, torch.cos(x.detach()), check_device=False)
+    assert walked == []
+    e.sum().backward()
+    assert walked == [1]
+    s, _ = f(x)
+    (g,) = torch.autograd.grad(s.sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    torch.testing.assert_close(h, -torch.sin(x.detach()), check_device=False)
+    assert torch.autograd.gradgradcheck(lambda x: f(x)[0], (x,))
+
+
 def test_to_torch_pytrees_integers_and_non_array_arguments(backend):
     def fn(params, x, *, scale, index):
         out = {"y": gt.sum(params["w"] * x + params["b"]) * scale, "n": gt.argmax(x)}

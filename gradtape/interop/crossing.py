@@ -31,7 +31,6 @@ import numpy as np
 import optree
 
 from gradtape.autodiff.custom_gradient import run_privately
-from gradtape.backends.batching import per_example_sources
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.config import active, current, get_backend
 from gradtape.core.engine import Recording, UnconnectedGradients, backward, record
@@ -92,8 +91,10 @@ def run_beside(f: Callable[..., Any], xs: Sequence[Any]) -> Any:
             b = x._b
             device = b.device_beside(x._v)
             s = current()
-            if s.backend is b and (s.device == device or (s.device is None and b.unplaced_device() == device)):
-                return f(*xs)  # (already so: new tensors go to that device without a context)
+            if s.backend is b:
+                d = s.device
+                if (b.unplaced_device() if d is None else d) == device:
+                    return f(*xs)  # (already so: new tensors go to that device without a context)
             with active(b, device):
                 return f(*xs)
     return f(*xs)
@@ -257,11 +258,18 @@ class Taped:
     its pytrees or its context apply to what a crossing hands it, and they were ~30 µs a call here.
     The gradients are the inputs' as ``f`` received them: ``f`` may update an input in place
     (``x *= x``, a recorded functional update that gives the Tensor a new identity), and the other
-    library asks for the gradient with respect to the value it passed (:attr:`ids`)."""
+    library asks for the gradient with respect to the value it passed (:attr:`ids`).
+
+    A crossing that is itself an object per call (``to_torch``'s) subclasses it, so that one object
+    carries the call: it is made empty (:attr:`rec` None) and :meth:`record` runs the forward."""
 
     __slots__ = ("rec", "xs", "ids", "outs", "spec", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], xs: Sequence[Any], watch: Sequence[bool]):
+        self.record(f, xs, watch)
+
+    def record(self, f: Callable[..., Any], xs: Sequence[Any], watch: Sequence[bool]) -> None:
+        """The forward: ``f(*xs)`` (by :func:`run_beside`) recorded from the inputs ``watch`` says."""
         self.xs = xs
         rec = None
         for x, w in zip(xs, watch):
@@ -303,7 +311,8 @@ class Taped:
                 x = wrap(x._v, x._b)
                 x._id = ids[k]
             sources.append(x)
-        sources = per_example_sources(sources, rec.nodes)
+        # (the sources are this call's own: not a running gt.vmap's per-example ones, which a
+        # GradientTape's gradient would make of them inside a map)
         return backward(rec, targets, grads, sources, UnconnectedGradients.ZERO if zeros else UnconnectedGradients.NONE)
 
 
