@@ -27,8 +27,10 @@ The crossing's own cost is the time through it less the two libraries' own work 
 library's differentiation of the op and gradtape's).
 
 Each cell is the best of ``--repeat`` timings of ``--number`` calls (microseconds per call, process
-CPU time; ``--clock wall`` for elapsed time).  Nothing is copied on the same device: the script checks
-that the arrays the gradtape function sees are the caller's (same data pointer) before timing.
+CPU time; ``--clock wall`` for elapsed time), taken in rounds: each round times every cell once, in
+turn, so that a change of the machine's load weighs alike on the figures subtracted from one
+another.  Nothing is copied on the same device: the script checks that the arrays the gradtape
+function sees are the caller's (same data pointer) before timing.
 """
 
 from __future__ import annotations
@@ -61,9 +63,31 @@ FLOOR_BESIDE = "(floor) that Function, then gradtape's tape of x * 2, one after 
 FLOOR_JAX = "(floor) a jax.custom_vjp computing x * 2 in JAX, eager"
 
 
-def best_us(fn, number, repeat, timer):
-    fn()  # warm
-    return min(timeit.repeat(fn, number=number, repeat=repeat, timer=timer)) / number * 1e6
+class Cell:
+    """One timing to take: ``fn`` run ``number`` times under the backend active where it was asked for."""
+
+    __slots__ = ("fn", "number", "backend", "best")
+
+    def __init__(self, fn, number):
+        self.fn, self.number, self.backend, self.best = fn, number, gt.get_backend().name, None
+
+
+def interleaved(results, repeat, timer):
+    """The rows with each :class:`Cell` replaced by its best time (µs per call): ``repeat`` rounds, each
+    timing every cell once in turn, so that the machine's load, which moves by tens of µs from one
+    second to the next on a shared machine, weighs alike on the figures that are subtracted from one
+    another (one function in several rows, plain torch say, is one cell: one figure)."""
+    cells = list({id(c.fn): c for r in results for c in r[1:] if c is not None}.values())
+    for c in cells:
+        with gt.use_backend(c.backend):
+            c.fn()  # warm
+    for _ in range(repeat):
+        for c in cells:
+            with gt.use_backend(c.backend):
+                t = timeit.timeit(c.fn, number=c.number, timer=timer) / c.number * 1e6
+            c.best = t if c.best is None else min(c.best, t)
+    best = {id(c.fn): c.best for c in cells}
+    return [(name, *(None if c is None else best[id(c.fn)] for c in r)) for name, *r in results]
 
 
 def calls_per_call(fn, number=50):
@@ -100,8 +124,8 @@ def check_no_copy():
 
 
 def rows(measure, number):
-    """The rows, each ``(name, native, gradtape alone, through the crossing)``, measured by
-    ``measure(fn, number of calls)``."""
+    """The rows, each ``(name, native, gradtape alone, through the crossing)``, each cell what
+    ``measure(fn, number of calls)`` returns (None: no such cell)."""
     out = []
     g_t = torch.ones(8, dtype=torch.float64)
 
@@ -325,7 +349,7 @@ def main(argv=None):
         print(table(results, unit="calls"))
         how = "Python function calls per call (cProfile)"
     else:
-        results = rows(lambda fn, n: best_us(fn, n, args.repeat, timer), args.number)
+        results = interleaved(rows(Cell, args.number), args.repeat, timer)
         print(table(results))
         how = f"best of {args.repeat} x {args.number} calls, {args.clock} clock"
     print(

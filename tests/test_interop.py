@@ -196,6 +196,68 @@ def test_to_torch_an_in_place_change_of_its_output_or_input_is_torchs_error_not_
         y.sum().backward()
 
 
+def _updates_its_input_in_place(x, y):
+    x *= x  # (gradtape's in-place update: a recorded functional one, x becomes a new tensor)
+    x[0] = x[0] * y[0]
+    return gt.sin(x) * y
+
+
+def _updates_its_input_in_place_native(xp, x, y):
+    x = x * x
+    x = xp.concatenate([x[:1] * y[:1], x[1:]])
+    return xp.sin(x) * y
+
+
+def test_crossings_differentiate_a_function_that_updates_its_input_in_place(backend):
+    """``x *= x`` inside the function gives the gradtape Tensor a new identity: the gradient torch and
+    JAX ask for is with respect to the value they passed, not the updated one (it was the updated
+    value's, silently: 1 where 2x was right); to second order, equal to the native functions'."""
+    xs = (np.array([0.3, -0.7, 1.1]), np.array([1.5, 0.2, -0.4]))
+    f = gt.interop.to_torch(_updates_its_input_in_place, backend=backend)
+    tx = tuple(torch.tensor(a, requires_grad=True) for a in xs)
+    native = lambda x, y: _updates_its_input_in_place_native(torch, x, y)
+    torch.testing.assert_close(
+        torch.func.jacrev(f, argnums=(0, 1))(*tx), torch.func.jacrev(native, argnums=(0, 1))(*tx), check_device=False
+    )
+    assert torch.autograd.gradcheck(f, tx) and torch.autograd.gradgradcheck(f, tx)
+    j = gt.interop.to_jax(_updates_its_input_in_place, backend=backend)
+    jx = tuple(jnp.asarray(a) for a in xs)
+    jn = lambda x, y: _updates_its_input_in_place_native(jnp, x, y)
+    np.testing.assert_allclose(jax.jacrev(j, argnums=(0, 1))(*jx), jax.jacrev(jn, argnums=(0, 1))(*jx), rtol=1e-12)
+    check_grads(j, jx, order=2, modes=["rev"])
+
+
+def test_to_torch_an_output_nothing_uses_is_not_walked_back(backend):
+    """torch gives None, not zeros, for an output of several that nothing downstream uses
+    (``set_materialize_grads(False)``): the backward walks only the used outputs' part of the
+    function; the double backward (the VJP crossing) takes zeros for it and equals torch's own."""
+    walked = []
+
+    @gt.custom_gradient
+    def exp_counted(x):
+        y = gt.exp(x)
+
+        def grad(dy):
+            walked.append(1)
+            return dy * y
+
+        return y, grad
+
+    f = gt.interop.to_torch(lambda x: (gt.sin(x), exp_counted(x)), backend=backend)
+    x = torch.tensor([0.3, -0.5], dtype=torch.float64, requires_grad=True)
+    s, e = f(x)
+    s.sum().backward(retain_graph=True)
+    torch.testing.assert_close(x.grad, torch.cos(x.detach()), check_device=False)
+    assert walked == []
+    e.sum().backward()
+    assert walked == [1]
+    s, _ = f(x)
+    (g,) = torch.autograd.grad(s.sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    torch.testing.assert_close(h, -torch.sin(x.detach()), check_device=False)
+    assert torch.autograd.gradgradcheck(lambda x: f(x)[0], (x,))
+
+
 def test_to_torch_pytrees_integers_and_non_array_arguments(backend):
     def fn(params, x, *, scale, index):
         out = {"y": gt.sum(params["w"] * x + params["b"]) * scale, "n": gt.argmax(x)}

@@ -31,11 +31,10 @@ import numpy as np
 import optree
 
 from gradtape.autodiff.custom_gradient import run_privately
-from gradtape.autodiff.tape import GradientTape
 from gradtape.core.backend_registry import get as get_backend_named
 from gradtape.core.config import active, current, get_backend
-from gradtape.core.engine import record
-from gradtape.core.recording_state import connected_tapes, per_thread
+from gradtape.core.engine import Recording, UnconnectedGradients, backward, record
+from gradtape.core.recording_state import add_active_tapes, connected_tapes, per_thread
 from gradtape.core.registry import OpDef
 from gradtape.core.tensor import Tensor, wrap
 
@@ -92,8 +91,10 @@ def run_beside(f: Callable[..., Any], xs: Sequence[Any]) -> Any:
             b = x._b
             device = b.device_beside(x._v)
             s = current()
-            if s.backend is b and (s.device == device or (s.device is None and b.unplaced_device() == device)):
-                return f(*xs)  # (already so: new tensors go to that device without a context)
+            if s.backend is b:
+                d = s.device
+                if (b.unplaced_device() if d is None else d) == device:
+                    return f(*xs)  # (already so: new tensors go to that device without a context)
             with active(b, device):
                 return f(*xs)
     return f(*xs)
@@ -244,39 +245,75 @@ def unflatten_outputs(spec: Any, outs: Sequence[Any]) -> Any:
 
 
 class Taped:
-    """One call of the gradtape function ``f`` on the Tensors ``xs`` (by :func:`run_beside`), under
-    a tape that watches the inputs where ``watch`` says (no tape where none), kept for its backward:
-    a crossing's first order is this one forward and one walk of its tape (:meth:`gradient`; the
-    tape is persistent: the other library may call a backward twice, torch's ``retain_graph``, a
+    """One call of the gradtape function ``f`` on the Tensors ``xs`` (by :func:`run_beside`), recorded
+    where ``watch`` says an input is watched (no recording where none), kept for its backward: a
+    crossing's first order is this one forward and one walk of what it recorded (:meth:`gradient`;
+    the recording stays: the other library may call a backward twice, torch's ``retain_graph``, a
     JAX pullback kept).  ``outs``: ``f``'s outputs as a flat list (checked by the crossing), ``spec``
-    their structure (:func:`flatten_outputs`: ``f`` may return one Tensor, a tuple, any pytree)."""
+    their structure (:func:`flatten_outputs`: ``f`` may return one Tensor, a tuple, any pytree).
 
-    __slots__ = ("tape", "xs", "outs", "spec", "__weakref__")
+    It is the engine's own recording (:class:`~gradtape.core.engine.Recording`, pushed on this
+    thread's tapes for the call, as a tape's ``with`` block does) and its walk, not a
+    :class:`~gradtape.autodiff.tape.GradientTape`: none of the public tape's checks of its arguments,
+    its pytrees or its context apply to what a crossing hands it, and they were ~30 µs a call here.
+    The gradients are the inputs' as ``f`` received them: ``f`` may update an input in place
+    (``x *= x``, a recorded functional update that gives the Tensor a new identity), and the other
+    library asks for the gradient with respect to the value it passed (:attr:`ids`).
+
+    A crossing that is itself an object per call (``to_torch``'s) subclasses it, so that one object
+    carries the call: it is made empty (:attr:`rec` None) and :meth:`record` runs the forward."""
+
+    __slots__ = ("rec", "xs", "ids", "outs", "spec", "__weakref__")
 
     def __init__(self, f: Callable[..., Any], xs: Sequence[Any], watch: Sequence[bool]):
+        self.record(f, xs, watch)
+
+    def record(self, f: Callable[..., Any], xs: Sequence[Any], watch: Sequence[bool]) -> None:
+        """The forward: ``f(*xs)`` (by :func:`run_beside`) recorded from the inputs ``watch`` says."""
         self.xs = xs
-        wrt = [x for x, w in zip(xs, watch) if w]
-        if not wrt:
-            self.tape: GradientTape | None = None
+        rec = None
+        for x, w in zip(xs, watch):
+            if w:
+                if rec is None:
+                    rec = Recording(False)  # (variables read by f are not watched: they cannot cross)
+                rec.watch_id(x._id)
+        self.rec = rec
+        if rec is None:
             self.outs, self.spec = flatten_outputs(run_beside(f, xs), Tensor)
             return
-        tape = self.tape = GradientTape(persistent=True, watch_accessed_variables=False)
-        with tape:
-            tape.watch(wrt)
+        self.ids = [x._id for x in xs]
+        outer = per_thread.tapes
+        per_thread.tapes = [*outer, rec]
+        add_active_tapes(1)
+        try:
             self.outs, self.spec = flatten_outputs(run_beside(f, xs), Tensor)
+        finally:
+            per_thread.tapes = outer
+            add_active_tapes(-1)
 
-    def gradient(self, cts: Sequence[Any], wrt: Sequence[int]) -> list:
-        """The gradients of the inputs at the positions ``wrt`` (None: unconnected) given ``cts``, one
-        cotangent (a Tensor) per output, None for an output that carries none."""
+    def gradient(self, cts: Sequence[Any], wrt: Sequence[int], zeros: bool = False) -> list:
+        """The gradients of the inputs at the positions ``wrt`` given ``cts``, one cotangent (a Tensor)
+        per output, None for an output that carries none; an unconnected input's is None (zeros
+        where ``zeros``: then only where some output carries a cotangent)."""
         targets, grads = [], []
         for o, c in zip(self.outs, cts):
             if c is not None:
                 targets.append(o)
                 grads.append(c)
-        if not targets or self.tape is None:
+        rec = self.rec
+        if not targets or rec is None:
             return [None] * len(wrt)
-        xs = self.xs
-        return self.tape.gradient(targets, [xs[k] for k in wrt], output_gradients=grads)
+        xs, ids = self.xs, self.ids
+        sources = []
+        for k in wrt:
+            x = xs[k]
+            if x._id != ids[k]:  # f updated it in place: the gradient is the value's that f received
+                x = wrap(x._v, x._b)
+                x._id = ids[k]
+            sources.append(x)
+        # (the sources are this call's own: not a running gt.vmap's per-example ones, which a
+        # GradientTape's gradient would make of them inside a map)
+        return backward(rec, targets, grads, sources, UnconnectedGradients.ZERO if zeros else UnconnectedGradients.NONE)
 
 
 def vjp_function(f: Callable[..., Any], n_in: int) -> Callable[..., list]:
@@ -284,29 +321,21 @@ def vjp_function(f: Callable[..., Any], n_in: int) -> Callable[..., list]:
     outputs one Tensor, a sequence, or any pytree of them, :func:`flatten_outputs`) as another flat
     function: ``g(*xs, *gys)`` returns the gradient of each input (zeros where unconnected; None for
     an input that carries none, an integer one), one ``gy`` per output (ignored for outputs that
-    carry no gradient).  It is computed by a GradientTape, with
-    recorded ops: an outer tape differentiates it again."""
+    carry no gradient).  It is computed by a :class:`Taped` call and its walk, with recorded ops: an
+    outer tape differentiates it again."""
 
     def vjp(*args: Any) -> list:
         xs, gys = args[:n_in], args[n_in:]
-        wrt = [x for x in xs if differentiable(x)]
-        with GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(wrt)
-            outs, _ = flatten_outputs(f(*xs), Tensor)
-        if len(gys) != len(outs):
-            raise ValueError(f"vjp_function: {len(gys)} cotangents for {len(outs)} outputs")
-        pairs = [(o, g) for o, g in zip(outs, gys) if differentiable(o)]
-        if not pairs or not wrt:
-            grads: list = [None] * len(wrt)
-        else:
-            grads = tape.gradient(
-                [o for o, _ in pairs],
-                wrt,
-                output_gradients=[g for _, g in pairs],
-                unconnected_gradients="zero",
-            )
-        it = iter(grads)
-        return [next(it) if differentiable(x) else None for x in xs]
+        watch = [differentiable(x) for x in xs]
+        run = Taped(f, xs, watch)
+        if len(gys) != len(run.outs):
+            raise ValueError(f"vjp_function: {len(gys)} cotangents for {len(run.outs)} outputs")
+        wrt = [k for k, w in enumerate(watch) if w]
+        grads = run.gradient([g if differentiable(o) else None for o, g in zip(run.outs, gys)], wrt, zeros=True)
+        out: list = [None] * len(xs)
+        for k, g in zip(wrt, grads):
+            out[k] = g
+        return out
 
     vjp.__name__ = vjp.__qualname__ = f"vjp_of_{getattr(f, '__name__', 'f')}"
     return on_inputs_device(vjp)

@@ -75,21 +75,21 @@ def _floating(x: torch.Tensor) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ to_torch
-class _Crossing:
+class _Crossing(Taped):
     """One call of a gradtape function ``f`` of tensors (positional) from torch, on backend ``b``: its
-    forward kept with its tape (:class:`~gradtape.interop.crossing.Taped`, which also says how the
-    outputs were structured) and whether each output carries a gradient."""
+    forward and what it recorded (a :class:`~gradtape.interop.crossing.Taped`, which also says how
+    the outputs were structured: ``spec``) and whether each output carries a gradient."""
 
-    __slots__ = ("f", "b", "n_in", "run", "floating", "spec", "__weakref__")
+    __slots__ = ("f", "b", "n_in", "floating")
 
     def __init__(self, f: Callable[..., Any], b: Any, n_in: int):
         self.f, self.b, self.n_in = f, b, n_in
-        self.run: Taped | None = None
-        self.floating: list = []  # whether each output carries a gradient
-        self.spec: Any = None  # the structure of f's outputs (flatten_outputs), once run
+        self.rec = None  # (nothing recorded: before the forward, or no input needs a gradient)
+        self.spec: Any = None
+        self.floating: list = []  # whether each output carries a gradient (none: torch.func's vmap rule)
 
     def forward(self, xs: tuple) -> Any:
-        """``f`` on the torch tensors ``xs`` under a tape: its outputs as new torch tensors, one (``f``
+        """``f`` on the torch tensors ``xs``, recorded: its outputs as new torch tensors, one (``f``
         returned one Tensor) or a tuple (:attr:`spec` says how to restructure it)."""
         b = self.b
         if b is _TORCH:  # (the torch tensors are the gradtape tensors' arrays)
@@ -97,10 +97,10 @@ class _Crossing:
         else:
             gxs = [to_gradtape(_shareable(x), b) for x in xs]
         # (a floating torch tensor is a floating Tensor: the tape watches those torch records)
-        self.run = run = Taped(self.f, gxs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
+        self.record(self.f, gxs, [x.requires_grad and (x.is_floating_point() or x.is_complex()) for x in xs])
         res = []
         floating = self.floating
-        for k, o in enumerate(run.outs):
+        for k, o in enumerate(self.outs):
             if not isinstance(o, Tensor):
                 raise TypeError(
                     f"to_torch: output {k} of the function is {type(o).__name__} {o!r:.60}, not a gradtape "
@@ -118,51 +118,60 @@ class _Crossing:
             # change the memory the tape's rules read (exp's output) under a wrong gradient
             res.append(t.view_as(t))
             floating.append(t.is_floating_point() or t.is_complex())
-        spec = self.spec = run.spec
-        return res[0] if spec is ONE else tuple(res)
+        return res[0] if self.spec is ONE else tuple(res)
 
     def backward(self, gys: tuple, needs: tuple, xs: tuple) -> tuple:
-        """Gradients of the inputs ``xs`` (torch's) from the forward's tape (one walk; None where
-        torch needs none), on the inputs' devices."""
-        run = self.run
-        wrt = [k for k, n in enumerate(needs) if n]
+        """Gradients of the inputs ``xs`` (torch's) from the forward's recording (one walk; None where
+        torch needs none, ``needs``: torch's ``needs_input_grad``, the crossing's own first), on the
+        inputs' devices."""
         b = self.b
         cts = [
             None if g is None or not f else wrap(g, b) if b is _TORCH else to_gradtape(_shareable(g), b)
             for g, f in zip(gys, self.floating)
         ]
-        grads: list = [None] * len(needs)
-        for k, g in zip(wrt, run.gradient(cts, wrt)):  # type: ignore[union-attr]
+        wrt = [k for k in range(len(xs)) if needs[k + 1]]
+        grads: list = [None] * (len(xs) + 1)
+        for k, g in zip(wrt, self.gradient(cts, wrt)):
             if g is not None:
                 t = g._v if b is _TORCH else _torch_of(g._v)
                 device = xs[k].device
-                grads[k] = t if t.device == device else t.to(device)
+                grads[k + 1] = t if t.device == device else t.to(device)
         return tuple(grads)
 
 
 def _setup(ctx: Any, c: _Crossing, xs: tuple, outs: Any) -> None:
     ctx.crossing = c
     ctx.save_for_backward(*xs)
-    if False in c.floating:
-        ints = [o for o, f in zip(outs if isinstance(outs, tuple) else (outs,), c.floating) if not f]
+    floating = c.floating
+    if False in floating:
+        ints = [o for o, f in zip(outs if isinstance(outs, tuple) else (outs,), floating) if not f]
         ctx.mark_non_differentiable(*ints)
+    if len(floating) > 1:
+        # an output that nothing downstream uses gets None, not zeros that the backward would walk
+        # back through that output's part of the function
+        ctx.set_materialize_grads(False)
+
+
+def _zeros_like_output(c: _Crossing, k: int, xs: tuple) -> torch.Tensor:
+    """Zeros shaped as the crossing ``c``'s output ``k``, where torch's outputs are (beside ``xs``)."""
+    o = c.outs[k]._v
+    return torch.zeros_like(o if c.b is _TORCH else _torch_of(o), device=xs[0].device if xs else None)
 
 
 def _backward(ctx: Any, *gys: torch.Tensor) -> tuple:
     c: _Crossing = ctx.crossing
-    needs = ctx.needs_input_grad[1:]
+    needs = ctx.needs_input_grad
     # read on every backward: torch checks here that no input was changed in place since the
     # forward (the tape's rules read the inputs: sin's gradient is cos(x)), else its error
     xs = ctx.saved_tensors
     if True not in needs:
-        return (None,) * (len(needs) + 1)
-    run = c.run
-    if torch.is_grad_enabled() or run is None or run.tape is None:
+        return (None,) * len(needs)
+    if c.rec is None or torch.is_grad_enabled():
         # create_graph=True: torch differentiates this backward, so it crosses again (gradtape's
-        # VJP); so does a forward that kept no tape (torch.func's transforms call it on arrays
-        # that do not require grad).  (torch materialises the cotangents of unused outputs as zeros)
-        return (None, *_vjp_crossing(c, xs, gys, needs))
-    return (None, *c.backward(gys, needs, xs))
+        # VJP); so does a forward that recorded nothing (torch.func's transforms call it on arrays
+        # that do not require grad)
+        return (None, *_vjp_crossing(c, xs, gys, needs[1:]))
+    return c.backward(gys, needs, xs)
 
 
 def _vjp_crossing(c: _Crossing, xs: tuple, gys: tuple, needs: tuple) -> list:
@@ -171,6 +180,8 @@ def _vjp_crossing(c: _Crossing, xs: tuple, gys: tuple, needs: tuple) -> list:
     floating inputs only (an integer input has none, not a tensor to hand to torch)."""
     vjp = vjp_function(c.f, c.n_in)
     keep = [k for k, x in enumerate(xs) if _floating(x)]
+    if None in gys:  # (an output torch needs no gradient of: torch gave None, see _setup; the VJP takes zeros)
+        gys = tuple(_zeros_like_output(c, k, xs) if g is None else g for k, g in enumerate(gys))
 
     def floating_grads(*args: Any) -> list:
         grads = vjp(*args)
