@@ -798,7 +798,8 @@ _PURE = (ast.Name, ast.Constant, ast.Attribute, ast.Compare)
 
 class _Fold(ast.NodeTransformer):
     """Constant tests decided: ``None is None``, ``2 == 2``, ``not ()``, ``None or x``, ``x and
-    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves).
+    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves);
+    inside ``if name:``, tests of ``name`` alone (:class:`_Truth`).
     ``changed``: whether it decided anything."""
 
     def __init__(self):
@@ -862,6 +863,16 @@ class _Fold(ast.NodeTransformer):
             node.test = t
         if isinstance(node.test, ast.Constant):
             return (node.body if node.test.value else node.orelse) or ast.Pass()
+        name = node.test.id if isinstance(node.test, ast.Name) else None
+        if name is not None and not any(
+            isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+            for s in node.body
+            for n in ast.walk(s)
+        ):
+            # ``if fast:``: inside, where nothing assigns ``fast``, a test of ``fast`` alone is true
+            truth = _Truth(name)
+            node.body = [truth.visit(s) for s in node.body]
+            self.changed = self.changed or truth.changed
         return node
 
     def visit_IfExp(self, node):
@@ -873,6 +884,24 @@ class _Fold(ast.NodeTransformer):
         if isinstance(node.test, ast.Constant):
             return node.body if node.test.value else node.orelse
         return node
+
+
+class _Truth(ast.NodeTransformer):
+    """The tests that are the bare name ``name`` (of ``if`` and conditional expressions), decided
+    true: the body of an ``if name:`` that never assigns it."""
+
+    def __init__(self, name):
+        self.name = name
+        self.changed = False
+
+    def _decided(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Name) and node.test.id == self.name:
+            self.changed = True
+            node.test = ast.copy_location(ast.Constant(True), node.test)
+        return node
+
+    visit_If = visit_IfExp = _decided
 
 
 def _as_test(t):
