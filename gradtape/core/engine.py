@@ -822,8 +822,9 @@ class _Fold(ast.NodeTransformer):
     inside ``if name:``, tests of ``name`` alone (:class:`_Truth`).
     ``changed``: whether it decided anything."""
 
-    def __init__(self):
+    def __init__(self, scalars=frozenset()):
         self.changed = False
+        self.scalars = scalars  # the names only ever bound to constants (their truth is their value's)
 
     def visit(self, node):
         r = super().visit(node)
@@ -884,12 +885,13 @@ class _Fold(ast.NodeTransformer):
         if isinstance(node.test, ast.Constant):
             return (node.body if node.test.value else node.orelse) or ast.Pass()
         name = node.test.id if isinstance(node.test, ast.Name) else None
-        if name is not None and not any(
+        if name in self.scalars and not any(
             isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
             for s in node.body
             for n in ast.walk(s)
         ):
-            # ``if fast:``: inside, where nothing assigns ``fast``, a test of ``fast`` alone is true
+            # ``if fast:``: inside, where nothing assigns ``fast`` (a name only ever bound to constants:
+            # nothing else changes its truth), a test of ``fast`` alone is true
             truth = _Truth(name)
             node.body = [truth.visit(s) for s in node.body]
             self.changed = self.changed or truth.changed
@@ -973,11 +975,37 @@ def _constant_names(body):
     return {k: v for k, v in consts.items() if stores.get(k) == 1}
 
 
+def _constant_bound(body):
+    """The names that ``body`` binds (assigns, loops over, deletes, ...) only by ``name = <constant>``."""
+    bound = {}
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                bound.setdefault(n.id, True)
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Name) and not isinstance(n.value, ast.Constant):
+                        bound[t.id] = False
+            elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr, ast.comprehension)):
+                for m in ast.walk(n.target if not isinstance(n, ast.With) else n):
+                    if isinstance(m, ast.Name) and not isinstance(m.ctx, ast.Load):
+                        bound[m.id] = False
+            elif isinstance(n, (ast.ExceptHandler, ast.FunctionDef, ast.ClassDef)) and n.name:
+                bound[n.name] = False
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    bound[(a.asname or a.name).split(".")[0]] = False
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                for name in n.names:
+                    bound[name] = False
+    return frozenset(k for k, v in bound.items() if v)
+
+
 def fold_constants(body):
     """``body`` with the tests that inlining (or an op's folded flags) made constant decided
     (:class:`_Fold`), and names bound once to a constant replaced by it, to a fixed point."""
     for _ in range(8):
-        fold = _Fold()
+        fold = _Fold(_constant_bound(body))
         out = []
         for stmt in body:
             r = fold.visit(stmt)
