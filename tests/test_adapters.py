@@ -269,6 +269,40 @@ def test_torch_fast_where_matches_compat(torch_env):
 
 
 @needs_torch
+def test_torch_masks_read_values_only_of_eager_cpu_tensors(torch_env):
+    """The masks' no-zero shortcut of ``xdivy`` / ``strong_zero_multiply`` (PyTorch's adapter reads
+    whether a tensor has a zero) runs on eager CPU tensors and gives the masked bits there; under
+    ``torch.func.vmap`` (batched tensors: no storage to read, no ``item()``) the adapter keeps the
+    masks, so the map runs (a shortcut there would raise) with the same values; and beside a tensor
+    that requires grad (torch's own count: NumPy cannot view it) it is the same."""
+    torch, compat, b = torch_env
+    from gradtape.core.registry import get_op
+
+    xdivy, szm = (get_op(name).resolve(b) for name in ("xdivy", "strong_zero_multiply"))
+    masked = {
+        "xdivy": lambda u, v: u / torch.where(u == 0, torch.ones_like(v), v),
+        "szm": lambda u, v: torch.where((u == 0) | (v == 0), 0.0, u * v),
+    }
+    x = torch.tensor([[1.5, -2.0, 3.0], [0.0, -0.0, 0.0], [0.0, 2.0, -1e-310]], dtype=torch.float64)
+    y = torch.tensor([[2.0, -0.5, float("inf")], [3.0, -4.0, 0.0], [float("nan"), 0.0, 7.0]], dtype=torch.float64)
+    eager, count_nonzero = b._mask_tests
+    assert eager(x) and not eager(torch.tensor([1j])) and count_nonzero(x) == 5
+    assert count_nonzero(x.clone().requires_grad_()) == 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for u, v in ((x, y), (y, x)):
+            for k in range(3):  # a row without a zero, an all-zero row, a row with one zero
+                for name, f in (("xdivy", xdivy), ("szm", szm)):
+                    want = masked[name](u[k], v[k])
+                    for got in (f(u[k], v[k]), torch.func.vmap(f)(u[k : k + 1], v[k : k + 1])[0]):
+                        assert got.dtype == want.dtype and got.numpy().tobytes() == want.numpy().tobytes(), (name, k)
+            for name, f in (("xdivy", xdivy), ("szm", szm)):  # the map over rows of all three kinds
+                got = torch.func.vmap(f)(u, v)
+                want = masked[name](u, v)
+                assert got.numpy().tobytes() == want.numpy().tobytes(), name
+
+
+@needs_torch
 def test_torch_fast_products_match_compat(torch_env):
     """matmul, tensordot and vecdot: same dtypes (the fast path), mixed dtypes, mismatched shapes."""
     torch, compat, b = torch_env

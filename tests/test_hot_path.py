@@ -516,3 +516,31 @@ def test_a_call_on_nested_tapes_is_recorded_on_each_tape_that_watches_an_input(b
     np.testing.assert_allclose(inner.gradient(d, x).numpy(), np.cos(xv) * 3 * zv, rtol=1e-12)
     np.testing.assert_allclose(outer.gradient(d, z).numpy(), np.sin(xv) * 3, rtol=1e-12)
     assert outer.gradient(d, x) is None and inner.gradient(d, z) is None
+
+
+def test_the_fold_decides_only_tests_of_names_bound_to_constants():
+    """Inside ``if fast:`` the generated paths' tests of ``fast`` are decided true (``fast`` is only
+    ever bound to constants); a name bound otherwise (a list a branch may empty, a loop variable, an
+    augmented count) keeps its test."""
+    from gradtape.core.engine import fold_constants
+
+    src = """
+fast = 0
+xs = make()
+if c:
+    fast = 2
+if fast:
+    a = f(1) if fast else f(2)
+    if fast:
+        b = f(3)
+if xs:
+    xs.pop()
+    if xs:
+        d = f(4)
+"""
+    out = ast.unparse(ast.Module(fold_constants(ast.parse(src).body), []))
+    assert "if fast:\n    a = f(1)\n    b = f(3)" in out, out
+    assert "xs.pop()\n    if xs:\n        d = f(4)" in out, out
+    namespace = {}
+    exec(compile(ast.parse(out), "<folded>", "exec"), {"make": lambda: [1], "c": True, "f": lambda v: v}, namespace)
+    assert namespace.get("d") is None and namespace["b"] == 3

@@ -114,3 +114,51 @@ def test_masked_forms_without_a_zero_are_the_masked_bits(backend, dtype):
                 if dtype == "complex128":
                     got, want = got + 0.0, want + 0.0
                 assert _bits(got) == _bits(want)
+
+
+def test_masks_in_a_map_and_a_traced_step_match_jax(backend):
+    """Per-example gradients through divide's masked rule (``xdivy``, ``strong_zero_multiply``) under
+    ``gt.vmap``, eagerly and inside ``gt.function``, where some examples' cotangents are all zeros,
+    some partly and some not at all: as ``jax.vmap(jax.grad)``.  (The NumPy and PyTorch adapters read
+    an array's values for the masks' no-zero shortcut; PyTorch's only for a CPU tensor outside
+    ``torch.func`` transforms and ``torch.compile``, whose batched or traced tensors take the masks.)"""
+    jax = pytest.importorskip("jax", reason="the reference per-example gradients are jax.vmap(jax.grad)")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    rng = np.random.default_rng(3)
+    xs = rng.normal(size=(4, 5))
+    ys = rng.uniform(0.5, 2.0, size=(4, 5)) * np.sign(rng.normal(size=(4, 5)))
+    ws = rng.normal(size=(4, 5))
+    ws[0] = 0.0  # an all-zero cotangent
+    ws[1, ::2] = 0.0  # zeros in part
+    xs[2, 1] = 0.0  # a zero numerator
+
+    def loss_jax(x, y, w):
+        return jnp.sum(w * (x / y))
+
+    ref = jax.vmap(jax.grad(loss_jax, argnums=(0, 1)))(xs, ys, ws)
+
+    def per_example(x, y, w):
+        with gt.GradientTape() as tape:
+            tape.watch([x, y])
+            loss = gt.reduce_sum(w * (x / y))
+        return tape.gradient(loss, [x, y])
+
+    args = [gt.constant(a, dtype=gt.float64) for a in (xs, ys, ws)]
+    for fn in (gt.vmap(per_example), gt.function(gt.vmap(per_example))):
+        got = fn(*args)
+        for g, r in zip(got, ref):
+            np.testing.assert_allclose(g.numpy(), np.asarray(r), rtol=1e-12, atol=0)
+    # and unbatched, eagerly (the adapter's shortcut itself), and each example's jacobian (on PyTorch
+    # a walk under torch.func.vmap, whose batched cotangents the shortcut must not read)
+    for k in range(4):
+        x, y, w = (a[k] for a in args)
+        got = per_example(x, y, w)
+        for g, r in zip(got, ref):
+            np.testing.assert_allclose(g.numpy(), np.asarray(r)[k], rtol=1e-12, atol=0)
+        with gt.GradientTape(persistent=True) as tape:
+            tape.watch([x, y])
+            z = w * (x / y)
+        ref_j = jax.jacrev(lambda u, v, w=ws[k]: w * (u / v), argnums=(0, 1))(xs[k], ys[k])
+        for g, r in zip(tape.jacobian(z, [x, y]), ref_j):
+            np.testing.assert_allclose(g.numpy(), np.asarray(r), rtol=1e-12, atol=0)

@@ -3,8 +3,11 @@ closely; ``array_api_compat.numpy`` fills the remaining gaps."""
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
+from gradtape.backends._masks import unmasked_where_no_zero
 from gradtape.backends._values import check_new_int, eager, itself, with_conventions
 from gradtape.core.backend import Backend
 
@@ -98,67 +101,7 @@ _OVERRIDES = {
 }
 
 
-_count_nonzero = np.count_nonzero
-
-
-def _beside(x1, x2):
-    """Whether ``x2`` is a Python number or an array of ``x1``'s shape and dtype (no broadcasting,
-    no promotion: a result shaped and typed like ``x1``)."""
-    c = x2.__class__
-    return c is float or c is int or (c is np.ndarray and x2.shape == x1.shape and x2.dtype == x1.dtype)
-
-
-def _unmasked_xdivy(masked):
-    """``xdivy``'s forward: ``x1 / x2`` where ``x1`` has no zero (the mask at ``x1 == 0`` changes
-    nothing there: the same bits in one call instead of three); ``x1 / 1`` where ``x1`` is all zeros
-    (a zero cotangent: the mask's own quotient, ``x1`` with the signs of its zeros); else the
-    chapter's ``masked``."""
-
-    def xdivy(x1, x2, /):
-        if x1.__class__ is np.ndarray:
-            nonzero = _count_nonzero(x1)
-            if nonzero == x1.size:
-                return x1 / x2
-            if not nonzero and _beside(x1, x2):
-                return x1 / 1
-        return masked(x1, x2)
-
-    return xdivy
-
-
-def _unmasked_strong_zero_multiply(masked):
-    """``strong_zero_multiply``'s forward: ``x1 * x2`` where neither factor has a zero (the masks
-    change nothing: the same bits in one call instead of six); +0 everywhere where an array factor is
-    all zeros (a zero cotangent: what the masks give); else the chapter's ``masked``."""
-
-    def strong_zero_multiply(x1, x2, /):
-        c1 = x1.__class__
-        c2 = x2.__class__
-        if c1 is np.ndarray:
-            nonzero = _count_nonzero(x1)
-            if nonzero == x1.size:
-                if _count_nonzero(x2) == x2.size if c2 is np.ndarray else (c2 is float or c2 is int) and x2 != 0:
-                    return x1 * x2
-            elif not nonzero and _beside(x1, x2):
-                return np.zeros_like(x1)
-        elif c2 is np.ndarray and (c1 is float or c1 is int):
-            nonzero = _count_nonzero(x2)
-            if x1 != 0 and nonzero == x2.size:
-                return x1 * x2
-            if not nonzero:
-                return np.zeros_like(x2)
-        return masked(x1, x2)
-
-    return strong_zero_multiply
-
-
-#: op name -> ``f(forward) -> forward``: the NaN-safe masks (docs/conventions.md) as the plain quotient
-#: or product where an eager array has no zero to mask -- a test of the values, which NumPy's arrays
-#: answer at no cost (a lazy or traced library's would not), around the chapter's own masked forward
-_UNMASKED_WHERE_NO_ZERO = {
-    "xdivy": _unmasked_xdivy,
-    "strong_zero_multiply": _unmasked_strong_zero_multiply,
-}
+_size = operator.attrgetter("size")
 
 
 class NumpyBackend(Backend):
@@ -173,8 +116,12 @@ class NumpyBackend(Backend):
 
     def op_impl(self, opdef):
         impl = with_conventions(self, opdef.name, super().op_impl(opdef), eager, division=False, host=itself)
-        unmasked = _UNMASKED_WHERE_NO_ZERO.get(opdef.name)
-        return impl if unmasked is None or opdef.name in self.overrides else unmasked(impl)
+        if opdef.name in self.overrides:
+            return impl
+        # the NaN-safe masks as the plain quotient / product where there is no zero to mask: a test of
+        # the values, which NumPy's arrays answer at no cost
+        unmasked = unmasked_where_no_zero(opdef.name, impl, np.ndarray, None, np.count_nonzero, _size, np.zeros_like)
+        return impl if unmasked is None else unmasked
 
     def load(self):
         import array_api_compat.numpy as xp

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from gradtape.backends._indexing import advanced_first
+from gradtape.backends._masks import unmasked_where_no_zero
 from gradtape.backends._values import check_new_int, with_conventions
 from gradtape.core.backend import Backend
 
@@ -236,6 +237,31 @@ def _namespace(torch):
 _SPECIAL_NAMES = {"psi": "digamma"}
 
 
+def _mask_tests(torch):
+    """``(eager, count_nonzero)`` for :func:`unmasked_where_no_zero` on PyTorch: a tensor's values are
+    read for the masks' zero test only where that costs no synchronisation and breaks no trace -- on
+    the CPU, outside ``torch.compile`` and every ``torch.func`` transform (``gt.vmap``'s batched
+    tensors), real (torch's product of a Python float and a complex tensor differs from the masks'
+    in the sign of a NaN); the count through NumPy's view of the tensor's memory (half of torch's own count and
+    ``item()``), torch's own where NumPy cannot view it (a tensor that requires grad, a conjugate or
+    negative view, bfloat16)."""
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    compiling = torch.compiler.is_compiling
+    np_count = np.count_nonzero
+    torch_count = torch.count_nonzero
+
+    def eager(x):
+        return x.is_cpu and not x.is_complex() and not wrapped(x) and not compiling()
+
+    def count_nonzero(x):
+        try:
+            return np_count(x.numpy())
+        except (RuntimeError, TypeError):
+            return int(torch_count(x))
+
+    return eager, count_nonzero
+
+
 def _gamma(torch):
     """SciPy's ``gamma`` (torch has ``gammaln`` only): the sign of gamma(x) times ``exp(gammaln(x))``;
     NaN at the poles 0, -1, -2, ..."""
@@ -288,10 +314,6 @@ class TorchBackend(Backend):
         self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
         self._special = {}
 
-    def op_impl(self, opdef):
-        impl = super().op_impl(opdef)
-        return with_conventions(self, opdef.name, impl, self._readable, host=self._host, signed_zeros=("remainder",))
-
     def _host(self, x):
         """``x``'s values as a NumPy array sharing its memory, on the CPU (None elsewhere)."""
         if x.device.type != "cpu" or x.requires_grad:
@@ -319,7 +341,22 @@ class TorchBackend(Backend):
         self._torch = torch
         self.array_type = torch.Tensor
         self._cpu = torch.device("cpu")
+        self._mask_tests = _mask_tests(torch)
         return _namespace(torch)
+
+    def op_impl(self, opdef):
+        impl = super().op_impl(opdef)
+        impl = with_conventions(self, opdef.name, impl, self._readable, host=self._host, signed_zeros=("remainder",))
+        if opdef.name in self.overrides:
+            return impl
+        # the NaN-safe masks as the plain quotient / product where an eager CPU tensor has no zero to
+        # mask (two or three torch calls where the masks make four to six)
+        eager, count_nonzero = self._mask_tests
+        torch = self._torch
+        unmasked = unmasked_where_no_zero(
+            opdef.name, impl, torch.Tensor, eager, count_nonzero, torch.Tensor.numel, torch.zeros_like
+        )
+        return impl if unmasked is None else unmasked
 
     def from_dlpack(self, obj, device=None):
         """As the base, but a NumPy array with negative strides (``a[::-1]``) is made contiguous

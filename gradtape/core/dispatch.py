@@ -117,21 +117,30 @@ def apply(op, args, attrs=None):
             if tapes:
                 if fast and (op.float_out or b.dtype_of(out).kind in "fc"):
                     # inputs without Variables, one floating output: record's common case, on
-                    # each tape that watches an input (nested tapes too), the node made once
-                    ids = (
-                        (x._id,)
-                        if fast == 1
-                        else (x1._id, x2._id)
-                        if fast == 2
-                        else (x1._id, 0)
-                        if fast == 3
-                        else (0, x2._id)
-                    )
+                    # each tape that watches an input (nested tapes too), the node made once (the
+                    # watched test by ``in``, the identities' tuple made only for the node)
                     node = None
                     for rec in tapes:
                         w = rec.watched
-                        if not w.isdisjoint(ids):
+                        if (
+                            x._id in w
+                            if fast == 1
+                            else (x1._id in w or x2._id in w)
+                            if fast == 2
+                            else x1._id in w
+                            if fast == 3
+                            else x2._id in w
+                        ):
                             if node is None:
+                                ids = (
+                                    (x._id,)
+                                    if fast == 1
+                                    else (x1._id, x2._id)
+                                    if fast == 2
+                                    else (x1._id, 0)
+                                    if fast == 3
+                                    else (0, x2._id)
+                                )
                                 node = make_node(op, ids, natives, attrs, (yid,), (out,), b)
                             rec.nodes.append(node)
                             w.add(yid)
@@ -322,14 +331,17 @@ class _Specialize(ast.NodeTransformer):
 
     def visit_Compare(self, node):
         node = self.generic_visit(node)
-        if (  # fast == k: one of the other arity's cases, never true here
+        if (  # fast == k: never true where k is one of the other arity's cases
             isinstance(node.left, ast.Name)
             and node.left.id == "fast"
             and isinstance(node.ops[0], ast.Eq)
             and isinstance(node.comparators[0], ast.Constant)
-            and node.comparators[0].value not in _FAST_CASES[self.arity]
         ):
-            return ast.Constant(False)
+            k = node.comparators[0].value
+            if k not in _FAST_CASES[self.arity]:
+                return ast.Constant(False)
+            if k and _FAST_CASES[self.arity] == (0, k):  # the arity's one fast case: fast == k is fast's truth
+                return ast.copy_location(ast.Name("fast", ast.Load()), node)
         return node
 
 
@@ -352,23 +364,48 @@ def _tree(arity):
             fn = tree.body[0]
             body = [s for b in without_docstring(fn.body) for s in _as_list(_Specialize(arity).visit(b))]
             body = inline_calls(body, make_node)  # the node builder's body where apply calls it
-            _FAST_TREES[arity] = [_Arity(arity).visit(s) for s in body]
+            arity_fold = _Arity(arity, _tuple_lengths(body))
+            _FAST_TREES[arity] = [arity_fold.visit(s) for s in body]
         except (OSError, TypeError):  # no source (a frozen or compiled install)
             _FAST_TREES[arity] = None
     return _FAST_TREES[arity]
 
 
 class _Arity(ast.NodeTransformer):
-    """``len(natives)``: the arity (one native per argument), in ``make_node``'s body too."""
+    """``len(natives)``: the arity (one native per argument), in ``make_node``'s body too; and the
+    length of a name bound once to a tuple display (``lengths``: the node builder's ``outs``)."""
 
-    def __init__(self, arity):
+    def __init__(self, arity, lengths):
         self.arity = arity
+        self.lengths = lengths
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
         if _is_len_of(node, "natives"):
             return ast.copy_location(ast.Constant(self.arity), node)
+        for name, k in self.lengths.items():
+            if _is_len_of(node, name):
+                return ast.copy_location(ast.Constant(k), node)
         return node
+
+
+def _tuple_lengths(body):
+    """The names that ``body`` binds once, to a tuple display without a starred item: their lengths."""
+    stores = {}
+    lengths = {}
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                stores[n.id] = stores.get(n.id, 0) + 1
+            if (
+                isinstance(n, ast.Assign)
+                and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name)
+                and isinstance(n.value, ast.Tuple)
+                and not any(isinstance(e, ast.Starred) for e in n.value.elts)
+            ):
+                lengths[n.targets[0].id] = len(n.value.elts)
+    return {k: v for k, v in lengths.items() if stores.get(k) == 1}
 
 
 class _OpFlags(ast.NodeTransformer):

@@ -24,7 +24,6 @@ import enum
 import inspect
 import textwrap
 import warnings
-from typing import NamedTuple
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.recording_state import per_thread
@@ -73,13 +72,19 @@ class Meta:
         return f"<not saved: shape {tuple(self.shape)}, dtype {self.dtype}>"
 
 
-class Node(NamedTuple):
+class Node:
     """One recorded op call.  In a native walk it is the ``op`` a rule receives.
 
     ``inputs``/``outputs`` hold the native values the op's rule reads (``OpDef.saves``): an input that
     is not saved is None (shaped and typed like the output) or a ``Meta`` (its shape and dtype, for
     undoing broadcasting); an output not saved is None.  ``in_ids``/``out_ids`` are the identities
-    of the recorded tensors (0: a Python scalar input, or an output that carries no gradient)."""
+    of the recorded tensors (0: a Python scalar input, or an output that carries no gradient).
+
+    A slotted object, built by :func:`make_node` alone and read by field name: making one costs
+    about half of a named tuple's (``tuple.__new__`` copies the fields' tuple), and the walk's
+    reads of its fields are slot reads."""
+
+    __slots__ = ("opdef", "in_ids", "inputs", "attrs", "out_ids", "outputs", "backend")
 
     opdef: OpDef
     in_ids: tuple
@@ -93,7 +98,7 @@ class Node(NamedTuple):
     def name(self):
         return self.opdef.name
 
-    type = name  # type: ignore[misc]  # (a second name for the property, as TF's Operation.type)
+    type = name  # (a second name for the property, as TF's Operation.type)
 
     def needs_grad(self, k):
         """Whether the gradient of input ``k`` is wanted in this backward walk (rules may skip the
@@ -104,11 +109,18 @@ class Node(NamedTuple):
         r = per_thread.reach
         return r is None or i in r
 
+    def _replace(self, **fields):
+        """A copy with ``fields`` replaced (as a named tuple's ``_replace``: a rule's test stub)."""
+        node = copy.copy(self)
+        for f, v in fields.items():
+            setattr(node, f, v)  # (an unknown field: AttributeError)
+        return node
+
     def __repr__(self):
         return f"<Node {self.opdef.name} in={self.in_ids} out={self.out_ids}>"
 
 
-tuple_new = tuple.__new__
+new_node = object.__new__
 
 
 def _not_saved(opdef, what):
@@ -292,7 +304,15 @@ def make_node(op, ids, natives, attrs, out_ids, outs, b):
                 )
         if not saves.outputs:
             kept_out = (None,) * len(outs)
-    return tuple_new(Node, (op, ids, kept, attrs or NO_ATTRS, out_ids, kept_out, b))
+    node = new_node(Node)
+    node.opdef = op
+    node.in_ids = ids
+    node.inputs = kept
+    node.attrs = attrs or NO_ATTRS
+    node.out_ids = out_ids
+    node.outputs = kept_out
+    node.backend = b
+    return node
 
 
 def _differentiable_outputs(op, outs, b):
@@ -798,11 +818,13 @@ _PURE = (ast.Name, ast.Constant, ast.Attribute, ast.Compare)
 
 class _Fold(ast.NodeTransformer):
     """Constant tests decided: ``None is None``, ``2 == 2``, ``not ()``, ``None or x``, ``x and
-    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves).
+    True and y``, ``if True:`` / ``if False:``, ``(1,).x`` of a constant (a folded op's saves);
+    inside ``if name:``, tests of ``name`` alone (:class:`_Truth`).
     ``changed``: whether it decided anything."""
 
-    def __init__(self):
+    def __init__(self, scalars=frozenset()):
         self.changed = False
+        self.scalars = scalars  # the names only ever bound to constants (their truth is their value's)
 
     def visit(self, node):
         r = super().visit(node)
@@ -862,6 +884,17 @@ class _Fold(ast.NodeTransformer):
             node.test = t
         if isinstance(node.test, ast.Constant):
             return (node.body if node.test.value else node.orelse) or ast.Pass()
+        name = node.test.id if isinstance(node.test, ast.Name) else None
+        if name in self.scalars and not any(
+            isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+            for s in node.body
+            for n in ast.walk(s)
+        ):
+            # ``if fast:``: inside, where nothing assigns ``fast`` (a name only ever bound to constants:
+            # nothing else changes its truth), a test of ``fast`` alone is true
+            truth = _Truth(name)
+            node.body = [truth.visit(s) for s in node.body]
+            self.changed = self.changed or truth.changed
         return node
 
     def visit_IfExp(self, node):
@@ -873,6 +906,24 @@ class _Fold(ast.NodeTransformer):
         if isinstance(node.test, ast.Constant):
             return node.body if node.test.value else node.orelse
         return node
+
+
+class _Truth(ast.NodeTransformer):
+    """The tests that are the bare name ``name`` (of ``if`` and conditional expressions), decided
+    true: the body of an ``if name:`` that never assigns it."""
+
+    def __init__(self, name):
+        self.name = name
+        self.changed = False
+
+    def _decided(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Name) and node.test.id == self.name:
+            self.changed = True
+            node.test = ast.copy_location(ast.Constant(True), node.test)
+        return node
+
+    visit_If = visit_IfExp = _decided
 
 
 def _as_test(t):
@@ -924,11 +975,37 @@ def _constant_names(body):
     return {k: v for k, v in consts.items() if stores.get(k) == 1}
 
 
+def _constant_bound(body):
+    """The names that ``body`` binds (assigns, loops over, deletes, ...) only by ``name = <constant>``."""
+    bound = {}
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                bound.setdefault(n.id, True)
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Name) and not isinstance(n.value, ast.Constant):
+                        bound[t.id] = False
+            elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr, ast.comprehension)):
+                for m in ast.walk(n.target if not isinstance(n, ast.With) else n):
+                    if isinstance(m, ast.Name) and not isinstance(m.ctx, ast.Load):
+                        bound[m.id] = False
+            elif isinstance(n, (ast.ExceptHandler, ast.FunctionDef, ast.ClassDef)) and n.name:
+                bound[n.name] = False
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    bound[(a.asname or a.name).split(".")[0]] = False
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                for name in n.names:
+                    bound[name] = False
+    return frozenset(k for k, v in bound.items() if v)
+
+
 def fold_constants(body):
     """``body`` with the tests that inlining (or an op's folded flags) made constant decided
     (:class:`_Fold`), and names bound once to a constant replaced by it, to a fixed point."""
     for _ in range(8):
-        fold = _Fold()
+        fold = _Fold(_constant_bound(body))
         out = []
         for stmt in body:
             r = fold.visit(stmt)
