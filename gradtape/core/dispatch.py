@@ -17,7 +17,15 @@ import textwrap
 
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
-from gradtape.core.engine import fold_constants, inline_calls, make_node, native_dtypes, record, without_docstring
+from gradtape.core.engine import (
+    fold_constants,
+    inline_calls,
+    make_node,
+    native_dtypes,
+    record,
+    single_assignments,
+    without_docstring,
+)
 from gradtape.core.recording_state import ACTIVE_TAPES, per_thread, recording_context
 from gradtape.core.registry import get_op
 from gradtape.core.tensor import Tensor, Variable, new_tensor, next_id, wrap, convert_to_tensor, holds_tensor, lift
@@ -389,23 +397,16 @@ class _Arity(ast.NodeTransformer):
         return node
 
 
+def _tuple_length(node):
+    """The length of a tuple display without a starred item (None for anything else)."""
+    if isinstance(node, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.elts):
+        return len(node.elts)
+    return None
+
+
 def _tuple_lengths(body):
     """The names that ``body`` binds once, to a tuple display without a starred item: their lengths."""
-    stores = {}
-    lengths = {}
-    for s in body:
-        for n in ast.walk(s):
-            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-                stores[n.id] = stores.get(n.id, 0) + 1
-            if (
-                isinstance(n, ast.Assign)
-                and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name)
-                and isinstance(n.value, ast.Tuple)
-                and not any(isinstance(e, ast.Starred) for e in n.value.elts)
-            ):
-                lengths[n.targets[0].id] = len(n.value.elts)
-    return {k: v for k, v in lengths.items() if stores.get(k) == 1}
+    return single_assignments(body, _tuple_length)
 
 
 class _OpFlags(ast.NodeTransformer):

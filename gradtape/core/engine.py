@@ -958,21 +958,30 @@ class _Propagate(ast.NodeTransformer):
         return node
 
 
-def _constant_names(body):
+def single_assignments(body, value_of):
+    """The names that ``body`` binds exactly once, by a plain ``name = value`` whose value ``value_of``
+    maps to something (not None): name -> that.  A name bound anywhere else too (another assignment, a
+    loop target, an augmented assignment) is left out: folding it would be wrong."""
     stores = {}
-    consts = {}
+    found = {}
     for s in body:
         for n in ast.walk(s):
             if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
                 stores[n.id] = stores.get(n.id, 0) + 1
-            if (
-                isinstance(n, ast.Assign)
-                and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name)
-                and isinstance(n.value, ast.Constant)
-            ):
-                consts[n.targets[0].id] = n.value.value
-    return {k: v for k, v in consts.items() if stores.get(k) == 1}
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                value = value_of(n.value)
+                if value is not None:
+                    found[n.targets[0].id] = value
+    return {k: v for k, v in found.items() if stores.get(k) == 1}
+
+
+def _constant_value(node):
+    """A constant's value, boxed (a constant may be None itself)."""
+    return (node.value,) if isinstance(node, ast.Constant) else None
+
+
+def _constant_names(body):
+    return {k: v[0] for k, v in single_assignments(body, _constant_value).items()}
 
 
 def _constant_bound(body):
