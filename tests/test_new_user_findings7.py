@@ -85,3 +85,16 @@ def test_a_hessian_vector_product_through_library_code_is_its_finite_difference(
     want = (gradient(gt.asarray(x0 + eps * v)).numpy() - gradient(gt.asarray(x0 - eps * v)).numpy()) / (2 * eps)
     assert np.all(np.isfinite(want))
     np.testing.assert_allclose(hv.numpy(), want, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("module", ["sklearn.utils.extmath", "sklearn.metrics.pairwise"])
+def test_the_audit_drives_row_norms_with_a_matrix(backend, module):
+    """``gradtape audit sklearn.metrics.pairwise`` left ``row_norms`` "not driven" (it fed a vector
+    to its ``einsum("ij,ij->i")``): the audit's overrides give it a matrix, and it is correct."""
+    import importlib
+
+    from gradtape.testing.audit import audit_function
+
+    fn = importlib.import_module(module).row_norms
+    outcome = audit_function(fn, f"{module}.row_norms", [backend], native=False).outcomes[backend]
+    assert outcome.verdict == "correct", outcome
