@@ -190,6 +190,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "sklearn.metrics.pairwise_distances": {"args": [_A(4, 3), _A(5, 3)]},
     "sklearn.metrics.pairwise_kernels": {"args": [_A(4, 3), _A(5, 3)]},
     "sklearn.metrics.pairwise_distances_chunked": {"skip": "a generator of chunks"},
+    # row_norms takes a matrix (einsum "ij,ij->i"); the docstring gives no shape
+    "sklearn.utils.extmath.row_norms": {"args": [_A(4, 3)]},
+    "sklearn.metrics.pairwise.row_norms": {"args": [_A(4, 3)]},
 }
 
 #: the method audited on an instance of a class of this name (SciPy's distribution objects), called
