@@ -1016,6 +1016,30 @@ def test_value_reads_of_a_traced_tensor_raise(backend, convert):
     assert_clean()
 
 
+def test_a_branch_inside_an_installed_library_is_named_with_the_users_line(backend, tmp_path, monkeypatch):
+    """A library's ``if`` on a traced tensor (scikit-learn's ``normalize`` checks its input is finite)
+    named only the user's line, which has no ``if``: the message names the library's function and line
+    too (a module under a ``site-packages`` folder is an installed library)."""
+    import importlib
+
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "branchy_lib.py").write_text("def check(x):\n    if x[0] > 0:\n        return x\n    return -x\n")
+    monkeypatch.syspath_prepend(str(lib))
+    monkeypatch.delitem(sys.modules, "branchy_lib", raising=False)  # (this folder's, not another test's)
+    branchy_lib = importlib.import_module("branchy_lib")
+
+    @gt.function
+    def step(x):
+        return branchy_lib.check(x)  # the user's line
+
+    with pytest.raises(gt.OperatorNotAllowedInGraphError) as e:
+        step(c64([1.0, 2.0]))
+    line = step.python_function.__code__.co_firstlineno + 2
+    assert f"{__file__}:{line}, inside branchy_lib.check at {lib / 'branchy_lib.py'}:2" in str(e.value)
+    assert_clean()
+
+
 def test_tensors_of_two_backends(backend):
     other = other_backend(backend)
 

@@ -125,11 +125,19 @@ def _call_sites():
 
 
 def user_site() -> str:
-    """``file:line`` of the user's line that called into gradtape (past an installed library that
-    called it), or ``"?"``: for messages that point at the user's code."""
+    """``file:line`` of the user's line that called into gradtape, or ``"?"``: for messages that point at
+    the user's code.  Where an installed library made the call (scikit-learn's ``normalize`` branching on
+    a value inside a ``gt.function``), the user's line that called the library, then the library's
+    function and line: the user's line alone has no ``if`` to find."""
     site, user = _call_sites()
-    frame = user or site
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+    if site is None:
+        return "?"
+    if user is None:
+        return f"{site.f_code.co_filename}:{site.f_lineno}"
+    return (
+        f"{user.f_code.co_filename}:{user.f_lineno}, inside {site.f_globals.get('__name__', '?')}."
+        f"{site.f_code.co_name} at {site.f_code.co_filename}:{site.f_lineno}"
+    )
 
 
 def _connected(t):
