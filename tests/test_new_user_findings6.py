@@ -48,6 +48,22 @@ def _step_in_between(step):
     return go, done, t
 
 
+def _then_step(fn, vs, go, done):
+    """``fn(v, ...)`` that, once it has run on the first of the variables ``vs``, lets the thread of
+    :func:`_step_in_between` run its step (and waits a short while for it)."""
+    first = []
+
+    def wrapped(v, *rest):
+        out = fn(v, *rest)
+        if not first and any(v is w for w in vs):
+            first.append(v)
+            go.set()
+            done.wait(0.5)
+        return out
+
+    return wrapped
+
+
 def test_a_checkpoint_saved_while_another_thread_trains_is_of_one_step(backend, tmp_path, monkeypatch):
     """A save read the variables one at a time: a training step of another thread that ran between two
     reads left a checkpoint of half one step and half the next (the weights, the slots and the step
@@ -56,17 +72,8 @@ def test_a_checkpoint_saved_while_another_thread_trains_is_of_one_step(backend, 
     vs, opt, step = _sgd_run()
     step()
     go, done, t = _step_in_between(step)
-    read, first = gt_train._variable_value, []
-
-    def reading(v):  # after the first weight is read, another thread's step gets its chance
-        a = read(v)
-        if not first and any(v is w for w in vs):
-            first.append(v)
-            go.set()
-            done.wait(0.5)
-        return a
-
-    monkeypatch.setattr(gt_train, "_variable_value", reading)
+    # after the first weight is read, another thread's step gets its chance
+    monkeypatch.setattr(gt_train, "_variable_value", _then_step(gt_train._variable_value, vs, go, done))
     path = gt.train.Checkpoint(vs=vs, optimizer=opt).write(str(tmp_path / "during"))
     t.join()
     monkeypatch.undo()
@@ -88,17 +95,8 @@ def test_a_restore_while_another_thread_trains_is_never_half_applied(backend, tm
     for _ in range(3):
         step()
     go, done, t = _step_in_between(step)
-    restore, first = Variable._restore, []
-
-    def restoring(self, value):  # after the first weight is restored, another thread's step
-        out = restore(self, value)
-        if not first and any(self is w for w in vs):
-            first.append(self)
-            go.set()
-            done.wait(0.5)
-        return out
-
-    monkeypatch.setattr(Variable, "_restore", restoring)
+    # after the first weight is restored, another thread's step gets its chance
+    monkeypatch.setattr(Variable, "_restore", _then_step(Variable._restore, vs, go, done))
     ckpt.read(path)
     t.join()
     monkeypatch.undo()
