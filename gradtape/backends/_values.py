@@ -26,41 +26,17 @@ import warnings
 
 import numpy as np
 
+from gradtape.core.dtypes import check_python_int, int_range
 from gradtape.core.tensor import user_stacklevel
 
 __all__ = [
     "astype_forward",
     "check_new_int",
-    "check_python_int",
     "eager",
     "int_division",
     "itself",
-    "int_range",
     "with_conventions",
 ]
-
-#: integer dtype name -> (min, max)
-_RANGES: dict = {}
-
-
-def int_range(name):
-    """``(min, max)`` of the integer dtype called ``name`` (``"int32"``), as Python ints."""
-    r = _RANGES.get(name)
-    if r is None:
-        info = np.iinfo(name)
-        r = _RANGES[name] = (int(info.min), int(info.max))
-    return r
-
-
-def check_python_int(value, name, who=None):
-    """NumPy's ``OverflowError`` where the Python int ``value`` does not fit the integer dtype called
-    ``name`` (PyTorch and JAX would wrap it around silently); ``who``: the function, named first."""
-    lo, hi = int_range(name)
-    if not lo <= value <= hi:
-        raise OverflowError(
-            f"{'' if who is None else who + ': '}Python integer {value} out of bounds for {name} "
-            f"(its range is [{lo}, {hi}]); pass a wider dtype, or reduce the value first"
-        )
 
 
 def eager(x):

@@ -504,21 +504,6 @@ def _prepare(op, args):
     return args, b, tuple(natives)
 
 
-def _check_int_bounds(op, a, d):
-    """NumPy's ``OverflowError`` for a Python int beside an integer tensor that its dtype cannot hold
-    (``x + 2**40`` with x int32): PyTorch and JAX wrapped it around, silently, in comparisons too
-    (``x < 2**40`` was False there); array_api_strict raises for comparisons as well, NumPy answers them
-    (NEP 50): one behaviour, the error, on every backend."""
-    bits = 8 * d.itemsize
-    lo, hi = (0, 2**bits - 1) if d.kind == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    if not lo <= a <= hi:
-        raise OverflowError(
-            f"op {op.name!r}: Python integer {a} out of bounds for {d.name} (the tensor beside it); "
-            f"cast the tensor to a wider dtype first (gt.astype(x, gt.int64)) or pass a value within "
-            f"[{lo}, {hi}]"
-        )
-
-
 def _convert(a, b, op, like, passthrough=True):
     """A non-Tensor input: Python scalars take the dtype of the tensor beside them (or pass through
     untouched where the backend keeps the array's dtype), or across kinds the dtype of the array's
@@ -532,7 +517,12 @@ def _convert(a, b, op, like, passthrough=True):
             if a.__class__ is bool and d.kind != "b":
                 a = int(a)  # True beside numbers is 1 (torch and array_api_strict refuse a bool there)
             elif a.__class__ is int and d.kind in "iu":
-                _check_int_bounds(op, a, d)
+                # NumPy's OverflowError for an int the tensor beside it cannot hold (``x + 2**40``, x int32):
+                # PyTorch and JAX wrapped it around, silently, in comparisons too (``x < 2**40`` False);
+                # array_api_strict raises for comparisons as well: one behaviour on every backend
+                _dt.check_python_int(
+                    a, d.name, f"op {op.name!r}", "cast the tensor to a wider dtype first (gt.astype(x, gt.int64))"
+                )
             if passthrough and op.scalars and b.python_scalars and _dt.scalar_fits(a, d):
                 return a
             return b.asarray(a, dtype=_dt.scalar_dtype(a, d), device=b.device_beside(like._v))

@@ -41,6 +41,8 @@ __all__ = [
     "scalar_dtype",
     "DTypeLike",
     "result_type",
+    "int_range",
+    "check_python_int",
 ]
 
 _builtin_bool = builtins.bool
@@ -315,3 +317,30 @@ def scalar_fits(value: object, dtype: DType) -> builtins.bool:
     if isinstance(value, float):
         return dtype.kind in "fc"
     return dtype.kind == "c"
+
+
+#: integer dtype name -> (min, max)
+_RANGES: dict[str, tuple[int, int]] = {}
+
+
+def int_range(name: str) -> tuple[int, int]:
+    """``(min, max)`` of the integer dtype called ``name`` (``"int32"``), as Python ints."""
+    r = _RANGES.get(name)
+    if r is None:
+        info = _np.iinfo(name)
+        r = _RANGES[name] = (int(info.min), int(info.max))
+    return r
+
+
+def check_python_int(
+    value: int, name: str, who: str | None = None, advice: str = "pass a wider dtype, or reduce the value first"
+) -> None:
+    """NumPy's ``OverflowError`` where the Python int ``value`` does not fit the integer dtype called
+    ``name`` (PyTorch and JAX would wrap it around silently); ``who``: the function, named first;
+    ``advice``: what to do."""
+    lo, hi = int_range(name)
+    if not lo <= value <= hi:
+        raise OverflowError(
+            f"{'' if who is None else who + ': '}Python integer {value} out of bounds for {name} "
+            f"(its range is [{lo}, {hi}]); {advice}"
+        )

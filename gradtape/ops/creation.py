@@ -12,7 +12,6 @@ from array_api_compat import device as _device
 
 from gradtape.core import config as _config
 from gradtape import backends as _bk
-from gradtape.backends._values import check_python_int
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import DEFAULT_DEVICE, REAL, Case, with_complex
 from gradtape.core.recording_state import ACTIVE_TAPES
@@ -157,7 +156,7 @@ def _check_fill(value, dtype, who):
     if value.__class__ is int:
         d = _dt.as_dtype(dtype)
         if d.kind in "iu":
-            check_python_int(value, d.name, who)
+            _dt.check_python_int(value, d.name, who)
 
 
 def _like(fname, x, *args, dtype=None, device=None):
