@@ -135,9 +135,14 @@ def user_site() -> str:
     if user is None:
         return f"{site.f_code.co_filename}:{site.f_lineno}"
     return (
-        f"{user.f_code.co_filename}:{user.f_lineno}, inside {site.f_globals.get('__name__', '?')}."
-        f"{site.f_code.co_name} at {site.f_code.co_filename}:{site.f_lineno}"
+        f"{user.f_code.co_filename}:{user.f_lineno}, inside {_function_of(site)} at "
+        f"{site.f_code.co_filename}:{site.f_lineno}"
     )
+
+
+def _function_of(frame):
+    """``module.function`` of ``frame`` (a library's, for messages that name where it called gradtape)."""
+    return f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}"
 
 
 def _connected(t):
@@ -158,10 +163,7 @@ def check_leak(t: Tensor, how: str) -> None:
         return
     site, user = _call_sites()
     if user is not None:  # inside a library: name its function, then the user's line
-        where = (
-            f" inside {site.f_globals.get('__name__', '?')}.{site.f_code.co_name}, called from "
-            f"{user.f_code.co_filename}:{user.f_lineno},"
-        )
+        where = f" inside {_function_of(site)}, called from {user.f_code.co_filename}:{user.f_lineno},"
     elif site is not None:
         where = f" at {site.f_code.co_filename}:{site.f_lineno}"
     else:
