@@ -64,9 +64,19 @@ def _argnums(call: str, argnums: int | Sequence[int], nargs: int) -> tuple[tuple
     return tuple(out), single
 
 
+#: why a Jacobian refuses complex arguments (as JAX's without ``holomorphic=True`` and torch.func's):
+#: the derivative along the real basis alone is not the Jacobian of a function that is not holomorphic
+_REAL_INPUTS = {
+    "jacfwd": "walked forward along each real basis vector it gives the derivative with respect to the real "
+    "part alone; use gt.jacrev (a real output: TensorFlow's convention, as gt.grad), gt.jvp with tangents "
+    "of your choosing, or pass gt.real(z) and gt.imag(z) as two real arguments",
+    "hessian": "use gt.grad (TensorFlow's convention) or pass gt.real(z) and gt.imag(z) as two real arguments",
+}
+
+
 def _source(call: str, where: str, leaf: Any) -> Tensor:
     """A fresh recorded copy of one leaf of a differentiated argument (a Tensor of a floating or
-    complex dtype)."""
+    complex dtype; real only for the calls of ``_REAL_INPUTS``)."""
     try:
         t = convert_to_tensor(leaf)  # (a Variable's read is a recorded copy of its own)
     except (TypeError, ValueError) as e:
@@ -79,6 +89,11 @@ def _source(call: str, where: str, leaf: Any) -> Tensor:
             f"gt.{call} requires floating (or complex) inputs, but {where} has dtype {t.dtype}; pass a "
             "floating value (gt.cast(x, gt.float32), or 1.0 rather than 1)"
             + (" or leave that argument out of argnums" if call not in ("vjp", "jvp", "hvp") else "")
+        )
+    if t.dtype.is_complex and call in _REAL_INPUTS:
+        raise TypeError(
+            f"gt.{call} requires real inputs, as jax.{call} and torch.func.{call} do (JAX's without "
+            f"holomorphic=True), but {where} has dtype {t.dtype}: {_REAL_INPUTS[call]}"
         )
     return t if isinstance(leaf, Tensor) and leaf._is_var else _identity(t)
 
@@ -261,6 +276,13 @@ def _jacrev(call: str, fun: Callable, argnums: int | Sequence[int], has_aux: boo
         jacs = []
         for y in leaves:
             y = _tensor(y, a.like)
+            if y.dtype.is_complex:
+                raise TypeError(
+                    f"gt.{call} requires real outputs, as jax.jacrev and torch.func.jacrev do, but {_fname(fun)} "
+                    f"returned dtype {y.dtype}: its rows would be the gradients of the real part alone (the "
+                    "imaginary part dropped, as tape.jacobian's); use gt.jacfwd (real inputs), gt.vjp with "
+                    "cotangents of your choosing, or differentiate gt.real(y) and gt.imag(y) apart"
+                )
             js = tape.jacobian(y, a.sources, unconnected_gradients=_ZERO)
             jacs.append(a.unflatten(js))
         res = optree.tree_unflatten(spec, jacs)
