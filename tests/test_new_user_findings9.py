@@ -71,3 +71,62 @@ def test_jacrev_of_a_real_function_of_a_complex_input_is_the_gradients_conventio
     got = gt.jacrev(lambda z: gt.abs(z) ** 2)(gt.constant(Z, dtype=gt.complex128))
     want = np.stack([np.conj(np.asarray(jax.grad(lambda z, i=i: jnp.abs(z[i]) ** 2)(Z))) for i in range(3)])
     close(got, want)
+
+
+# ------------------------------------------------------------------- vmap's out_axes=None
+W = RNG.standard_normal((3, 2))
+XS = RNG.standard_normal((4, 3))
+
+
+def test_vmap_out_axes_none_returns_an_unmapped_result_once_as_jax(backend):
+    """out_axes=None for a result that is the same for every example (a function of an in_axes=None
+    argument, or of no argument) was a ValueError, whatever the result; jax.vmap returns it once."""
+    w, xs = gt.constant(W, dtype=gt.float64), gt.constant(XS, dtype=gt.float64)
+
+    def f(x, w, ns):
+        return x * 2, ns.sin(w), ns.ones((2,), dtype=ns.float64)
+
+    got = gt.vmap(lambda x, w: f(x, w, gt), in_axes=(0, None), out_axes=(0, None, None))(xs, w)
+    want = jax.vmap(lambda x, w: f(x, w, jnp), in_axes=(0, None), out_axes=(0, None, None))(XS, W)
+    close(got, want)
+    # and a tape outside differentiates through it (once, not once per example)
+    grad = gt.grad(lambda w: gt.sum(gt.vmap(lambda x, w: f(x, w, gt)[1] ** 2, in_axes=(0, None), out_axes=None)(xs, w)))
+    jgrad = jax.grad(
+        lambda w: jnp.sum(jax.vmap(lambda x, w: f(x, w, jnp)[1] ** 2, in_axes=(0, None), out_axes=None)(XS, w))
+    )
+    close(grad(w), jgrad(W))
+
+
+def test_vmap_out_axes_none_for_a_result_that_differs_per_example_is_jaxs_error(backend):
+    xs = gt.constant(XS, dtype=gt.float64)
+    with pytest.raises(ValueError, match="out_axes=None for a result .* differs from example to example"):
+        gt.vmap(lambda x: x, out_axes=None)(xs)
+    with pytest.raises(ValueError, match="axis spec None but output was batched"):
+        jax.vmap(lambda x: x, out_axes=None)(XS)
+
+
+def _branchy(x, w):
+    """Python control flow on an example's value: the map runs it as a loop over the examples."""
+    return (x * 2.0 if float(gt.sum(x)) > 0 else -x), w * 2.0, None
+
+
+def test_vmap_loop_fallback_takes_out_axes_none_and_none_results(backend):
+    """The loop over the examples (control flow on values) failed on out_axes=None (int(None)); it gives
+    the one value where every example's is the same, JAX's error where they differ."""
+    w, xs = gt.constant(W, dtype=gt.float64), gt.constant(XS, dtype=gt.float64)
+    got = gt.vmap(_branchy, in_axes=(0, None), out_axes=(0, None, None), warn=False)(xs, w)
+    close(got, (np.stack([x * 2 if x.sum() > 0 else -x for x in XS]), W * 2, None))
+    with pytest.raises(ValueError, match="differs from example to example"):
+        gt.vmap(lambda x, w: (_branchy(x, w)[0], x[0] * w), in_axes=(0, None), out_axes=(0, None), warn=False)(xs, w)
+
+
+def test_vmap_over_no_examples_says_why_where_it_cannot_give_jaxs_result(backend):
+    """An empty batch maps as JAX's, batched; where the function must loop (control flow on values) or a
+    result leaves with out_axes=None, there is no example to take the result from: an IndexError before
+    (the loop), now a ValueError that says so."""
+    w, xs = gt.constant(W, dtype=gt.float64), gt.constant(XS[:0], dtype=gt.float64)
+    close(gt.vmap(lambda x: gt.sum(x**2))(xs), jax.vmap(lambda x: jnp.sum(x**2))(XS[:0]))
+    with pytest.raises(ValueError, match="0 examples"):
+        gt.vmap(_branchy, in_axes=(0, None), warn=False)(xs, w)
+    with pytest.raises(ValueError, match="0 examples"):
+        gt.vmap(lambda x, w: (x, w * 2.0), in_axes=(0, None), out_axes=(0, None))(xs, w)

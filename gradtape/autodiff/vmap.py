@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
 import optree
 
 from gradtape.backends.batching import (
@@ -185,7 +186,8 @@ def _results(out, out_axes, call, where):
             continue
         t = _as_tensor(leaf) if not isinstance(leaf, Tensor) else leaf
         if axis is None:
-            raise ValueError(f"{where}: out_axes=None is for results that are the same for every example")
+            res.append(_unmapped(t, call, where))
+            continue
         axis = _axis(
             axis, t.ndim + 1, where, f"out_axes puts the examples of a result (each of shape {tuple(t.shape)})"
         )
@@ -197,8 +199,34 @@ def _results(out, out_axes, call, where):
     return optree.tree_unflatten(treedef, res)
 
 
+def _unmapped(t, call, where):
+    """Result ``t`` with ``out_axes=None``: one value, as ``jax.vmap`` returns it, for a result that is the
+    same for every example (it depends on no mapped argument); the examples' first value, recorded (a
+    tape outside gets its gradient through it)."""
+    if t._b is not call.bk:  # computed from no tensor of the map: returned as it is
+        return t
+    if t._v.bat:
+        raise ValueError(
+            f"{where}: out_axes=None for a result (each of shape {tuple(t.shape)}) that differs from example to "
+            "example (it depends on a mapped argument; jax.vmap refuses it too); "
+            "give it an axis in out_axes (0: the examples first)"
+        )
+    if not call.size:
+        raise ValueError(
+            f"{where}: out_axes=None for a result of a map over 0 examples: its value leaves the map through "
+            "its examples (none here); map over at least one example, or compute that result outside the map"
+        )
+    return exit_(t, 0, call)[0]
+
+
 def _loop(fn, leaves, axes, treedef, out_axes, size):
     """The whole function called once per example (recorded: tapes outside see through it)."""
+    if not size:
+        raise ValueError(
+            "gt.vmap: the mapped function cannot run batched (it runs as a loop over the examples), and with 0 "
+            "examples there is no call to give its results' structure and shapes; skip the map for an empty "
+            "batch, or write the function without Python control flow on the examples' values"
+        )
     outs = []
     for i in range(size):
         ex = [leaf if axis is None else leaf[(slice(None),) * axis + (i,)] for leaf, axis in zip(leaves, axes)]
@@ -208,7 +236,26 @@ def _loop(fn, leaves, axes, treedef, out_axes, size):
     oaxes = _broadcast_prefix(out_axes, outs[0], "out_axes")
     res = []
     for j, axis in enumerate(oaxes):
+        if flat[0][0][j] is None:
+            res.append(None)
+            continue
         parts = [_as_tensor(f[0][j]) for f in flat]
+        if axis is None:
+            res.append(_same_for_all(parts))
+            continue
         what = f"out_axes puts the examples of a result (each of shape {tuple(parts[0].shape)})"
         res.append(stack(parts, axis=_axis(axis, parts[0].ndim + 1, "gt.vmap", what)))
     return optree.tree_unflatten(tdef, res)
+
+
+def _same_for_all(parts):
+    """A result with ``out_axes=None`` of the loop over the examples: the first example's, where every
+    example's is the same value (else the error JAX gives for a result that differs)."""
+    first = parts[0].numpy()
+    for p in parts[1:]:
+        if not np.array_equal(p.numpy(), first, equal_nan=first.dtype.kind in "fc"):
+            raise ValueError(
+                f"gt.vmap: out_axes=None for a result (each of shape {tuple(parts[0].shape)}) that differs from "
+                "example to example (jax.vmap refuses it too); give it an axis in out_axes (0: the examples first)"
+            )
+    return parts[0]
