@@ -130,3 +130,41 @@ def test_vmap_over_no_examples_says_why_where_it_cannot_give_jaxs_result(backend
         gt.vmap(_branchy, in_axes=(0, None), warn=False)(xs, w)
     with pytest.raises(ValueError, match="0 examples"):
         gt.vmap(lambda x, w: (x, w * 2.0), in_axes=(0, None), out_axes=(0, None))(xs, w)
+
+
+# ------------------------------------------------------------------- (co)tangents and outputs of the wrong kind
+def test_a_complex_tangent_or_cotangent_for_a_real_value_is_refused_not_cut(backend):
+    """gt.jvp cast a complex tangent of a real primal to the primal's dtype, dropping its imaginary part
+    (jvp of 2x along [1j, 1, 1] gave [0, 2, 2]), and gt.vjp a complex cotangent of a real output; JAX
+    refuses both (the tangent type must match), and so do gt.jvp, gt.vjp and gt.ForwardAccumulator now."""
+    x = gt.constant([0.3, -0.2, 0.5], dtype=gt.float64)
+    v = gt.constant([1j, 1.0, 1.0], dtype=gt.complex128)
+    with pytest.raises(TypeError, match=r"gt\.jvp: a tangent of dtype complex128 for a real primal"):
+        gt.jvp(lambda x: x * 2.0, (x,), (v,))
+    with pytest.raises(TypeError, match="ForwardAccumulator: a tangent of dtype complex128"):
+        gt.autodiff.ForwardAccumulator(x, v)
+    _, pullback = gt.vjp(lambda x: x * 2.0, x)
+    with pytest.raises(TypeError, match=r"gt\.vjp: a cotangent of dtype complex128 for a real output"):
+        pullback(v)
+    with pytest.raises(TypeError):
+        jax.jvp(lambda x: x * 2.0, (x.numpy(),), (np.array([1j, 1.0, 1.0]),))
+    # a real tangent of another dtype or kind still takes the primal's dtype (docs/transforms.md)
+    out, t = gt.jvp(lambda x: x * 2.0, (x,), (np.array([1, 2, 3]),))
+    assert t.dtype == gt.float64
+    close(t, np.array([2.0, 4.0, 6.0]))
+    close(pullback(gt.constant([1.0, 1.0, 1.0], dtype=gt.float32)), (np.array([2.0, 2.0, 2.0]),))
+
+
+def test_jacrev_refuses_an_integer_output_as_grad_and_jax_do(backend):
+    """gt.jacrev of argmax returned float zeros, without the warning gt.vjp gives and unlike gt.grad and
+    jax.jacrev, which refuse a non-floating output; it refuses it now, pointing at has_aux."""
+    x = gt.constant([0.3, -0.2, 0.5], dtype=gt.float64)
+    for f in (lambda x: gt.argmax(x), lambda x: x > 0):
+        with pytest.raises(TypeError, match=r"gt\.jacrev requires floating outputs.*has_aux=True"):
+            gt.jacrev(f)(x)
+    with pytest.raises(TypeError, match="requires real-valued outputs"):
+        jax.jacrev(lambda x: jnp.argmax(x))(x.numpy())
+    # as auxiliary data it comes back beside the Jacobian
+    jac, arg = gt.jacrev(lambda x: (x * 2.0, gt.argmax(x)), has_aux=True)(x)
+    close(jac, 2.0 * np.eye(3))
+    assert int(arg) == 2

@@ -33,7 +33,21 @@ from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
 from gradtape.ops import elementwise as _elementwise  # noqa: F401  (registers the ops of _DIRECT)
 from gradtape.ops.creation import zeros_like
 
-__all__ = ["ForwardAccumulator"]
+__all__ = ["ForwardAccumulator", "as_tangent"]
+
+
+def as_tangent(t, like, where, what, of):
+    """``t`` (a tangent or a cotangent) as a Tensor of ``like``'s dtype and backend, as the transforms
+    take them; a complex one for a real ``like`` is refused (the cast would drop its imaginary part,
+    silently; JAX refuses it too): ``what`` names it, ``of`` what ``like`` is, in the message."""
+    if like.dtype.is_floating and not (isinstance(t, Tensor) and not t.dtype.is_complex):
+        c = t if isinstance(t, Tensor) else convert_to_tensor(t, like=like)
+        if c.dtype.is_complex:
+            raise TypeError(
+                f"{where}: {what} of dtype {c.dtype} for a real {of} of dtype {like.dtype}: casting it would drop "
+                f"its imaginary part; pass a real {what.split()[-1]} (gt.real(t)), or make the {of} complex"
+            )
+    return convert_to_tensor(t, dtype=like.dtype, like=like)
 
 
 class ForwardAccumulator:
@@ -55,7 +69,7 @@ class ForwardAccumulator:
         self._primals = p_leaves
         self._tangents = []
         for p, t in zip(p_leaves, t_leaves):
-            t = convert_to_tensor(t, dtype=p.dtype, like=p)
+            t = as_tangent(t, p, "ForwardAccumulator", "a tangent", "primal")
             if t.shape != p.shape:
                 raise ValueError(
                     f"ForwardAccumulator: a tangent of shape {t.shape} for a primal of shape {p.shape}; they must match"

@@ -24,7 +24,7 @@ from typing import Any
 
 import optree
 
-from gradtape.autodiff.forward import ForwardAccumulator, NotBatched
+from gradtape.autodiff.forward import ForwardAccumulator, NotBatched, as_tangent
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.recording_state import per_thread
 from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
@@ -240,7 +240,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
             )
         cts = []
         for y, c in zip(targets, ct_leaves):
-            c = convert_to_tensor(c, dtype=y.dtype, like=y)
+            c = as_tangent(c, y, "gt.vjp", "a cotangent", "output")
             if tuple(c.shape) != tuple(y.shape):
                 raise ValueError(
                     f"gt.vjp: a cotangent of shape {tuple(c.shape)} for an output of shape {tuple(y.shape)}; "
@@ -276,6 +276,12 @@ def _jacrev(call: str, fun: Callable, argnums: int | Sequence[int], has_aux: boo
         jacs = []
         for y in leaves:
             y = _tensor(y, a.like)
+            if not y.dtype.is_floating and not y.dtype.is_complex:
+                raise TypeError(
+                    f"gt.{call} requires floating outputs, as jax.jacrev does, but {_fname(fun)} returned dtype "
+                    f"{y.dtype} (a Jacobian of zeros where it is defined); return it as auxiliary data "
+                    "(has_aux=True), or cast it to a floating dtype for its zero Jacobian"
+                )
             if y.dtype.is_complex:
                 raise TypeError(
                     f"gt.{call} requires real outputs, as jax.jacrev and torch.func.jacrev do, but {_fname(fun)} "
@@ -317,7 +323,7 @@ def _jvp(call, fun, primals, tangents, has_aux):
     a = _Args(call, primals, tuple(range(len(primals))))
     tans = optree.tree_leaves(tangents)
     for k, (s, t) in enumerate(zip(a.sources, tans)):
-        t = convert_to_tensor(t, dtype=s.dtype, like=s)
+        t = as_tangent(t, s, f"gt.{call}", "a tangent", "primal")
         if tuple(t.shape) != tuple(s.shape):
             raise ValueError(
                 f"gt.{call}: a tangent of shape {tuple(t.shape)} for a primal of shape {tuple(s.shape)} "
