@@ -168,3 +168,16 @@ def test_jacrev_refuses_an_integer_output_as_grad_and_jax_do(backend):
     jac, arg = gt.jacrev(lambda x: (x * 2.0, gt.argmax(x)), has_aux=True)(x)
     close(jac, 2.0 * np.eye(3))
     assert int(arg) == 2
+
+
+def test_vmap_takes_none_leaves_in_its_arguments_as_jax(backend):
+    """A None in the arguments (an optional entry of a dict of parameters, an unused argument) with the
+    default in_axes=0 was an error ('Attempt to convert None to a tensor'); JAX takes None as an empty
+    subtree, whatever its axis, and so does gt.vmap now (and gt.vectorized_map)."""
+    xs = gt.constant(XS, dtype=gt.float64)
+    close(
+        gt.vmap(lambda d: d["a"] * 2.0)({"a": xs, "b": None}),
+        jax.vmap(lambda d: d["a"] * 2.0)({"a": XS, "b": None}),
+    )
+    close(gt.vmap(lambda x, m: x + 1.0)(xs, None), jax.vmap(lambda x, m: x + 1.0)(XS, None))
+    close(gt.vectorized_map(lambda e: gt.sum(e[0] ** 2), (xs, None)), np.sum(XS**2, axis=1))

@@ -127,7 +127,8 @@ def _run(fn, args, in_axes, out_axes, allow, warn, where, randomness="different"
     mapped = []
     size = None
     for k, (leaf, axis) in enumerate(zip(leaves, axes)):
-        if axis is None:
+        if axis is None or leaf is None:  # (None: an empty subtree, as JAX's, whatever its axis)
+            axes[k] = None
             continue
         t = leaves[k] = _as_tensor(leaf)
         if t.ndim == 0:
