@@ -181,3 +181,43 @@ def test_vmap_takes_none_leaves_in_its_arguments_as_jax(backend):
     )
     close(gt.vmap(lambda x, m: x + 1.0)(xs, None), jax.vmap(lambda x, m: x + 1.0)(XS, None))
     close(gt.vectorized_map(lambda e: gt.sum(e[0] ** 2), (xs, None)), np.sum(XS**2, axis=1))
+
+
+# ------------------------------------------------------------------- custom_gradient under a second derivative
+@gt.custom_gradient
+def _log1pexp(x):
+    """TensorFlow's own example: the gradient reads ``e``, computed in the forward."""
+    e = gt.exp(x)
+
+    def grad(dy):
+        return dy * (1 - 1 / (1 + e))
+
+    return gt.math.log1p(e), grad
+
+
+@gt.custom_gradient
+def _log1pexp_from_inputs(x):
+    def grad(dy):
+        return dy * gt.sigmoid(x)
+
+    return gt.math.log1p(gt.exp(x)), grad
+
+
+def test_a_second_derivative_through_a_custom_gradient_says_what_it_holds_constant(backend):
+    """gt.hessian of TensorFlow's log1pexp example was silently 0: gt.custom_gradient runs the function
+    where no tape sees it, so ``e`` (read by the gradient function) is a constant to the second
+    derivative (TensorFlow records the function and gets sigmoid'(x); so does jax.hessian).  It now warns,
+    naming ``e`` and the way out; a gradient function computing from its inputs matches jax, quietly,
+    and first-order derivatives are quiet as before."""
+    import warnings
+
+    x = gt.constant([0.3, -1.0], dtype=gt.float64)
+    want = jax.hessian(lambda x: jnp.sum(jnp.log1p(jnp.exp(x))))(x.numpy())
+    with pytest.warns(gt.GradientLeakWarning, match=r"through _log1pexp treats e \(computed inside"):
+        gt.hessian(lambda x: gt.sum(_log1pexp(x)))(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        close(gt.hessian(lambda x: gt.sum(_log1pexp_from_inputs(x)))(x), want)
+        close(gt.grad(lambda x: gt.sum(_log1pexp(x)))(x), jax.grad(lambda x: jnp.sum(jnp.log1p(jnp.exp(x))))(x.numpy()))
+        close(gt.jacfwd(_log1pexp)(x), jax.jacfwd(lambda x: jnp.log1p(jnp.exp(x)))(x.numpy()))
+        close(gt.vmap(gt.grad(_log1pexp))(x), jax.vmap(jax.grad(lambda x: jnp.log1p(jnp.exp(x))))(x.numpy()))

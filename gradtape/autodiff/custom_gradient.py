@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ from gradtape.ops import apply, defop
 from gradtape.core.registry import OpDef, check_new_name
 from gradtape.core.engine import Recording, record
 from gradtape.core.recording_state import add_active_tapes, per_thread
-from gradtape.core.tensor import Nested, Tensor, wrap, convert_to_tensor
+from gradtape.core.tensor import GradientLeakWarning, Nested, Tensor, convert_to_tensor, next_id, wrap
 
 __all__ = ["custom_gradient", "stop_gradient", "register_op", "run_privately"]
 
@@ -35,6 +36,8 @@ def _custom_rule(op, *grads):
     """Calls the user's ``grad_fn`` recorded with this call (see :func:`custom_gradient`)."""
     grad_fn = op.attrs["grad_fn"]
     n_in = op.attrs["n_inputs"]
+    if per_thread.tapes:
+        _warn_closed_over(op, grads)
     variables = op.inputs[n_in:]
     if op.attrs["variables"]:
         if not op.attrs["accepts_variables"]:
@@ -65,6 +68,52 @@ def _custom_rule(op, *grads):
     if len(in_grads) != n_in:
         raise ValueError(f"custom_gradient: grad_fn returned {len(in_grads)} gradients for {n_in} tensor inputs")
     return tuple(in_grads) + tuple(var_grads)
+
+
+def _all_zero(grads: tuple[Any, ...]) -> bool:
+    """Whether every cotangent is known to be zero (a traced value, which cannot say: no)."""
+    try:
+        return all(isinstance(g, Tensor) and not bool(g._b.xp.any(g._v != 0)) for g in grads)
+    except Exception:
+        return False
+
+
+def _warn_closed_over(op: Any, grads: tuple[Any, ...]) -> None:
+    """A tape records this rule (a higher-order derivative) with respect to the call's inputs: warn where
+    ``grad_fn`` reads tensors the function computed (it ran privately: no tape connects them to the
+    inputs, so they are constants here, where TensorFlow, which records the function, and JAX's
+    custom_vjp residuals differentiate through them)."""
+    watched = [rec.watched for rec in per_thread.tapes]
+    if not any(i in w for w in watched for i in op.in_ids):
+        return
+    lo, hi = op.attrs["ids"]
+    grad_fn = op.attrs["grad_fn"]
+    code, cells = getattr(grad_fn, "__code__", None), getattr(grad_fn, "__closure__", None) or ()
+    if code is None:
+        return
+    names = []
+    for name, cell in zip(code.co_freevars, cells):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # (an empty cell)
+            continue
+        for t in optree.tree_leaves(value, is_leaf=lambda v: isinstance(v, Tensor)):
+            if isinstance(t, Tensor) and lo < t._id < hi and not t._is_var:
+                names.append(name)
+                break
+    # (zero cotangents, as a walk gives an output nothing uses: the gradient function, linear in them,
+    # gives zeros whatever it reads)
+    if names and not _all_zero(grads):
+        f = op.attrs["function"]
+        warnings.warn(
+            f"gt.custom_gradient: a higher-order derivative through {f} treats {', '.join(names)} (computed "
+            f"inside {f}, read by its gradient function) as a constant: the function runs where no tape sees it, "
+            "so nothing connects that value to the inputs (TensorFlow records it; JAX differentiates a "
+            "custom_vjp's residuals). Compute it inside the gradient function from the inputs to differentiate "
+            "through it (a value that does not depend on the inputs: create it outside the function)",
+            GradientLeakWarning,
+            stacklevel=2,
+        )
 
 
 _CUSTOM = OpDef("custom_gradient", forward=None, grad=_custom_rule, rule_form="tf", chapter="user")
@@ -113,6 +162,7 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         outer = per_thread.tapes
+        lo = next_id() if outer else 0  # (the tensors f computes: ids between lo and hi)
         result, read = run_privately(f, *args, **kwargs)
         if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
             raise TypeError("a @custom_gradient function must return (outputs, grad_fn)")
@@ -139,6 +189,8 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
                 "n_args": len(flat_args),
                 "variables": tuple(variables),
                 "accepts_variables": accepts,
+                "ids": (lo, next_id()),
+                "function": getattr(f, "__qualname__", None) or repr(f),
             }
             record(_CUSTOM, tuple(inputs), tuple(t._v for t in inputs), attrs, tuple(outs))
         return optree.tree_unflatten(spec, outs)
