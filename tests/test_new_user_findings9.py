@@ -221,3 +221,26 @@ def test_a_second_derivative_through_a_custom_gradient_says_what_it_holds_consta
         close(gt.grad(lambda x: gt.sum(_log1pexp(x)))(x), jax.grad(lambda x: jnp.sum(jnp.log1p(jnp.exp(x))))(x.numpy()))
         close(gt.jacfwd(_log1pexp)(x), jax.jacfwd(lambda x: jnp.log1p(jnp.exp(x)))(x.numpy()))
         close(gt.vmap(gt.grad(_log1pexp))(x), jax.vmap(jax.grad(lambda x: jnp.log1p(jnp.exp(x))))(x.numpy()))
+
+
+def test_the_jacobians_take_holomorphic_as_jax(backend):
+    """With the complex refusals, the way JAX users say a function is holomorphic: holomorphic=True,
+    giving f'(z) (gt.jacrev conjugates TensorFlow's rows), and JAX's errors for real inputs or outputs."""
+    z = np.array([1.0 + 2.0j, -0.5 + 0.25j, 0.3 - 0.1j])
+    w = np.array([0.2 + 0.1j, 1.0 - 1.0j])
+    gz, gw = gt.constant(z, dtype=gt.complex128), gt.constant(w, dtype=gt.complex128)
+
+    def f(ns, a, b):
+        return ns.exp(a[:2]) * b + a[0] * b**2
+
+    for gt_t, jax_t in ((gt.jacfwd, jax.jacfwd), (gt.jacrev, jax.jacrev)):
+        got = gt_t(lambda a, b: f(gt, a, b), argnums=(0, 1), holomorphic=True)(gz, gw)
+        close(got, jax_t(lambda a, b: f(jnp, a, b), argnums=(0, 1), holomorphic=True)(z, w))
+    close(
+        gt.hessian(lambda a: gt.sum(a**3 * a[1]) + gt.sum(gt.sin(a)), holomorphic=True)(gz),
+        jax.hessian(lambda a: jnp.sum(a**3 * a[1]) + jnp.sum(jnp.sin(a)), holomorphic=True)(z),
+    )
+    with pytest.raises(TypeError, match=r"holomorphic=True\) requires complex inputs"):
+        gt.jacrev(lambda a: a * 2.0, holomorphic=True)(gt.constant([1.0, 2.0], dtype=gt.float64))
+    with pytest.raises(TypeError, match=r"holomorphic=True\) requires complex outputs"):
+        gt.jacrev(lambda a: gt.abs(a), holomorphic=True)(gz)

@@ -29,7 +29,7 @@ from gradtape.autodiff.tape import GradientTape
 from gradtape.core.recording_state import per_thread
 from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
 from gradtape.ops.creation import zeros
-from gradtape.ops.elementwise import _identity
+from gradtape.ops.elementwise import _identity, conj
 from gradtape.ops.manipulation import moveaxis, reshape, stack
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp"]
@@ -74,9 +74,9 @@ _REAL_INPUTS = {
 }
 
 
-def _source(call: str, where: str, leaf: Any) -> Tensor:
+def _source(call: str, where: str, leaf: Any, holomorphic: bool = False) -> Tensor:
     """A fresh recorded copy of one leaf of a differentiated argument (a Tensor of a floating or
-    complex dtype; real only for the calls of ``_REAL_INPUTS``)."""
+    complex dtype; real only for the calls of ``_REAL_INPUTS``, complex only with ``holomorphic``)."""
     try:
         t = convert_to_tensor(leaf)  # (a Variable's read is a recorded copy of its own)
     except (TypeError, ValueError) as e:
@@ -90,10 +90,16 @@ def _source(call: str, where: str, leaf: Any) -> Tensor:
             "floating value (gt.cast(x, gt.float32), or 1.0 rather than 1)"
             + (" or leave that argument out of argnums" if call not in ("vjp", "jvp", "hvp") else "")
         )
-    if t.dtype.is_complex and call in _REAL_INPUTS:
+    if holomorphic and not t.dtype.is_complex:
+        raise TypeError(
+            f"gt.{call}(..., holomorphic=True) requires complex inputs, as JAX's does, but {where} has dtype "
+            f"{t.dtype}; cast it (gt.cast(x, gt.complex64)), or leave holomorphic=False for a real argument"
+        )
+    if t.dtype.is_complex and call in _REAL_INPUTS and not holomorphic:
         raise TypeError(
             f"gt.{call} requires real inputs, as jax.{call} and torch.func.{call} do (JAX's without "
-            f"holomorphic=True), but {where} has dtype {t.dtype}: {_REAL_INPUTS[call]}"
+            f"holomorphic=True), but {where} has dtype {t.dtype}: {_REAL_INPUTS[call]} (a holomorphic "
+            "function: holomorphic=True)"
         )
     return t if isinstance(leaf, Tensor) and leaf._is_var else _identity(t)
 
@@ -103,7 +109,7 @@ class _Args:
     (to call the function with), ``sources`` (the copies, flat) and :meth:`unflatten` (a flat list
     like ``sources`` back into the arguments' structures: one, or a tuple for tuple ``argnums``)."""
 
-    def __init__(self, call: str, args: Sequence[Any], argnums: int | Sequence[int]) -> None:
+    def __init__(self, call: str, args: Sequence[Any], argnums: int | Sequence[int], holomorphic: bool = False) -> None:
         nums, self.single = _argnums(call, argnums, len(args))
         self.args = list(args)
         self.sources: list[Tensor] = []
@@ -112,7 +118,7 @@ class _Args:
             leaves, spec = optree.tree_flatten(args[a])
             paths = optree.tree_paths(args[a])
             fresh = [
-                _source(call, f"argument {a}" + "".join(f"[{p!r}]" for p in path), leaf)
+                _source(call, f"argument {a}" + "".join(f"[{p!r}]" for p in path), leaf, holomorphic)
                 for leaf, path in zip(leaves, paths)
             ]
             self.args[a] = optree.tree_unflatten(spec, fresh)
@@ -254,21 +260,27 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
-def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def jacrev(
+    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """The Jacobian of ``fun`` by reverse mode, as ``jax.jacrev``: in the structure of the output,
     each output leaf replaced by the Jacobians with respect to ``argnums`` (in the arguments'
     structures; a tuple for tuple ``argnums``), each of shape ``output.shape + input.shape``.  One
     backward walk per output element, vectorized where the tape's ``jacobian`` can.  With
-    ``has_aux=True`` returns ``(jacobian, aux)``."""
-    return _jacrev("jacrev", fun, argnums, has_aux)
+    ``has_aux=True`` returns ``(jacobian, aux)``.  Real outputs; with ``holomorphic=True`` (JAX's), a
+    holomorphic function of complex inputs and outputs, whose Jacobian is ``f'(z)`` (the conjugate of
+    the rows TensorFlow's convention gives)."""
+    return _jacrev("jacrev", fun, argnums, has_aux, holomorphic)
 
 
-def _jacrev(call: str, fun: Callable, argnums: int | Sequence[int], has_aux: bool) -> Callable[..., Any]:
+def _jacrev(
+    call: str, fun: Callable, argnums: int | Sequence[int], has_aux: bool, holomorphic: bool = False
+) -> Callable[..., Any]:
     """:func:`jacrev`, its messages naming ``gt.<call>`` (``hessian`` is built of two)."""
 
     @functools.wraps(fun)
     def jacrev_fn(*args, **kwargs):
-        a = _Args(call, args, argnums)
+        a = _Args(call, args, argnums, holomorphic)
         with GradientTape(persistent=True, watch_accessed_variables=False) as tape:
             tape.watch(a.sources)
             out, aux = _call(call, fun, a.args, has_aux, kwargs)
@@ -282,12 +294,23 @@ def _jacrev(call: str, fun: Callable, argnums: int | Sequence[int], has_aux: boo
                     f"{y.dtype} (a Jacobian of zeros where it is defined); return it as auxiliary data "
                     "(has_aux=True), or cast it to a floating dtype for its zero Jacobian"
                 )
+            if holomorphic:
+                if not y.dtype.is_complex:
+                    raise TypeError(
+                        f"gt.{call}(..., holomorphic=True) requires complex outputs, as JAX's does, but "
+                        f"{_fname(fun)} returned dtype {y.dtype}; leave holomorphic=False for a real output"
+                    )
+                # (each row, TensorFlow's gradient of Re y_i, is conj(f'(z)) for a holomorphic f)
+                js = tape.jacobian(y, a.sources, unconnected_gradients=_ZERO)
+                jacs.append(a.unflatten([conj(j) for j in js]))
+                continue
             if y.dtype.is_complex:
                 raise TypeError(
                     f"gt.{call} requires real outputs, as jax.jacrev and torch.func.jacrev do, but {_fname(fun)} "
                     f"returned dtype {y.dtype}: its rows would be the gradients of the real part alone (the "
                     "imaginary part dropped, as tape.jacobian's); use gt.jacfwd (real inputs), gt.vjp with "
-                    "cotangents of your choosing, or differentiate gt.real(y) and gt.imag(y) apart"
+                    "cotangents of your choosing, differentiate gt.real(y) and gt.imag(y) apart, or pass "
+                    "holomorphic=True for a holomorphic function of complex inputs"
                 )
             js = tape.jacobian(y, a.sources, unconnected_gradients=_ZERO)
             jacs.append(a.unflatten(js))
@@ -346,17 +369,20 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     return (out, jv, aux) if has_aux else (out, jv)
 
 
-def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def jacfwd(
+    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """The Jacobian of ``fun`` by forward mode, as ``jax.jacfwd`` (the same structure and shapes as
     ``gt.jacrev``): ``fun`` runs once under a ``gt.ForwardAccumulator``, then its recording is walked
     forward along every basis vector of each argument at once (the basis a leading batch axis of the
     tangents, on any backend, also while an outer tape records; where a node on the path does not
     take it, the walk is mapped by the backend's ``vmap`` (PyTorch, JAX) or run once per input
-    element).  With ``has_aux=True`` returns ``(jacobian, aux)``."""
+    element).  With ``has_aux=True`` returns ``(jacobian, aux)``.  Real inputs; with
+    ``holomorphic=True`` (JAX's), complex ones of a holomorphic function (the Jacobian ``f'(z)``)."""
 
     @functools.wraps(fun)
     def jacfwd_fn(*args, **kwargs):
-        a = _Args("jacfwd", args, argnums)
+        a = _Args("jacfwd", args, argnums, holomorphic)
         srcs = a.sources
         # the other sources' tangents are zeros, not None: a node whose recorded inputs do not give its
         # output's shape (``x @ w + b`` keeps neither) needs a tangent for every input on its path
@@ -434,17 +460,20 @@ def _columns(acc: ForwardAccumulator, outs: list[Tensor], nought: list[Tensor], 
     return [stack([r[j] for r in rows], axis=0) for j in range(len(outs))]
 
 
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def hessian(
+    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """The Hessian of a scalar function, as ``jax.hessian``, with respect to ``argnums``: of shape
     ``input.shape + input.shape`` (for tuple ``argnums``, a tuple of tuples of the blocks).  With
-    ``has_aux=True`` returns ``(hessian, aux)``.
+    ``has_aux=True`` returns ``(hessian, aux)``; ``holomorphic=True`` (JAX's): of a holomorphic function of
+    complex inputs.
 
     It is ``jacrev(jacrev(fun))`` (JAX composes ``jacfwd(jacrev(fun))``; the values are the same): the
     outer jacobian walks the recorded gradient once for all rows where the tape's ``jacobian``
     vectorizes (the backend's ``vmap``, or the ops' batched rules), 2-6x faster here than
     ``jacfwd(jacrev)`` (``benchmarks/hvp.py``; docs/performance.md)."""
-    inner = _jacrev("hessian", fun, argnums, has_aux)
-    return _jacrev("hessian", inner, argnums, has_aux)
+    inner = _jacrev("hessian", fun, argnums, has_aux, holomorphic)
+    return _jacrev("hessian", inner, argnums, has_aux, holomorphic)
 
 
 def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, ...]:
