@@ -19,6 +19,7 @@ TF's own ``clip_by_norm`` gives at zero.
 from __future__ import annotations
 
 import collections.abc as _abc
+from collections import namedtuple as _namedtuple
 import math as _math
 
 import numpy as _np
@@ -353,10 +354,14 @@ def zero_fraction(value, name=None):
     return _S.mean(_E.astype(_E.equal(v, zeros_like(v)), _dt.float32))
 
 
+#: what ``top_k`` returns: TensorFlow's ``TopKV2`` named tuple (``result.values``, ``result.indices``)
+TopKV2 = _namedtuple("TopKV2", ["values", "indices"])
+
+
 def top_k(input, k=1, sorted=True, index_type=_dt.int32, name=None):
     """The ``k`` largest entries along the last axis and their indices (``index_type``, int32 by
-    default), largest first; equal values keep their order (the lower index first), as TF.  The
-    gradient flows to the selected entries."""
+    default), largest first, as TF's ``TopKV2(values, indices)`` named tuple; equal values keep their
+    order (the lower index first), as TF.  The gradient flows to the selected entries."""
     x = _t(input)
     if x.ndim < 1:
         raise ValueError(f"top_k: input must be at least 1-D, got shape {x.shape} (backend {x.backend})")
@@ -366,7 +371,7 @@ def top_k(input, k=1, sorted=True, index_type=_dt.int32, name=None):
             f"top_k: k must be in [0, {x.shape[-1]}] for input of shape {x.shape} (backend {x.backend}), got {k}"
         )
     idx = _getitem(_argsort(x, axis=-1, descending=True, stable=True), (Ellipsis, slice(0, k)))
-    return _take_along_axis(x, idx, axis=-1), _E.astype(idx, _dt.as_dtype(index_type))
+    return TopKV2(_take_along_axis(x, idx, axis=-1), _E.astype(idx, _dt.as_dtype(index_type)))
 
 
 def reduce_any(input_tensor, axis=None, keepdims=False, name=None):
