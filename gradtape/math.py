@@ -177,7 +177,7 @@ logical_and, logical_or, logical_not, logical_xor = _E.logical_and, _E.logical_o
 is_finite, is_inf, is_nan = _E.isfinite, _E.isinf, _E.isnan
 conj, real, imag = _E.conj, _E.real, _E.imag
 sigmoid, softplus, erf, log_softmax, softmax = _nn.sigmoid, _nn.softplus, _nn.erf, _nn.log_softmax, _nn.softmax
-log_sigmoid, l2_normalize = _nn.log_sigmoid, _nn.l2_normalize
+log_sigmoid, l2_normalize, softsign = _nn.log_sigmoid, _nn.l2_normalize, _nn.softsign
 one_hot = _nn.one_hot  # (TF's top-level tf.one_hot; exported as gt.one_hot)
 # special functions under TF's tf.math names (SciPy's names are in gt.special)
 lgamma, digamma, erfc, erfinv, erfcinv, ndtri = _sp.gammaln, _sp.digamma, _sp.erfc, _sp.erfinv, _sp.erfcinv, _sp.ndtri
@@ -319,12 +319,6 @@ def reciprocal_no_nan(x, name=None):
     """``1 / x``, and 0 where ``x`` is 0 (its gradient there is 0 too)."""
     x = _t(x)
     return _E.divide_no_nan(full_like(x, 1), x)
-
-
-def softsign(features, name=None):
-    """``x / (1 + |x|)``."""
-    x = _t(features)
-    return _E.divide(x, _E.add(_E.abs(x), 1))
 
 
 def xlogy(x, y, name=None):

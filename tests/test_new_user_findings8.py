@@ -5,6 +5,7 @@ each marked as TF 2.21's.  Each test fails on the code before its fix, and runs 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import gradtape as gt
 
@@ -33,3 +34,37 @@ def test_top_k_returns_tensorflows_named_tuple(backend):
     np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [[0.0, 1.0, 10.0], [1.0, 10.0, 0.0]])  # TF 2.21's
     values, indices = result  # still unpacks as a pair
     assert values is result.values and indices is result.indices
+
+
+# TF 2.21: tf.nn.selu and tf.nn.softsign at [-1, 0, 1.5] and their gradients, float32 and float64
+_ACTIVATIONS = {
+    "selu": (
+        [-1.1113307476043701, 0.0, 1.5760514736175537],
+        [0.6467685699462891, 1.0507010221481323, 1.0507010221481323],
+        [-1.1113307378125628, 0.0, 1.5760514810332207],
+        [0.6467686030348141, 1.0507009873554805, 1.0507009873554805],
+    ),
+    "softsign": ([-0.5, 0.0, 0.6000000238418579], [0.25, 1.0, 0.1599999964237213], [-0.5, 0.0, 0.6], [0.25, 1.0, 0.16]),
+}
+
+
+@pytest.mark.parametrize("name", list(_ACTIVATIONS))
+def test_nn_selu_and_softsign_are_tensorflows(backend, name):
+    # gt.nn had neither (tf.nn.selu, tf.nn.softsign), nor Dense(activation="selu" / "softsign")
+    y32, g32, y64, g64 = _ACTIVATIONS[name]
+    f = getattr(gt.nn, name)
+    y, g = _grad(f, np.array([-1.0, 0.0, 1.5], np.float32))
+    assert y.dtype == np.float32 and g.dtype == np.float32
+    np.testing.assert_allclose(y, y32, rtol=1e-6)
+    np.testing.assert_allclose(g, g32, rtol=1e-6)  # selu'(0) = scale, as TF's SeluGrad
+    y, g = _grad(f, np.array([-1.0, 0.0, 1.5]))
+    np.testing.assert_allclose(y, y64, rtol=1e-14)
+    np.testing.assert_allclose(g, g64, rtol=1e-14)
+    # tf.keras.layers.Dense(2, activation=name, kernel_initializer="ones") of [[-1, 0.25]], TF 2.21's
+    dense = gt.layers.Dense(2, activation=name, kernel_initializer="ones")
+    want = {"selu": -0.9276319742202759, "softsign": -0.4285714328289032}[name]
+    np.testing.assert_allclose(dense(gt.constant([[-1.0, 0.25]])).numpy(), [[want, want]], rtol=1e-6)
+
+
+def test_softsign_is_one_function_in_math_and_nn(backend):
+    assert gt.math.softsign is gt.nn.softsign

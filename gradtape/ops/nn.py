@@ -33,6 +33,7 @@ from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case
 from gradtape.backends.batching import BatchArray, axis_kind
 from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops.elementwise import (
+    abs as _abs,
     astype,
     conj_,
     exp,
@@ -64,12 +65,14 @@ __all__ = [
     "one_hot",
     "relu",
     "relu6",
+    "selu",
     "sigmoid",
     "sigmoid_cross_entropy_with_logits",
     "silu",
     "softmax",
     "softmax_cross_entropy_with_logits",
     "softplus",
+    "softsign",
     "sparse_softmax_cross_entropy_with_logits",
     "swish",
     "tanh",
@@ -647,6 +650,23 @@ def relu6(features, name=None):
     """``min(max(x, 0), 6)``; the gradient is 0 at both kinks, as TF."""
     features = _tensor(features)
     return where(greater_equal(features, 6), 6, relu(features))
+
+
+#: SELU's constants (Klambauer et al. 2017), TensorFlow's and Keras' to the last digit
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(features, name=None):
+    """``scale * elu(x, alpha)`` with SELU's ``alpha`` and ``scale``, as ``tf.nn.selu``: the
+    gradient is ``scale`` at 0, as TF's SeluGrad."""
+    return elu(features, alpha=_SELU_ALPHA) * _SELU_SCALE
+
+
+def softsign(features, name=None):
+    """``x / (1 + |x|)``, as ``tf.nn.softsign`` (and ``tf.math.softsign``)."""
+    x = _tensor(features)
+    return x / (_abs(x) + 1)
 
 
 def log_sigmoid(x, name=None):
