@@ -68,3 +68,28 @@ def test_nn_selu_and_softsign_are_tensorflows(backend, name):
 
 def test_softsign_is_one_function_in_math_and_nn(backend):
     assert gt.math.softsign is gt.nn.softsign
+
+
+@pytest.mark.parametrize("what", ["gradient", "jacobian", "batch_jacobian"])
+def test_a_tape_never_entered_is_an_error_not_none(backend, what):
+    # TF 2.21 raises (a RuntimeError from tape.gradient); gradtape returned None, silently: the user had
+    # forgotten the `with` and read "no gradient"
+    x = gt.constant([[1.0, 2.0]])
+    tape = gt.GradientTape()
+    tape.watch(x)
+    y = x * x
+    with pytest.raises(RuntimeError, match=rf"GradientTape\.{what}: this tape was never entered"):
+        getattr(tape, what)(y, x)
+
+
+def test_a_tape_entered_then_reset_or_stopped_still_differentiates(backend):
+    x = gt.constant(2.0)
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        with tape.stop_recording():
+            unrecorded = x * x
+        tape.reset()
+        tape.watch(x)
+        y = x * 5.0
+    assert float(tape.gradient(y, x)) == 5.0  # TF 2.21's
+    assert tape.gradient(unrecorded, x) is None  # TF 2.21's
