@@ -93,3 +93,38 @@ def test_a_tape_entered_then_reset_or_stopped_still_differentiates(backend):
         y = x * 5.0
     assert float(tape.gradient(y, x)) == 5.0  # TF 2.21's
     assert tape.gradient(unrecorded, x) is None  # TF 2.21's
+
+
+def test_huber_and_kl_divergence_are_keras(backend):
+    # tf.keras.losses.Huber / KLDivergence and keras.losses.huber / kl_divergence (TF 2.21, Keras 3.15's
+    # values and gradients, float32); gt.losses had neither (an AttributeError)
+    y_true = [[0.0, 1.0], [1.0, 1.0]]
+    y_pred = gt.constant([[0.1, 3.7], [0.3, 2.0]])
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(y_pred)
+        loss = gt.losses.Huber()(y_true, y_pred)
+        summed = gt.losses.Huber(delta=0.5, reduction="sum")(y_true, y_pred)
+    np.testing.assert_allclose(float(loss), 0.7375000715255737, rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(loss, y_pred).numpy(), [[0.025, 0.25], [-0.175, 0.25]], rtol=1e-6)
+    np.testing.assert_allclose(float(summed), 0.9150000214576721, rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(summed, y_pred).numpy(), [[0.05, 0.25], [-0.25, 0.25]], rtol=1e-6)
+    np.testing.assert_allclose(gt.losses.huber(y_true, y_pred, delta=2.0).numpy(), [1.7025001, 0.3725], rtol=1e-6)
+    # at |error| == delta the quadratic side's gradient, as Keras: loss 0.5, gradient 1
+    edge = gt.constant([[2.0]])
+    with gt.GradientTape() as tape:
+        tape.watch(edge)
+        loss = gt.losses.get("huber")([[1.0]], edge)
+    assert float(gt.reduce_mean(loss)) == 0.5 and tape.gradient(loss, edge).numpy().tolist() == [[1.0]]
+
+    y_true = [[0.0, 1.0, 0.0], [0.5, 0.25, 0.25]]
+    y_pred = gt.constant([[0.1, 0.7, 0.2], [0.3, 0.3, 0.4]])
+    with gt.GradientTape() as tape:
+        tape.watch(y_pred)
+        loss = gt.losses.KLDivergence()(y_true, y_pred)
+    np.testing.assert_allclose(float(loss), 0.2245018184185028, rtol=1e-6)
+    want = [[-4.999999987376214e-07, -0.714285671710968, -2.499999993688107e-07], [-0.8333333, -0.4166667, -0.3125]]
+    np.testing.assert_allclose(tape.gradient(loss, y_pred).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(
+        gt.losses.kl_divergence(y_true, y_pred).numpy(), [0.35667213797569275, 0.09233149141073227], rtol=1e-6
+    )
+    assert gt.losses.get("KLDivergence") is gt.losses.kl_divergence
