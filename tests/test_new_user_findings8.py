@@ -128,3 +128,12 @@ def test_huber_and_kl_divergence_are_keras(backend):
         gt.losses.kl_divergence(y_true, y_pred).numpy(), [0.35667213797569275, 0.09233149141073227], rtol=1e-6
     )
     assert gt.losses.get("KLDivergence") is gt.losses.kl_divergence
+
+
+def test_argmax_without_axis_is_tensorflows_in_gt_math_and_the_standards_at_the_top(backend):
+    # docs/conventions.md section 8: tf.argmax(x) is along axis 0 (TF 2.21: [1, 0] here); gt.argmax is
+    # the Array API's (the flattened index); gt.math.argmax / argmin keep TensorFlow's signature
+    x = gt.constant([[1.0, 3.0], [4.0, 2.0]])
+    np.testing.assert_array_equal(gt.math.argmax(x).numpy(), [1, 0])  # TF 2.21's
+    np.testing.assert_array_equal(gt.math.argmin(x).numpy(), [0, 1])  # TF 2.21's
+    assert int(gt.argmax(x)) == 2 and int(gt.argmin(x)) == 0
