@@ -137,3 +137,64 @@ def test_argmax_without_axis_is_tensorflows_in_gt_math_and_the_standards_at_the_
     np.testing.assert_array_equal(gt.math.argmax(x).numpy(), [1, 0])  # TF 2.21's
     np.testing.assert_array_equal(gt.math.argmin(x).numpy(), [0, 1])  # TF 2.21's
     assert int(gt.argmax(x)) == 2 and int(gt.argmin(x)) == 0
+
+
+# TF 2.21 / Keras 3.15: tf.keras.optimizers.schedules.* at steps 0, 1, ... and SGD(schedule) stepping a
+# variable from 1.0 with gradient 1.0; gradtape had ExponentialDecay only (an AttributeError)
+_SCHEDULES = {
+    "cosine": (
+        lambda S: S.CosineDecay(0.1, 4, alpha=0.1),
+        [0, 1, 2, 3, 4, 6],
+        [0.10000000149011612, 0.08681981265544891, 0.05499999597668648, 0.023180196061730385, 0.01, 0.01],
+        [0.8999999761581421, 0.813180148601532, 0.7581801414489746, 0.73499995470047, 0.7249999642372131],
+    ),
+    "cosine_warmup": (
+        lambda S: S.CosineDecay(0.0, 4, alpha=0.1, warmup_target=0.2, warmup_steps=2),
+        [0, 1, 2, 3, 4, 5, 6, 7, 9],
+        [0.0, 0.1, 0.2, 0.17363962531089783, 0.10999999195337296, 0.04636039212346077, 0.02, 0.02, 0.02],
+        None,
+    ),
+    "piecewise": (
+        lambda S: S.PiecewiseConstantDecay([2, 5], [0.1, 0.05, 0.01]),
+        [0, 1, 2, 3, 5, 6, 10],
+        [0.1, 0.1, 0.1, 0.05, 0.05, 0.01, 0.01],
+        None,
+    ),
+    "piecewise_sgd": (
+        lambda S: S.PiecewiseConstantDecay([1, 2], [1.0, 0.5, 0.25]),
+        [0, 1, 2, 3],
+        [1.0, 1.0, 0.5, 0.25],
+        [0.0, -1.0, -1.5, -1.75],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_SCHEDULES))
+def test_cosine_and_piecewise_constant_decay_are_keras(backend, name):
+    make, steps, rates, sgd = _SCHEDULES[name]
+    schedule = make(gt.optimizers.schedules)
+    np.testing.assert_allclose([schedule(s) for s in steps], rates, rtol=1e-6)
+    # a step tensor (what apply passes, traced under gt.function) gives the same rates
+    np.testing.assert_allclose([float(schedule(gt.constant(s))) for s in steps], rates, rtol=1e-6)
+    again = type(schedule).from_config(schedule.get_config())
+    assert [again(s) for s in steps] == [schedule(s) for s in steps]
+    if sgd is None:
+        return
+    for compiled in (False, True):
+        opt = gt.optimizers.SGD(make(gt.optimizers.schedules))
+        v = gt.Variable([1.0])
+
+        def step(opt=opt, v=v):
+            opt.apply_gradients([(gt.constant([1.0]), v)])
+
+        step = gt.function(step) if compiled else step
+        got = []
+        for _ in sgd:
+            step()
+            got.append(float(v.numpy()[0]))
+        np.testing.assert_allclose(got, sgd, rtol=1e-6, atol=1e-7, err_msg=f"compiled={compiled}")
+
+
+def test_piecewise_constant_decay_refuses_mismatched_lengths(backend):
+    with pytest.raises(ValueError, match="length of boundaries should be 1 less than the length of values"):
+        gt.optimizers.schedules.PiecewiseConstantDecay([2, 5], [0.1, 0.05])  # Keras' ValueError too
