@@ -198,3 +198,37 @@ def test_cosine_and_piecewise_constant_decay_are_keras(backend, name):
 def test_piecewise_constant_decay_refuses_mismatched_lengths(backend):
     with pytest.raises(ValueError, match="length of boundaries should be 1 less than the length of values"):
         gt.optimizers.schedules.PiecewiseConstantDecay([2, 5], [0.1, 0.05])  # Keras' ValueError too
+
+
+def test_reduce_logsumexp_gradient_is_the_softmax_at_large_inputs(backend):
+    # TF 2.21's gradients (its reduce_logsumexp is a composite: the softmax of x shifted by its max);
+    # gradtape's exp(x - y) carried y's float32 rounding: 0.4999854 for 0.5 at [1000, 1000], and an error
+    # that grows with |x| (ulp(y))
+    x = gt.constant([[1000.0, 1000.0, 999.0], [1e5, 1e5 + 1.0, -1e5]])
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = gt.reduce_logsumexp(x, axis=1)
+        z = gt.reduce_logsumexp(x, axis=0, keepdims=True)
+    np.testing.assert_allclose(y.numpy(), [1000.8619995117188, 100001.3125], rtol=1e-7)  # TF 2.21's
+    want = [
+        [0.42231881618499756, 0.42231881618499756, 0.15536241233348846],
+        [0.2689414322376251, 0.7310585975646973, 0],
+    ]
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), want, rtol=2e-7)  # TF 2.21's
+    np.testing.assert_allclose(tape.gradient(z, x).numpy(), [[0, 0, 1], [1, 1, 0]], rtol=1e-7)  # TF 2.21's
+    np.testing.assert_allclose(gt.reduce_logsumexp(gt.constant([1000.0, 1000.0])).numpy(), 1000.6931762695312)
+    with gt.GradientTape() as tape:
+        ones = gt.constant([1000.0, 1000.0])
+        tape.watch(ones)
+        lse = gt.reduce_logsumexp(ones)
+    np.testing.assert_array_equal(tape.gradient(lse, ones).numpy(), [0.5, 0.5])  # TF 2.21's, exactly
+    # the second derivative (nested tapes), TF 2.21's
+    with gt.GradientTape() as outer:
+        outer.watch(x)
+        with gt.GradientTape() as inner:
+            inner.watch(x)
+            y = gt.reduce_logsumexp(x[0] - 1000.0)
+        g = inner.gradient(y, x)
+    hv = outer.gradient(g, x, output_gradients=gt.constant([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]))
+    want = [[-0.30957818031311035, 0.11274063587188721, 0.19683738052845], [0, 0, 0]]
+    np.testing.assert_allclose(hv.numpy(), want, rtol=1e-6, atol=1e-7)

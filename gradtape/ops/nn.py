@@ -396,15 +396,18 @@ def logsumexp(input_tensor, axis=None, keepdims=False, name=None):
 
 @_logsumexp.gradient
 def _logsumexp_grad(xp, op, grad):
-    """dx = grad * exp(x - y) (grad and y broadcast back over the reduced axes; grad may carry
-    leading batch axes)."""
+    """dx = grad * softmax(x) over the reduced axes, from ``x`` shifted by its maximum, as TF's
+    composite (``exp(x - y)`` carried ``y``'s rounding into every element: 0.4999854 for 0.5 at
+    ``x = [1000, 1000]`` in float32); grad broadcast back over the reduced axes (it may carry leading
+    batch axes)."""
     x = op.inputs[0]
-    y = op.outputs[0]
+    axis = op.attrs["axis"]
     if not op.attrs["keepdims"]:
-        keep = _keep_shape(x.shape, op.attrs["axis"])
-        grad = xp.reshape(grad, tuple(grad.shape)[: grad.ndim - y.ndim] + keep)
-        y = xp.reshape(y, keep)
-    return grad * xp.exp(x - y)
+        keep = _keep_shape(x.shape, axis)
+        grad = xp.reshape(grad, tuple(grad.shape)[: grad.ndim - op.outputs[0].ndim] + keep)
+    m = xp.max(x, axis=axis, keepdims=True)
+    e = xp.exp(x - xp.where(xp.isfinite(m), m, xp.zeros_like(m)))  # all -inf (or inf): no shift, as TF
+    return grad * (e / xp.sum(e, axis=axis, keepdims=True))
 
 
 reduce_logsumexp = logsumexp
