@@ -232,3 +232,31 @@ def test_reduce_logsumexp_gradient_is_the_softmax_at_large_inputs(backend):
     hv = outer.gradient(g, x, output_gradients=gt.constant([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]))
     want = [[-0.30957818031311035, 0.11274063587188721, 0.19683738052845], [0, 0, 0]]
     np.testing.assert_allclose(hv.numpy(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_grad_pass_through_is_tensorflows(backend):
+    # TF 2.21: tf.grad_pass_through(tf.round)(x * 1.3) at x = 2 is 3.0 with gradient 1.3, and
+    # tf.grad_pass_through(v.assign)(y) differentiates to 1 in y (tf.grad_pass_through's documented use);
+    # gradtape had no grad_pass_through (an AttributeError)
+    x = gt.constant(2.0)
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = gt.grad_pass_through(gt.round)(x * 1.3)
+    assert float(y) == 3.0
+    np.testing.assert_allclose(float(tape.gradient(y, x)), 1.2999999523162842)  # TF 2.21's
+    v = gt.Variable(1.0)
+    y = gt.constant([3.0])
+    with gt.GradientTape() as tape:
+        tape.watch(y)
+        z = gt.grad_pass_through(v.assign)(gt.reshape(y, ()))
+    assert float(v) == 3.0 and float(z) == 3.0
+    np.testing.assert_array_equal(tape.gradient(z, y).numpy(), [1.0])  # TF 2.21's
+    # several inputs: each gets the gradient of the output at its position
+    a, b = gt.constant([1.4, 2.6]), gt.constant(0.5)
+    with gt.GradientTape() as tape:
+        tape.watch([a, b])
+        ra, rb = gt.grad_pass_through(lambda p, q: (gt.round(p), gt.floor(q)))(a, b)
+        loss = gt.reduce_sum(ra * gt.constant([2.0, 3.0])) + 5.0 * rb
+    ga, gb = tape.gradient(loss, [a, b])
+    np.testing.assert_array_equal(ga.numpy(), [2.0, 3.0])
+    assert float(gb) == 5.0
