@@ -260,3 +260,27 @@ def test_grad_pass_through_is_tensorflows(backend):
     ga, gb = tape.gradient(loss, [a, b])
     np.testing.assert_array_equal(ga.numpy(), [2.0, 3.0])
     assert float(gb) == 5.0
+
+
+def test_the_learning_rate_is_a_float_set_by_assignment_as_documented(backend):
+    # docs/api.md: Keras 3's optimizer.learning_rate is a Variable (.assign); gradtape's is a float, set
+    # by assignment, and the next step uses it (TF 2.21: SGD(0.1), lr set to 0.5, gradient 1: 1.0 -> 0.5)
+    opt = gt.optimizers.SGD(0.1)
+    v = gt.Variable([1.0])
+    assert isinstance(opt.learning_rate, float)
+    opt.learning_rate = 0.5
+    opt.apply_gradients([(gt.constant([1.0]), v)])
+    assert v.numpy().tolist() == [0.5] and opt.learning_rate == 0.5
+
+
+def test_a_function_called_with_a_default_written_out_gives_the_same_result(backend):
+    # docs/function.md: gt.function keys arguments as passed (tf.function binds defaults first): f(x) and
+    # f(x, training=False) trace twice; the results are the same
+    @gt.function
+    def f(x, training=False):
+        return x * 2.0 if training else x - 1.0
+
+    x = gt.constant([1.0, 2.0])
+    assert f(x).numpy().tolist() == f(x, training=False).numpy().tolist() == [0.0, 1.0]
+    assert f(x, training=True).numpy().tolist() == [2.0, 4.0]
+    assert f.experimental_get_tracing_count() == 3
