@@ -284,3 +284,37 @@ def test_a_function_called_with_a_default_written_out_gives_the_same_result(back
     assert f(x).numpy().tolist() == f(x, training=False).numpy().tolist() == [0.0, 1.0]
     assert f(x, training=True).numpy().tolist() == [2.0, 4.0]
     assert f.experimental_get_tracing_count() == 3
+
+
+def test_embedding_lookup_and_batch_normalization_are_tensorflows(backend):
+    # TF 2.21's values and gradients (embedding_lookup's an IndexedSlices there, densified here: the same
+    # numbers, the repeated row 2 accumulated); gt.nn had neither (an AttributeError)
+    params = gt.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    with gt.GradientTape() as tape:
+        rows = gt.nn.embedding_lookup(params, [[0, 2], [2, 2]])
+        loss = gt.reduce_sum(rows * gt.constant([[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]))
+    np.testing.assert_array_equal(rows.numpy(), [[[1, 2], [5, 6]], [[5, 6], [5, 6]]])  # TF 2.21's
+    np.testing.assert_array_equal(tape.gradient(loss, params).numpy(), [[1, 2], [0, 0], [15, 18]])  # TF 2.21's
+    with pytest.raises(IndexError):  # TF: InvalidArgumentError (an IndexError's counterpart) for an id out of range
+        gt.nn.embedding_lookup(params, [3]).numpy()  # (Dask's lazy index: found when computed)
+
+    x, mean, var = gt.constant([[1.0, 2.0], [3.0, 5.0]]), gt.constant([2.0, 3.0]), gt.constant([1.0, 4.0])
+    offset, scale = gt.constant([0.5, -0.5]), gt.constant([2.0, 3.0])
+    with gt.GradientTape() as tape:
+        tape.watch([x, mean, var, offset, scale])
+        y = gt.nn.batch_normalization(x, mean, var, offset, scale, 1e-3)
+        loss = gt.reduce_sum(y * gt.constant([[1.0, 2.0], [3.0, 4.0]]))
+    want_y = [[-1.4990007877349854, -1.9998126029968262], [2.4990010261535645, 2.4996252059936523]]
+    np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-6)  # TF 2.21's
+    want = [  # TF 2.21's gradients with respect to x, mean, variance, offset, scale
+        [[1.9990007877349854, 2.9996252059936523], [5.997002601623535, 5.999250411987305]],
+        [-7.996003150939941, -8.998875617980957],
+        [-1.9970037937164307, -1.1245783567428589],
+        [4.0, 6.0],
+        [1.9990007877349854, 2.9996252059936523],
+    ]
+    for got, w in zip(tape.gradient(loss, [x, mean, var, offset, scale]), want):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-6)
+    plain = gt.nn.batch_normalization(x, mean, var, None, None, 1e-3)
+    want = [[-0.9995003938674927, -0.4999375343322754], [0.9995005130767822, 0.9998750686645508]]
+    np.testing.assert_allclose(plain.numpy(), want, rtol=1e-6)  # TF 2.21's

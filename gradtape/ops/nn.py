@@ -44,6 +44,7 @@ from gradtape.ops.elementwise import (
     square,
     tanh,
 )
+from gradtape.ops.indexing import take
 from gradtape.ops.manipulation import reshape, squeeze
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, _keep_shape, mean
@@ -51,8 +52,10 @@ from gradtape.ops.statistical import sum as _sum
 from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
 
 __all__ = [
+    "batch_normalization",
     "bias_add",
     "elu",
+    "embedding_lookup",
     "erf",
     "gelu",
     "l2_loss",
@@ -670,6 +673,36 @@ def softsign(features, name=None):
     """``x / (1 + |x|)``, as ``tf.nn.softsign`` (and ``tf.math.softsign``)."""
     x = _tensor(features)
     return x / (_abs(x) + 1)
+
+
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """The rows ``ids`` of ``params`` (``take(params, ids, axis=0)``: ``ids`` of any shape), as
+    ``tf.nn.embedding_lookup``.  Its gradient is dense, a row looked up twice accumulating (TF's is an
+    ``IndexedSlices`` of the same values); an id out of range is an ``IndexError``."""
+    if max_norm is not None:
+        raise NotImplementedError(
+            "embedding_lookup: max_norm is not supported; clip the looked-up rows with gt.clip_by_norm(rows, "
+            "max_norm, axes=[-1])"
+        )
+    params = _tensor(params)
+    ids = ids if isinstance(ids, Tensor) else convert_to_tensor(ids, like=params)
+    if ids.ndim == 1:
+        return take(params, ids, axis=0)
+    # (the standard's take wants 1-D indices: PyTorch's index_select refuses others)
+    rows = take(params, reshape(ids, (-1,)), axis=0)
+    return reshape(rows, tuple(ids.shape) + tuple(params.shape[1:]))
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+    """``(x - mean) * scale / sqrt(variance + variance_epsilon) + offset``, as ``tf.nn.batch_normalization``
+    (its arithmetic: ``inv = scale / sqrt(variance + eps)``, ``x * inv + (offset - mean * inv)``);
+    ``offset`` and ``scale`` may be None."""
+    x = _tensor(x)
+    inv = 1.0 / sqrt(_tensor(variance) + variance_epsilon)
+    if scale is not None:
+        inv = inv * scale
+    shift = -_tensor(mean) * inv if offset is None else offset - mean * inv
+    return x * inv + shift
 
 
 def log_sigmoid(x, name=None):
