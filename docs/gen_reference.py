@@ -61,6 +61,7 @@ PAGES = {
                     "UnconnectedGradients",
                     "ForwardAccumulator",
                     "custom_gradient",
+                    "grad_pass_through",
                     "recompute_grad",
                     "stop_gradient",
                     "register_op",

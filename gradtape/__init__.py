@@ -184,7 +184,7 @@ from gradtape.ops import fft  # noqa: F401  (the extensions: gt.fft.*, gt.linalg
 from gradtape.ops import linalg_extension as linalg
 from gradtape.ops import special  # noqa: F401  (gt.special.*: what SciPy's array-API dispatch looks up)
 from gradtape.ops.nan_functions import *  # noqa: F403  (nansum, nanmean, ...: what xarray looks up)
-from gradtape.autodiff.custom_gradient import custom_gradient, register_op, stop_gradient  # noqa: F401
+from gradtape.autodiff.custom_gradient import custom_gradient, grad_pass_through, register_op, stop_gradient  # noqa: F401
 from gradtape.autodiff.recompute import checkpoint_policies, recompute_grad  # noqa: F401
 from gradtape.ops import operators as _operators  # noqa: F401  (binds the Python operators and computing methods)
 from gradtape.core import registry  # noqa: F401

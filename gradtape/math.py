@@ -19,6 +19,7 @@ TF's own ``clip_by_norm`` gives at zero.
 from __future__ import annotations
 
 import collections.abc as _abc
+from collections import namedtuple as _namedtuple
 import math as _math
 
 import numpy as _np
@@ -176,7 +177,7 @@ logical_and, logical_or, logical_not, logical_xor = _E.logical_and, _E.logical_o
 is_finite, is_inf, is_nan = _E.isfinite, _E.isinf, _E.isnan
 conj, real, imag = _E.conj, _E.real, _E.imag
 sigmoid, softplus, erf, log_softmax, softmax = _nn.sigmoid, _nn.softplus, _nn.erf, _nn.log_softmax, _nn.softmax
-log_sigmoid, l2_normalize = _nn.log_sigmoid, _nn.l2_normalize
+log_sigmoid, l2_normalize, softsign = _nn.log_sigmoid, _nn.l2_normalize, _nn.softsign
 one_hot = _nn.one_hot  # (TF's top-level tf.one_hot; exported as gt.one_hot)
 # special functions under TF's tf.math names (SciPy's names are in gt.special)
 lgamma, digamma, erfc, erfinv, erfcinv, ndtri = _sp.gammaln, _sp.digamma, _sp.erfc, _sp.erfinv, _sp.erfcinv, _sp.ndtri
@@ -320,12 +321,6 @@ def reciprocal_no_nan(x, name=None):
     return _E.divide_no_nan(full_like(x, 1), x)
 
 
-def softsign(features, name=None):
-    """``x / (1 + |x|)``."""
-    x = _t(features)
-    return _E.divide(x, _E.add(_E.abs(x), 1))
-
-
 def xlogy(x, y, name=None):
     """``x * log(y)``, and 0 where ``x`` is 0 whatever ``y`` is.  As TF, both gradients are 0
     where ``x`` is 0 (SciPy's ``gt.special.xlogy`` gives ``log(y)`` there)."""
@@ -353,10 +348,14 @@ def zero_fraction(value, name=None):
     return _S.mean(_E.astype(_E.equal(v, zeros_like(v)), _dt.float32))
 
 
+#: what ``top_k`` returns: TensorFlow's ``TopKV2`` named tuple (``result.values``, ``result.indices``)
+TopKV2 = _namedtuple("TopKV2", ["values", "indices"])
+
+
 def top_k(input, k=1, sorted=True, index_type=_dt.int32, name=None):
     """The ``k`` largest entries along the last axis and their indices (``index_type``, int32 by
-    default), largest first; equal values keep their order (the lower index first), as TF.  The
-    gradient flows to the selected entries."""
+    default), largest first, as TF's ``TopKV2(values, indices)`` named tuple; equal values keep their
+    order (the lower index first), as TF.  The gradient flows to the selected entries."""
     x = _t(input)
     if x.ndim < 1:
         raise ValueError(f"top_k: input must be at least 1-D, got shape {x.shape} (backend {x.backend})")
@@ -366,7 +365,7 @@ def top_k(input, k=1, sorted=True, index_type=_dt.int32, name=None):
             f"top_k: k must be in [0, {x.shape[-1]}] for input of shape {x.shape} (backend {x.backend}), got {k}"
         )
     idx = _getitem(_argsort(x, axis=-1, descending=True, stable=True), (Ellipsis, slice(0, k)))
-    return _take_along_axis(x, idx, axis=-1), _E.astype(idx, _dt.as_dtype(index_type))
+    return TopKV2(_take_along_axis(x, idx, axis=-1), _E.astype(idx, _dt.as_dtype(index_type)))
 
 
 def reduce_any(input_tensor, axis=None, keepdims=False, name=None):

@@ -18,7 +18,7 @@ from gradtape.core.engine import Recording, record
 from gradtape.core.recording_state import add_active_tapes, per_thread
 from gradtape.core.tensor import GradientLeakWarning, Nested, Tensor, convert_to_tensor, next_id, wrap
 
-__all__ = ["custom_gradient", "stop_gradient", "register_op", "run_privately"]
+__all__ = ["custom_gradient", "grad_pass_through", "stop_gradient", "register_op", "run_privately"]
 
 
 def stop_gradient(x: Nested) -> Nested:
@@ -194,6 +194,26 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
             }
             record(_CUSTOM, tuple(inputs), tuple(t._v for t in inputs), attrs, tuple(outs))
         return optree.tree_unflatten(spec, outs)
+
+    return wrapper
+
+
+def grad_pass_through(f: Callable[..., Any]) -> Callable[..., Any]:
+    """As ``tf.grad_pass_through``: ``f``'s forward with the identity for its gradient -- each input
+    gets the upstream gradient of the output at its position (``f(x)`` of one input and output: ``dy``),
+    and variables ``f`` reads get none (``grad_pass_through(v.assign)(x)`` differentiates to 1 in ``x``)."""
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        @custom_gradient
+        def passing(*xs):
+            def grad(*dys, variables=None):
+                through = dys if len(dys) > 1 else dys[0]
+                return through if variables is None else (through, [None] * len(variables))
+
+            return f(*xs, **kwargs), grad
+
+        return passing(*args)
 
     return wrapper
 

@@ -70,6 +70,7 @@ class GradientTape:
         self._recording = False
         self._stack: list[Any] | None = None  # the tape stack (one thread's ``per_thread.tapes``) it records on
         self._used = False
+        self._entered = False  # set by the first push: a tape never entered recorded nothing
         self._warned_inside = False
         self._watched_after_release: tuple[Variable, ...] = ()
 
@@ -99,6 +100,7 @@ class GradientTape:
             ACTIVE_TAPES[0] += 1
         self._stack = stack
         self._recording = True
+        self._entered = True
 
     def _pop(self):
         """Stop recording: off the stack it was pushed on, whichever thread calls (a tape exited,
@@ -172,6 +174,11 @@ class GradientTape:
 
     # ------------------------------------------------------------------ gradients
     def _begin(self, what: str) -> Recording:
+        if not self._entered:  # TensorFlow raises a RuntimeError too
+            raise RuntimeError(
+                f"GradientTape.{what}: this tape was never entered, so it recorded nothing; compute the "
+                "target inside its `with gt.GradientTape() as tape:` block"
+            )
         if self._rec is None and not self._persistent and self._used:
             raise RuntimeError(
                 f"A non-persistent GradientTape can only be used to compute one set of "

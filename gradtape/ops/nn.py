@@ -33,6 +33,7 @@ from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case
 from gradtape.backends.batching import BatchArray, axis_kind
 from gradtape.ops import apply, apply1, batch_as, defop, public
 from gradtape.ops.elementwise import (
+    abs as _abs,
     astype,
     conj_,
     exp,
@@ -43,6 +44,7 @@ from gradtape.ops.elementwise import (
     square,
     tanh,
 )
+from gradtape.ops.indexing import take
 from gradtape.ops.manipulation import reshape, squeeze
 from gradtape.ops.searching import where
 from gradtape.ops.statistical import _axes, _keep_shape, mean
@@ -50,8 +52,10 @@ from gradtape.ops.statistical import sum as _sum
 from gradtape.core.tensor import Tensor, convert_to_tensor, wrap
 
 __all__ = [
+    "batch_normalization",
     "bias_add",
     "elu",
+    "embedding_lookup",
     "erf",
     "gelu",
     "l2_loss",
@@ -64,12 +68,14 @@ __all__ = [
     "one_hot",
     "relu",
     "relu6",
+    "selu",
     "sigmoid",
     "sigmoid_cross_entropy_with_logits",
     "silu",
     "softmax",
     "softmax_cross_entropy_with_logits",
     "softplus",
+    "softsign",
     "sparse_softmax_cross_entropy_with_logits",
     "swish",
     "tanh",
@@ -393,15 +399,18 @@ def logsumexp(input_tensor, axis=None, keepdims=False, name=None):
 
 @_logsumexp.gradient
 def _logsumexp_grad(xp, op, grad):
-    """dx = grad * exp(x - y) (grad and y broadcast back over the reduced axes; grad may carry
-    leading batch axes)."""
+    """dx = grad * softmax(x) over the reduced axes, from ``x`` shifted by its maximum, as TF's
+    composite (``exp(x - y)`` carried ``y``'s rounding into every element: 0.4999854 for 0.5 at
+    ``x = [1000, 1000]`` in float32); grad broadcast back over the reduced axes (it may carry leading
+    batch axes)."""
     x = op.inputs[0]
-    y = op.outputs[0]
+    axis = op.attrs["axis"]
     if not op.attrs["keepdims"]:
-        keep = _keep_shape(x.shape, op.attrs["axis"])
-        grad = xp.reshape(grad, tuple(grad.shape)[: grad.ndim - y.ndim] + keep)
-        y = xp.reshape(y, keep)
-    return grad * xp.exp(x - y)
+        keep = _keep_shape(x.shape, axis)
+        grad = xp.reshape(grad, tuple(grad.shape)[: grad.ndim - op.outputs[0].ndim] + keep)
+    m = xp.max(x, axis=axis, keepdims=True)
+    e = xp.exp(x - xp.where(xp.isfinite(m), m, xp.zeros_like(m)))  # all -inf (or inf): no shift, as TF
+    return grad * (e / xp.sum(e, axis=axis, keepdims=True))
 
 
 reduce_logsumexp = logsumexp
@@ -647,6 +656,53 @@ def relu6(features, name=None):
     """``min(max(x, 0), 6)``; the gradient is 0 at both kinks, as TF."""
     features = _tensor(features)
     return where(greater_equal(features, 6), 6, relu(features))
+
+
+#: SELU's constants (Klambauer et al. 2017), TensorFlow's and Keras' to the last digit
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(features, name=None):
+    """``scale * elu(x, alpha)`` with SELU's ``alpha`` and ``scale``, as ``tf.nn.selu``: the
+    gradient is ``scale`` at 0, as TF's SeluGrad."""
+    return elu(features, alpha=_SELU_ALPHA) * _SELU_SCALE
+
+
+def softsign(features, name=None):
+    """``x / (1 + |x|)``, as ``tf.nn.softsign`` (and ``tf.math.softsign``)."""
+    x = _tensor(features)
+    return x / (_abs(x) + 1)
+
+
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """The rows ``ids`` of ``params`` (``take(params, ids, axis=0)``: ``ids`` of any shape), as
+    ``tf.nn.embedding_lookup``.  Its gradient is dense, a row looked up twice accumulating (TF's is an
+    ``IndexedSlices`` of the same values); an id out of range is an ``IndexError``."""
+    if max_norm is not None:
+        raise NotImplementedError(
+            "embedding_lookup: max_norm is not supported; clip the looked-up rows with gt.clip_by_norm(rows, "
+            "max_norm, axes=[-1])"
+        )
+    params = _tensor(params)
+    ids = ids if isinstance(ids, Tensor) else convert_to_tensor(ids, like=params)
+    if ids.ndim == 1:
+        return take(params, ids, axis=0)
+    # (the standard's take wants 1-D indices: PyTorch's index_select refuses others)
+    rows = take(params, reshape(ids, (-1,)), axis=0)
+    return reshape(rows, tuple(ids.shape) + tuple(params.shape[1:]))
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None):
+    """``(x - mean) * scale / sqrt(variance + variance_epsilon) + offset``, as ``tf.nn.batch_normalization``
+    (its arithmetic: ``inv = scale / sqrt(variance + eps)``, ``x * inv + (offset - mean * inv)``);
+    ``offset`` and ``scale`` may be None."""
+    x = _tensor(x)
+    inv = 1.0 / sqrt(_tensor(variance) + variance_epsilon)
+    if scale is not None:
+        inv = inv * scale
+    shift = -_tensor(mean) * inv if offset is None else offset - mean * inv
+    return x * inv + shift
 
 
 def log_sigmoid(x, name=None):

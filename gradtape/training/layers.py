@@ -101,6 +101,8 @@ _ACTIVATIONS = {
     "softplus": _nn.softplus,
     "leaky_relu": _nn.leaky_relu,
     "relu6": _nn.relu6,
+    "selu": _nn.selu,
+    "softsign": _nn.softsign,
     "silu": _nn.silu,
     "swish": _nn.silu,
     "exponential": exp,

@@ -28,6 +28,8 @@ __all__ = [
     "MSE",
     "BinaryCrossentropy",
     "CategoricalCrossentropy",
+    "Huber",
+    "KLDivergence",
     "Loss",
     "MeanAbsoluteError",
     "MeanSquaredError",
@@ -35,6 +37,8 @@ __all__ = [
     "binary_crossentropy",
     "categorical_crossentropy",
     "get",
+    "huber",
+    "kl_divergence",
     "mae",
     "mean_absolute_error",
     "mean_squared_error",
@@ -91,6 +95,24 @@ def mean_absolute_error(y_true: TensorLike, y_pred: TensorLike) -> Tensor:
     """``mean(abs(y_true - y_pred), axis=-1)``."""
     y_true, y_pred = _pair(y_true, y_pred)
     return mean(_abs(y_pred - y_true), axis=-1)
+
+
+def huber(y_true: TensorLike, y_pred: TensorLike, delta: float = 1.0) -> Tensor:
+    """Keras' ``huber``: ``mean(e^2 / 2 if |e| <= delta else delta * |e| - delta^2 / 2, axis=-1)``
+    with ``e = y_pred - y_true`` (the quadratic side at ``|e| == delta``, as Keras)."""
+    y_true, y_pred = _pair(y_true, y_pred)
+    error = y_pred - y_true
+    abs_error = _abs(error)
+    delta = float(delta)
+    return mean(where(abs_error <= delta, 0.5 * square(error), delta * abs_error - 0.5 * delta * delta), axis=-1)
+
+
+def kl_divergence(y_true: TensorLike, y_pred: TensorLike) -> Tensor:
+    """Keras' ``kl_divergence``: ``sum(y_true * log(y_true / y_pred), axis=-1)``, both clipped to
+    ``[EPSILON, 1]`` first."""
+    y_true, y_pred = _pair(y_true, y_pred)
+    y_true, y_pred = clip(y_true, EPSILON, 1.0), clip(y_pred, EPSILON, 1.0)
+    return _sum(y_true * log(y_true / y_pred), axis=-1)
 
 
 mse = MSE = mean_squared_error
@@ -281,6 +303,35 @@ class MeanAbsoluteError(_FnLoss):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
 
+class Huber(_FnLoss):
+    """Keras' ``Huber(delta=1.0)``: squared error within ``delta``, linear beyond."""
+
+    _fn = staticmethod(huber)
+
+    def __init__(
+        self,
+        delta: float = 1.0,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "huber_loss",
+        dtype: DTypeLike | None = None,
+    ) -> None:
+        super().__init__(name=name, reduction=reduction, dtype=dtype, delta=delta)
+
+
+class KLDivergence(_FnLoss):
+    """Keras' ``KLDivergence``: the Kullback-Leibler divergence of ``y_pred`` from ``y_true``."""
+
+    _fn = staticmethod(kl_divergence)
+
+    def __init__(
+        self,
+        reduction: Reduction = "sum_over_batch_size",
+        name: str = "kl_divergence",
+        dtype: DTypeLike | None = None,
+    ) -> None:
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+
 class CategoricalCrossentropy(_FnLoss):
     """Keras' ``CategoricalCrossentropy(from_logits=False, label_smoothing=0.0, axis=-1)``."""
 
@@ -378,6 +429,8 @@ _BY_NAME = {
     "categorical_crossentropy": categorical_crossentropy,
     "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
     "binary_crossentropy": binary_crossentropy,
+    "huber": huber,
+    "kl_divergence": kl_divergence,
 }
 
 

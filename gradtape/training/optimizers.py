@@ -48,7 +48,8 @@ from typing import Any, TypeAlias
 
 from gradtape.core import dtypes as _dt
 from gradtape.ops.creation import full_like, zeros_like
-from gradtape.ops.elementwise import astype, floor
+from gradtape.ops.elementwise import astype, cos, floor, minimum
+from gradtape.ops.searching import where
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.tensor import Tensor, TensorLike, Variable, wrap, convert_to_tensor, user_stacklevel
 
@@ -57,8 +58,10 @@ __all__ = [
     "Adagrad",
     "Adam",
     "AdamW",
+    "CosineDecay",
     "ExponentialDecay",
     "LearningRateSchedule",
+    "PiecewiseConstantDecay",
     "Optimizer",
     "RMSprop",
     "get",
@@ -151,6 +154,85 @@ class ExponentialDecay(LearningRateSchedule):
         }
 
 
+class CosineDecay(LearningRateSchedule):
+    """Keras' ``CosineDecay``: from ``initial_learning_rate`` (or, after ``warmup_steps`` of linear
+    warm-up, from ``warmup_target``) down to ``alpha`` times it along half a cosine over
+    ``decay_steps``, then constant."""
+
+    def __init__(
+        self,
+        initial_learning_rate: float,
+        decay_steps: float,
+        alpha: float = 0.0,
+        name: str = "CosineDecay",
+        warmup_target: float | None = None,
+        warmup_steps: float = 0,
+    ) -> None:
+        who = "CosineDecay"
+        if decay_steps <= 0:
+            raise ValueError(f"decay_steps must be positive, got {decay_steps}")
+        self.initial_learning_rate = _check_range(who, "initial_learning_rate", initial_learning_rate, 0.0, None)
+        self.alpha = _check_range(who, "alpha", alpha, 0.0, 1.0)
+        self.warmup_target = (
+            None if warmup_target is None else _check_range(who, "warmup_target", warmup_target, 0.0, None)
+        )
+        _check_range(who, "warmup_steps", warmup_steps, 0.0, None)
+        self.decay_steps, self.warmup_steps, self.name = decay_steps, warmup_steps, name
+
+    def __call__(self, step: int | Tensor) -> float | Tensor:
+        tensor = isinstance(step, Tensor)
+        warm = float(self.warmup_steps) if self.warmup_target is not None else 0.0
+        s = astype(step, _dt.float64) if tensor else float(step)  # (float64, as the Python floats)
+        s = minimum(s, self.decay_steps + warm) if tensor else min(s, self.decay_steps + warm)
+        fraction = (s - warm) / self.decay_steps
+        cosine = 0.5 * (1.0 + (cos(math.pi * fraction) if tensor else math.cos(math.pi * fraction)))
+        peak = self.initial_learning_rate if self.warmup_target is None else self.warmup_target
+        decayed = peak * ((1 - self.alpha) * cosine + self.alpha)
+        if self.warmup_target is None:
+            return decayed
+        lr0 = self.initial_learning_rate
+        warming = (self.warmup_target - lr0) * s / (warm or 1.0) + lr0
+        return where(s < warm, warming, decayed) if tensor else (warming if s < warm else decayed)
+
+    def get_config(self) -> dict[str, Any]:
+        return {
+            "initial_learning_rate": self.initial_learning_rate,
+            "decay_steps": self.decay_steps,
+            "alpha": self.alpha,
+            "name": self.name,
+            "warmup_target": self.warmup_target,
+            "warmup_steps": self.warmup_steps,
+        }
+
+
+class PiecewiseConstantDecay(LearningRateSchedule):
+    """Keras' ``PiecewiseConstantDecay``: ``values[0]`` up to and including step ``boundaries[0]``,
+    ``values[i]`` for ``boundaries[i - 1] < step <= boundaries[i]``, ``values[-1]`` after the last."""
+
+    def __init__(self, boundaries: Sequence[float], values: Sequence[float], name: str = "PiecewiseConstant") -> None:
+        boundaries, values = list(boundaries), list(values)
+        if len(boundaries) != len(values) - 1:
+            raise ValueError(
+                "The length of boundaries should be 1 less than the length of values. Received: "
+                f"boundaries={boundaries} of length {len(boundaries)}, and values={values} of length {len(values)}."
+            )
+        who = "PiecewiseConstantDecay"
+        self.boundaries = boundaries
+        self.values = [_check_range(who, "values", v, 0.0, None) for v in values]
+        self.name = name
+
+    def __call__(self, step: int | Tensor) -> float | Tensor:
+        if not isinstance(step, Tensor):
+            return next((v for b, v in zip(self.boundaries, self.values) if step <= b), self.values[-1])
+        lr = full_like(astype(step, _dt.float64), self.values[-1])
+        for b, v in zip(reversed(self.boundaries), reversed(self.values[:-1])):
+            lr = where(step <= b, v, lr)
+        return lr
+
+    def get_config(self) -> dict[str, Any]:
+        return {"boundaries": self.boundaries, "values": self.values, "name": self.name}
+
+
 #: A learning rate: a float (or 0-d Tensor), a :class:`LearningRateSchedule`, or a callable taking the
 #: step (``iterations``) and returning the rate.
 LearningRate: TypeAlias = "float | Tensor | LearningRateSchedule | Callable[..., Any]"
@@ -159,6 +241,8 @@ LearningRate: TypeAlias = "float | Tensor | LearningRateSchedule | Callable[...,
 class _Schedules:
     LearningRateSchedule = LearningRateSchedule
     ExponentialDecay = ExponentialDecay
+    CosineDecay = CosineDecay
+    PiecewiseConstantDecay = PiecewiseConstantDecay
 
 
 schedules = _Schedules()
