@@ -288,6 +288,10 @@ def test_torch_masks_read_values_only_of_eager_cpu_tensors(torch_env):
     y = torch.tensor([[2.0, -0.5, float("inf")], [3.0, -4.0, 0.0], [float("nan"), 0.0, 7.0]], dtype=torch.float64)
     readable, zeros = b._mask_tests
     assert readable() and zeros(torch.tensor([1j])) is None and zeros(torch.tensor(1j)) is None
+    inside = []  # (read once per call: inside a torch.func transform, no value is read)
+    torch.func.vmap(lambda t: inside.append(readable()) or t)(x)
+    torch.func.grad(lambda t: inside.append(readable()) or t.sum())(x)
+    assert inside == [False, False]
     cases = [x, x.clone().requires_grad_(), x.reshape(-1), x.reshape(-1).repeat(8), torch.empty(0)]
     cases += [x[k] for k in range(3)] + [x.reshape(-1)[k] for k in range(9)] + [torch.tensor(float("nan"))]
     cases += [x.to(torch.float32)[0], -x[1], x[1].requires_grad_(), x[1].to(torch.bfloat16), x[0] > 0, x[2] > 5]

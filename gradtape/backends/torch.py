@@ -245,37 +245,42 @@ _LISTED = 64
 def _mask_tests(torch):
     """``(readable, zeros)`` for :func:`unmasked_where_no_zero` on PyTorch: a tensor's values are read
     for the masks' zero test only where that costs no synchronisation and breaks no trace --
-    ``readable()``, once per call: outside ``torch.compile`` and every ``TorchDispatchMode``
-    (``make_fx``'s tracer, which ``gt.function(jit_compile=True)`` compiles through: a value read there
-    would fix the traced call's branch in the compiled program, FakeTensor's mode); ``zeros(x)``: on
-    the CPU, outside every ``torch.func`` transform (``gt.vmap``'s batched tensors), real (torch's
-    product of a Python float and a complex tensor differs from the masks' in the sign of a NaN).  The
-    values are read as a Python list for a small tensor of at most one axis, else through NumPy's
-    view of the tensor's memory (half of torch's own count and ``item()``), else by torch's own count
-    (a tensor that requires grad, a conjugate or negative view, bfloat16)."""
-    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    ``readable()``, once per call: outside ``torch.compile`` (asked first: a compiler sees a constant
+    there and traces nothing else), every ``TorchDispatchMode`` (``make_fx``'s tracer, which
+    ``gt.function(jit_compile=True)`` compiles through: a value read there would fix the traced call's
+    branch in the compiled program; FakeTensor's mode) and every ``torch.func`` transform
+    (``gt.vmap``'s batched tensors); ``zeros(x)``: on the CPU and real (torch's product of a Python
+    float and a complex tensor differs from the masks' in the sign of a NaN).  The values are read
+    as a Python list for a small tensor of at most one axis, else through NumPy's view of the
+    tensor's memory (half of torch's own count and ``item()``), else by torch's own count (a tensor
+    that requires grad, a conjugate or negative view, bfloat16); a tensor that refuses to be read
+    (a transform's tensor outside its transform) takes the masks."""
     compiling = torch.compiler.is_compiling
     modes = torch._C._len_torch_dispatch_stack
+    level = torch._C._functorch.maybe_current_level
     np_count = np.count_nonzero
     torch_count = torch.count_nonzero
 
     def readable():
-        return not modes() and not compiling()
+        return not compiling() and not modes() and level() is None
 
     def zeros(x):
-        if not x.is_cpu or x.is_complex() or wrapped(x):
+        if not x.is_cpu or x.is_complex():
             return None
-        if x.ndim < 2 and x.numel() <= _LISTED:
-            v = x.tolist()
-            if v.__class__ is not list:  # (0-d: a Python number; NaN is true, as it is nonzero)
-                return NO_ZERO if v else ALL_ZERO
-            if 0 not in v:  # (-0.0 == 0)
-                return NO_ZERO
-            return SOME_ZERO if any(v) else ALL_ZERO
         try:
-            n = np_count(x.numpy())
-        except (RuntimeError, TypeError):
-            n = int(torch_count(x))
+            if x.ndim < 2 and x.numel() <= _LISTED:
+                v = x.tolist()
+                if v.__class__ is not list:  # (0-d: a Python number; NaN is true, as it is nonzero)
+                    return NO_ZERO if v else ALL_ZERO
+                if 0 not in v:  # (-0.0 == 0)
+                    return NO_ZERO
+                return SOME_ZERO if any(v) else ALL_ZERO
+            try:
+                n = np_count(x.numpy())
+            except (RuntimeError, TypeError):
+                n = int(torch_count(x))
+        except RuntimeError:
+            return None
         return NO_ZERO if n == x.numel() else ALL_ZERO if not n else SOME_ZERO
 
     return readable, zeros
