@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
-from gradtape.backends._masks import ALL_ZERO, NO_ZERO, SOME_ZERO
+from gradtape.backends._masks import ALL_ZERO, NO_ZERO, SOME_ZERO, counted, unmasked_where_no_zero
 from gradtape.core import backend_registry as _backends
 
 Backend = _backends.Backend
@@ -286,8 +286,9 @@ def test_torch_masks_read_values_only_of_eager_cpu_tensors(torch_env):
     }
     x = torch.tensor([[1.5, -2.0, 3.0], [0.0, -0.0, 0.0], [0.0, 2.0, -1e-310]], dtype=torch.float64)
     y = torch.tensor([[2.0, -0.5, float("inf")], [3.0, -4.0, 0.0], [float("nan"), 0.0, 7.0]], dtype=torch.float64)
-    readable, zeros = b._mask_tests
+    readable, zeros, local = b._mask_tests
     assert readable() and zeros(torch.tensor([1j])) is None and zeros(torch.tensor(1j)) is None
+    assert local(x) and not local(torch.tensor([1j]))
     inside = []  # (read once per call: inside a torch.func transform, no value is read)
     torch.func.vmap(lambda t: inside.append(readable()) or t)(x)
     torch.func.grad(lambda t: inside.append(readable()) or t.sum())(x)
@@ -314,6 +315,27 @@ def test_torch_masks_read_values_only_of_eager_cpu_tensors(torch_env):
                 assert got.numpy().tobytes() == want.numpy().tobytes(), name
 
 
+def test_masks_of_an_all_zero_operand_read_it_alone():
+    """``xdivy(x1, x2)`` / ``strong_zero_multiply(x1, x2)`` of an all-zero ``x1``: the masks' answer
+    (``x1 / 1``, +0) is decided by reading ``x1`` alone; ``x2`` is checked by shape, dtype and place,
+    its values not read (a large one would cost a count for nothing)."""
+    seen = []
+    count = counted(np.count_nonzero, lambda a: a.size)
+
+    def zeros(a):
+        seen.append(a)
+        return count(a)
+
+    def masked(a, b):
+        raise AssertionError("the masked forward ran")
+
+    x1, x2 = np.array([0.0, -0.0, 0.0]), np.array([1.0, np.nan, 0.0])
+    for name, want in (("xdivy", x1 / 1), ("strong_zero_multiply", np.zeros(3))):
+        seen.clear()
+        got = unmasked_where_no_zero(name, masked, np.ndarray, zeros, np.zeros_like)(x1, x2)
+        assert got.tobytes() == want.tobytes() and len(seen) == 1 and seen[0] is x1, name
+
+
 @needs_torch
 def test_torch_masks_kept_in_a_compiled_program(torch_env):
     """``gt.function(jit_compile=True)`` on PyTorch traces its program with ``make_fx`` (a
@@ -324,7 +346,7 @@ def test_torch_masks_kept_in_a_compiled_program(torch_env):
     torch, compat, b = torch_env
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    readable, zeros = b._mask_tests
+    readable, zeros, local = b._mask_tests
 
     class Passing(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

@@ -31,22 +31,24 @@ def counted(count_nonzero, size):
     return zeros
 
 
-def unmasked_where_no_zero(name, masked, array_type, zeros, zeros_like, readable=None):
+def unmasked_where_no_zero(name, masked, array_type, zeros, zeros_like, readable=None, local=None):
     """The forward of op ``name`` (``"xdivy"`` or ``"strong_zero_multiply"``) around the chapter's
     ``masked`` one; None for another op.  ``array_type``: the library's eager array class (an exact
     match: a subclass takes the masks); ``zeros(x)``: for such an array, :data:`NO_ZERO`,
-    :data:`SOME_ZERO` or :data:`ALL_ZERO`, or None where its values may not be read now;
-    ``zeros_like(x)``: +0 shaped and typed like it; ``readable()``: whether any value may be read
-    during this call (asked once per call, before any array's ``zeros``; None: always)."""
+    :data:`SOME_ZERO` or :data:`ALL_ZERO`, or None where its values may not be read now (where
+    ``local(x)`` is false, at least); ``zeros_like(x)``: +0 shaped and typed like it; ``readable()``:
+    whether any value may be read during this call (asked once per call, before any array's
+    ``zeros``; None: always); ``local(x)``: whether such an array is one whose values could be read
+    here (on the host: no device to meet; None: every one)."""
 
     def beside(x1, x2):
-        """Whether ``x2`` is a Python number or a readable array of ``x1``'s shape and dtype (no
-        broadcasting, no promotion: a result shaped and typed like ``x1``)."""
+        """Whether ``x2`` is a Python number or a local array of ``x1``'s shape and dtype (no
+        broadcasting, no promotion, no other device: a result shaped and typed like ``x1``)."""
         c = x2.__class__
         return (
             c is float
             or c is int
-            or (c is array_type and x2.shape == x1.shape and x2.dtype == x1.dtype and zeros(x2) is not None)
+            or (c is array_type and x2.shape == x1.shape and x2.dtype == x1.dtype and (local is None or local(x2)))
         )
 
     def xdivy(x1, x2, /):

@@ -243,18 +243,18 @@ _LISTED = 64
 
 
 def _mask_tests(torch):
-    """``(readable, zeros)`` for :func:`unmasked_where_no_zero` on PyTorch: a tensor's values are read
-    for the masks' zero test only where that costs no synchronisation and breaks no trace --
-    ``readable()``, once per call: outside ``torch.compile`` (asked first: a compiler sees a constant
-    there and traces nothing else), every ``TorchDispatchMode`` (``make_fx``'s tracer, which
-    ``gt.function(jit_compile=True)`` compiles through: a value read there would fix the traced call's
-    branch in the compiled program; FakeTensor's mode) and every ``torch.func`` transform
-    (``gt.vmap``'s batched tensors); ``zeros(x)``: on the CPU and real (torch's product of a Python
-    float and a complex tensor differs from the masks' in the sign of a NaN).  The values are read
-    as a Python list for a small tensor of at most one axis, else through NumPy's view of the
-    tensor's memory (half of torch's own count and ``item()``), else by torch's own count (a tensor
-    that requires grad, a conjugate or negative view, bfloat16); a tensor that refuses to be read
-    (a transform's tensor outside its transform) takes the masks."""
+    """``(readable, zeros, local)`` for :func:`unmasked_where_no_zero` on PyTorch: a tensor's values
+    are read for the masks' zero test only where that costs no synchronisation and breaks no trace
+    -- ``readable()``, once per call: outside ``torch.compile`` (asked first: a compiler sees a
+    constant there and traces nothing else), every ``TorchDispatchMode`` (``make_fx``'s tracer,
+    which ``gt.function(jit_compile=True)`` compiles through: a value read there would fix the traced
+    call's branch in the compiled program; FakeTensor's mode) and every ``torch.func`` transform
+    (``gt.vmap``'s batched tensors); ``local(x)``: on the CPU and real (torch's product of a Python
+    float and a complex tensor differs from the masks' in the sign of a NaN).  ``zeros(x)`` reads a
+    local tensor's values as a Python list where it is small and has at most one axis, else through
+    NumPy's view of its memory (half of torch's own count and ``item()``), else by torch's own count
+    (a tensor that requires grad, a conjugate or negative view, bfloat16); a tensor that refuses to
+    be read (a transform's tensor outside its transform) takes the masks."""
     compiling = torch.compiler.is_compiling
     modes = torch._C._len_torch_dispatch_stack
     level = torch._C._functorch.maybe_current_level
@@ -264,8 +264,11 @@ def _mask_tests(torch):
     def readable():
         return not compiling() and not modes() and level() is None
 
+    def local(x):
+        return x.is_cpu and not x.is_complex()
+
     def zeros(x):
-        if not x.is_cpu or x.is_complex():
+        if not local(x):
             return None
         try:
             if x.ndim < 2 and x.numel() <= _LISTED:
@@ -283,7 +286,7 @@ def _mask_tests(torch):
             return None
         return NO_ZERO if n == x.numel() else ALL_ZERO if not n else SOME_ZERO
 
-    return readable, zeros
+    return readable, zeros, local
 
 
 def _gamma(torch):
@@ -375,9 +378,9 @@ class TorchBackend(Backend):
             return impl
         # the NaN-safe masks as the plain quotient / product where an eager CPU tensor has no zero to
         # mask (two or three torch calls where the masks make four to six)
-        readable, zeros = self._mask_tests
+        readable, zeros, local = self._mask_tests
         torch = self._torch
-        unmasked = unmasked_where_no_zero(opdef.name, impl, torch.Tensor, zeros, torch.zeros_like, readable)
+        unmasked = unmasked_where_no_zero(opdef.name, impl, torch.Tensor, zeros, torch.zeros_like, readable, local)
         return impl if unmasked is None else unmasked
 
     def from_dlpack(self, obj, device=None):
