@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import gradtape as gt
+from gradtape.backends._masks import ALL_ZERO, NO_ZERO, SOME_ZERO, counted, unmasked_where_no_zero
 from gradtape.core import backend_registry as _backends
 
 Backend = _backends.Backend
@@ -285,9 +286,21 @@ def test_torch_masks_read_values_only_of_eager_cpu_tensors(torch_env):
     }
     x = torch.tensor([[1.5, -2.0, 3.0], [0.0, -0.0, 0.0], [0.0, 2.0, -1e-310]], dtype=torch.float64)
     y = torch.tensor([[2.0, -0.5, float("inf")], [3.0, -4.0, 0.0], [float("nan"), 0.0, 7.0]], dtype=torch.float64)
-    eager, count_nonzero = b._mask_tests
-    assert eager(x) and not eager(torch.tensor([1j])) and count_nonzero(x) == 5
-    assert count_nonzero(x.clone().requires_grad_()) == 5
+    readable, zeros, local = b._mask_tests
+    assert readable() and zeros(torch.tensor([1j])) is None and zeros(torch.tensor(1j)) is None
+    assert local(x) and not local(torch.tensor([1j]))
+    inside = []  # (read once per call: inside a torch.func transform, no value is read)
+    torch.func.vmap(lambda t: inside.append(readable()) or t)(x)
+    torch.func.grad(lambda t: inside.append(readable()) or t.sum())(x)
+    assert inside == [False, False]
+    cases = [x, x.clone().requires_grad_(), x.reshape(-1), x.reshape(-1).repeat(8), torch.empty(0)]
+    cases += [x[k] for k in range(3)] + [x.reshape(-1)[k] for k in range(9)] + [torch.tensor(float("nan"))]
+    cases += [x.to(torch.float32)[0], -x[1], x[1].requires_grad_(), x[1].to(torch.bfloat16), x[0] > 0, x[2] > 5]
+    for t in cases:  # small tensors of one axis or none as lists, larger ones by a count: the same answer
+        h = t.detach().double().numpy()
+        n = np.count_nonzero(h)
+        want = NO_ZERO if n == h.size else ALL_ZERO if not n else SOME_ZERO
+        assert zeros(t) == want, t
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for u, v in ((x, y), (y, x)):
@@ -300,6 +313,57 @@ def test_torch_masks_read_values_only_of_eager_cpu_tensors(torch_env):
                 got = torch.func.vmap(f)(u, v)
                 want = masked[name](u, v)
                 assert got.numpy().tobytes() == want.numpy().tobytes(), name
+
+
+def test_masks_of_an_all_zero_operand_read_it_alone():
+    """``xdivy(x1, x2)`` / ``strong_zero_multiply(x1, x2)`` of an all-zero ``x1``: the masks' answer
+    (``x1 / 1``, +0) is decided by reading ``x1`` alone; ``x2`` is checked by shape, dtype and place,
+    its values not read (a large one would cost a count for nothing)."""
+    seen = []
+    count = counted(np.count_nonzero, lambda a: a.size)
+
+    def zeros(a):
+        seen.append(a)
+        return count(a)
+
+    def masked(a, b):
+        raise AssertionError("the masked forward ran")
+
+    x1, x2 = np.array([0.0, -0.0, 0.0]), np.array([1.0, np.nan, 0.0])
+    for name, want in (("xdivy", x1 / 1), ("strong_zero_multiply", np.zeros(3))):
+        seen.clear()
+        got = unmasked_where_no_zero(name, masked, np.ndarray, zeros, np.zeros_like)(x1, x2)
+        assert got.tobytes() == want.tobytes() and len(seen) == 1 and seen[0] is x1, name
+
+
+@needs_torch
+def test_torch_masks_kept_in_a_compiled_program(torch_env):
+    """``gt.function(jit_compile=True)`` on PyTorch traces its program with ``make_fx`` (a
+    ``TorchDispatchMode``) and compiles what it saw: the masks' zero test reads no value under any
+    dispatch mode, so the program keeps the masks.  Traced with a cotangent without zeros, a later
+    call with zeros (at a zero divisor, at an infinite factor) gives the masks' 0, as eagerly (it gave
+    NaN: the traced call's plain quotient and product fixed in the program)."""
+    torch, compat, b = torch_env
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    readable, zeros, local = b._mask_tests
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Passing():
+        assert not readable()
+    assert readable()
+    with gt.use_backend("torch"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for op in (gt.math.xdivy, gt.math.strong_zero_multiply):
+            f = gt.function(op, jit_compile=True)
+            y = gt.constant(np.array([0.0, float("inf"), 2.0]))
+            f(gt.constant(np.array([1.0, 2.0, 3.0])), y)  # (traced and compiled: no zero to mask)
+            x = gt.constant(np.array([0.0, 0.0, 3.0]))
+            got, want = f(x, y).numpy(), op(x, y).numpy()
+            assert got.tobytes() == want.tobytes() and got[0] == 0.0, (op.__name__, got, want)
 
 
 @needs_torch

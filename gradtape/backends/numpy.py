@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from gradtape.backends._masks import unmasked_where_no_zero
+from gradtape.backends._masks import counted, unmasked_where_no_zero
 from gradtape.backends._values import check_new_int, eager, itself, with_conventions
 from gradtape.core.backend import Backend
 
@@ -102,6 +102,8 @@ _OVERRIDES = {
 
 
 _size = operator.attrgetter("size")
+#: the masks' zero test of a NumPy array (:func:`unmasked_where_no_zero`)
+_ZEROS = counted(np.count_nonzero, _size)
 
 
 class NumpyBackend(Backend):
@@ -120,7 +122,7 @@ class NumpyBackend(Backend):
             return impl
         # the NaN-safe masks as the plain quotient / product where there is no zero to mask: a test of
         # the values, which NumPy's arrays answer at no cost
-        unmasked = unmasked_where_no_zero(opdef.name, impl, np.ndarray, None, np.count_nonzero, _size, np.zeros_like)
+        unmasked = unmasked_where_no_zero(opdef.name, impl, np.ndarray, _ZEROS, np.zeros_like)
         return impl if unmasked is None else unmasked
 
     def load(self):

@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from gradtape.backends._indexing import advanced_first
-from gradtape.backends._masks import unmasked_where_no_zero
+from gradtape.backends._masks import ALL_ZERO, NO_ZERO, SOME_ZERO, unmasked_where_no_zero
 from gradtape.backends._values import check_new_int, with_conventions
 from gradtape.core.backend import Backend
 
@@ -237,29 +237,56 @@ def _namespace(torch):
 _SPECIAL_NAMES = {"psi": "digamma"}
 
 
+#: a CPU tensor of at most this many elements and at most one axis is read for the masks' zero test as
+#: a Python list (``tolist``: ~1 µs), a larger one through NumPy's view of its memory (~3 µs)
+_LISTED = 64
+
+
 def _mask_tests(torch):
-    """``(eager, count_nonzero)`` for :func:`unmasked_where_no_zero` on PyTorch: a tensor's values are
-    read for the masks' zero test only where that costs no synchronisation and breaks no trace -- on
-    the CPU, outside ``torch.compile`` and every ``torch.func`` transform (``gt.vmap``'s batched
-    tensors), real (torch's product of a Python float and a complex tensor differs from the masks'
-    in the sign of a NaN); the count through NumPy's view of the tensor's memory (half of torch's own count and
-    ``item()``), torch's own where NumPy cannot view it (a tensor that requires grad, a conjugate or
-    negative view, bfloat16)."""
-    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    """``(readable, zeros, local)`` for :func:`unmasked_where_no_zero` on PyTorch: a tensor's values
+    are read for the masks' zero test only where that costs no synchronisation and breaks no trace
+    -- ``readable()``, once per call: outside ``torch.compile`` (asked first: a compiler sees a
+    constant there and traces nothing else), every ``TorchDispatchMode`` (``make_fx``'s tracer,
+    which ``gt.function(jit_compile=True)`` compiles through: a value read there would fix the traced
+    call's branch in the compiled program; FakeTensor's mode) and every ``torch.func`` transform
+    (``gt.vmap``'s batched tensors); ``local(x)``: on the CPU and real (torch's product of a Python
+    float and a complex tensor differs from the masks' in the sign of a NaN).  ``zeros(x)`` reads a
+    local tensor's values as a Python list where it is small and has at most one axis, else through
+    NumPy's view of its memory (half of torch's own count and ``item()``), else by torch's own count
+    (a tensor that requires grad, a conjugate or negative view, bfloat16); a tensor that refuses to
+    be read (a transform's tensor outside its transform) takes the masks."""
     compiling = torch.compiler.is_compiling
+    modes = torch._C._len_torch_dispatch_stack
+    level = torch._C._functorch.maybe_current_level
     np_count = np.count_nonzero
     torch_count = torch.count_nonzero
 
-    def eager(x):
-        return x.is_cpu and not x.is_complex() and not wrapped(x) and not compiling()
+    def readable():
+        return not compiling() and not modes() and level() is None
 
-    def count_nonzero(x):
+    def local(x):
+        return x.is_cpu and not x.is_complex()
+
+    def zeros(x):
+        if not local(x):
+            return None
         try:
-            return np_count(x.numpy())
-        except (RuntimeError, TypeError):
-            return int(torch_count(x))
+            if x.ndim < 2 and x.numel() <= _LISTED:
+                v = x.tolist()
+                if v.__class__ is not list:  # (0-d: a Python number; NaN is true, as it is nonzero)
+                    return NO_ZERO if v else ALL_ZERO
+                if 0 not in v:  # (-0.0 == 0)
+                    return NO_ZERO
+                return SOME_ZERO if any(v) else ALL_ZERO
+            try:
+                n = np_count(x.numpy())
+            except (RuntimeError, TypeError):
+                n = int(torch_count(x))
+        except RuntimeError:
+            return None
+        return NO_ZERO if n == x.numel() else ALL_ZERO if not n else SOME_ZERO
 
-    return eager, count_nonzero
+    return readable, zeros, local
 
 
 def _gamma(torch):
@@ -351,11 +378,9 @@ class TorchBackend(Backend):
             return impl
         # the NaN-safe masks as the plain quotient / product where an eager CPU tensor has no zero to
         # mask (two or three torch calls where the masks make four to six)
-        eager, count_nonzero = self._mask_tests
+        readable, zeros, local = self._mask_tests
         torch = self._torch
-        unmasked = unmasked_where_no_zero(
-            opdef.name, impl, torch.Tensor, eager, count_nonzero, torch.Tensor.numel, torch.zeros_like
-        )
+        unmasked = unmasked_where_no_zero(opdef.name, impl, torch.Tensor, zeros, torch.zeros_like, readable, local)
         return impl if unmasked is None else unmasked
 
     def from_dlpack(self, obj, device=None):
