@@ -18,9 +18,8 @@ import gradtape as gt
 from gradtape import testing
 from gradtape.autodiff import forward
 from gradtape.core import registry
-from gradtape.core.domains import op_cases
 from gradtape.core.recording_state import per_thread
-from test_rules import RULE_OPS  # (gradtape's own ops that have a rule: the one list)
+from test_rules import RULE_OPS, rule_cases  # (gradtape's own ops that have a rule: the one list)
 
 
 def _walks(op):
@@ -48,7 +47,7 @@ def test_the_walk_equals_the_double_transposition(name, backend, monkeypatch):
 
     monkeypatch.setattr(forward, "_forward_walk", spy)
     checked = 0
-    for case in op_cases(op):
+    for case in rule_cases(op, backend):
         values, kwargs = case.draw(rng, "float64")
         leaves, flags, rebuild = testing.case_leaves(case, values)
         ts = [gt.asarray(v) for v in leaves]

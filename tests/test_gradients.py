@@ -40,15 +40,6 @@ def _rng(*parts):
     return np.random.default_rng(zlib.crc32("/".join(map(str, parts)).encode()))
 
 
-def _is_complex_case(case):
-    def arg_kinds(a):
-        if isinstance(a, domains.Pack):
-            return [k for e in a.args for k in arg_kinds(e)]
-        return [a.sampler.kind] if isinstance(a, domains.Arg) else []
-
-    return "c" in [k for a in case.args for k in arg_kinds(a)]
-
-
 def _params(ops, select=None):
     out = []
     for op in ops:
@@ -59,15 +50,9 @@ def _params(ops, select=None):
     return out
 
 
-def _first_real_and_complex(cases):
-    real = [i for i, c in enumerate(cases) if not _is_complex_case(c)]
-    cplx = [i for i, c in enumerate(cases) if _is_complex_case(c)]
-    return real[:1] + cplx[:1]
-
-
 _DIFF_OPS = [op for op in _OPS if op.differentiable and op.grad is not None]
 FIRST_ORDER = _params(_DIFF_OPS)
-SECOND_ORDER = _params(_DIFF_OPS, _first_real_and_complex)  # (each new shape is an XLA compile on JAX)
+SECOND_ORDER = _params(_DIFF_OPS, domains.first_real_and_complex)  # (each new shape is an XLA compile on JAX)
 FLOAT32 = SECOND_ORDER
 
 
@@ -262,9 +247,9 @@ def test_every_builtin_op_has_a_public_function_its_cases_can_call():
 
 
 def test_complex_flag_adds_complex_cases():
-    assert any(_is_complex_case(c) for c in domains.op_cases(registry.get_op("sin")))
-    assert any(_is_complex_case(c) for c in domains.op_cases(registry.get_op("sum")))
-    assert any(_is_complex_case(c) for c in domains.op_cases(registry.get_op("matmul")))
+    assert any(domains.is_complex_case(c) for c in domains.op_cases(registry.get_op("sin")))
+    assert any(domains.is_complex_case(c) for c in domains.op_cases(registry.get_op("sum")))
+    assert any(domains.is_complex_case(c) for c in domains.op_cases(registry.get_op("matmul")))
     assert domains.Case(domains.INT[3]).complex() is None
 
 

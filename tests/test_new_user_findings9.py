@@ -155,6 +155,19 @@ def test_a_complex_tangent_or_cotangent_for_a_real_value_is_refused_not_cut(back
     close(pullback(gt.constant([1.0, 1.0, 1.0], dtype=gt.float32)), (np.array([2.0, 2.0, 2.0]),))
 
 
+def test_a_complex_output_gradient_for_a_real_target_is_refused_not_cut(backend):
+    """GradientTape.gradient took a complex ``output_gradients`` tensor for a real target and kept its real
+    part at the first real input (2x with [1j, 1] gave [0, 2]); TensorFlow's ops refuse the mixed dtypes, and
+    so does the tape now, as gt.vjp above."""
+    x = gt.constant([1.0, 2.0], dtype=gt.float64)
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = 2.0 * x
+    with pytest.raises(TypeError, match=r"output_gradients\[0\] is complex128 but its target is float64"):
+        tape.gradient(y, x, output_gradients=gt.constant([1j, 1.0], dtype=gt.complex128))
+    close(tape.gradient(y, x, output_gradients=gt.constant([3.0, 1.0], dtype=gt.float64)), np.array([6.0, 2.0]))
+
+
 def test_jacrev_refuses_an_integer_output_as_grad_and_jax_do(backend):
     """gt.jacrev of argmax returned float zeros, without the warning gt.vjp gives and unlike gt.grad and
     jax.jacrev, which refuse a non-floating output; it refuses it now, pointing at has_aux."""

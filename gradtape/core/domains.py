@@ -54,6 +54,8 @@ __all__ = [
     "Pack",
     "Sampler",
     "expand",
+    "first_real_and_complex",
+    "is_complex_case",
     "nargs_of",
     "op_cases",
     "with_complex",
@@ -302,6 +304,25 @@ def op_cases(opdef):
     """The Cases of a registered op (its ``domain`` expanded at its public function's arity)."""
     n = nargs_of(opdef.public) if opdef.public is not None else 1
     return expand(opdef.domain, n)
+
+
+def is_complex_case(case):
+    """Whether ``case`` draws a complex argument."""
+
+    def kinds(a):
+        if isinstance(a, Pack):
+            return [k for e in a.args for k in kinds(e)]
+        return [a.sampler.kind] if isinstance(a, Arg) else []
+
+    return "c" in [k for a in case.args for k in kinds(a)]
+
+
+def first_real_and_complex(cases):
+    """The indices of the first real and the first complex case of ``cases``: one of each kind, where a
+    suite cannot afford every shape (on JAX each new shape is an XLA compilation)."""
+    real = [i for i, c in enumerate(cases) if not is_complex_case(c)]
+    cplx = [i for i, c in enumerate(cases) if is_complex_case(c)]
+    return real[:1] + cplx[:1]
 
 
 def expand(spec, nargs):

@@ -506,6 +506,14 @@ def backward(rec, targets, tgrads, sources, unconnected, consume=False, batch=No
                     f"output_gradients[{k}] has shape {tuple(g.shape)} but its target has "
                     f"shape {tuple(t.shape)}; they must match"
                 )
+            if g.dtype.is_complex and not t.dtype.is_complex:
+                # (the walk would keep its real part at the first real input: the imaginary part
+                # lost without a word; TensorFlow's ops refuse the mixed dtypes, jax.vjp the cotangent;
+                # a TypeError as gt.vjp's and as converting complex values to a real dtype)
+                raise TypeError(
+                    f"output_gradients[{k}] is {g.dtype} but its target is {t.dtype}: a real target's "
+                    "cotangent is real; pass gt.real(...) of it if its real part is meant"
+                )
         tid = t._id
         if tid not in reach:
             continue
