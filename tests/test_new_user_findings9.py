@@ -257,3 +257,16 @@ def test_the_jacobians_take_holomorphic_as_jax(backend):
         gt.jacrev(lambda a: a * 2.0, holomorphic=True)(gt.constant([1.0, 2.0], dtype=gt.float64))
     with pytest.raises(TypeError, match=r"holomorphic=True\) requires complex outputs"):
         gt.jacrev(lambda a: gt.abs(a), holomorphic=True)(gz)
+
+
+def test_a_mapped_index_into_an_unmapped_tensor_says_what_to_write(backend):
+    """``gt.vmap(lambda i: W[i])(idx)`` said 'an index tensor on backend 'numpy' cannot index a tensor on
+    'numpy'' (the same backend named twice, on every backend); it now says to write gt.take, which
+    gives jax.vmap's gather."""
+    w = np.arange(12.0).reshape(4, 3)
+    idx = gt.constant([0, 2, 3])
+    with pytest.raises(ValueError, match=r"getitem: an index tensor that gt\.vmap maps .* gt\.take\(x, index"):
+        gt.vmap(lambda i: gt.constant(w)[i])(idx)
+    with pytest.warns(gt.VmapFallbackWarning):
+        got = gt.vmap(lambda i: gt.take(gt.constant(w), i, axis=0))(idx)
+    close(got, jax.vmap(lambda i: jnp.asarray(w)[i])(np.array([0, 2, 3])))

@@ -416,8 +416,12 @@ class DaskBackend(Backend):
         return isinstance(k, (np.ndarray, self._da.Array))
 
     def _take(self, x, indices, *, axis):
+        shape = tuple(x.shape[:axis]) + tuple(indices.shape) + tuple(x.shape[axis + 1 :])
+        if indices.ndim > 1:  # (dask takes 0-d and 1-d lazy indices: others taken flat, then shaped)
+            indices = indices.reshape(-1)
         (indices,) = self._checked_key((x.shape[axis],), (indices,), "take")
-        return self._da.take(x, indices, axis=axis)
+        taken = self._da.take(x, indices, axis=axis)
+        return taken if taken.shape == shape else taken.reshape(shape)
 
     def _checked_key(self, shape, key, op):
         """``key`` with each lazy integer index array checked against its axis when computed."""

@@ -36,6 +36,12 @@ def _native_key(key, b, ndim=None, device=None, *, shape=None, op="getitem"):
     for k in key:
         if isinstance(k, Tensor):
             if k._b is not b:
+                if k._b.name == b.name:  # (one of the two is gt.vmap's per-example view of the backend)
+                    raise ValueError(
+                        f"{op}: an index tensor that gt.vmap maps (one per example) cannot index a tensor "
+                        "that is the same for every example with []; write gt.take(x, index, axis=...) "
+                        "(jax.vmap's gather), or map the indexed tensor too"
+                    )
                 raise ValueError(
                     f"an index tensor on backend {k._b.name!r} cannot index a tensor on "
                     f"{b.name!r}; convert the index first"
@@ -290,15 +296,28 @@ def _setitem(x, key, value):
 _setitem_op.public = _setitem
 
 
+def _take_forward(xp, x, indices, *, axis):
+    """``xp.take``, with NumPy's (and JAX's) answer for indices of any rank on every backend: the
+    standard's ``take`` takes 1-D indices (array_api_strict refuses others, PyTorch's a 0-d one gives a
+    length-1 axis), so others are taken flat and the result shaped ``x.shape[:axis] + indices.shape +
+    x.shape[axis + 1:]``; the rule's scatter reads the same key either way."""
+    if len(indices.shape) == 1:
+        return xp.take(x, indices, axis=axis)
+    taken = xp.take(x, xp.reshape(indices, (-1,)), axis=axis)
+    return xp.reshape(taken, tuple(x.shape[:axis]) + tuple(indices.shape) + tuple(x.shape[axis + 1 :]))
+
+
 _take = defop(
     "take",
-    lambda xp, x, indices, *, axis: xp.take(x, indices, axis=axis),
+    _take_forward,
     chapter="indexing",
     domain=with_complex(
         [
             Case(REAL[5], np.array([0, 2, 2, 4])),
             Case(REAL[3, 4], np.array([3, 0, 3]), axis=1),
             Case(REAL[3, 2, 2], np.array([2, 1]), axis=-3),
+            Case(REAL[3, 4], np.array(2), axis=0),
+            Case(REAL[4, 3], np.array([[3, 0], [1, 3]]), axis=0),
         ]
     ),
     saves="inputs",
@@ -317,7 +336,8 @@ def _take_grad(xp, op, grad):
 
 @public(_take)
 def take(x, indices, /, *, axis=None):
-    """Elements of ``x`` at the integer ``indices`` (1-D) along ``axis`` (optional for 1-D ``x``)."""
+    """Elements of ``x`` at the integer ``indices`` along ``axis`` (optional for 1-D ``x``): the standard's
+    1-D indices, and NumPy's answer for a 0-d or N-D one on every backend."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
     if axis is None:
