@@ -318,3 +318,15 @@ def test_embedding_lookup_and_batch_normalization_are_tensorflows(backend):
     plain = gt.nn.batch_normalization(x, mean, var, None, None, 1e-3)
     want = [[-0.9995003938674927, -0.4999375343322754], [0.9995005130767822, 0.9998750686645508]]
     np.testing.assert_allclose(plain.numpy(), want, rtol=1e-6)  # TF 2.21's
+
+
+def test_assign_with_read_value_false_returns_none_as_tensorflows_eager_variables(backend):
+    """``v.assign(x, read_value=False)`` (and assign_add / assign_sub) return None in TensorFlow's eager
+    mode ("If read_value is false, instead returns None in Eager mode"); gradtape returned the variable. The
+    update happens either way; with read_value=True (the default) the variable comes back."""
+    v = gt.Variable([1.0, 2.0])
+    assert v.assign([3.0, 4.0], read_value=False) is None
+    assert v.assign_add([1.0, 1.0], read_value=False) is None
+    assert v.assign_sub([0.5, 0.5], read_value=False) is None
+    np.testing.assert_allclose(v.numpy(), [3.5, 4.5])
+    assert v.assign([0.0, 0.0]) is v and v.assign_add([1.0, 1.0]) is v and v.assign_sub([1.0, 1.0]) is v

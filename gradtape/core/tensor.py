@@ -783,15 +783,15 @@ class Variable(Tensor):
 
     def assign(
         self, value: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
-    ) -> Variable:
+    ) -> Variable | None:
         """Set the value to ``value`` (same shape and dtype) in place, as ``tf.Variable.assign``; returns the
-        variable."""
+        variable (None with ``read_value=False``, as TensorFlow's eager variables)."""
         with self._lock:  # (not inside another thread's compiled step or trace that holds this variable)
             v = self._coerce(value, "assign")
             if _held_by_caller(value, v):
                 v = self._b.xp.asarray(v, copy=True)
             self._v = v
-        return self
+        return self if read_value else None
 
     @staticmethod
     def _locks(variables: Any) -> tuple:
@@ -805,9 +805,9 @@ class Variable(Tensor):
         trace (a layer built, or an optimizer slot made, on a traced step's first call), whose
         stand-in takes the value instead: the variable is then an input of the program, as if it had
         been created with that value, not an assignment the program would repeat on every call."""
-        if self._b.restore_input(self._v, value, self.dtype):
-            return self
-        return self.assign(value)
+        if not self._b.restore_input(self._v, value, self.dtype):
+            self.assign(value)
+        return self
 
     def _delta(self, value, what):
         """The native value of an update: a Tensor of this backend, dtype and shape as is."""
@@ -831,15 +831,19 @@ class Variable(Tensor):
 
     def assign_add(
         self, delta: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
-    ) -> Variable:
-        """Add ``delta`` to the value in place, as ``tf.Variable.assign_add``; returns the variable."""
-        return self._update("add", delta, "assign_add")
+    ) -> Variable | None:
+        """Add ``delta`` to the value in place, as ``tf.Variable.assign_add``; returns the variable (None
+        with ``read_value=False``)."""
+        self._update("add", delta, "assign_add")
+        return self if read_value else None
 
     def assign_sub(
         self, delta: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
-    ) -> Variable:
-        """Subtract ``delta`` from the value in place, as ``tf.Variable.assign_sub``; returns the variable."""
-        return self._update("subtract", delta, "assign_sub")
+    ) -> Variable | None:
+        """Subtract ``delta`` from the value in place, as ``tf.Variable.assign_sub``; returns the variable
+        (None with ``read_value=False``)."""
+        self._update("subtract", delta, "assign_sub")
+        return self if read_value else None
 
     # ``value()``/``read_value()`` (a recorded read), ``v[key] = ...`` (a state update, not recorded)
     # and the in-place operators (they return a Tensor: ``x += 1`` rebinds x, as in TF 2) are bound
