@@ -270,3 +270,18 @@ def test_a_mapped_index_into_an_unmapped_tensor_says_what_to_write(backend):
     with pytest.warns(gt.VmapFallbackWarning):
         got = gt.vmap(lambda i: gt.take(gt.constant(w), i, axis=0))(idx)
     close(got, jax.vmap(lambda i: jnp.asarray(w)[i])(np.array([0, 2, 3])))
+
+
+def test_dropout_inside_vmap_follows_the_maps_randomness(backend):
+    """gt.nn.dropout inside gt.vmap drew one mask for every example (a warning said so) even with
+    randomness='different', and randomness='error' did not refuse it: its mask is drawn on the map's batching
+    backend, which the draw did not count as inside the map. Now it follows the map, as jax.vmap's and
+    torch.func.vmap's randomness do: per example, shared, or refused."""
+    x = gt.ones((6, 8))
+    rows = gt.vmap(lambda e: gt.nn.dropout(e, 0.5), randomness="different")(x).numpy()
+    assert any(not np.array_equal(rows[0], r) for r in rows[1:])
+    assert set(np.unique(rows)) <= {0.0, 2.0}
+    rows = gt.vmap(lambda e: gt.nn.dropout(e, 0.5), randomness="same")(x).numpy()
+    assert all(np.array_equal(rows[0], r) for r in rows[1:])
+    with pytest.raises(ValueError, match="randomness='error'"):
+        gt.vmap(lambda e: gt.nn.dropout(e, 0.5), randomness="error")(x)

@@ -1308,9 +1308,14 @@ def draw_layout(shape, what, b):
     TensorFlow's ``vectorized_map`` and torch.func's rule) puts its batch size in front of the shape,
     outermost map first, and ``layout`` (one bool a map: batched or not) tells :func:`batched_random`
     how to hold the draw; ``randomness="same"`` draws once for every example of its map, ``"error"``
-    refuses.  Outside a map, or for a draw on another backend ``b`` than the maps': ``(shape, None)``."""
+    refuses.  ``b``: the maps' real backend, or one of their batching backends (a draw shaped like a
+    mapped tensor: ``gt.nn.dropout``'s mask).  Outside a map, or for a draw on another backend than the
+    maps': ``(shape, None)``."""
     maps = getattr(_STATE, "maps", None)
-    if not maps or _map_layers(maps)[0] is not b:
+    if not maps:
+        return shape, None
+    real, layers = _map_layers(maps)
+    if real is not b and not any(layer is b for layer in layers):
         return shape, None
     shape = tuple(int(n) for n in np.atleast_1d(np.asarray(shape, dtype=np.int64)))
     layout = []
