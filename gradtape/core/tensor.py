@@ -21,7 +21,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from sys import getrefcount as _getrefcount
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 import numpy as np
 
@@ -781,6 +781,18 @@ class Variable(Tensor):
             v = self._b.match_layout(v, self._v)
         return v
 
+    @overload
+    def assign(
+        self, value: TensorLike, use_locking: bool = ..., name: str | None = ..., read_value: Literal[True] = ...
+    ) -> Variable: ...
+    @overload
+    def assign(
+        self, value: TensorLike, use_locking: bool = ..., name: str | None = ..., *, read_value: Literal[False]
+    ) -> None: ...
+    @overload
+    def assign(
+        self, value: TensorLike, use_locking: bool = ..., name: str | None = ..., read_value: bool = ...
+    ) -> Variable | None: ...
     def assign(
         self, value: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
     ) -> Variable | None:
@@ -829,6 +841,18 @@ class Variable(Tensor):
                 self._v = getattr(self._b.xp, name)(cur, d)
         return self
 
+    @overload
+    def assign_add(
+        self, delta: TensorLike, use_locking: bool = ..., name: str | None = ..., read_value: Literal[True] = ...
+    ) -> Variable: ...
+    @overload
+    def assign_add(
+        self, delta: TensorLike, use_locking: bool = ..., name: str | None = ..., *, read_value: Literal[False]
+    ) -> None: ...
+    @overload
+    def assign_add(
+        self, delta: TensorLike, use_locking: bool = ..., name: str | None = ..., read_value: bool = ...
+    ) -> Variable | None: ...
     def assign_add(
         self, delta: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
     ) -> Variable | None:
@@ -837,6 +861,18 @@ class Variable(Tensor):
         self._update("add", delta, "assign_add")
         return self if read_value else None
 
+    @overload
+    def assign_sub(
+        self, delta: TensorLike, use_locking: bool = ..., name: str | None = ..., read_value: Literal[True] = ...
+    ) -> Variable: ...
+    @overload
+    def assign_sub(
+        self, delta: TensorLike, use_locking: bool = ..., name: str | None = ..., *, read_value: Literal[False]
+    ) -> None: ...
+    @overload
+    def assign_sub(
+        self, delta: TensorLike, use_locking: bool = ..., name: str | None = ..., read_value: bool = ...
+    ) -> Variable | None: ...
     def assign_sub(
         self, delta: TensorLike, use_locking: bool = False, name: str | None = None, read_value: bool = True
     ) -> Variable | None:

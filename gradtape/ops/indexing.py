@@ -36,7 +36,8 @@ def _native_key(key, b, ndim=None, device=None, *, shape=None, op="getitem"):
     for k in key:
         if isinstance(k, Tensor):
             if k._b is not b:
-                if k._b.name == b.name:  # (one of the two is gt.vmap's per-example view of the backend)
+                if getattr(k._b, "real", None) is b or getattr(b, "real", None) is k._b:
+                    # (one of the two is gt.vmap's per-example view of the other)
                     raise ValueError(
                         f"{op}: an index tensor that gt.vmap maps (one per example) cannot index a tensor "
                         "that is the same for every example with []; write gt.take(x, index, axis=...) "
