@@ -53,6 +53,8 @@ import jax.numpy as jnp
 import torch
 
 import gradtape as gt
+from run import ISSUE_FIGURES
+from workloads import numpy_bench, torch_bench
 
 jax.config.update("jax_enable_x64", True)
 torch.set_num_threads(1)
@@ -61,6 +63,13 @@ torch.set_num_threads(1)
 FLOOR_TORCH = "(floor) a torch.autograd.Function computing x * 2 in torch"
 FLOOR_BESIDE = "(floor) that Function, then gradtape's tape of x * 2, one after the other (no crossing)"
 FLOOR_JAX = "(floor) a jax.custom_vjp computing x * 2 in JAX, eager"
+
+#: issue 25's target: a crossing's own cost per call (its forward and its backward together here)
+TARGET_US = 10.0
+#: the anchors whose figures issue 6 quotes from its machine (benchmarks/run.py: ISSUE_FIGURES), timed in
+#: the same rounds as the crossings: their time here over the issue's says how much slower this machine,
+#: at this moment, is than the one the target's figure belongs to (the harness's "scaled" targets)
+ANCHORS = (("torch.autograd", torch_bench), ("minitape-numpy", numpy_bench))
 
 
 class Cell:
@@ -298,6 +307,44 @@ def rows(measure, number):
     return out
 
 
+def anchor_rows(measure):
+    """The anchors' W1 (a 2,000-step chain, forward + backward; µs per chain step once divided by its
+    ops) as rows ``(name, cell)``, timed in the same rounds as the crossings."""
+    out = []
+    for name, module in ANCHORS:
+        case = module.setup(name, "W1", {})
+        out.append((name, case.ops, measure(case.step, 1)))
+    return out
+
+
+def scale_table(anchors, results):
+    """The anchors against the issue's figures, and each crossing's own cost against the target scaled
+    by the more demanding of them (the smaller factor)."""
+    lines = ["| anchor (W1) | issue's figure | measured here, same rounds | here / issue |", "|---|---:|---:|---:|"]
+    factors = []
+    for name, ops, t in anchors:
+        per_op = t / ops
+        k = per_op / ISSUE_FIGURES[(name, "W1")]
+        factors.append(k)
+        lines.append(f"| `{name}` | {ISSUE_FIGURES[(name, 'W1')]} µs/op | {per_op:.2f} µs/op | {k:.1f}× |")
+    k = min(factors)
+    target = TARGET_US * k
+    lines += [
+        "",
+        f"The target, {TARGET_US:g} µs per call, scaled by the smaller factor ({k:.1f}×): {target:.0f} µs.",
+        "",
+        "| crossing | own cost (forward + backward) | scaled target | met, scaled? | own cost ÷ factor |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for name, native, alone, crossed in results:
+        if name.startswith("(floor)"):
+            continue
+        own = crossed - (native or 0.0) - (alone or 0.0)
+        verdict = "met" if own <= target else "missed"
+        lines.append(f"| {name} | {own:+.1f} µs | {target:.0f} µs | {verdict} | {own / k:+.1f} µs |")
+    return "\n".join(lines)
+
+
 def table(results, unit="µs"):
     """The crossing's own cost: the time through it less the native library's own differentiation
     of the op and less gradtape's (the work each library does anyway); and that less the floor of
@@ -349,8 +396,14 @@ def main(argv=None):
         print(table(results, unit="calls"))
         how = "Python function calls per call (cProfile)"
     else:
-        results = interleaved(rows(Cell, args.number), args.repeat, timer)
+        crossings = rows(Cell, args.number)
+        anchors = anchor_rows(Cell)
+        timed = interleaved([*crossings, *[(name, cell) for name, _, cell in anchors]], args.repeat, timer)
+        results = timed[: len(crossings)]
+        anchored = [(name, ops, t) for (name, ops, _), (_, t) in zip(anchors, timed[len(crossings) :])]
         print(table(results))
+        print()
+        print(scale_table(anchored, results))
         how = f"best of {args.repeat} x {args.number} calls, {args.clock} clock"
     print(
         f"\n{platform.python_implementation()} {platform.python_version()}, torch {torch.__version__}, "

@@ -731,6 +731,23 @@ def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
     assert "| own cost over its floor | over the side-by-side floor |" in p.stdout
 
 
+def test_the_crossing_benchmark_scales_its_target_by_anchors_timed_in_the_same_rounds():
+    """benchmarks/crossing.py's timed run (one short round: the figures are not asserted) prints issue
+    6's two anchors measured beside the crossings and each crossing against issue 25's target scaled by
+    them, a verdict a row."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "crossing.py"), "--number", "2", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "| `torch.autograd` | 4.8 µs/op |" in p.stdout and "| `minitape-numpy` | 1.46 µs/op |" in p.stdout
+    verdicts = [line for line in p.stdout.splitlines() if "| met |" in line or "| missed |" in line]
+    assert {v.split(" ")[1] for v in verdicts} == {"to_torch", "to_jax", "from_torch", "from_jax"}, p.stdout
+
+
 COMPLEX_CASES = {
     "holomorphic": (jnp.sin, torch.sin, gt.sin),
     "complex_to_real": (

@@ -309,7 +309,8 @@ def _jax_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
     """One call of the flat JAX function ``fn`` on gradtape Tensors ``xs`` (of one backend): its
     outputs as the backend's arrays and their VJP, ``jax.vjp``'s (see :func:`from_jax`)."""
     b = xs[0]._b
-    js = [_jax_of(x._v, name) for x in xs]
+    # (on the jax backend the arrays are JAX's already: nothing to check or hand over)
+    js = [x._v for x in xs] if b is _JAX else [_jax_of(x._v, name) for x in xs]
     outs, pull = jax.vjp(lambda *a: tuple(fn(*a)), *js)
     for o in outs:
         if not _is_jax_array(o):
@@ -318,14 +319,14 @@ def _jax_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
     ys = [native_on(b, o, home) for o in outs]
 
     def vjp(dys: tuple) -> list:
-        gs = _pullback(pull, outs, js, [_jax_of(d, name) for d in dys])
+        gs = _pullback(pull, outs, js, list(dys) if b is _JAX else [_jax_of(d, name) for d in dys])
         return [None if g is None else native_on(b, g, b.device_of(x._v)) for g, x in zip(gs, xs)]
 
     return ys, vjp
 
 
 def _conj(a: Any) -> Any:
-    return jnp.conj(a) if jnp.iscomplexobj(a) else a
+    return jnp.conj(a) if a.dtype.kind == "c" else a
 
 
 def _pullback(pull: Callable[..., Any], outs: Sequence[Any], xs: Sequence[Any], dys: Sequence[Any]) -> list:
@@ -334,7 +335,10 @@ def _pullback(pull: Callable[..., Any], outs: Sequence[Any], xs: Sequence[Any], 
     conjugation and TensorFlow's gradient its conjugate, so complex cotangents go in conjugated and
     complex gradients come out conjugated.  Integer outputs take float0 cotangents; integer inputs
     get None."""
-    cts = tuple(_conj(d.astype(o.dtype)) if _inexact(o) else np.zeros(o.shape, _FLOAT0) for o, d in zip(outs, dys))
+    cts = tuple(
+        _conj(d if d.dtype == o.dtype else d.astype(o.dtype)) if _inexact(o) else np.zeros(o.shape, _FLOAT0)
+        for o, d in zip(outs, dys)
+    )
     return [_conj(g) if _inexact(x) else None for g, x in zip(pull(cts), xs)]
 
 
