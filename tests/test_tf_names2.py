@@ -1,0 +1,182 @@
+"""The TensorFlow names a TF user still missed (session 16): ``gt.split``, ``gt.pad``, one-argument
+``gt.where``, ``gt.gather_nd``, ``gt.tensor_scatter_nd_update`` / ``_add``, ``gt.math.segment_*`` and
+``unsorted_segment_*``, ``x.shape.as_list()`` / ``.rank`` / ``.num_elements()``, ``reduce_max`` of an
+empty tensor, ``Variable(constraint=...)`` and ``Variable.scatter_update`` / ``_add`` / ``_sub``.
+
+Values, dtypes, errors and gradients against TensorFlow 2.21's (recorded below as literals: the tests
+never import TensorFlow), and gradients against central finite differences in float64, on every
+backend.  Every gradient here is of ``sum(out * w)`` with ``w = 1, 2, 3, ...`` in the output's shape
+(TF's numbers were computed with the same weights)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+from gradtape.testing import numeric_gradient
+
+
+def c64(a):
+    return gt.constant(np.asarray(a, dtype=np.float64))
+
+
+def value(t):
+    return None if t is None else np.asarray(t.numpy())
+
+
+def _loss(out):
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    total = 0.0
+    for o in outs:
+        n = int(np.prod(o.shape))
+        w = c64(np.arange(1, n + 1, dtype=np.float64).reshape(o.shape))
+        total = total + gt.sum(o * w)
+    return total
+
+
+def grads(f, *arrays):
+    """``f(*tensors)`` and the tape's gradient of ``sum(out * w)`` for each float64 input."""
+    xs = [c64(a) for a in arrays]
+    with gt.GradientTape() as tape:
+        for x in xs:
+            tape.watch(x)
+        out = f(*xs)
+        loss = _loss(out)
+    return out, tape.gradient(loss, xs)
+
+
+def check(f, arrays, want_out, want_grads):
+    """The output and the gradients equal TF's, and the gradients central finite differences."""
+    out, got = grads(f, *arrays)
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    wants = want_out if isinstance(out, (list, tuple)) else [want_out]
+    assert len(outs) == len(wants)
+    for o, w in zip(outs, wants):
+        np.testing.assert_array_equal(value(o), np.asarray(w, dtype=np.float64).reshape(o.shape))
+    for g, w in zip(got, want_grads):
+        np.testing.assert_allclose(value(g), w, rtol=1e-12, atol=1e-12)
+    numeric = numeric_gradient(lambda *a: float(_loss(f(*[c64(x) for x in a]))), [np.asarray(a) for a in arrays])
+    for g, n in zip(got, numeric):
+        np.testing.assert_allclose(value(g), n, rtol=1e-6, atol=1e-7)
+
+
+X34 = np.arange(12.0).reshape(3, 4)
+X23 = np.arange(1.0, 7.0).reshape(2, 3)
+
+
+# --------------------------------------------------------------------------- split
+def test_split_values_and_gradient(backend):
+    # (TensorFlow 2.21)
+    check(
+        lambda x: gt.split(x, 2, axis=1),
+        [X34],
+        [[[0.0, 1.0], [4.0, 5.0], [8.0, 9.0]], [[2.0, 3.0], [6.0, 7.0], [10.0, 11.0]]],
+        [[[1.0, 2.0, 1.0, 2.0], [3.0, 4.0, 3.0, 4.0], [5.0, 6.0, 5.0, 6.0]]],
+    )
+    check(
+        lambda x: gt.split(x, [1, -1, 1], axis=1),
+        [X34],
+        [[[0.0], [4.0], [8.0]], [[1.0, 2.0], [5.0, 6.0], [9.0, 10.0]], [[3.0], [7.0], [11.0]]],
+        [[[1.0, 1.0, 2.0, 1.0], [2.0, 3.0, 4.0, 2.0], [3.0, 5.0, 6.0, 3.0]]],
+    )
+    pieces = gt.split(c64(X34), [0, 3])
+    assert isinstance(pieces, list) and [p.shape for p in pieces] == [(0, 4), (3, 4)]
+    assert [p.shape for p in gt.split(c64(X34), 4, axis=-1)] == [(3, 1)] * 4
+    assert [p.shape for p in gt.split(c64(X34), 3, num=3)] == [(1, 4)] * 3
+
+
+def test_split_errors(backend):
+    x = c64(X34)
+    # TensorFlow 2.21: InvalidArgumentError "Number of ways to split should evenly divide the split dimension"
+    with pytest.raises(ValueError, match=r"split: 3 pieces do not evenly divide axis 1 of size 4"):
+        gt.split(x, 3, axis=1)
+    # TensorFlow 2.21: InvalidArgumentError "Determined shape must either match input shape along split_dim"
+    with pytest.raises(ValueError, match=r"split: sizes \[1, 1\] do not add up to axis 1's size 4"):
+        gt.split(x, [1, 1], axis=1)
+    # TensorFlow 2.21: InvalidArgumentError "There can only be one -1 in the input."
+    with pytest.raises(ValueError, match=r"only one -1"):
+        gt.split(x, [-1, -1, 2], axis=1)
+    # TensorFlow 2.21: InvalidArgumentError "-input rank(-2) <= split_dim < input rank (2), but got 2"
+    with pytest.raises(ValueError, match=r"split: axis 2 is out of range"):
+        gt.split(x, 2, axis=2)
+
+
+# --------------------------------------------------------------------------- pad
+# (TensorFlow 2.21: tf.pad(x, [[1, 1], [2, 2]], mode=...) of X23 and its gradient)
+PADDED = {
+    "CONSTANT": (
+        [[0, 0, 0, 0, 0, 0, 0], [0, 0, 1, 2, 3, 0, 0], [0, 0, 4, 5, 6, 0, 0], [0, 0, 0, 0, 0, 0, 0]],
+        [[10.0, 11.0, 12.0], [17.0, 18.0, 19.0]],
+    ),
+    "REFLECT": (
+        [[6, 5, 4, 5, 6, 5, 4], [3, 2, 1, 2, 3, 2, 1], [6, 5, 4, 5, 6, 5, 4], [3, 2, 1, 2, 3, 2, 1]],
+        [[76.0, 108.0, 68.0], [48.0, 66.0, 40.0]],
+    ),
+    "SYMMETRIC": (
+        [[2, 1, 1, 2, 3, 3, 2], [2, 1, 1, 2, 3, 3, 2], [5, 4, 4, 5, 6, 6, 5], [5, 4, 4, 5, 6, 6, 5]],
+        [[24.0, 45.0, 36.0], [80.0, 129.0, 92.0]],
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(PADDED))
+def test_pad_values_and_gradient(backend, mode):
+    out, grad = PADDED[mode]
+    check(lambda x: gt.pad(x, [[1, 1], [2, 2]], mode=mode), [X23], out, [grad])
+    check(lambda x: gt.pad(x, [[1, 1], [2, 2]], mode=mode.lower()), [X23], out, [grad])  # (TF: any case)
+
+
+def test_pad_constant_values_and_dtype(backend):
+    # (TensorFlow 2.21)
+    y = gt.pad(c64(X23), [[0, 1], [1, 0]], constant_values=9)
+    np.testing.assert_array_equal(value(y), [[9.0, 1.0, 2.0, 3.0], [9.0, 4.0, 5.0, 6.0], [9.0, 9.0, 9.0, 9.0]])
+    assert y.dtype == gt.float64
+    y = gt.pad(gt.constant([1, 2], dtype=gt.int32), [[1, 2]])
+    assert y.dtype == gt.int32 and value(y).tolist() == [0, 1, 2, 0, 0]
+    x = c64(X23)
+    assert gt.pad(x, [[0, 0], [0, 0]]) is x
+    assert gt.pad(x, gt.constant([[1, 0], [0, 0]])).shape == (3, 3)
+
+
+def test_pad_errors(backend):
+    x = c64(X23)
+    # TensorFlow 2.21: InvalidArgumentError "paddings must be less than the dimension size: 2, 2 not less than 2"
+    with pytest.raises(ValueError, match=r"pad: REFLECT paddings \[2, 2\] of axis 0 must be less than its size 2"):
+        gt.pad(x, [[2, 2], [0, 0]], mode="REFLECT")
+    # TensorFlow 2.21: InvalidArgumentError "paddings must be no greater than the dimension size: 3, 0 greater than 2"
+    with pytest.raises(ValueError, match=r"pad: SYMMETRIC paddings \[3, 0\] of axis 0 must be at most its size 2"):
+        gt.pad(x, [[3, 0], [0, 0]], mode="SYMMETRIC")
+    assert gt.pad(x, [[2, 0], [0, 0]], mode="SYMMETRIC").shape == (4, 3)
+    # TensorFlow 2.21: InvalidArgumentError "The first dimension of paddings must be the rank of inputs"
+    with pytest.raises(ValueError, match=r"pad: paddings must have shape \[rank, 2\] = \[2, 2\]"):
+        gt.pad(x, [[1, 1]])
+    # TensorFlow 2.21: ValueError 'Value of argument `mode` expected to be one of "CONSTANT", ...'
+    with pytest.raises(ValueError, match=r'pad: mode must be one of "CONSTANT", "REFLECT", or "SYMMETRIC"'):
+        gt.pad(x, [[1, 1], [1, 1]], mode="WRAP")
+    # TensorFlow 2.21: InvalidArgumentError "Paddings must be non-negative: -1 1"
+    with pytest.raises(ValueError, match=r"pad: paddings must be non-negative, got \[-1, 1\] for axis 0"):
+        gt.pad(x, [[-1, 1], [1, 1]])
+
+
+# --------------------------------------------------------------------------- where(condition)
+def test_where_one_argument(backend):
+    # (TensorFlow 2.21: int64 indices of the true elements, shape [n, rank], row-major)
+    r = gt.where(gt.constant([[True, False, True], [False, False, True]]))
+    assert r.dtype == gt.int64 and r.backend == backend
+    assert value(r).tolist() == [[0, 0], [0, 2], [1, 2]]
+    assert value(gt.where(gt.constant([0.0, 1.0, 2.0]))).tolist() == [[1], [2]]  # non-zero numbers are true
+    assert value(gt.where(gt.zeros([2, 0]) > 0)).shape == (0, 2)
+    r = value(gt.where(gt.ones([2, 2, 3]) > 0))
+    assert r.shape == (12, 3) and r[-1].tolist() == [1, 1, 2] and r[5].tolist() == [0, 1, 2]
+    # the three-argument where is unchanged
+    assert value(gt.where(gt.constant([True, False]), 1.0, 2.0)).tolist() == [1.0, 2.0]
+
+
+def test_where_one_argument_errors(backend):
+    # TensorFlow 2.21: InvalidArgumentError "WhereOp : Unhandled input dimensions: 0"
+    with pytest.raises(ValueError, match=r"where: .*0-d condition"):
+        gt.where(gt.constant(True))
+    # TensorFlow 2.21: ValueError "x and y must both be non-None or both be None."
+    with pytest.raises(ValueError, match=r"where: x1 and x2 must both be given .* or both be omitted"):
+        gt.where(gt.constant([True]), gt.constant([1.0]))
