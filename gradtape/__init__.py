@@ -176,6 +176,7 @@ from gradtape.ops.statistical import (  # noqa: F401
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
 from gradtape.ops.einsum import einsum
 from gradtape.ops.indexing import take, take_along_axis  # noqa: F401
+from gradtape.ops.indexing import gather_nd, tensor_scatter_nd_add, tensor_scatter_nd_update  # noqa: F401
 from gradtape.ops.searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where  # noqa: F401
 from gradtape.ops.sorting import *  # noqa: F403  (each chapter's __all__)
 from gradtape.ops.sets import *  # noqa: F403

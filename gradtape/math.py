@@ -29,6 +29,16 @@ from gradtape.ops import elementwise as _E
 from gradtape.ops import nn as _nn
 from gradtape.ops import special as _sp
 from gradtape.ops import statistical as _S
+from gradtape.ops.statistical import (  # (TensorFlow's segment reductions)
+    segment_max,
+    segment_mean,
+    segment_min,
+    segment_sum,
+    unsorted_segment_max,
+    unsorted_segment_mean,
+    unsorted_segment_min,
+    unsorted_segment_sum,
+)
 from gradtape.ops import utility as _U
 from gradtape.ops.searching import where as _where
 from gradtape.ops.sorting import argsort as _argsort
@@ -126,6 +136,10 @@ __all__ = [
     "round",
     "rsqrt",
     "scalar_mul",
+    "segment_max",
+    "segment_mean",
+    "segment_min",
+    "segment_sum",
     "sigmoid",
     "sign",
     "sin",
@@ -142,6 +156,10 @@ __all__ = [
     "tanh",
     "top_k",
     "truediv",
+    "unsorted_segment_max",
+    "unsorted_segment_mean",
+    "unsorted_segment_min",
+    "unsorted_segment_sum",
     "xdivy",
     "xlog1py",
     "xlogy",

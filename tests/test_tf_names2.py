@@ -180,3 +180,221 @@ def test_where_one_argument_errors(backend):
     # TensorFlow 2.21: ValueError "x and y must both be non-None or both be None."
     with pytest.raises(ValueError, match=r"where: x1 and x2 must both be given .* or both be omitted"):
         gt.where(gt.constant([True]), gt.constant([1.0]))
+
+
+# --------------------------------------------------------------------------- gather_nd
+P234 = np.arange(24.0).reshape(2, 3, 4)
+# (TensorFlow 2.21: tf.gather_nd(P234, indices, batch_dims), its shape, values and gradient)
+GATHER_ND = [
+    (
+        [[0, 1], [1, 2], [0, 1]],
+        0,
+        [[4, 5, 6, 7], [20, 21, 22, 23], [4, 5, 6, 7]],
+        [[[0, 0, 0, 0], [10, 12, 14, 16], [0, 0, 0, 0]], [[0, 0, 0, 0], [0, 0, 0, 0], [5, 6, 7, 8]]],
+    ),
+    ([[0, 1, 2]], 0, [6.0], [[[0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]]),
+    (
+        [[[0, 1]], [[1, 0]]],
+        0,
+        [[[4, 5, 6, 7]], [[12, 13, 14, 15]]],
+        [[[0, 0, 0, 0], [1, 2, 3, 4], [0, 0, 0, 0]], [[5, 6, 7, 8], [0, 0, 0, 0], [0, 0, 0, 0]]],
+    ),
+    (
+        [[1], [2]],
+        1,
+        [[4, 5, 6, 7], [20, 21, 22, 23]],
+        [[[0, 0, 0, 0], [1, 2, 3, 4], [0, 0, 0, 0]], [[0, 0, 0, 0], [0, 0, 0, 0], [5, 6, 7, 8]]],
+    ),
+    (
+        [[[1, 2]], [[0, 3]]],
+        1,
+        [[6.0], [15.0]],
+        [[[0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]], [[0, 0, 0, 2], [0, 0, 0, 0], [0, 0, 0, 0]]],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", range(len(GATHER_ND)))
+def test_gather_nd_values_and_gradient(backend, case):
+    indices, batch_dims, out, grad = GATHER_ND[case]
+    check(lambda p: gt.gather_nd(p, indices, batch_dims=batch_dims), [P234], out, [grad])
+    # the same with the indices a tensor (int32 or int64) of the backend
+    for dt in (gt.int32, gt.int64):
+        y = gt.gather_nd(c64(P234), gt.constant(indices, dtype=dt), batch_dims)
+        np.testing.assert_array_equal(value(y), np.asarray(out, dtype=np.float64).reshape(y.shape))
+    # (TensorFlow 2.21: rows as the whole of params' first axis: a slice each)
+    y = gt.gather_nd(c64(P234), [[1], [0]])
+    assert y.shape == (2, 3, 4) and value(y)[0, 0].tolist() == [12.0, 13.0, 14.0, 15.0]
+
+
+def test_gather_nd_errors(backend):
+    p = c64(P234)
+    # TensorFlow 2.21: InvalidArgumentError "indices[0] = [2, 0] does not index into param shape [2,3,4]"
+    with pytest.raises(IndexError, match=r"gather_nd: indices\[0\] = \[2, 0\] does not index into shape \[2, 3, 4\]"):
+        gt.gather_nd(p, [[2, 0]])
+    with pytest.raises(IndexError, match=r"does not index"):  # (TF: negative positions too, not from the end)
+        gt.gather_nd(p, [[-1, 0]])
+    # TensorFlow 2.21: "Value for attr 'Tindices' of float is not in the list of allowed values"
+    with pytest.raises(TypeError, match=r"gather_nd: indices must be integers, not float64"):
+        gt.gather_nd(p, [[0.5, 0.0]])
+    with pytest.raises(ValueError, match=r"gather_nd: indices' last axis has 4 positions"):
+        gt.gather_nd(p, [[0, 0, 0, 0]])
+    with pytest.raises(ValueError, match=r"gather_nd: batch_dims=1 needs params and indices to share"):
+        gt.gather_nd(p, [[0], [1], [0]], batch_dims=1)
+
+
+# --------------------------------------------------------------------------- tensor_scatter_nd_*
+T8 = np.arange(8.0)
+U4 = np.array([9.0, 10.0, 11.0, 12.0])
+
+
+def test_tensor_scatter_nd_update_values_and_gradient(backend):
+    # (TensorFlow 2.21)
+    check(
+        lambda t, u: gt.tensor_scatter_nd_update(t, [[4], [3], [1], [7]], u),
+        [T8, U4],
+        [0.0, 11.0, 2.0, 10.0, 9.0, 5.0, 6.0, 12.0],
+        [[1.0, 0.0, 3.0, 0.0, 0.0, 6.0, 7.0, 0.0], [5.0, 4.0, 2.0, 8.0]],
+    )
+    check(
+        lambda t, u: gt.tensor_scatter_nd_update(t, [[0], [2]], u),
+        [np.zeros((4, 3)), np.arange(6.0).reshape(2, 3)],
+        [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0], [3.0, 4.0, 5.0], [0.0, 0.0, 0.0]],
+        [[[0, 0, 0], [4, 5, 6], [0, 0, 0], [10, 11, 12]], [[1, 2, 3], [7, 8, 9]]],
+    )
+    t = c64(T8)
+    y = gt.tensor_scatter_nd_update(t, [[0]], [5.0])
+    assert value(t)[0] == 0.0 and value(y)[0] == 5.0  # a new tensor: the input is unchanged
+
+
+def test_tensor_scatter_nd_add_values_and_gradient(backend):
+    # (TensorFlow 2.21: repeated positions accumulate)
+    check(
+        lambda t, u: gt.tensor_scatter_nd_add(t, [[4], [3], [4], [7]], u),
+        [T8, U4],
+        [0.0, 1.0, 2.0, 13.0, 24.0, 5.0, 6.0, 19.0],
+        [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [5.0, 4.0, 5.0, 8.0]],
+    )
+    check(
+        lambda t, u: gt.tensor_scatter_nd_add(t, [[0, 1], [2, 2]], u),
+        [np.zeros((4, 3)), np.array([5.0, 6.0])],
+        [[0.0, 5.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 6.0], [0.0, 0.0, 0.0]],
+        [[[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12]], [2.0, 9.0]],
+    )
+    y = gt.tensor_scatter_nd_add(gt.constant([1, 2, 3], dtype=gt.int32), gt.constant([[0], [0]]), [5, 5])
+    assert y.dtype == gt.int32 and value(y).tolist() == [11, 2, 3]
+
+
+@pytest.mark.parametrize("fn", ["tensor_scatter_nd_update", "tensor_scatter_nd_add"])
+def test_tensor_scatter_nd_errors(backend, fn):
+    t = c64(T8)
+    # TensorFlow 2.21: InvalidArgumentError "indices[0] = [8] does not index into shape [8]"
+    with pytest.raises(IndexError, match=rf"{fn}: indices\[0\] = \[8\] does not index into shape \[8\]"):
+        getattr(gt, fn)(t, [[8]], [1.0])
+    # TensorFlow 2.21: InvalidArgumentError "Outer dimensions of indices and update must match"
+    with pytest.raises(ValueError, match=rf"{fn}: updates must have shape .* = \(1,\)"):
+        getattr(gt, fn)(t, [[1]], [1.0, 2.0])
+
+
+# --------------------------------------------------------------------------- segment reductions
+D52 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0], [9.0, 10.0]])
+LOWEST = -1.7976931348623157e308
+# (TensorFlow 2.21: values and gradients of tf.math.segment_*(D52, [0, 0, 1, 3, 3]) and
+# tf.math.unsorted_segment_*(D52, [2, 0, 2, -1, 0], 4): a negative id drops its row)
+SEGMENTS = {
+    "segment_sum": (
+        [[4, 6], [5, 6], [0, 0], [16, 18]],
+        [[1, 2], [1, 2], [3, 4], [7, 8], [7, 8]],
+    ),
+    "segment_mean": (
+        [[2, 3], [5, 6], [0, 0], [8, 9]],
+        [[0.5, 1], [0.5, 1], [3, 4], [3.5, 4], [3.5, 4]],
+    ),
+    "segment_max": (
+        [[3, 4], [5, 6], [0, 0], [9, 10]],
+        [[0, 0], [1, 2], [3, 4], [0, 0], [7, 8]],
+    ),
+    "segment_min": (
+        [[1, 2], [5, 6], [0, 0], [7, 8]],
+        [[1, 2], [0, 0], [3, 4], [7, 8], [0, 0]],
+    ),
+    "unsorted_segment_sum": (
+        [[12, 14], [0, 0], [6, 8], [0, 0]],
+        [[5, 6], [1, 2], [5, 6], [0, 0], [1, 2]],
+    ),
+    "unsorted_segment_mean": (
+        [[6, 7], [0, 0], [3, 4], [0, 0]],
+        [[2.5, 3], [0.5, 1], [2.5, 3], [0, 0], [0.5, 1]],
+    ),
+    "unsorted_segment_max": (
+        [[9, 10], [LOWEST, LOWEST], [5, 6], [LOWEST, LOWEST]],
+        [[0, 0], [0, 0], [5, 6], [0, 0], [1, 2]],
+    ),
+    "unsorted_segment_min": (
+        [[3, 4], [-LOWEST, -LOWEST], [1, 2], [-LOWEST, -LOWEST]],
+        [[5, 6], [1, 2], [0, 0], [0, 0], [0, 0]],
+    ),
+}
+
+
+# (the loss weighs an empty segment's finfo.max: it overflows to inf, the gradient stays finite)
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("name", sorted(SEGMENTS))
+def test_segment_reductions(backend, name):
+    out, grad = SEGMENTS[name]
+    fn = getattr(gt.math, name)
+    args = ([0, 0, 1, 3, 3],) if name.startswith("segment") else ([2, 0, 2, -1, 0], 4)
+    got, (g,) = grads(lambda d: fn(d, *args), D52)
+    np.testing.assert_array_equal(value(got), out)
+    np.testing.assert_array_equal(value(g), grad)
+    # finite differences where every segment has rows (an empty one's max is finfo.max: no difference)
+    args = ([0, 0, 1, 2, 2],) if name.startswith("segment") else ([2, 0, 2, -1, 1], 3)
+    _, (g,) = grads(lambda d: fn(d, *args), D52 * np.array([1.0, -1.3]))
+    (n,) = numeric_gradient(lambda d: float(_loss(fn(c64(d), *args))), [D52 * np.array([1.0, -1.3])])
+    np.testing.assert_allclose(value(g), n, rtol=1e-6, atol=1e-7)
+    # ids as a tensor of the backend
+    if name.startswith("unsorted"):
+        np.testing.assert_array_equal(value(fn(c64(D52), gt.constant([2, 0, 2, -1, 0]), gt.constant(4))), out)
+    else:
+        np.testing.assert_array_equal(value(fn(c64(D52), gt.constant([0, 0, 1, 3, 3], dtype=gt.int32))), out)
+
+
+def test_segment_ties_share_the_gradient(backend):
+    # (TensorFlow 2.21: ties share the gradient evenly)
+    x = [3.0, 3.0, 1.0, 2.0, 2.0]
+    for got in (
+        grads(lambda d: gt.math.segment_max(d, [0, 0, 0, 1, 1]), x),
+        grads(lambda d: gt.math.unsorted_segment_max(d, [0, 0, 0, 1, 1], 2), x),
+    ):
+        out, (g,) = got
+        assert value(out).tolist() == [3.0, 2.0]
+        assert value(g).tolist() == [0.5, 0.5, 0.0, 1.0, 1.0]
+
+
+def test_segment_dtypes_and_shapes(backend):
+    # (TensorFlow 2.21)
+    y = gt.math.unsorted_segment_sum(gt.constant([1, 2, 3], dtype=gt.int32), [0, 1, 0], 2)
+    assert y.dtype == gt.int32 and value(y).tolist() == [4, 2]
+    y = gt.math.unsorted_segment_sum(c64(np.arange(6.0).reshape(2, 3)), [[0, 1, 1], [2, 0, 2]], 3)
+    assert value(y).tolist() == [4.0, 3.0, 8.0]
+    assert value(gt.math.segment_sum(c64(D52), [0, 0, 2, 2, 2])).tolist() == [[4, 6], [0, 0], [21, 24]]
+    y = gt.math.segment_max(gt.constant([[1, 5], [3, 2]], dtype=gt.int32), [0, 0])
+    assert y.dtype == gt.int32 and value(y).tolist() == [[3, 5]]
+    assert gt.math.segment_sum(gt.constant([1.0, 2.0]), [0, 1]).dtype == gt.float32
+
+
+def test_segment_errors(backend):
+    d = c64(D52)
+    # TensorFlow 2.21: InvalidArgumentError "segment ids are not increasing"
+    with pytest.raises(ValueError, match=r"segment_sum: segment ids must be non-negative and increasing"):
+        gt.math.segment_sum(d, [1, 0, 0, 1, 1])
+    # TensorFlow 2.21: InvalidArgumentError "segment_ids[3] = 3 is out of range [0, 2)"
+    with pytest.raises(
+        ValueError, match=r"unsorted_segment_sum: segment_ids\[3\] \(flat\) = 3 is out of range \[0, 2\)"
+    ):
+        gt.math.unsorted_segment_sum(d, [0, 0, 1, 3, 3], 2)
+    # TensorFlow 2.21: InvalidArgumentError "segment_ids should be the same size as dimension 0 of input."
+    with pytest.raises(ValueError, match=r"segment_mean: segment_ids \(shape \(3,\)\) must be a vector as long"):
+        gt.math.segment_mean(d, [0, 0, 1])
+    with pytest.raises(TypeError, match=r"segment_max: segment_ids must be integers"):
+        gt.math.segment_max(d, [0.0, 0, 1, 1, 1])
