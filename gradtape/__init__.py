@@ -45,6 +45,7 @@ from gradtape.core.tensor import (  # noqa: F401
     GradientLeakError,
     GradientLeakWarning,
     Tensor,
+    TensorShape,
     Variable,
     compute,
     constant,

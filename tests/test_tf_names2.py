@@ -398,3 +398,31 @@ def test_segment_errors(backend):
         gt.math.segment_mean(d, [0, 0, 1])
     with pytest.raises(TypeError, match=r"segment_max: segment_ids must be integers"):
         gt.math.segment_max(d, [0.0, 0, 1, 1, 1])
+
+
+# --------------------------------------------------------------------------- x.shape
+def test_shape_is_a_tuple_with_tensorshape_methods(backend):
+    # (TensorFlow 2.21: x.shape.as_list() == [3, 4], .rank == 2, .num_elements() == 12; of a scalar
+    # [], 0 and 1)
+    x = gt.zeros([3, 4])
+    s = x.shape
+    assert isinstance(s, tuple) and isinstance(s, gt.TensorShape)  # the standard's tuple
+    assert s == (3, 4) and tuple(s) == (3, 4) and hash(s) == hash((3, 4)) and s[0] == 3 and len(s) == 2
+    assert s.as_list() == [3, 4] and type(s.as_list()[0]) is int
+    assert s.rank == 2 and s.ndims == 2 and s.num_elements() == 12 and s.is_fully_defined()
+    scalar = gt.constant(1.0).shape
+    assert scalar.as_list() == [] and scalar.rank == 0 and scalar.num_elements() == 1
+    assert gt.zeros([2, 0]).shape.num_elements() == 0
+    assert gt.Variable(gt.zeros([2, 5])).shape.as_list() == [2, 5]
+    rows, cols = s
+    assert (rows, cols) == (3, 4) and repr(s) == "(3, 4)"
+
+
+def test_shape_of_unknown_length(backend):
+    # a length that depends on the data: dask's is NaN until computed, TF's None
+    w = gt.where(gt.constant([True, False, True]))
+    if backend == "dask":
+        assert w.shape.as_list() == [None, 1] and w.shape.num_elements() is None
+        assert not w.shape.is_fully_defined()
+    else:
+        assert w.shape.as_list() == [2, 1] and w.shape.num_elements() == 2

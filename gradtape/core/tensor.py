@@ -34,6 +34,7 @@ __all__ = [
     "GradientLeakError",
     "GradientLeakWarning",
     "Tensor",
+    "TensorShape",
     "Variable",
     "constant",
     "convert_to_tensor",
@@ -204,6 +205,39 @@ class Device(str):
     backend = None
 
 
+class TensorShape(tuple[int, ...]):
+    """A tensor's shape: the tuple of ints the Array API standard requires (``x.shape == (2, 3)``,
+    ``x.shape[0]``, unpacking), with TensorFlow's ``TensorShape`` methods that TF code calls on it
+    (``as_list()``, ``rank``, ``num_elements()``).  A length that is not known (dask's after a
+    data-dependent op: NaN) is ``None`` in ``as_list()``, as TF's unknown dimensions."""
+
+    __slots__ = ()
+
+    def as_list(self) -> list[int | None]:
+        """The sizes as a list (``None`` for one not known)."""
+        return [None if n is None or n != n else int(n) for n in self]
+
+    @property
+    def rank(self) -> int:
+        """The number of axes (``tf.TensorShape.rank``)."""
+        return len(self)
+
+    ndims = rank
+
+    def num_elements(self) -> int | None:
+        """The number of elements (1 for a 0-d shape); ``None`` where a size is not known."""
+        total = 1
+        for n in self.as_list():
+            if n is None:
+                return None
+            total *= n
+        return total
+
+    def is_fully_defined(self) -> bool:
+        """Whether every size is known."""
+        return all(n is not None for n in self.as_list())
+
+
 class Tensor:
     """An immutable array of one backend, differentiable by :class:`gradtape.GradientTape`."""
 
@@ -296,9 +330,10 @@ class Tensor:
 
     # ------------------------------------------------------------------ properties
     @property
-    def shape(self) -> tuple[int, ...]:
-        """The shape, a tuple of Python ints."""
-        return tuple(self._v.shape)
+    def shape(self) -> TensorShape:
+        """The shape, a tuple of Python ints (a :class:`TensorShape`: also ``as_list()``, ``rank``,
+        ``num_elements()``, as TensorFlow's)."""
+        return TensorShape(self._v.shape)
 
     @property
     def dtype(self) -> _dt.DType:

@@ -523,7 +523,7 @@ class Dropout(Layer):
     def call(self, inputs: Tensor, training: bool = False) -> Tensor:
         if not training or self.rate == 0.0:
             return inputs
-        shape = inputs.shape
+        shape: tuple[int, ...] = inputs.shape
         if self.noise_shape is not None:  # (a None in it is the input's size there, as Keras)
             if len(self.noise_shape) != inputs.ndim:
                 raise ValueError(
