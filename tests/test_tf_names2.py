@@ -426,3 +426,105 @@ def test_shape_of_unknown_length(backend):
         assert not w.shape.is_fully_defined()
     else:
         assert w.shape.as_list() == [2, 1] and w.shape.num_elements() == 2
+
+
+# --------------------------------------------------------------------------- reduce_max of nothing
+def test_reduce_max_min_of_an_empty_axis(backend):
+    # (TensorFlow 2.21: -inf / +inf, an integer dtype's lowest / highest value; gt.max stays the
+    # standard's, NumPy's error)
+    e = gt.zeros([0])
+    assert value(gt.reduce_max(e)).item() == -np.inf and value(gt.reduce_min(e)).item() == np.inf
+    assert gt.reduce_max(e).dtype == gt.float32
+    assert value(gt.math.reduce_max(gt.zeros([2, 0]), axis=1)).tolist() == [-np.inf, -np.inf]
+    assert value(gt.reduce_max(gt.zeros([2, 0]), axis=1, keepdims=True)).tolist() == [[-np.inf], [-np.inf]]
+    assert value(gt.reduce_min(gt.zeros([0, 3]), axis=[0, 1])).item() == np.inf
+    assert value(gt.reduce_max(gt.zeros([2, 0]), axis=0)).shape == (0,)
+    i = gt.zeros([0], dtype=gt.int32)
+    assert value(gt.reduce_max(i)).item() == -2147483648 and value(gt.reduce_min(i)).item() == 2147483647
+    assert gt.reduce_max(i).dtype == gt.int32
+    if backend != "dask":  # (dask's max is lazy: its error comes when computed)
+        with pytest.raises(ValueError):
+            gt.max(e)
+    # (TensorFlow 2.21: the gradient is a tensor of zeros of the input's (empty) shape, not None)
+    x = gt.Variable(np.zeros((2, 0)))
+    with gt.GradientTape() as tape:
+        y = gt.reduce_sum(gt.reduce_max(x, axis=1))
+    g = tape.gradient(y, x)
+    assert value(y).item() == -np.inf and g is not None and g.shape == (2, 0)
+
+
+# --------------------------------------------------------------------------- Variable(constraint=)
+def test_variable_constraint_applied_by_optimizers(backend):
+    v = gt.Variable([1.0, -2.0, 3.0], constraint=lambda z: gt.clip_by_value(z, 0.0, 2.0))
+    assert value(v).tolist() == [1.0, -2.0, 3.0] and v.constraint is not None  # (TF: not applied at creation)
+    opt = gt.optimizers.SGD(0.5)
+    with gt.GradientTape() as tape:
+        loss = gt.reduce_sum(v * gt.constant([1.0, -1.0, 4.0]))
+    opt.apply_gradients(zip(tape.gradient(loss, [v]), [v]))
+    # (TensorFlow 2.21 / Keras: [0.5, 0.0, 1.0] after the step, then clipped)
+    np.testing.assert_allclose(value(v), [0.5, 0.0, 1.0])
+    v.assign([5.0, 5.0, 5.0])  # (TF: assign does not apply it)
+    assert value(v).tolist() == [5.0, 5.0, 5.0]
+    w = gt.Variable([1.0, -2.0, 3.0], constraint=lambda z: z * gt.cast(z >= 0, z.dtype))  # Keras' NonNeg
+    opt = gt.optimizers.Adam(0.1)
+    with gt.GradientTape() as tape:
+        loss = gt.reduce_sum(w * gt.constant([1.0, -1.0, 4.0]))
+    opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+    # (TensorFlow 2.21 / Keras Adam with constraints.NonNeg())
+    np.testing.assert_allclose(value(w), [0.9000009894371033, 0.0, 2.900000810623169], rtol=1e-6)
+    assert gt.Variable(1.0).constraint is None
+    # TensorFlow 2.21: ValueError "Argument `constraint` must be None or a callable."
+    with pytest.raises(ValueError, match=r"constraint must be None or a callable"):
+        gt.Variable(1.0, constraint=3)
+
+
+def test_dense_kernel_constraint(backend):
+    # (TensorFlow 2.21 / Keras: Dense(2, kernel_constraint=clip to 0.1, kernel_initializer="ones"), one
+    # SGD(0.5) step on sum(d(ones([1, 3]))): kernel all 0.1 (1 - 0.5 clipped), bias -0.5)
+    d = gt.layers.Dense(2, kernel_constraint=lambda w: gt.clip_by_value(w, -0.1, 0.1), kernel_initializer="ones")
+    d(gt.ones([1, 3]))
+    assert value(d.kernel).tolist() == [[1.0, 1.0]] * 3
+    opt = gt.optimizers.SGD(0.5)
+    with gt.GradientTape() as tape:
+        loss = gt.reduce_sum(d(gt.ones([1, 3])))
+    opt.apply_gradients(zip(tape.gradient(loss, d.trainable_variables), d.trainable_variables))
+    np.testing.assert_allclose(value(d.kernel), [[0.1, 0.1]] * 3, rtol=1e-6)
+    np.testing.assert_allclose(value(d.bias), [-0.5, -0.5])
+
+
+# --------------------------------------------------------------------------- Variable.scatter_*
+class _Slices:
+    """What TensorFlow's IndexedSlices carries (``values``, ``indices``): scatter_* read those."""
+
+    def __init__(self, values, indices):
+        self.values, self.indices = values, indices
+
+
+def test_variable_scatter(backend):
+    # (TensorFlow 2.21)
+    v = gt.Variable([1.0, 2.0, 3.0])
+    assert v.scatter_update(_Slices(gt.constant([10.0, 20.0]), gt.constant([0, 2]))) is v
+    assert value(v).tolist() == [10.0, 2.0, 20.0]
+    v.scatter_add(indices=[0, 0], values=[1.0, 1.0])  # repeated rows accumulate
+    assert value(v).tolist() == [12.0, 2.0, 20.0]
+    v.scatter_sub(indices=gt.constant([1]), values=gt.constant([5.0]))
+    assert value(v).tolist() == [12.0, -3.0, 20.0]
+    m = gt.Variable(np.zeros((3, 2)))
+    m.scatter_update(indices=[1], values=[[1.0, 2.0]])
+    assert value(m).tolist() == [[0.0, 0.0], [1.0, 2.0], [0.0, 0.0]] and m.dtype == gt.float64
+    assert m.backend == backend
+
+
+def test_variable_scatter_errors(backend):
+    v = gt.Variable([1.0, 2.0, 3.0])
+    # TensorFlow 2.21: InvalidArgumentError "indices[0] = 5 is not in [0, 3)"
+    with pytest.raises(IndexError, match=r"Variable.scatter_update: indices\[0\] = 5 is not in \[0, 3\)"):
+        v.scatter_update(indices=[5], values=[1.0])
+    with pytest.raises(IndexError, match=r"is not in \[0, 3\)"):  # (TF: negative rows too)
+        v.scatter_add(indices=[-1], values=[1.0])
+    # TensorFlow 2.21: TypeError "Argument `sparse_delta` must be a `tf.IndexedSlices`."
+    with pytest.raises(TypeError, match=r"Variable.scatter_update: sparse_delta must have .indices and .values"):
+        v.scatter_update([1.0])
+    with pytest.raises(ValueError, match=r"Variable.scatter_sub: values must have shape .* = \(1,\)"):
+        v.scatter_sub(indices=[1], values=[1.0, 2.0])
+    assert value(v).tolist() == [1.0, 2.0, 3.0]  # nothing written
