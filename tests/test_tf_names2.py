@@ -528,3 +528,29 @@ def test_variable_scatter_errors(backend):
     with pytest.raises(ValueError, match=r"Variable.scatter_sub: values must have shape .* = \(1,\)"):
         v.scatter_sub(indices=[1], values=[1.0, 2.0])
     assert value(v).tolist() == [1.0, 2.0, 3.0]  # nothing written
+
+
+# --------------------------------------------------------------------------- under gt.function
+@pytest.mark.filterwarnings("error:gt.function:UserWarning")  # (a trace that disagrees with eager warns)
+def test_the_names_in_a_compiled_step(backend):
+    def step(p, d):
+        with gt.GradientTape() as tape:
+            tape.watch([p, d])
+            parts = [
+                gt.gather_nd(p, [[0, 1], [1, 2]]),
+                gt.split(p, 2, axis=2)[0],
+                gt.pad(d, [[1, 1], [0, 1]], mode="REFLECT"),
+                gt.math.unsorted_segment_sum(d, [0, 1, 0], 2),
+                gt.math.segment_max(d, [0, 0, 1]),
+                gt.tensor_scatter_nd_add(d, [[0, 1]], [5.0]),
+                gt.tensor_scatter_nd_update(d, [[2]], [[7.0, 8.0]]),
+            ]
+            loss = gt.add_n([gt.reduce_sum(t * t) for t in parts])
+        return [loss] + tape.gradient(loss, [p, d])
+
+    p, d = c64(P234), c64(np.arange(6.0).reshape(3, 2) * 0.5)
+    eager = [value(t) for t in step(p, d)]
+    compiled = gt.function(step)
+    for _ in range(2):
+        for got, want in zip(compiled(p, d), eager):
+            np.testing.assert_allclose(value(got), want, rtol=1e-12)
