@@ -664,7 +664,6 @@ composite(
     "split",
     split,
     chapter="math",  # (TensorFlow's, beyond the standard: the docs list it under gt.math's)
-    complex=True,
     domain=[Case(REAL[3, 4], 2, axis=1), Case(REAL[5, 2], [1, -1, 2]), Case(REAL[2, 6], [0, 4, -1], axis=-1)],
     doc="TensorFlow's tf.split: equal pieces, or pieces of listed sizes (one -1), along an axis",
 )
