@@ -465,7 +465,11 @@ class Dense(Layer):
         )
         if self.use_bias:
             self.bias = self.add_weight(
-                "bias", (self.units,), self.bias_initializer, regularizer=self.bias_regularizer, constraint=self.bias_constraint
+                "bias",
+                (self.units,),
+                self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
             )
         self.built = True
 
