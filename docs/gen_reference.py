@@ -35,6 +35,7 @@ PAGES = {
                 None,
                 [
                     "Tensor",
+                    "TensorShape",
                     "Variable",
                     "Module",
                     "constant",

@@ -45,6 +45,7 @@ from gradtape.core.tensor import (  # noqa: F401
     GradientLeakError,
     GradientLeakWarning,
     Tensor,
+    TensorShape,
     Variable,
     compute,
     constant,
@@ -151,10 +152,12 @@ from gradtape.ops.manipulation import (  # noqa: F401
     expand_dims,
     flip,
     moveaxis,
+    pad,
     permute_dims,
     repeat,
     reshape,
     roll,
+    split,
     squeeze,
     stack,
     tile,
@@ -174,6 +177,7 @@ from gradtape.ops.statistical import (  # noqa: F401
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
 from gradtape.ops.einsum import einsum
 from gradtape.ops.indexing import take, take_along_axis  # noqa: F401
+from gradtape.ops.indexing import gather_nd, tensor_scatter_nd_add, tensor_scatter_nd_update  # noqa: F401
 from gradtape.ops.searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where  # noqa: F401
 from gradtape.ops.sorting import *  # noqa: F403  (each chapter's __all__)
 from gradtape.ops.sets import *  # noqa: F403

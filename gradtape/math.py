@@ -29,6 +29,16 @@ from gradtape.ops import elementwise as _E
 from gradtape.ops import nn as _nn
 from gradtape.ops import special as _sp
 from gradtape.ops import statistical as _S
+from gradtape.ops.statistical import (  # (TensorFlow's segment reductions)
+    segment_max,
+    segment_mean,
+    segment_min,
+    segment_sum,
+    unsorted_segment_max,
+    unsorted_segment_mean,
+    unsorted_segment_min,
+    unsorted_segment_sum,
+)
 from gradtape.ops import utility as _U
 from gradtape.ops.searching import where as _where
 from gradtape.ops.sorting import argsort as _argsort
@@ -126,6 +136,10 @@ __all__ = [
     "round",
     "rsqrt",
     "scalar_mul",
+    "segment_max",
+    "segment_mean",
+    "segment_min",
+    "segment_sum",
     "sigmoid",
     "sign",
     "sin",
@@ -142,6 +156,10 @@ __all__ = [
     "tanh",
     "top_k",
     "truediv",
+    "unsorted_segment_max",
+    "unsorted_segment_mean",
+    "unsorted_segment_min",
+    "unsorted_segment_sum",
     "xdivy",
     "xlog1py",
     "xlogy",
@@ -204,13 +222,42 @@ def reduce_mean(input_tensor, axis=None, keepdims=False, name=None):
 
 
 def reduce_max(input_tensor, axis=None, keepdims=False, name=None):
-    """Maximum over ``axis``; ties share the gradient evenly (as TF)."""
-    return _S.max(_t(input_tensor), axis=_ax(axis), keepdims=keepdims)
+    """Maximum over ``axis``; ties share the gradient evenly (as TF).  Over an empty axis it is TF's
+    identity of the maximum, ``-inf`` (an integer dtype's lowest value), where ``gt.max`` (the
+    standard's, NumPy's) raises."""
+    x = _t(input_tensor)
+    if _reduces_nothing(x, axis):
+        return _of_nothing(x, axis, keepdims, True)
+    return _S.max(x, axis=_ax(axis), keepdims=keepdims)
 
 
 def reduce_min(input_tensor, axis=None, keepdims=False, name=None):
-    """Minimum over ``axis``; ties share the gradient evenly (as TF)."""
-    return _S.min(_t(input_tensor), axis=_ax(axis), keepdims=keepdims)
+    """Minimum over ``axis``; ties share the gradient evenly (as TF).  Over an empty axis it is TF's
+    ``+inf`` (an integer dtype's highest value), where ``gt.min`` raises."""
+    x = _t(input_tensor)
+    if _reduces_nothing(x, axis):
+        return _of_nothing(x, axis, keepdims, False)
+    return _S.min(x, axis=_ax(axis), keepdims=keepdims)
+
+
+def _reduces_nothing(x, axis):
+    """Whether a reduction of ``x`` over ``axis`` reduces an axis of length 0."""
+    axes = range(x.ndim) if axis is None else _S._axes(_ax(axis), x.ndim)
+    return any(x.shape[a] == 0 for a in axes)
+
+
+def _of_nothing(x, axis, keepdims, is_max):
+    """TF's max (min) over an empty axis: the identity, computed as ``0 * sum(x) + identity`` so that
+    the result stays connected to ``x`` (a gradient of zeros, not None, as TF's)."""
+    if x.dtype.kind == "f":
+        identity = -_math.inf if is_max else _math.inf
+    elif x.dtype.kind in "iu":
+        info = _np.iinfo(x.dtype.name)
+        identity = int(info.min if is_max else info.max)
+    else:
+        raise TypeError(f"reduce_{'max' if is_max else 'min'}: input must be real numbers, not {x.dtype}")
+    total = _E.astype(_S.sum(x, axis=_ax(axis), keepdims=keepdims), x.dtype)
+    return _E.add(_E.multiply(total, 0), _E.astype(full_like(total, identity), x.dtype))
 
 
 def reduce_prod(input_tensor, axis=None, keepdims=False, name=None):

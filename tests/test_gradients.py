@@ -142,6 +142,23 @@ def _np_astype(x, dtype):
     return x.astype(dtype)
 
 
+def _np_tf_split(x, num_or_size_splits, axis=0):
+    """tf.split on NumPy: equal pieces, or the sizes listed (one -1: the rest)."""
+    if isinstance(num_or_size_splits, int):
+        return np.split(x, num_or_size_splits, axis=axis)
+    sizes = list(num_or_size_splits)
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = x.shape[axis] - (sum(sizes) + 1)
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def _np_tf_pad(x, paddings, mode="CONSTANT", constant_values=0):
+    """tf.pad on NumPy (TF's REFLECT and SYMMETRIC are NumPy's reflect and symmetric)."""
+    if mode == "CONSTANT":
+        return np.pad(x, paddings, constant_values=constant_values)
+    return np.pad(x, paddings, mode=mode.lower())
+
+
 def _np_imag(x):
     return np.imag(x) if np.iscomplexobj(x) else np.zeros_like(x)
 
@@ -160,6 +177,8 @@ _REFERENCE = {
     "divide_no_nan": lambda x, y: np.where(y == 0, 0, x / np.where(y == 0, 1, y)),
     "xdivy": lambda x, y: np.where(x == 0, 0, x / y),
     "einsum": lambda *operands, subscripts: np.einsum(subscripts, *operands),  # (NumPy takes the pattern first)
+    "split": _np_tf_split,  # (TensorFlow's, not NumPy's)
+    "pad": _np_tf_pad,
 }
 
 

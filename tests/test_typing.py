@@ -165,7 +165,7 @@ GOOD = """
     u = -t @ gt.constant([[1.0], [2.0]]) ** 2 + 1
     reveal_type(u)  # R: gradtape.core.tensor.Tensor
     reveal_type(u.T[0] < 3)  # R: gradtape.core.tensor.Tensor
-    reveal_type(t.shape)  # R: tuple[int, ...]
+    reveal_type(t.shape)  # R: gradtape.core.tensor.TensorShape
     reveal_type(t.dtype)  # R: gradtape.core.dtypes.DType
     reveal_type(x.assign_add(1.0))  # R: gradtape.core.tensor.Variable
     reveal_type(x.value())  # R: gradtape.core.tensor.Tensor

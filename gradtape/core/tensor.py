@@ -34,6 +34,7 @@ __all__ = [
     "GradientLeakError",
     "GradientLeakWarning",
     "Tensor",
+    "TensorShape",
     "Variable",
     "constant",
     "convert_to_tensor",
@@ -204,6 +205,39 @@ class Device(str):
     backend = None
 
 
+class TensorShape(tuple[int, ...]):
+    """A tensor's shape: the tuple of ints the Array API standard requires (``x.shape == (2, 3)``,
+    ``x.shape[0]``, unpacking), with TensorFlow's ``TensorShape`` methods that TF code calls on it
+    (``as_list()``, ``rank``, ``num_elements()``).  A length that is not known (dask's after a
+    data-dependent op: NaN) is ``None`` in ``as_list()``, as TF's unknown dimensions."""
+
+    __slots__ = ()
+
+    def as_list(self) -> list[int | None]:
+        """The sizes as a list (``None`` for one not known)."""
+        return [None if n is None or n != n else int(n) for n in self]
+
+    @property
+    def rank(self) -> int:
+        """The number of axes (``tf.TensorShape.rank``)."""
+        return len(self)
+
+    ndims = rank
+
+    def num_elements(self) -> int | None:
+        """The number of elements (1 for a 0-d shape); ``None`` where a size is not known."""
+        total = 1
+        for n in self.as_list():
+            if n is None:
+                return None
+            total *= n
+        return total
+
+    def is_fully_defined(self) -> bool:
+        """Whether every size is known."""
+        return all(n is not None for n in self.as_list())
+
+
 class Tensor:
     """An immutable array of one backend, differentiable by :class:`gradtape.GradientTape`."""
 
@@ -296,9 +330,10 @@ class Tensor:
 
     # ------------------------------------------------------------------ properties
     @property
-    def shape(self) -> tuple[int, ...]:
-        """The shape, a tuple of Python ints."""
-        return tuple(self._v.shape)
+    def shape(self) -> TensorShape:
+        """The shape, a tuple of Python ints (a :class:`TensorShape`: also ``as_list()``, ``rank``,
+        ``num_elements()``, as TensorFlow's)."""
+        return TensorShape(self._v.shape)
 
     @property
     def dtype(self) -> _dt.DType:
@@ -705,7 +740,7 @@ class Variable(Tensor):
     # assign_sub, ``v[k] = x``; a gt.function program holds the locks of the variables it reads and
     # writes while it runs, an optimizer's apply those of every variable it updates, a trace all):
     # no update is lost.  Several are always taken in the order of ``_locks``
-    __slots__ = ("_trainable", "_name", "_lock")
+    __slots__ = ("_trainable", "_name", "_lock", "_constraint")
     _is_var = True
 
     if TYPE_CHECKING:  # bound in gradtape/ops/operators.py (see Tensor)
@@ -723,9 +758,15 @@ class Variable(Tensor):
         name: str | None = None,
         dtype: _dt.DTypeLike | None = None,
         device: Any = None,
+        constraint: Callable[[Tensor], TensorLike] | None = None,
     ) -> None:
         if initial_value is None:
             raise ValueError("gt.Variable needs an initial_value")
+        if constraint is not None and not callable(constraint):
+            raise ValueError(
+                f"gt.Variable: constraint must be None or a callable (value -> constrained value), "
+                f"got {type(constraint).__name__} {constraint!r}"
+            )
         if callable(initial_value) and not isinstance(initial_value, Tensor):
             initial_value = initial_value()
         t = convert_to_tensor(initial_value, dtype=dtype, device=device)
@@ -735,6 +776,7 @@ class Variable(Tensor):
         self._v, self._b, self._id = v, t._b, next_id()
         self._lock = threading.RLock()
         self._trainable = bool(trainable)
+        self._constraint = constraint
         base = "Variable" if name is None else str(name)
         self._name = base if base.endswith(tuple(f":{i}" for i in range(10))) else base + ":0"
         LIVE_VARIABLES.add(self)
@@ -749,6 +791,12 @@ class Variable(Tensor):
     def trainable(self) -> bool:
         """Whether tapes watch this variable automatically and optimizers update it."""
         return self._trainable
+
+    @property
+    def constraint(self) -> Callable[[Tensor], TensorLike] | None:
+        """The function an optimizer applies to the value after each update (``tf.Variable``'s
+        ``constraint``, as Keras applies it: ``v.assign(constraint(v))``); not applied by ``assign``."""
+        return self._constraint
 
     def _coerce(self, value, what):
         if isinstance(value, Tensor) and value.dtype != self.dtype:
@@ -881,6 +929,99 @@ class Variable(Tensor):
         self._update("subtract", delta, "assign_sub")
         return self if read_value else None
 
+    def _scatter(self, what, sparse_delta, indices, values):
+        """The native row indices (checked against the first axis, as TF's) and values of a
+        ``scatter_*`` update: ``sparse_delta`` is anything with ``.indices`` and ``.values`` (TF's
+        ``IndexedSlices``), or ``indices=`` and ``values=`` are given."""
+        if sparse_delta is not None:
+            if not (hasattr(sparse_delta, "indices") and hasattr(sparse_delta, "values")):
+                raise TypeError(
+                    f"Variable.{what}: sparse_delta must have .indices and .values (TensorFlow's IndexedSlices), "
+                    f"got {type(sparse_delta).__name__}; or pass indices= and values="
+                )
+            indices, values = sparse_delta.indices, sparse_delta.values
+        if indices is None or values is None:
+            raise TypeError(f"Variable.{what}: give the rows to update as indices= and values= (or sparse_delta)")
+        idx = indices.numpy() if isinstance(indices, Tensor) else np.asarray(indices)
+        if idx.dtype.kind not in "iu" and idx.size:
+            raise TypeError(f"Variable.{what}: indices must be integers, not {idx.dtype}")
+        if self.ndim == 0:
+            raise ValueError(f"Variable.{what}: the variable {self._name!r} is 0-d: it has no rows to update")
+        idx = idx.astype(np.int64)
+        n = self.shape[0]
+        bad = idx[(idx < 0) | (idx >= n)]
+        if bad.size:
+            raise IndexError(
+                f"Variable.{what}: indices[{int(np.argmax((idx.reshape(-1) < 0) | (idx.reshape(-1) >= n)))}] "
+                f"= {int(bad.reshape(-1)[0])} is not in [0, {n}) (the rows of the variable {self._name!r})"
+            )
+        want = tuple(idx.shape) + tuple(self.shape[1:])
+        vals = convert_to_tensor(values, dtype=self.dtype, like=self)
+        if tuple(vals.shape) != want:
+            raise ValueError(
+                f"Variable.{what}: values must have shape indices.shape + variable.shape[1:] = {want}, got {vals.shape}"
+            )
+        b = self._b
+        key = (idx if b.host_index_arrays else b.asarray(idx, device=b.device_of(self._v)),)
+        return key, vals._v
+
+    def _set_keeping_layout(self, v):
+        if self._b.lays_out:  # a variable keeps its layout (a JAX sharding, dask's chunks)
+            v = self._b.match_layout(v, self._v)
+        self._v = v
+
+    def scatter_update(
+        self,
+        sparse_delta: Any = None,
+        use_locking: bool = False,
+        name: str | None = None,
+        *,
+        indices: Any = None,
+        values: Any = None,
+    ) -> Variable:
+        """Write ``values`` into the rows ``indices`` of the first axis in place, as
+        ``tf.Variable.scatter_update``; not recorded (no gradient), as every assignment."""
+        with self._lock:
+            key, vals = self._scatter("scatter_update", sparse_delta, indices, values)
+            self._set_keeping_layout(self._b.setitem(self._v, key, vals))
+        return self
+
+    def scatter_add(
+        self,
+        sparse_delta: Any = None,
+        use_locking: bool = False,
+        name: str | None = None,
+        *,
+        indices: Any = None,
+        values: Any = None,
+    ) -> Variable:
+        """Add ``values`` to the rows ``indices`` in place (repeated rows accumulate), as
+        ``tf.Variable.scatter_add``."""
+        with self._lock:
+            key, vals = self._scatter("scatter_add", sparse_delta, indices, values)
+            b = self._b
+            self._set_keeping_layout(b.xp.add(self._v, b.index_add(tuple(self._v.shape), b.dtype_of(vals), key, vals)))
+        return self
+
+    def scatter_sub(
+        self,
+        sparse_delta: Any = None,
+        use_locking: bool = False,
+        name: str | None = None,
+        *,
+        indices: Any = None,
+        values: Any = None,
+    ) -> Variable:
+        """Subtract ``values`` from the rows ``indices`` in place (repeated rows accumulate), as
+        ``tf.Variable.scatter_sub``."""
+        with self._lock:
+            key, vals = self._scatter("scatter_sub", sparse_delta, indices, values)
+            b = self._b
+            self._set_keeping_layout(
+                b.xp.subtract(self._v, b.index_add(tuple(self._v.shape), b.dtype_of(vals), key, vals))
+            )
+        return self
+
     # ``value()``/``read_value()`` (a recorded read), ``v[key] = ...`` (a state update, not recorded)
     # and the in-place operators (they return a Tensor: ``x += 1`` rebinds x, as in TF 2) are bound
     # in gradtape/ops/operators.py with the other operators.
@@ -897,7 +1038,9 @@ class Variable(Tensor):
     __str__ = __repr__
 
     def __copy__(self):
-        return _rebuild_var(*self.__reduce__()[1])
+        out = _rebuild_var(*self.__reduce__()[1])
+        out._constraint = self._constraint  # (a pickle leaves it out: a lambda does not pickle)
+        return out
 
     def __deepcopy__(self, memo):
         return self.__copy__()

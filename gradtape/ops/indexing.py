@@ -15,8 +15,10 @@ import numpy as np
 from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.ops import apply, apply1, batch_as, composite, defop, public
 from gradtape.core.tensor import Tensor, convert_to_tensor
+from gradtape.ops.elementwise import add
 
-__all__ = ["take", "take_along_axis"]  # and the ops getitem, setitem, index_add (Tensor methods)
+# (and the ops getitem, setitem, index_add: Tensor methods)
+__all__ = ["gather_nd", "take", "take_along_axis", "tensor_scatter_nd_add", "tensor_scatter_nd_update"]
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
@@ -385,6 +387,143 @@ composite(
     chapter="indexing",
     complex=True,
     domain=[Case(REAL[2, 3], np.array([[2, 0], [1, 1]]), axis=1), Case(REAL[3, 2], np.array([[0, 2, 2, 1]]).T, axis=0)],
+)
+
+
+# --------------------------------------------------------------------------- TensorFlow's *_nd
+def _host_indices(indices, who, what="indices"):
+    """The integer ``indices`` of a TF indexing function as a NumPy int64 array (they are never
+    differentiated; a Tensor's values are read, so that they can be checked against the shape on
+    every backend, and a lazy backend indexes with host arrays anyway)."""
+    if isinstance(indices, Tensor):
+        if not indices.dtype.is_integer:
+            raise TypeError(f"{who}: {what} must be integers, not {indices.dtype}")
+        return indices.numpy().astype(np.int64)
+    arr = np.asarray(indices)
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise TypeError(f"{who}: {what} must be integers, not {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _nd_key(idx, shape, who, batch_dims=0):
+    """The key of NumPy's advanced indexing for TF's ``indices`` (last axis: a position in the first
+    ``K`` axes of ``shape`` after ``batch_dims`` batch axes): one integer array per indexed axis, the
+    batch axes' own positions first.  Positions outside ``shape`` raise an ``IndexError`` naming the
+    first (TF's CPU kernels refuse them too; a negative one does not count from the end)."""
+    if idx.ndim < 1:
+        raise ValueError(f"{who}: indices must have at least one axis (the last holds positions), got a 0-d one")
+    k = idx.shape[-1]
+    if k == 0:
+        raise ValueError(f"{who}: indices' last axis is empty (no position): give at least one index per row")
+    if batch_dims + k > len(shape):
+        raise ValueError(
+            f"{who}: indices' last axis has {k} positions, but the tensor of shape {tuple(shape)} has "
+            f"only {len(shape) - batch_dims} axes after its {batch_dims} batch axes"
+        )
+    bounds = np.asarray(shape[batch_dims : batch_dims + k], dtype=np.int64)
+    bad = np.argwhere((idx < 0) | (idx >= bounds)) if idx.size else np.zeros((0, 1), dtype=np.int64)
+    if len(bad):
+        where = tuple(int(i) for i in bad[0][:-1])
+        raise IndexError(
+            f"{who}: indices{list(where)} = {idx[where].tolist()} does not index into shape {list(shape[batch_dims:])}"
+        )
+    lead = idx.shape[:-1]
+    key = []
+    for d in range(batch_dims):
+        grid = [1] * len(lead)
+        grid[d] = shape[d]
+        key.append(np.arange(shape[d], dtype=np.int64).reshape(grid))
+    key += [idx[..., j] for j in range(k)]
+    return tuple(key)
+
+
+def gather_nd(params, indices, batch_dims=0, name=None):
+    """TensorFlow's ``tf.gather_nd``: ``out[i...] = params[indices[i...]]``, each row of ``indices``'
+    last axis a position in ``params``' first axes (after ``batch_dims`` batch axes, which ``params``
+    and ``indices`` share); the gradient is TF's, a scatter-add into zeros of ``params``' shape."""
+    x = params if isinstance(params, Tensor) else convert_to_tensor(params)
+    idx = _host_indices(indices, "gather_nd")
+    b = int(batch_dims)
+    if b < 0 or b >= builtins.max(idx.ndim, 1) or tuple(idx.shape[:b]) != tuple(x.shape[:b]):
+        raise ValueError(
+            f"gather_nd: batch_dims={batch_dims} needs params and indices to share their first {b} axes "
+            f"(and indices to have more): shapes {x.shape} and {tuple(idx.shape)}"
+        )
+    return _getitem(x, _nd_key(idx, x.shape, "gather_nd", b))
+
+
+composite(
+    "gather_nd",
+    gather_nd,
+    chapter="math",
+    complex=True,
+    domain=[
+        Case(REAL[2, 3, 4], np.array([[0, 1], [1, 2], [0, 1]])),
+        Case(REAL[2, 3, 4], np.array([[[0, 1, 2]], [[1, 0, 3]]])),
+        Case(REAL[2, 3, 4], np.array([[1], [0]])),
+        Case(REAL[2, 3, 4], np.array([[[1, 2]], [[0, 3]]]), batch_dims=1),
+    ],
+    doc="TensorFlow's tf.gather_nd: elements or slices at N-d positions (gradient: a scatter-add)",
+)
+
+
+def _scatter_nd_args(tensor, indices, updates, who):
+    """``tensor`` as a Tensor, the key of ``indices`` and ``updates`` in the tensor's dtype, checked
+    as TF checks them (``updates.shape == indices.shape[:-1] + tensor.shape[K:]``)."""
+    x = tensor if isinstance(tensor, Tensor) else convert_to_tensor(tensor)
+    idx = _host_indices(indices, who)
+    key = _nd_key(idx, x.shape, who)
+    if not isinstance(updates, Tensor) or updates.dtype != x.dtype:
+        updates = convert_to_tensor(updates, dtype=x.dtype, like=x)
+    want = tuple(idx.shape[:-1]) + tuple(x.shape[idx.shape[-1] :])
+    if tuple(updates.shape) != want:
+        raise ValueError(
+            f"{who}: updates must have shape indices.shape[:-1] + tensor.shape[K:] = {want} "
+            f"(indices {tuple(idx.shape)}, tensor {x.shape}), got {updates.shape}"
+        )
+    return x, key, updates
+
+
+def tensor_scatter_nd_update(tensor, indices, updates, name=None):
+    """TensorFlow's ``tf.tensor_scatter_nd_update``: a new tensor equal to ``tensor`` with the
+    ``updates`` written at ``indices`` (rows of positions, as ``gather_nd``'s).  Gradients: to
+    ``tensor`` outside the positions written, to ``updates`` the gradient at their positions.  Where
+    ``indices`` repeat a position, which update lands is left open (TF's too)."""
+    x, key, updates = _scatter_nd_args(tensor, indices, updates, "tensor_scatter_nd_update")
+    return apply(_setitem_op, (x, updates), {"key": _native_key(key, x._b, x.ndim, x._b.device_beside(x._v))})
+
+
+def tensor_scatter_nd_add(tensor, indices, updates, name=None):
+    """TensorFlow's ``tf.tensor_scatter_nd_add``: ``tensor`` plus the ``updates`` added at ``indices``,
+    repeated positions accumulating; the gradients are the gradient itself (``tensor``) and the
+    gradient at each update's position (``updates``)."""
+    x, key, updates = _scatter_nd_args(tensor, indices, updates, "tensor_scatter_nd_add")
+    return add(x, _index_add(updates, key, x.shape))
+
+
+composite(
+    "tensor_scatter_nd_update",
+    tensor_scatter_nd_update,
+    chapter="math",
+    complex=True,
+    domain=[
+        Case(REAL[8], np.array([[4], [3], [1], [7]]), REAL[4]),
+        Case(REAL[4, 3], np.array([[0], [2]]), REAL[2, 3]),
+        Case(REAL[4, 3], np.array([[0, 1], [2, 2], [3, 0]]), REAL[3]),
+    ],
+    doc="TensorFlow's tf.tensor_scatter_nd_update: a copy with updates written at N-d positions",
+)
+composite(
+    "tensor_scatter_nd_add",
+    tensor_scatter_nd_add,
+    chapter="math",
+    complex=True,
+    domain=[
+        Case(REAL[8], np.array([[4], [3], [4], [7]]), REAL[4]),
+        Case(REAL[4, 3], np.array([[0], [2], [0]]), REAL[3, 3]),
+        Case(REAL[4, 3], np.array([[0, 1], [2, 2], [0, 1]]), REAL[3]),
+    ],
+    doc="TensorFlow's tf.tensor_scatter_nd_add: a copy with updates added at N-d positions",
 )
 
 

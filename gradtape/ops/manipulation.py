@@ -13,7 +13,7 @@ import numpy as np
 
 from gradtape.core.domains import REAL, Case, Pack, with_complex
 from gradtape.ops import apply, apply1, batch_as, composite, defop, public
-from gradtape.ops.indexing import _getitem_op, _native_key
+from gradtape.ops.indexing import _getitem_op, _native_key, _setitem_op, take
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = [
@@ -24,10 +24,12 @@ __all__ = [
     "expand_dims",
     "flip",
     "moveaxis",
+    "pad",
     "permute_dims",
     "repeat",
     "reshape",
     "roll",
+    "split",
     "squeeze",
     "stack",
     "tile",
@@ -612,3 +614,123 @@ batch_as("stack", _stack)
 batch_as("axis_or_loop", _repeat, _roll)
 batch_as("tile", _tile)
 batch_as("moveaxis", "moveaxis")
+
+
+# --------------------------------------------------------------------------- TensorFlow's split and pad
+def split(value, num_or_size_splits, axis=0, num=None, name=None):
+    """TensorFlow's ``tf.split``: ``value`` cut along ``axis`` into ``num_or_size_splits`` equal
+    pieces (an int that divides the axis), or into pieces of the sizes listed (one may be -1: the
+    rest); a list of tensors, each a differentiable slice (the gradients meet in ``value``)."""
+    x = value if isinstance(value, Tensor) else convert_to_tensor(value)
+    nd = x.ndim
+    if not -nd <= int(axis) < builtins.max(nd, 1) or nd == 0:
+        raise ValueError(f"split: axis {axis} is out of range for a tensor of {nd} dimensions (-{nd} <= axis < {nd})")
+    axis = int(axis) % nd
+    n = x.shape[axis]
+    if isinstance(num_or_size_splits, Tensor):
+        num_or_size_splits = num_or_size_splits.numpy().tolist()
+    if isinstance(num_or_size_splits, (int, np.integer)) and not isinstance(num_or_size_splits, bool):
+        k = int(num_or_size_splits)
+        if k <= 0 or n % k:
+            raise ValueError(
+                f"split: {k} pieces do not evenly divide axis {axis} of size {n} (tensor of shape {x.shape}); "
+                "give the sizes as a list instead, e.g. [n // k] * (k - 1) + [-1]"
+            )
+        sizes = [n // k] * k
+    else:
+        sizes = [operator.index(s) for s in num_or_size_splits]
+        if sizes.count(-1) > 1 or any(s < -1 for s in sizes):
+            raise ValueError(f"split: sizes {sizes}: there can be only one -1 and no other negative size")
+        known = builtins.sum(s for s in sizes if s != -1)
+        if -1 in sizes and known <= n:
+            sizes[sizes.index(-1)] = n - known
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split: sizes {list(num_or_size_splits)} do not add up to axis {axis}'s size {n}")
+    if num is not None and int(num) != len(sizes):
+        raise ValueError(f"split: num={num} but {len(sizes)} pieces")
+    out, start = [], 0
+    for s in sizes:
+        out.append(_getitem_slice(x, axis, start, start + s))
+        start += s
+    return out
+
+
+def _getitem_slice(x, axis, start, stop):
+    key = _native_key((slice(None),) * axis + (slice(start, stop),), x._b, x.ndim, x._b.device_of(x._v))
+    return apply1(_getitem_op, x, {"key": key})
+
+
+composite(
+    "split",
+    split,
+    chapter="math",  # (TensorFlow's, beyond the standard: the docs list it under gt.math's)
+    domain=[Case(REAL[3, 4], 2, axis=1), Case(REAL[5, 2], [1, -1, 2]), Case(REAL[2, 6], [0, 4, -1], axis=-1)],
+    doc="TensorFlow's tf.split: equal pieces, or pieces of listed sizes (one -1), along an axis",
+)
+
+
+_PAD_MODES = ("CONSTANT", "REFLECT", "SYMMETRIC")
+
+
+def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
+    """TensorFlow's ``tf.pad``: ``paddings[d] = [before, after]`` elements added on each side of axis
+    ``d``; ``"CONSTANT"`` fills them with ``constant_values``, ``"REFLECT"`` mirrors ``x`` without its
+    edge (``before, after < size``), ``"SYMMETRIC"`` with it (``<= size``).  The gradient is the slice
+    of the gradient at ``x`` (constant), plus the mirrored parts added back (reflect, symmetric)."""
+    x = tensor if isinstance(tensor, Tensor) else convert_to_tensor(tensor)
+    m = str(mode).upper()
+    if m not in _PAD_MODES:
+        raise ValueError(f'pad: mode must be one of "CONSTANT", "REFLECT", or "SYMMETRIC", not {mode!r}')
+    if isinstance(paddings, Tensor):
+        paddings = paddings.numpy()
+    pads = np.asarray(paddings)
+    if pads.dtype.kind not in "iu" and pads.size:
+        raise TypeError(f"pad: paddings must be integers, not {pads.dtype}")
+    if pads.shape != (x.ndim, 2):
+        raise ValueError(
+            f"pad: paddings must have shape [rank, 2] = [{x.ndim}, 2] for a tensor of shape {x.shape}, "
+            f"got shape {list(pads.shape)}"
+        )
+    pads = [(int(a), int(b)) for a, b in pads.reshape(x.ndim, 2)]
+    for d, (a, b) in enumerate(pads):
+        if a < 0 or b < 0:
+            raise ValueError(f"pad: paddings must be non-negative, got {[a, b]} for axis {d}")
+    if m == "CONSTANT":
+        shape = tuple(n + a + b for n, (a, b) in zip(x.shape, pads))
+        if shape == tuple(x.shape):
+            return x
+        from_ = convert_to_tensor(constant_values, dtype=x.dtype, like=x)
+        if from_.ndim:
+            raise ValueError(f"pad: constant_values must be a scalar, got shape {from_.shape}")
+        key = tuple(slice(a, a + n) for n, (a, _) in zip(x.shape, pads))
+        filled = _broadcast(from_, shape)
+        return apply(_setitem_op, (filled, x), {"key": _native_key(key, x._b, x.ndim, x._b.device_beside(x._v))})
+    edge = 1 if m == "REFLECT" else 0
+    for d, (a, b) in enumerate(pads):
+        n = x.shape[d]
+        if a + edge > n or b + edge > n:
+            raise ValueError(
+                f"pad: {m} paddings {[a, b]} of axis {d} must be {'less than' if edge else 'at most'} "
+                f"its size {n} (tensor of shape {x.shape})"
+            )
+        if a or b:
+            before = range(a - 1 + edge, edge - 1, -1)  # the mirror images, nearest the edge last
+            after = range(n - 1 - edge, n - 1 - edge - b, -1)
+            idx = [*before, *range(n), *after]
+            x = take(x, np.asarray(idx, dtype=np.int64), axis=d)
+    return x
+
+
+composite(
+    "pad",
+    pad,
+    chapter="math",
+    complex=True,
+    domain=[
+        Case(REAL[2, 3], [[1, 1], [2, 0]]),
+        Case(REAL[2, 3], [[0, 1], [1, 2]], constant_values=1.5),
+        Case(REAL[3, 4], [[2, 1], [1, 3]], mode="REFLECT"),
+        Case(REAL[3, 4], [[3, 1], [0, 4]], mode="SYMMETRIC"),
+    ],
+    doc="TensorFlow's tf.pad: CONSTANT, REFLECT or SYMMETRIC padding",
+)

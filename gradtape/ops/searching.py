@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from gradtape.core.domains import BOOL, REAL, Case, with_complex
-from gradtape.core.dtypes import float64, result_type
+from gradtape.core.dtypes import float64, int64, result_type
 from gradtape.ops import apply, apply1, batch_as, defop, public
-from gradtape.ops.elementwise import astype
+from gradtape.ops.elementwise import astype, floor_divide, remainder
+from gradtape.ops.manipulation import permute_dims, reshape
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
@@ -44,8 +47,17 @@ def _where_grad(xp, op, grad):
 
 
 @public(_where)
-def where(condition, x1, x2, /):
-    """Elements of ``x1`` where ``condition`` holds, else of ``x2``."""
+def where(condition, x1=None, x2=None, /):
+    """Elements of ``x1`` where ``condition`` holds, else of ``x2``.  With ``condition`` alone,
+    TensorFlow's ``tf.where(condition)``: the indices of its true (non-zero) elements, an int64
+    tensor of shape ``[n, rank]`` in row-major order (not differentiable)."""
+    if x1 is None and x2 is None:
+        return _true_indices(condition)
+    if x1 is None or x2 is None:
+        raise ValueError(
+            "where: x1 and x2 must both be given (the elements to choose from) or both be omitted "
+            "(the indices of condition's true elements, as tf.where(condition))"
+        )
     like = next((a for a in (x1, x2, condition) if isinstance(a, Tensor)), None)
     if not isinstance(condition, Tensor):
         condition = convert_to_tensor(condition, like=like)
@@ -59,6 +71,22 @@ def where(condition, x1, x2, /):
         rt = result_type(x1.dtype, x2.dtype)
         x1, x2 = (x if x.dtype == rt else astype(x, rt) for x in (x1, x2))
     return apply(_where, (condition, x1, x2))
+
+
+def _true_indices(condition):
+    """``tf.where(condition)``: the flat positions of the true elements (one ``nonzero``) unravelled
+    by one broadcast division, so that a backend that cannot stack arrays of unknown length (dask's
+    ``nonzero``) gives it too."""
+    c = condition if isinstance(condition, Tensor) else convert_to_tensor(condition)
+    if c.ndim == 0:
+        raise ValueError("where: the indices of a 0-d condition's true elements are undefined (as tf.where's)")
+    flat = astype(nonzero(reshape(c, (-1,)))[0], int64)
+    # (the broadcast is [rank, 1] against [n], then transposed: dask cannot add an axis to an array
+    # of unknown length, but broadcasts and transposes it)
+    strides = [[builtins.max(int(np.prod(c.shape[d + 1 :])), 1)] for d in range(c.ndim)]
+    steps = convert_to_tensor(np.asarray(strides, dtype=np.int64), like=c)
+    sizes = convert_to_tensor(np.maximum(np.asarray(c.shape, dtype=np.int64), 1)[:, None], like=c)  # (empty: no row)
+    return permute_dims(remainder(floor_divide(flat, steps), sizes), (1, 0))
 
 
 _REDUCE_IDX = [Case(REAL[4]), Case(REAL[2, 3], axis=1), Case(REAL[2, 3], axis=0, keepdims=True)]

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case, with_complex
-from gradtape.ops import apply1, batch_as, defop, public
-from gradtape.ops.elementwise import astype, conj_, ones_where_zero
+from gradtape.ops import apply1, batch_as, composite, defop, public
+from gradtape.ops.elementwise import astype, conj_, divide, ones_where_zero
+from gradtape.ops.indexing import _getitem, _host_indices, _index_add
+from gradtape.ops.manipulation import reshape as _reshape
+from gradtape.ops.searching import where
 from gradtape.core.tensor import Tensor, convert_to_tensor
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
@@ -468,6 +472,151 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
         axis = 0
     x = _in_result_dtype(x, dtype)
     return apply1(_cumprod, x, {"axis": _axes(axis, x.ndim)[0], "include_initial": bool(include_initial)})
+
+
+# --------------------------------------------------------------------------- TensorFlow's segment reductions
+def _segments(data, segment_ids, num_segments, who):
+    """``data`` as a Tensor with its segment axes flattened into one, the segment ids of its rows
+    (host int64, ``-1`` for a row TF drops), the number of segments and the shape of a row; the ids
+    checked as TF checks them (``num_segments is None``: the sorted ``segment_*``, where they must be
+    non-negative and increasing along ``data``'s first axis)."""
+    x = data if isinstance(data, Tensor) else convert_to_tensor(data)
+    ids = _host_indices(segment_ids, who, "segment_ids")
+    if num_segments is None:
+        if ids.ndim != 1 or x.ndim == 0 or ids.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"{who}: segment_ids (shape {tuple(ids.shape)}) must be a vector as long as data's first axis "
+                f"(data of shape {x.shape})"
+            )
+        if ids.size and (ids.min() < 0 or np.any(np.diff(ids) < 0)):
+            raise ValueError(f"{who}: segment ids must be non-negative and increasing, got {ids.tolist()}")
+        n = int(ids[-1]) + 1 if ids.size else 0
+    else:
+        if tuple(ids.shape) != tuple(x.shape[: ids.ndim]):
+            raise ValueError(f"{who}: segment_ids' shape {tuple(ids.shape)} must be a prefix of data's shape {x.shape}")
+        n = int(num_segments.numpy()) if isinstance(num_segments, Tensor) else operator.index(num_segments)
+        if ids.size and ids.max() >= n:
+            at = int(np.argmax(ids.reshape(-1) >= n))
+            raise ValueError(
+                f"{who}: segment_ids[{at}] (flat) = {int(ids.reshape(-1)[at])} is out of range [0, {n}) "
+                f"(num_segments={n}); a negative id drops its row, as TF's"
+            )
+    row = tuple(x.shape[ids.ndim :])
+    flat = x if ids.ndim == 1 else _reshape(x, (-1,) + row)
+    return flat, np.where(ids < 0, -1, ids).reshape(-1), n, row
+
+
+def _segment_total(flat, ids, n, row):
+    """The sum of the rows of each segment (rows of id -1 land in an extra slot, cut off)."""
+    dropped = bool(np.any(ids < 0))
+    slots = np.where(ids < 0, n, ids) if dropped else ids
+    out = _index_add(flat, (slots,), (n + dropped,) + row)
+    return _getitem(out, (slice(0, n),)) if dropped else out
+
+
+def _counts(ids, n, row, like):
+    """The number of rows of each segment, shaped to divide a result of ``(n,) + row``."""
+    counts = np.bincount(ids[ids >= 0], minlength=n)[:n]
+    return convert_to_tensor(counts.reshape((n,) + (1,) * len(row)), like=like)
+
+
+def _segment_extreme(flat, ids, n, row, reduce, empty):
+    """The max (``reduce``) of the rows of each segment: the rows of every segment side by side, the
+    others' places filled with the reduction's identity (``n`` times the data: for few segments),
+    reduced; ``empty`` where a segment has no row.  Ties share the gradient evenly, as TF's."""
+    is_max = reduce is max
+    if flat.dtype.kind == "f":
+        identity = -math.inf if is_max else math.inf
+    else:
+        info = np.iinfo(flat.dtype.name) if flat.dtype.kind in "iu" else None
+        if info is None:
+            raise TypeError(f"segment {'max' if is_max else 'min'}: data must be real numbers, not {flat.dtype}")
+        identity = int(info.min if is_max else info.max)
+    mask = (ids[None, :] == np.arange(n)[:, None]).reshape((n, len(ids)) + (1,) * len(row))
+    side_by_side = where(convert_to_tensor(mask, like=flat), _reshape(flat, (1,) + tuple(flat.shape)), identity)
+    out = reduce(side_by_side, axis=1)
+    if empty is None and flat.dtype.kind == "f":  # TF's lowest (highest) value of the dtype
+        info = np.finfo(flat.dtype.name)
+        empty = float(info.min if is_max else info.max)
+    elif empty is None:
+        empty = identity
+    nonempty = _counts(ids, n, row, flat) > 0
+    return where(nonempty, out, empty)
+
+
+def segment_sum(data, segment_ids, name=None):
+    """TensorFlow's ``tf.math.segment_sum``: the sum of the rows of ``data`` of each id, the ids
+    sorted along its first axis (``ids[-1] + 1`` segments; a segment without rows is 0)."""
+    return _segment_total(*_segments(data, segment_ids, None, "segment_sum"))
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    """TensorFlow's ``tf.math.unsorted_segment_sum``: the sum of the elements (rows, after the axes
+    of ``segment_ids``) of ``data`` of each id in ``[0, num_segments)``; a negative id drops its row."""
+    return _segment_total(*_segments(data, segment_ids, num_segments, "unsorted_segment_sum"))
+
+
+def _segment_mean(data, segment_ids, num_segments, who):
+    flat, ids, n, row = _segments(data, segment_ids, num_segments, who)
+    counts = _counts(ids, n, row, flat)
+    return divide(_segment_total(flat, ids, n, row), where(counts > 0, astype(counts, flat.dtype), 1))
+
+
+def segment_mean(data, segment_ids, name=None):
+    """TensorFlow's ``tf.math.segment_mean``: :func:`segment_sum` divided by each segment's number of
+    rows (0 for a segment without rows)."""
+    return _segment_mean(data, segment_ids, None, "segment_mean")
+
+
+def unsorted_segment_mean(data, segment_ids, num_segments, name=None):
+    """TensorFlow's ``tf.math.unsorted_segment_mean``: :func:`unsorted_segment_sum` divided by each
+    segment's number of rows (0 for a segment without rows)."""
+    return _segment_mean(data, segment_ids, num_segments, "unsorted_segment_mean")
+
+
+def segment_max(data, segment_ids, name=None):
+    """TensorFlow's ``tf.math.segment_max``: the largest row of each segment (0 for a segment without
+    rows); ties share the gradient evenly, as TF's."""
+    return _segment_extreme(*_segments(data, segment_ids, None, "segment_max"), max, 0)
+
+
+def segment_min(data, segment_ids, name=None):
+    """TensorFlow's ``tf.math.segment_min``: the smallest row of each segment (0 for a segment
+    without rows); ties share the gradient evenly, as TF's."""
+    return _segment_extreme(*_segments(data, segment_ids, None, "segment_min"), min, 0)
+
+
+def unsorted_segment_max(data, segment_ids, num_segments, name=None):
+    """TensorFlow's ``tf.math.unsorted_segment_max``: the largest row of each segment (the dtype's
+    lowest value for a segment without rows, as TF's); ties share the gradient evenly."""
+    return _segment_extreme(*_segments(data, segment_ids, num_segments, "unsorted_segment_max"), max, None)
+
+
+def unsorted_segment_min(data, segment_ids, num_segments, name=None):
+    """TensorFlow's ``tf.math.unsorted_segment_min``: the smallest row of each segment (the dtype's
+    highest value for a segment without rows, as TF's); ties share the gradient evenly."""
+    return _segment_extreme(*_segments(data, segment_ids, num_segments, "unsorted_segment_min"), min, None)
+
+
+_SORTED_IDS = [
+    Case(REAL[5, 2], np.array([0, 0, 1, 3, 3])),
+    Case(REAL[4], np.array([0, 1, 1, 1])),
+]
+_UNSORTED_IDS = [
+    Case(REAL[5, 2], np.array([2, 0, 2, -1, 1]), 3),  # (no empty segment: the max of none is finfo.max)
+    Case(REAL[2, 3], np.array([[0, 1, 1], [2, 0, 2]]), 3),
+]
+for _fn, _domain in (
+    (segment_sum, _SORTED_IDS),
+    (segment_mean, _SORTED_IDS),
+    (segment_max, _SORTED_IDS),
+    (segment_min, _SORTED_IDS),
+    (unsorted_segment_sum, _UNSORTED_IDS),
+    (unsorted_segment_mean, _UNSORTED_IDS),
+    (unsorted_segment_max, _UNSORTED_IDS),
+    (unsorted_segment_min, _UNSORTED_IDS),
+):
+    composite(_fn.__name__, _fn, chapter="math", domain=_domain, doc=f"TensorFlow's tf.math.{_fn.__name__}")
 
 
 # how these ops batch under gt.vmap (gradtape/backends/batching.py, docs/vmap.md)

@@ -266,18 +266,17 @@ class Layer(Module):
         dtype: DTypeLike | None = None,
         trainable: bool = True,
         regularizer: str | Callable[[Variable], Tensor] | None = None,
-        constraint: None = None,
+        constraint: Callable[[Tensor], TensorLike] | None = None,
     ) -> Variable:
         """Create a variable ``<layer name>/<name>:0`` of ``shape``, initialised by ``initializer``
-        (default ``"glorot_uniform"`` for floating weights, as Keras)."""
-        if constraint is not None:
-            raise NotImplementedError("weight constraints are not supported by gradtape layers")
+        (default ``"glorot_uniform"`` for floating weights, as Keras); ``constraint``: a function of the
+        value an optimizer applies after each update (``Variable.constraint``)."""
         dtype = self._dtype if dtype is None else _dt.as_dtype(dtype)
         init = get_initializer("glorot_uniform" if initializer is None else initializer)
         shape = tuple(int(s) for s in shape)
         value = init(shape, dtype=dtype)
         name = name or f"variable_{len(self._added_weights)}"
-        var = Variable(value, trainable=trainable, name=f"{self._name}/{name}", dtype=dtype)
+        var = Variable(value, trainable=trainable, name=f"{self._name}/{name}", dtype=dtype, constraint=constraint)
         self._added_weights.append(var)
         reg = _regularizer(regularizer)
         if reg is not None:
@@ -424,8 +423,8 @@ class Dense(Layer):
         kernel_regularizer: str | Callable[[Variable], Tensor] | None = None,
         bias_regularizer: str | Callable[[Variable], Tensor] | None = None,
         activity_regularizer: str | Callable[[Tensor], Tensor] | None = None,
-        kernel_constraint: None = None,
-        bias_constraint: None = None,
+        kernel_constraint: Callable[[Tensor], TensorLike] | None = None,
+        bias_constraint: Callable[[Tensor], TensorLike] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -434,8 +433,6 @@ class Dense(Layer):
             raise ValueError(
                 f"Received an invalid value for `units`, expected a positive integer. Received: units={units}"
             )
-        if kernel_constraint is not None or bias_constraint is not None:
-            raise NotImplementedError("weight constraints are not supported by gradtape layers")
         if activity_regularizer is not None:  # (it was kept and never applied: no loss, silently)
             raise NotImplementedError(
                 "Dense: activity_regularizer is not supported by gradtape layers (they have no add_loss): add the "
@@ -449,6 +446,8 @@ class Dense(Layer):
         self.bias_initializer = get_initializer(bias_initializer)
         self.kernel_regularizer = _regularizer(kernel_regularizer)
         self.bias_regularizer = _regularizer(bias_regularizer)
+        self.kernel_constraint = kernel_constraint
+        self.bias_constraint = bias_constraint
         self.activity_regularizer = None
         self.kernel: Variable | None = None  # created by build, on the first call
         self.bias: Variable | None = None
@@ -458,10 +457,20 @@ class Dense(Layer):
             raise ValueError(f"Dense needs inputs of at least one dimension, got shape {input_shape}")
         in_dim = int(input_shape[-1])
         self.kernel = self.add_weight(
-            "kernel", (in_dim, self.units), self.kernel_initializer, regularizer=self.kernel_regularizer
+            "kernel",
+            (in_dim, self.units),
+            self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
         )
         if self.use_bias:
-            self.bias = self.add_weight("bias", (self.units,), self.bias_initializer, regularizer=self.bias_regularizer)
+            self.bias = self.add_weight(
+                "bias",
+                (self.units,),
+                self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
         self.built = True
 
     def call(self, inputs: Tensor) -> Tensor:
@@ -523,7 +532,7 @@ class Dropout(Layer):
     def call(self, inputs: Tensor, training: bool = False) -> Tensor:
         if not training or self.rate == 0.0:
             return inputs
-        shape = inputs.shape
+        shape: tuple[int, ...] = inputs.shape
         if self.noise_shape is not None:  # (a None in it is the input's size there, as Keras)
             if len(self.noise_shape) != inputs.ndim:
                 raise ValueError(

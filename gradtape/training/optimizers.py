@@ -602,6 +602,8 @@ class Optimizer:
         for (_, v), g, (xp, lr, values, _) in zip(kept, natives, of_var):
             self._xp, self._shared = xp, values
             self.update_step(g, v, lr)
+            if v._constraint is not None:  # (as Keras: after the variable's update)
+                v.assign(v._constraint(v))
         # drop the references (iterations is updated in place)
         groups = memo = of_var = group = self._shared = None
         it = self.iterations
