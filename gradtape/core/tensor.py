@@ -997,11 +997,7 @@ class Variable(Tensor):
     ) -> Variable:
         """Add ``values`` to the rows ``indices`` in place (repeated rows accumulate), as
         ``tf.Variable.scatter_add``."""
-        with self._lock:
-            key, vals = self._scatter("scatter_add", sparse_delta, indices, values)
-            b = self._b
-            self._set_keeping_layout(b.xp.add(self._v, b.index_add(tuple(self._v.shape), b.dtype_of(vals), key, vals)))
-        return self
+        return self._scatter_accumulate("scatter_add", "add", sparse_delta, indices, values)
 
     def scatter_sub(
         self,
@@ -1014,12 +1010,16 @@ class Variable(Tensor):
     ) -> Variable:
         """Subtract ``values`` from the rows ``indices`` in place (repeated rows accumulate), as
         ``tf.Variable.scatter_sub``."""
+        return self._scatter_accumulate("scatter_sub", "subtract", sparse_delta, indices, values)
+
+    def _scatter_accumulate(self, what, combine, sparse_delta, indices, values):
+        """``scatter_add`` / ``scatter_sub``: the rows' values summed (repeated rows accumulate) and
+        combined with the variable by the namespace's ``combine`` (``add``, ``subtract``), in place."""
         with self._lock:
-            key, vals = self._scatter("scatter_sub", sparse_delta, indices, values)
+            key, vals = self._scatter(what, sparse_delta, indices, values)
             b = self._b
-            self._set_keeping_layout(
-                b.xp.subtract(self._v, b.index_add(tuple(self._v.shape), b.dtype_of(vals), key, vals))
-            )
+            summed = b.index_add(tuple(self._v.shape), b.dtype_of(vals), key, vals)
+            self._set_keeping_layout(getattr(b.xp, combine)(self._v, summed))
         return self
 
     # ``value()``/``read_value()`` (a recorded read), ``v[key] = ...`` (a state update, not recorded)
