@@ -108,9 +108,7 @@ def test_sparse_xent_mean_as_in_a_training_step(backend, labels_dtype):
 
 
 def test_sparse_xent_nan_inf_logits_and_zero_cotangents(backend):
-    zs = np.array(
-        [[np.nan, 0.0, 1.0], [np.inf, 0.0, 1.0], [-np.inf, 0.0, 1.0], [1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]
-    )
+    zs = np.array([[np.nan, 0.0, 1.0], [np.inf, 0.0, 1.0], [-np.inf, 0.0, 1.0], [1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
     labels = np.array([1, 0, 2, 1, 0])
     gs = np.array([1.0, 1.0, 1.0, 0.0, 2.0])
     z = gt.constant(zs, dtype="float64")
@@ -266,3 +264,23 @@ def test_under_gt_function(backend):
     t = np.tanh(zs)
     ref = _xent_grad_ref(t, val(lab), np.full(8, 1 / 8)) * (1 - t * t)
     np.testing.assert_allclose(eager, ref, rtol=1e-13, atol=1e-16)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numpy_in_place_rules_give_the_rules_bits(dtype):
+    """NumPy's rules work in place on arrays they make with the op's rule's operations in its order:
+    the same bits, not only the same numbers within rounding (a backend-free test: NumPy always)."""
+    rng = np.random.default_rng(6)
+    with gt.use_backend("numpy"):
+        x = gt.constant(rng.normal(size=(64, 33)) * 3, dtype=dtype)
+        g = gt.constant(rng.normal(size=(64, 33)), dtype=dtype)
+        a, b = _first_and_own_rule(gt.tanh, x, g)
+        np.testing.assert_array_equal(val(a), val(b))
+        z = gt.constant(rng.normal(size=(32, 10)) * 4, dtype=dtype)
+        lab = gt.constant(rng.integers(0, 10, size=32))
+        gz = gt.constant(rng.normal(size=32), dtype=dtype)
+        c, d = _first_and_own_rule(
+            lambda t: gt.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=t), z, gz
+        )
+        np.testing.assert_array_equal(val(c), val(d))
+        assert val(a).dtype == val(c).dtype == np.dtype(dtype)

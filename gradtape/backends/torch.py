@@ -339,7 +339,10 @@ class TorchBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
-        self.rule_overrides = {"tanh": self._tanh_rule, "sparse_softmax_cross_entropy_with_logits": self._sparse_xent_rule}
+        self.rule_overrides = {
+            "tanh": self._tanh_rule,
+            "sparse_softmax_cross_entropy_with_logits": self._sparse_xent_rule,
+        }
         self._special = {}
 
     def _host(self, x):
