@@ -268,7 +268,7 @@ def test_under_gt_function(backend):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_numpy_in_place_rules_give_the_rules_bits(dtype):
-    """NumPy's rules work in place on arrays they make with the op's rule's operations in its order:
+    """NumPy's rule works in place on an array it makes, with the op's rule's operations in its order:
     the same bits, not only the same numbers within rounding (a backend-free test: NumPy always)."""
     rng = np.random.default_rng(6)
     with gt.use_backend("numpy"):

@@ -101,19 +101,6 @@ _OVERRIDES = {
 }
 
 
-def _tanh_rule(xp, op, grad):
-    """tanh's rule ``grad * (1 - y * y)`` into one new array where the rule makes two (``y * y``, and
-    the product; NumPy elides ``1 - .``'s): the same operations in the same order, so the same bits."""
-    y = op.outputs[0]
-    if not y.ndim or y.dtype.kind != "f":  # (0-d: NumPy's ufuncs return scalars; complex: conj)
-        return op.opdef.builtin_rule(xp, op, grad)
-    t = np.multiply(y, y)
-    np.subtract(1, t, out=t)
-    if np.result_type(grad, t) == t.dtype and np.broadcast_shapes(grad.shape, t.shape) == t.shape:
-        return np.multiply(grad, t, out=t)
-    return grad * t
-
-
 def _sparse_xent_rule(xp, op, grad):
     """The sparse softmax cross-entropy's rule ``grad * (softmax(logits) - one_hot(labels))`` on arrays
     it makes: 1 subtracted at the labels and the cotangent multiplied in place (the same numbers: ``p -
@@ -144,7 +131,9 @@ class NumpyBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = dict(_OVERRIDES)
-        self.rule_overrides = {"tanh": _tanh_rule, "sparse_softmax_cross_entropy_with_logits": _sparse_xent_rule}
+        # (no in-place tanh rule: one array fewer, but more page faults per W3 step, 360 -> 680-712,
+        # and no faster: docs/performance.md, Session 17)
+        self.rule_overrides = {"sparse_softmax_cross_entropy_with_logits": _sparse_xent_rule}
 
     def op_impl(self, opdef):
         impl = with_conventions(self, opdef.name, super().op_impl(opdef), eager, division=False, host=itself)
