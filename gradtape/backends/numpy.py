@@ -101,22 +101,6 @@ _OVERRIDES = {
 }
 
 
-def _sparse_xent_rule(xp, op, grad):
-    """The sparse softmax cross-entropy's rule ``grad * (softmax(logits) - one_hot(labels))`` on arrays
-    it makes: 1 subtracted at the labels and the cotangent multiplied in place (the same numbers: ``p -
-    0`` is ``p``), where the rule builds a one-hot, subtracts it and multiplies into new arrays."""
-    labels, logits = op.inputs
-    p = xp.softmax(logits, axis=-1)  # (a new array, C-ordered: written in place below)
-    if not p.size or not p.flags.c_contiguous or not p.flags.writeable:
-        return op.opdef.builtin_rule(xp, op, grad)
-    rows = p.reshape(-1, p.shape[-1])
-    rows[np.arange(rows.shape[0]), labels.reshape(-1)] -= 1
-    g = grad[..., None]
-    if grad.shape == labels.shape and np.result_type(p, g) == p.dtype:
-        return None, np.multiply(p, g, out=p)
-    return None, g * p
-
-
 _size = operator.attrgetter("size")
 #: the masks' zero test of a NumPy array (:func:`unmasked_where_no_zero`)
 _ZEROS = counted(np.count_nonzero, _size)
@@ -131,9 +115,9 @@ class NumpyBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = dict(_OVERRIDES)
-        # (no in-place tanh rule: one array fewer, but more page faults per W3 step, 360 -> 680-712,
-        # and no faster: docs/performance.md, Session 17)
-        self.rule_overrides = {"sparse_softmax_cross_entropy_with_logits": _sparse_xent_rule}
+        # (no rule_overrides: in-place forms of tanh's and the sparse cross-entropy's rules made one
+        # array fewer each but more page faults per W3 step, and no faster: docs/performance.md,
+        # Session 17)
 
     def op_impl(self, opdef):
         impl = with_conventions(self, opdef.name, super().op_impl(opdef), eager, division=False, host=itself)
