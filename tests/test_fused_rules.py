@@ -11,6 +11,7 @@ import pytest
 
 import gradtape as gt
 from gradtape.core import backend_registry as _backends
+from gradtape.core import registry
 
 XENT = "sparse_softmax_cross_entropy_with_logits"
 
@@ -184,13 +185,8 @@ def test_second_order_uses_the_ops_own_rule(backend):
 
 
 def test_registered_gradient_wins_over_the_fused_rule(backend):
-    op = gt.get_op("tanh") if hasattr(gt, "get_op") else None
-    if op is None:
-        from gradtape.core.registry import get_op
-
-        op = get_op("tanh")
-    old = op.grad
-    form = op.rule_form
+    op = registry.get_op("tanh")
+    old, form, saves = op.grad, op.rule_form, op.saves  # (restored after: RegisterGradient replaces all three)
 
     @gt.RegisterGradient("tanh", rule_form="xp")
     def _seven(xp, op, grad):
@@ -203,7 +199,7 @@ def test_registered_gradient_wins_over_the_fused_rule(backend):
             y = gt.tanh(x)
         np.testing.assert_array_equal(val(tape.gradient(y, x)), [7.0, 7.0])
     finally:
-        op.set_rule(old, form, saves=op.saves)
+        op.set_rule(old, form, saves=saves)
     assert op.grad is op.builtin_rule
     with gt.GradientTape() as tape:
         tape.watch(x)
