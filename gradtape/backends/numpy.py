@@ -115,9 +115,6 @@ class NumpyBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = dict(_OVERRIDES)
-        # (no rule_overrides: in-place forms of tanh's and the sparse cross-entropy's rules made one
-        # array fewer each but more page faults per W3 step, and no faster: docs/performance.md,
-        # Session 17)
 
     def op_impl(self, opdef):
         impl = with_conventions(self, opdef.name, super().op_impl(opdef), eager, division=False, host=itself)

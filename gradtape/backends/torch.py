@@ -339,10 +339,6 @@ class TorchBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
-        self.rule_overrides = {
-            "tanh": self._tanh_rule,
-            "sparse_softmax_cross_entropy_with_logits": self._sparse_xent_rule,
-        }
         self._special = {}
 
     def _host(self, x):
@@ -562,28 +558,6 @@ class TorchBackend(Backend):
         in int64, NumPy keeps their dtype."""
         out = self._torch.einsum(subscripts, *arrays)
         return out if out.dtype == arrays[0].dtype else out.to(arrays[0].dtype)
-
-    # ------------------------------------------------------------------ fused rules (rule_overrides)
-    def _tanh_rule(self, xp, op, grad):
-        """tanh's rule ``grad * conj(1 - y * y)`` as torch's one fused kernel (``tanh_backward``, what
-        ``torch.autograd`` runs): one pass where the rule makes three."""
-        return self._torch.ops.aten.tanh_backward(grad, op.outputs[0])
-
-    def _sparse_xent_rule(self, xp, op, grad):
-        """The sparse softmax cross-entropy's rule ``grad * (softmax(logits) - one_hot(labels))`` as the
-        kernels of ``F.cross_entropy``'s backward (``nll_loss_backward`` puts ``-grad`` at the labels,
-        ``_log_softmax_backward_data`` adds ``softmax * grad``): three kernels, no one-hot. Where
-        they do not apply (logits not 2-D, a batch of cotangents, mixed dtypes), the op's own rule."""
-        labels, logits = op.inputs
-        if logits.ndim != 2 or grad.shape != labels.shape or grad.dtype != logits.dtype:
-            return op.opdef.builtin_rule(xp, op, grad)
-        torch = self._torch
-        aten = torch.ops.aten
-        logp = torch.log_softmax(logits, -1)
-        target = labels if labels.dtype == torch.int64 else labels.to(torch.int64)
-        # (reduction 0: none, so total_weight is not read; labels were checked to lie in [0, depth))
-        g = aten.nll_loss_backward(grad, logp, target, None, 0, -100, logp.new_ones(()))
-        return None, aten._log_softmax_backward_data(g, logp, -1, logp.dtype)
 
     def _getitem(self, x, *, key):
         """``x[key]`` (NumPy's meaning); a negative-step slice becomes a gather at the flat positions

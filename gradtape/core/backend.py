@@ -115,13 +115,6 @@ class Backend:
     #: op name -> native callable that replaces the op's forward on this backend (checked first by
     #: :meth:`op_impl`; it is called as the op's forward would be, without the ``xp`` argument)
     overrides: ClassVar[dict] = {}
-    #: op name -> ``rule(xp, op, grad)`` that replaces the op's own gradient rule in a first-order
-    #: walk on this backend's native arrays (one output, a real cotangent): a fused kernel the library
-    #: has (PyTorch's ``tanh_backward``), or a rule that works in place on arrays it made. It must give
-    #: the op's rule's numbers within rounding (``tests/test_fused_rules.py``). The op's own rule runs
-    #: everywhere else: in recorded (higher-order) walks, on other backends, and once the op's rule is
-    #: replaced (``RegisterGradient``: the override is for the op's built-in rule only)
-    rule_overrides: ClassVar[dict] = {}
 
     def __init__(self):
         self._xp = None

@@ -7,8 +7,7 @@ with the namespace that fits the walk:
 
 * nothing records the walk and the cotangent is real floating: the backend's native namespace
   (:func:`gradtape.core.rule_namespace.native_namespace`); ``op`` is the node itself, its ``inputs`` and
-  ``outputs`` native arrays (the fast path: no Tensor is made); where the backend declares a fused
-  form of the op's built-in rule (``Backend.rule_overrides``), that form runs instead;
+  ``outputs`` native arrays (the fast path: no Tensor is made);
 * an outer tape records the walk (higher order), the cotangent is complex, or the rule is a
   TensorFlow-style ``rule(op, *grads)`` (``gt.RegisterGradient``): gradtape's own namespace, on
   Tensors that carry the recorded identities, so outer tapes record what the rule computes.
@@ -567,7 +566,7 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
     pop = grads.pop
     get = grads.get
     last_b = None
-    reals = xp_native = fused = None
+    reals = xp_native = None
     xp_tensors = None if native else tensor_namespace()
     for idx in range(len(nodes) - 1, -1, -1):
         n = nodes[idx]
@@ -586,15 +585,11 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                     last_b = b
                     reals = _real_natives(b)
                     xp_native = native_namespace(b)
-                    fused = b.rule_overrides
                 if g.dtype in reals:
                     if nb and not op.batched:
                         raise NotBatchable(op.name)
-                    rule = op._grad
-                    if fused and rule is op.builtin_rule:
-                        rule = fused.get(op.name, rule)  # (the backend's fused form of the op's rule)
                     try:
-                        in_grads = rule(xp_native, n, g)
+                        in_grads = op._grad(xp_native, n, g)
                     except (TypeError, AttributeError) as e:
                         _native_rule_failed(n, e)
                     _fit_add(grads, reach, n, in_grads, xp_native, nb, None)

@@ -235,7 +235,6 @@ class OpDef:
         "docs",
         "on_change",
         "batching",
-        "builtin_rule",
         *sorted(_MIRRORS),
         "__weakref__",
     )
@@ -288,9 +287,6 @@ class OpDef:
         self.docs = docs
         object.__setattr__(self, "_computes", computes)
         object.__setattr__(self, "_rule", rule)
-        #: the first rule the op was given (its definition's): a backend's ``rule_overrides`` replace
-        #: this one only, never a rule set later (``RegisterGradient``, ``op.grad = ...``)
-        self.builtin_rule = rule.fn
         self._sync()
 
     def _sync(self):
@@ -395,8 +391,6 @@ class OpDef:
         ``rule(op, *grads)``) and what it reads (``saves``; None: everything)."""
         if fn is not None:
             _DECLARED_FORMS[id(fn)] = (fn, form)
-            if self.builtin_rule is None:
-                self.builtin_rule = fn
         self.rule = self._rule._replace(fn=fn, form=form, saves=None if saves is None else Saves.of(saves))
 
     def gradient(self, fn):
