@@ -18,13 +18,16 @@ without the crossing; the crossing's own cost is the difference:
   library's own ``sin`` and its VJP;
 * the floors: a ``torch.autograd.Function`` that computes ``x * 2`` in torch, beside plain autograd,
   and a ``jax.custom_vjp`` that computes ``x * 2`` in JAX, beside ``jax.vjp`` of the plain function
-  (eager): what any crossing through those mechanisms costs before doing anything; and that
-  Function then gradtape's tape, one after the other in one call with no crossing between them
-  (the side-by-side floor): each library's work costs more when the two alternate than each
-  measured alone, with the CPU's caches to itself, and a crossing alternates them by nature.
+  (eager): what any crossing through those mechanisms costs before doing anything;
+* for each crossing row, its *side-by-side floor*: the row's two libraries' work (the native side
+  and the gradtape program; for ``to_torch`` and eager ``to_jax`` the native side is the mechanism's
+  floor above) run one after the other in one call, with no crossing between them: each library's
+  work costs more when the two alternate than each measured alone, with the CPU's caches to itself,
+  and a crossing alternates them by nature.
 
 The crossing's own cost is the time through it less the two libraries' own work (the native
-library's differentiation of the op and gradtape's).
+library's differentiation of the op and gradtape's), each timed alone; and, the second measure, the
+time through it less its side-by-side floor.  Both are printed against issue 25's 10 µs, scaled.
 
 Each cell is the best of ``--repeat`` timings of ``--number`` calls (microseconds per call, process
 CPU time; ``--clock wall`` for elapsed time), taken in rounds: each round times every cell once, in
@@ -61,7 +64,6 @@ torch.set_num_threads(1)
 
 
 FLOOR_TORCH = "(floor) a torch.autograd.Function computing x * 2 in torch"
-FLOOR_BESIDE = "(floor) that Function, then gradtape's tape of x * 2, one after the other (no crossing)"
 FLOOR_JAX = "(floor) a jax.custom_vjp computing x * 2 in JAX, eager"
 
 #: issue 25's target: a crossing's own cost per call (its forward and its backward together here)
@@ -133,10 +135,24 @@ def check_no_copy():
 
 
 def rows(measure, number):
-    """The rows, each ``(name, native, gradtape alone, through the crossing)``, each cell what
-    ``measure(fn, number of calls)`` returns (None: no such cell)."""
+    """The rows, each ``(name, native, gradtape alone, through the crossing, side by side)``, each cell
+    what ``measure(fn, number of calls)`` returns (None: no such cell).  *Side by side*: the two
+    libraries' work of the row run one after the other in one call, with no crossing between them
+    (for ``to_torch`` / eager ``to_jax`` the native side is the mechanism's floor, the empty
+    ``autograd.Function`` / ``custom_vjp``): what the work costs when the two alternate, as a
+    crossing makes them, rather than each timed alone with the CPU's caches to itself."""
     out = []
     g_t = torch.ones(8, dtype=torch.float64)
+
+    # ---- the floor of any torch crossing: an autograd.Function that does nothing else
+    class Empty(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, gy):
+            return gy * 2.0
 
     # ---- to_torch
     def gt_double(x):
@@ -161,12 +177,17 @@ def rows(measure, number):
                 y = gt_double(xg)
             tape.gradient(y, xg, output_gradients=gg)
 
+        def torch_side_by_side():
+            Empty.apply(xr).backward(g_t)
+            gradtape_alone()
+
         out.append(
             (
                 "to_torch (torch backend), x * 2",
                 measure(torch_plain, number),
                 measure(gradtape_alone, number),
                 measure(torch_crossing, number),
+                measure(torch_side_by_side, number),
             )
         )
 
@@ -177,6 +198,17 @@ def rows(measure, number):
 
     def jnative(x):
         return x * 2.0
+
+    # ---- the floor of any eager JAX crossing: a jax.custom_vjp that does nothing else
+    @jax.custom_vjp
+    def jempty(x):
+        return x * 2.0
+
+    jempty.defvjp(lambda x: (x * 2.0, None), lambda _, gy: (gy * 2.0,))
+
+    def jax_empty():
+        _, pull = jax.vjp(jempty, xj)
+        pull(gj)[0].block_until_ready()
 
     def jax_plain():
         _, pull = jax.vjp(jnative, xj)
@@ -195,12 +227,17 @@ def rows(measure, number):
                 y = gt_double(xgj)
             tape.gradient(y, xgj, output_gradients=ggj).native.block_until_ready()
 
+        def jax_side_by_side():
+            jax_empty()
+            gradtape_alone_jax()
+
         out.append(
             (
                 "to_jax (jax backend, eager), x * 2",
                 measure(jax_plain, max(1, number // 10)),
                 measure(gradtape_alone_jax, number),
                 measure(jax_crossing, max(1, number // 10)),
+                measure(jax_side_by_side, max(1, number // 10)),
             )
         )
     jit_plain = jax.jit(lambda x, g: jax.vjp(jnative, x)[1](g))
@@ -211,6 +248,7 @@ def rows(measure, number):
             measure(lambda: jit_plain(xj, gj)[0].block_until_ready(), number),
             None,
             measure(lambda: jit_cross(xj, gj)[0].block_until_ready(), number),
+            None,  # (one compiled program: nothing alternates)
         )
     )
 
@@ -243,26 +281,23 @@ def rows(measure, number):
 
                 return run
 
+            alone = program(gt.sin)
+
+            def side_by_side(plain=plain, alone=alone):
+                plain()
+                alone()
+
             slow = backend == "jax"  # eager jax.vjp costs about a millisecond
             n = max(1, number // 10) if slow else number
             out.append(
                 (
                     name,
                     measure(plain, n),
-                    measure(program(gt.sin), number),
+                    measure(alone, number),
                     measure(program(wrapped), n),
+                    measure(side_by_side, n),
                 )
             )
-
-    # ---- the floor of any torch crossing: an autograd.Function that does nothing else
-    class Empty(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2.0
-
-        @staticmethod
-        def backward(ctx, gy):
-            return gy * 2.0
 
     out.append(
         (
@@ -270,31 +305,9 @@ def rows(measure, number):
             measure(torch_plain, number),
             None,
             measure(lambda: Empty.apply(xr).backward(g_t), number),
+            None,
         )
     )
-
-    # ---- that floor and gradtape's own work, one after the other in one call, with no crossing: what
-    # the two libraries' work costs when their code alternates (neither stays in the CPU's caches)
-    with gt.use_backend("torch"):
-
-        def side_by_side():
-            Empty.apply(xr).backward(g_t)
-            gradtape_alone()
-
-        out.append(
-            (FLOOR_BESIDE, measure(torch_plain, number), measure(gradtape_alone, number), measure(side_by_side, number))
-        )
-
-    # ---- the floor of any eager JAX crossing: a jax.custom_vjp that does nothing else
-    @jax.custom_vjp
-    def jempty(x):
-        return x * 2.0
-
-    jempty.defvjp(lambda x: (x * 2.0, None), lambda _, gy: (gy * 2.0,))
-
-    def jax_empty():
-        _, pull = jax.vjp(jempty, xj)
-        pull(gj)[0].block_until_ready()
 
     out.append(
         (
@@ -302,6 +315,7 @@ def rows(measure, number):
             measure(jax_plain, max(1, number // 10)),
             None,
             measure(jax_empty, max(1, number // 10)),
+            None,
         )
     )
     return out
@@ -317,9 +331,17 @@ def anchor_rows(measure):
     return out
 
 
+def own_costs(name, native, alone, crossed, beside):
+    """A row's crossing's own cost, two ways: the time through it less each library's work timed
+    alone, and the time through it less the two libraries' work run side by side (None: no such
+    cell)."""
+    own = crossed - (native or 0.0) - (alone or 0.0)
+    return own, (None if beside is None else crossed - beside)
+
+
 def scale_table(anchors, results):
-    """The anchors against the issue's figures, and each crossing's own cost against the target scaled
-    by the more demanding of them (the smaller factor)."""
+    """The anchors against the issue's figures, and each crossing's own cost (both ways) against the
+    target scaled by the more demanding of them (the smaller factor)."""
     lines = ["| anchor (W1) | issue's figure | measured here, same rounds | here / issue |", "|---|---:|---:|---:|"]
     factors = []
     for name, ops, t in anchors:
@@ -333,15 +355,21 @@ def scale_table(anchors, results):
         "",
         f"The target, {TARGET_US:g} µs per call, scaled by the smaller factor ({k:.1f}×): {target:.0f} µs.",
         "",
-        "| crossing | own cost (forward + backward) | scaled target | met, scaled? | own cost ÷ factor |",
-        "|---|---:|---:|---|---:|",
+        "| crossing | own cost (forward + backward) | met, scaled? | ÷ factor | over the side-by-side floor "
+        "| met, scaled? | ÷ factor |",
+        "|---|---:|---|---:|---:|---|---:|",
     ]
-    for name, native, alone, crossed in results:
+    for row in results:
+        name = row[0]
         if name.startswith("(floor)"):
             continue
-        own = crossed - (native or 0.0) - (alone or 0.0)
-        verdict = "met" if own <= target else "missed"
-        lines.append(f"| {name} | {own:+.1f} µs | {target:.0f} µs | {verdict} | {own / k:+.1f} µs |")
+        cells = []
+        for v in own_costs(*row):
+            if v is None:
+                cells += ["—", "—", "—"]
+            else:
+                cells += [f"{v:+.1f} µs", "met" if v <= target else "missed", f"{v / k:+.1f} µs"]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -349,20 +377,20 @@ def table(results, unit="µs"):
     """The crossing's own cost: the time through it less the native library's own differentiation
     of the op and less gradtape's (the work each library does anyway); and that less the floor of
     its mechanism (the floor rows' own cost: ``torch.autograd.Function`` for ``to_torch``,
-    ``jax.custom_vjp`` for eager ``to_jax``), what gradtape itself adds.  For ``to_torch`` also less
-    the side-by-side floor (that Function and gradtape's tape run one after the other in one call,
-    no crossing): the two libraries' work measured as a crossing must do it, alternating, rather
-    than each alone with the CPU's caches to itself."""
-    own = {name: crossed - (native or 0.0) - (alone or 0.0) for name, native, alone, crossed in results}
+    ``jax.custom_vjp`` for eager ``to_jax``), what gradtape itself adds; and the time through it less
+    the side-by-side floor (the row's two libraries' work run one after the other in one call, no
+    crossing, the mechanism's floor included where there is one): the work measured as a crossing
+    must do it, alternating, rather than each library alone with the CPU's caches to itself."""
+    own = {row[0]: own_costs(*row)[0] for row in results}
     floors = {"torch": own.get(FLOOR_TORCH), "JAX": own.get(FLOOR_JAX)}
-    beside = own.get(FLOOR_BESIDE)
     lines = [
         "| crossing, forward + backward | native library | gradtape alone | through the crossing "
-        "| crossing's own cost | own cost over its floor | over the side-by-side floor |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| side by side, no crossing | crossing's own cost | own cost over its floor | over the side-by-side floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, native, alone, crossed in results:
-        cells = [f"{v:.1f} {unit}" if v is not None else "—" for v in (native, alone, crossed)]
+    for row in results:
+        name = row[0]
+        cells = [f"{v:.1f} {unit}" if v is not None else "—" for v in row[1:]]
         first = name.split(" ")[0]
         lib = None  # (from_torch / from_jax use no such mechanism: their floor is the native column's)
         if first == "to_torch":
@@ -371,8 +399,9 @@ def table(results, unit="µs"):
             lib = "JAX"
         floor = floors.get(lib) if lib else None
         over = f"{own[name] - floor:+.1f} {unit}" if floor is not None else "—"
-        side = f"{own[name] - beside:+.1f} {unit}" if lib == "torch" and beside is not None else "—"
-        lines.append(f"| {name} | {' | '.join(cells)} | {own[name]:+.1f} {unit} | {over} | {side} |")
+        side = own_costs(*row)[1]
+        side_cell = "—" if side is None else f"{side:+.1f} {unit}"
+        lines.append(f"| {name} | {' | '.join(cells)} | {own[name]:+.1f} {unit} | {over} | {side_cell} |")
     return "\n".join(lines)
 
 
@@ -411,7 +440,7 @@ def main(argv=None):
     )
     if args.json:
         unit = "calls" if args.calls else "us"
-        keys = ("row", f"native_{unit}", f"gradtape_{unit}", f"crossing_{unit}")
+        keys = ("row", f"native_{unit}", f"gradtape_{unit}", f"crossing_{unit}", f"side_by_side_{unit}")
         with open(args.json, "w") as f:
             json.dump([dict(zip(keys, r)) for r in results], f, indent=1)
     return 0

@@ -713,7 +713,7 @@ def test_from_native_a_gradtape_variable_read_inside_is_an_error_naming_it(backe
 
 def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
     """benchmarks/crossing.py (issue 25, item 5) runs: its no-copy check passes, and --calls gives
-    every row, the three floors included, with a call count per column (no timing asserted)."""
+    every row, the two floors included, with a call count per column (no timing asserted)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = tmp_path / "calls.json"
     p = subprocess.run(
@@ -725,10 +725,13 @@ def test_the_crossing_benchmark_runs_and_counts_calls(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = {r["row"]: r for r in json.loads(out.read_text())}
     assert {name.split(" ")[0] for name in rows} == {"to_torch", "to_jax", "from_torch", "from_jax", "(floor)"}
-    assert sum(name.startswith("(floor)") for name in rows) == 3
+    assert sum(name.startswith("(floor)") for name in rows) == 2  # (the Function and custom_vjp)
     for r in rows.values():
         assert r["crossing_calls"] >= 1 and r["native_calls"] >= 1
     assert "| own cost over its floor | over the side-by-side floor |" in p.stdout
+    # every crossing row but the compiled one has its side-by-side cell (the two libraries alternating)
+    crossing_rows = [r for name, r in rows.items() if not name.startswith("(floor)") and "jit" not in name]
+    assert len(crossing_rows) == 4 and all(r["side_by_side_calls"] for r in crossing_rows)
 
 
 def test_the_crossing_benchmark_scales_its_target_by_anchors_timed_in_the_same_rounds():
@@ -746,6 +749,8 @@ def test_the_crossing_benchmark_scales_its_target_by_anchors_timed_in_the_same_r
     assert "| `torch.autograd` | 4.8 µs/op |" in p.stdout and "| `minitape-numpy` | 1.46 µs/op |" in p.stdout
     verdicts = [line for line in p.stdout.splitlines() if "| met |" in line or "| missed |" in line]
     assert {v.split(" ")[1] for v in verdicts} == {"to_torch", "to_jax", "from_torch", "from_jax"}, p.stdout
+    # both measures of a crossing row with a side-by-side cell get their verdict
+    assert sum(v.count("| met |") + v.count("| missed |") for v in verdicts) == 9, p.stdout
 
 
 COMPLEX_CASES = {

@@ -290,39 +290,55 @@ def to_torch(fn: Callable[..., Any], *, backend: Any = None) -> Callable[..., An
 def _torch_forward(xs: list, fn: Callable[..., Any], name: str) -> tuple:
     """One call of the flat torch function ``fn`` on gradtape Tensors ``xs`` (of one backend): its
     outputs as the backend's arrays and their VJP, ``torch.autograd.grad`` on the graph torch
-    recorded (see :func:`from_torch`)."""
+    recorded (see :func:`from_torch`).  (Loops, not generator expressions, and the torch backend's
+    arrays taken as they are: this is the crossing's per-call cost, ``benchmarks/crossing.py``.)"""
     b = xs[0]._b
-    live = any(x._v.requires_grad for x in xs if isinstance(x._v, torch.Tensor))  # torch records already
+    on_torch = b is _TORCH
+    live = False  # whether torch records already (an input requires grad: torch.func, an outer torch graph)
     ts = []
-    for x in xs:
-        t = _torch_of(x._v)
-        if _floating(t) and not t.requires_grad:
+    wrt = []  # the inputs torch differentiates with respect to
+    for k, x in enumerate(xs):
+        t = x._v if on_torch else _torch_of(x._v)
+        if t.requires_grad:
+            live = live or on_torch
+            wrt.append(k)
+        elif t.is_floating_point() or t.is_complex():
             t = t.detach().requires_grad_()
+            wrt.append(k)
         ts.append(t)
     if torch.is_grad_enabled():
         outs = fn(*ts)
     else:
         with torch.enable_grad():
             outs = fn(*ts)
-    if not all(isinstance(o, torch.Tensor) for o in outs):
-        raise TypeError(f"from_torch({name}): the function must return torch tensors (any pytree of them)")
+    for o in outs:
+        if not isinstance(o, torch.Tensor):
+            raise TypeError(f"from_torch({name}): the function must return torch tensors (any pytree of them)")
     home = b.device_of(xs[0]._v)  # (torch may compute elsewhere, on the CPU for a GPU backend's arrays)
-    keep = live and b is _TORCH
-    ys = [native_on(b, o if keep else o.detach(), home) for o in outs]
+    keep = live and on_torch
+    if on_torch:
+        ys = [(o if keep else o.detach()) if o.device == home else native_on(b, o.detach(), home) for o in outs]
+    else:
+        ys = [native_on(b, o.detach(), home) for o in outs]
 
     def vjp(dys: tuple) -> list:
-        pairs = [(o, d) for o, d in zip(outs, dys) if o.requires_grad]
-        wrt = [k for k, t in enumerate(ts) if t.requires_grad]
         grads: list = [None] * len(xs)
-        if pairs and wrt:
-            cts = []
-            for o, d in pairs:
-                c = _torch_of(d)
+        if not wrt:
+            return grads
+        targets, cts = [], []
+        for o, d in zip(outs, dys):
+            if o.requires_grad:
+                c = d if on_torch else _torch_of(d)
+                targets.append(o)
                 cts.append(c if c.dtype == o.dtype else c.to(o.dtype))
-            gs = _autograd(name, [o for o, _ in pairs], [ts[k] for k in wrt], cts)
+        if targets:
+            gs = _autograd(name, targets, [ts[k] for k in wrt], cts)
             for k, g in zip(wrt, gs):
                 v = xs[k]._v
-                grads[k] = native_on(b, g, b.device_of(v)) if g is not None else b.xp.zeros_like(v)
+                if g is None:
+                    grads[k] = b.xp.zeros_like(v)
+                else:  # (on the torch backend the gradient of a leaf made from v is on v's device already)
+                    grads[k] = g if on_torch else native_on(b, g, b.device_of(v))
         return grads
 
     return ys, vjp
