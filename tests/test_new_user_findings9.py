@@ -216,24 +216,42 @@ def _log1pexp_from_inputs(x):
     return gt.math.log1p(gt.exp(x)), grad
 
 
-def test_a_second_derivative_through_a_custom_gradient_says_what_it_holds_constant(backend):
-    """gt.hessian of TensorFlow's log1pexp example was silently 0: gt.custom_gradient runs the function
-    where no tape sees it, so ``e`` (read by the gradient function) is a constant to the second
-    derivative (TensorFlow records the function and gets sigmoid'(x); so does jax.hessian).  It now warns,
-    naming ``e`` and the way out; a gradient function computing from its inputs matches jax, quietly,
-    and first-order derivatives are quiet as before."""
+def test_a_second_derivative_through_a_custom_gradient_differentiates_the_values_its_gradient_reads(backend):
+    """gt.hessian of TensorFlow's log1pexp example was silently 0, then warned: gt.custom_gradient ran the
+    function where no tape saw it, so ``e`` (read by the gradient function) was a constant to the second
+    derivative.  As TensorFlow's, the tapes recording the call now record the function too, so the Hessian
+    is sigmoid'(x), jax.hessian's, quietly, by every route (nested tapes, gt.hessian, forward over
+    reverse); first-order derivatives are as before.  A tape opened after the call did not see ``e``
+    computed: differentiating the gradient there still warns, naming ``e`` and the way out."""
     import warnings
 
     x = gt.constant([0.3, -1.0], dtype=gt.float64)
-    want = jax.hessian(lambda x: jnp.sum(jnp.log1p(jnp.exp(x))))(x.numpy())
-    with pytest.warns(gt.GradientLeakWarning, match=r"through _log1pexp treats e \(computed inside"):
-        gt.hessian(lambda x: gt.sum(_log1pexp(x)))(x)
+    f = lambda x: jnp.sum(jnp.log1p(jnp.exp(x)))
+    want = jax.hessian(f)(x.numpy())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        close(gt.hessian(lambda x: gt.sum(_log1pexp(x)))(x), want)
         close(gt.hessian(lambda x: gt.sum(_log1pexp_from_inputs(x)))(x), want)
-        close(gt.grad(lambda x: gt.sum(_log1pexp(x)))(x), jax.grad(lambda x: jnp.sum(jnp.log1p(jnp.exp(x))))(x.numpy()))
+        close(gt.jacfwd(gt.grad(lambda x: gt.sum(_log1pexp(x))))(x), want)
+        with gt.GradientTape() as outer:
+            outer.watch(x)
+            with gt.GradientTape() as inner:
+                inner.watch(x)
+                y = gt.sum(_log1pexp(x))
+            g = inner.gradient(y, x)
+        close(outer.gradient(g, x), np.diag(want))  # (the Hessian's row sums: diagonal here)
+        close(gt.grad(lambda x: gt.sum(_log1pexp(x)))(x), jax.grad(f)(x.numpy()))
         close(gt.jacfwd(_log1pexp)(x), jax.jacfwd(lambda x: jnp.log1p(jnp.exp(x)))(x.numpy()))
         close(gt.vmap(gt.grad(_log1pexp))(x), jax.vmap(jax.grad(lambda x: jnp.log1p(jnp.exp(x))))(x.numpy()))
+    # a tape opened after the call: it did not record e, so it cannot differentiate through it
+    with gt.GradientTape(persistent=True) as inner:
+        inner.watch(x)
+        y = gt.sum(_log1pexp(x))
+    with gt.GradientTape() as late:
+        late.watch(x)
+        with pytest.warns(gt.GradientLeakWarning, match=r"through _log1pexp treats e \(computed inside.*opened after"):
+            g = inner.gradient(y, x)  # (the rule runs here, recorded by late)
+    assert late.gradient(g, x) is None  # (g reaches x only through e, which late did not record)
 
 
 def test_the_jacobians_take_holomorphic_as_jax(backend):

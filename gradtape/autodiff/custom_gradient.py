@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,14 @@ from gradtape.core.engine import Recording, record
 from gradtape.core.recording_state import add_active_tapes, per_thread
 from gradtape.core.tensor import GradientLeakWarning, Nested, Tensor, convert_to_tensor, next_id, wrap
 
-__all__ = ["custom_gradient", "grad_pass_through", "stop_gradient", "register_op", "run_privately"]
+__all__ = [
+    "custom_gradient",
+    "custom_gradient_unrecorded",
+    "grad_pass_through",
+    "stop_gradient",
+    "register_op",
+    "run_privately",
+]
 
 
 def stop_gradient(x: Nested) -> Nested:
@@ -80,11 +88,13 @@ def _all_zero(grads: tuple[Any, ...]) -> bool:
 
 def _warn_closed_over(op: Any, grads: tuple[Any, ...]) -> None:
     """A tape records this rule (a higher-order derivative) with respect to the call's inputs: warn where
-    ``grad_fn`` reads tensors the function computed (it ran privately: no tape connects them to the
-    inputs, so they are constants here, where TensorFlow, which records the function, and JAX's
-    custom_vjp residuals differentiate through them)."""
-    watched = [rec.watched for rec in per_thread.tapes]
-    if not any(i in w for w in watched for i in op.in_ids):
+    ``grad_fn`` reads tensors the function computed and that tape did not see the function compute them
+    (it was opened after the call, or the function ran privately: ``recompute_grad``'s), so nothing on it
+    connects them to the inputs: they are constants there, where a tape that recorded the function (as
+    TensorFlow's do) differentiates through them."""
+    seen_by = op.attrs["body_tapes"]  # (weak references to the tapes that recorded the function)
+    unseen = [rec.watched for rec in per_thread.tapes if not any(r() is rec for r in seen_by)]
+    if not any(i in w for w in unseen for i in op.in_ids):
         return
     lo, hi = op.attrs["ids"]
     grad_fn = op.attrs["grad_fn"]
@@ -107,10 +117,10 @@ def _warn_closed_over(op: Any, grads: tuple[Any, ...]) -> None:
         f = op.attrs["function"]
         warnings.warn(
             f"gt.custom_gradient: a higher-order derivative through {f} treats {', '.join(names)} (computed "
-            f"inside {f}, read by its gradient function) as a constant: the function runs where no tape sees it, "
-            "so nothing connects that value to the inputs (TensorFlow records it; JAX differentiates a "
-            "custom_vjp's residuals). Compute it inside the gradient function from the inputs to differentiate "
-            "through it (a value that does not depend on the inputs: create it outside the function)",
+            f"inside {f}, read by its gradient function) as a constant: the tape that differentiates the gradient "
+            f"did not see {f} run (it was opened after the call), so nothing on it connects that value to the "
+            "inputs. Open that tape before calling the function (as TensorFlow, a tape then records it and "
+            "differentiates through its values), or compute the value inside the gradient function from the inputs",
             GradientLeakWarning,
             stacklevel=2,
         )
@@ -142,9 +152,17 @@ def run_privately(f: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[
     """``f(*args, **kwargs)`` with this thread's tapes replaced by a private one: outer tapes see
     nothing of what ``f`` computes, the private one collects the trainable variables ``f`` reads.
     Returns ``(result, {id: variable read})``."""
+    return _run_with(f, [], args, kwargs)
+
+
+def _run_with(f: Callable[..., Any], tapes: list, args: tuple, kwargs: dict) -> tuple[Any, dict]:
+    """``f(*args, **kwargs)`` recorded by ``tapes`` (a list of this thread's recordings) and by a private
+    recording that collects the trainable variables ``f`` reads (converting a tensor out of gradtape inside
+    ``f`` is not a gradient leak for ``tapes``: ``f``'s gradient is the user's).  Returns ``(result,
+    {id: variable read})``."""
     outer = per_thread.tapes
-    private = Recording(True)
-    per_thread.tapes = [private]
+    private = Recording(True, hides_outer=True)
+    per_thread.tapes = [*tapes, private]
     add_active_tapes(1)
     try:
         return f(*args, **kwargs), private.variables
@@ -155,15 +173,30 @@ def run_privately(f: Callable[..., Any], /, *args: Any, **kwargs: Any) -> tuple[
 
 def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Decorator (as ``tf.custom_gradient``): ``f(*x)`` returns ``(y, grad_fn)``; ``grad_fn(*dy)``
-    returns the gradients of the inputs, or with ``variables=`` ``(input_grads, variable_grads)``."""
+    returns the gradients of the inputs, or with ``variables=`` ``(input_grads, variable_grads)``.
+
+    As TensorFlow's, the tapes recording the call record what ``f`` computes too (its outputs get the
+    gradient of ``grad_fn``, a node of their own): a higher-order derivative differentiates through the
+    values ``grad_fn`` reads (``e = exp(x)`` in TensorFlow's ``log1pexp`` example), as TensorFlow and
+    ``jax.custom_vjp``'s residuals do."""
     if f is None:
         return custom_gradient
+    return _custom_gradient(f, record_body=True)
 
+
+def custom_gradient_unrecorded(f: Callable[..., Any]) -> Callable[..., Any]:
+    """:func:`custom_gradient` whose ``f`` runs where no tape records it (only the call's node is kept):
+    for ``recompute_grad``, whose point is to keep none of ``f``'s intermediate values (TensorFlow's
+    ``recompute_grad`` stops recording around ``f`` too); its ``grad_fn`` computes from the inputs."""
+    return _custom_gradient(f, record_body=False)
+
+
+def _custom_gradient(f: Callable[..., Any], record_body: bool) -> Callable[..., Any]:
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         outer = per_thread.tapes
         lo = next_id() if outer else 0  # (the tensors f computes: ids between lo and hi)
-        result, read = run_privately(f, *args, **kwargs)
+        result, read = _run_with(f, outer if record_body else [], args, kwargs)
         if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
             raise TypeError("a @custom_gradient function must return (outputs, grad_fn)")
         y, grad_fn = result
@@ -190,6 +223,7 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Callable[..., Any]:
                 "variables": tuple(variables),
                 "accepts_variables": accepts,
                 "ids": (lo, next_id()),
+                "body_tapes": tuple(weakref.ref(r) for r in outer) if record_body else (),
                 "function": getattr(f, "__qualname__", None) or repr(f),
             }
             record(_CUSTOM, tuple(inputs), tuple(t._v for t in inputs), attrs, tuple(outs))

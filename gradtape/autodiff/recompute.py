@@ -33,7 +33,7 @@ from typing import Any
 
 import optree
 
-from gradtape.autodiff.custom_gradient import custom_gradient
+from gradtape.autodiff.custom_gradient import custom_gradient_unrecorded
 from gradtape.autodiff.tape import GradientTape
 from gradtape.core.recording_state import active_context, per_thread
 from gradtape.core.registry import OpDef, get_op, ops
@@ -247,7 +247,7 @@ def recompute_grad(f: Callable[..., Any] | None = None, policy: Any = None) -> C
     pol = _as_policy(policy)
     where = getattr(f, "__qualname__", None) or repr(f)
 
-    @custom_gradient
+    @custom_gradient_unrecorded
     def checkpointed(call, *tensors):
         # ``call(tensors)``: f on its arguments with these tensors at their places (the inputs of the
         # node: every tensor of the arguments, in dicts, lists and tuples and keywords too)

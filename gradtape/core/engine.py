@@ -250,14 +250,17 @@ class Recording:
     access; ``watched``: those and every recorded output), the recorded nodes, the watched
     variables."""
 
-    __slots__ = ("watched", "roots", "nodes", "variables", "watch_accessed", "__weakref__")
+    __slots__ = ("watched", "roots", "nodes", "variables", "watch_accessed", "hides_outer", "__weakref__")
 
-    def __init__(self, watch_accessed):
+    def __init__(self, watch_accessed, hides_outer=False):
         self.watched = set()
         self.roots = set()
         self.nodes = []
         self.variables = {}
         self.watch_accessed = watch_accessed
+        # (a custom gradient's body: the recordings below this one on the thread's list still record, but
+        # converting a tensor out of gradtape there leaks nothing -- the user gives the gradient)
+        self.hides_outer = hides_outer
 
     def watch_id(self, i):
         self.watched.add(i)

@@ -148,12 +148,16 @@ def _function_of(frame):
 
 def _connected(t):
     """Whether a recording tape of this thread connects ``t`` to a watched source (a trainable
-    Variable counts where a tape watches the variables it reads)."""
+    Variable counts where a tape watches the variables it reads); the tapes below one that hides them (a
+    custom gradient's body: its gradient is the user's) do not count."""
     tapes = per_thread.tapes
     tid = t._id
-    for rec in tapes:
+    for k in range(len(tapes) - 1, -1, -1):
+        rec = tapes[k]
         if tid in rec.watched or (t._is_var and t._trainable and rec.watch_accessed):
             return True
+        if rec.hides_outer:
+            return False
     return False
 
 
