@@ -556,18 +556,10 @@ def test_the_names_in_a_compiled_step(backend):
             np.testing.assert_allclose(value(got), want, rtol=1e-12)
 
 
-def test_traced_indices_are_refused_with_what_to_do(backend):
-    # indices are read to the host (checked against the shape, as TF's CPU kernels check them): inside
-    # gt.function a traced index tensor has no value yet, an error that says so (not a clamped read)
-    p = c64(P234)
-
-    @gt.function
-    def f(p, i):
-        return gt.gather_nd(p, i)
-
-    with pytest.raises(gt.OperatorNotAllowedInGraphError, match=r"pass the value as a Python argument"):
-        f(p, gt.constant([[0, 1], [1, 2]]))
-
+def test_traced_segment_ids_are_refused_with_what_to_do(backend):
+    # segment ids are read to the host (checked, and they size the result): inside gt.function a traced
+    # ids tensor has no value yet, an error that says so (not a clamped read).  (gather_nd and
+    # tensor_scatter_nd_* take traced indices: tests/test_traced_indices.py.)
     @gt.function
     def g(d, ids):
         return gt.math.unsorted_segment_sum(d, ids, 2)

@@ -12,9 +12,10 @@ import builtins
 
 import numpy as np
 
+from gradtape.backends.tracing import TraceArray, value_check
 from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.ops import apply, apply1, batch_as, composite, defop, public
-from gradtape.core.tensor import Tensor, convert_to_tensor
+from gradtape.core.tensor import Tensor, convert_to_tensor, lift
 from gradtape.ops.elementwise import add
 
 # (and the ops getitem, setitem, index_add: Tensor methods)
@@ -83,28 +84,74 @@ def _native_key(key, b, ndim=None, device=None, *, shape=None, op="getitem"):
         out.append(Ellipsis)
     if shape is not None:
         _check_bounds([host.get(i, k) for i, k in enumerate(out)], tuple(shape), b, op)
+        out = _check_traced_bounds(out, tuple(shape), b, op)
     return tuple(out)
 
 
-def _check_bounds(key, shape, b, op):
-    """Raise for an integer, or a host integer array, of a native key outside the axis it indexes:
-    what the key's values say without reading a device (an index tensor's values are not checked)."""
+def _entry_index(key, pos):
+    """The position in ``key`` of the ``pos``-th entry :func:`_indexed_axes` yields (it skips the
+    ``Ellipsis``)."""
+    split = next((i for i, k in enumerate(key) if k is Ellipsis), len(key))
+    return pos if pos < split else pos + 1
+
+
+def _indexed_axes(key, shape, b):
+    """``(entry, axis)`` for each entry of a native key other than an ``Ellipsis``, and the axis of
+    ``shape`` it starts at (the entries after the ``Ellipsis`` counted from the end)."""
     split = next((i for i, k in enumerate(key) if k is Ellipsis), len(key))
     tail = key[split + 1 :]
     starts = ((key[:split], 0), (tail, len(shape) - builtins.sum(_axes_used(k, b) for k in tail)))
     for part, axis in starts:
         for k in part:
-            size = shape[axis] if 0 <= axis < len(shape) else None
-            if isinstance(size, int) and not isinstance(k, bool):
-                if isinstance(k, int):
-                    bad = None if -size <= k < size else k
-                elif isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size:
-                    bad = next((int(v) for v in (k.min(), k.max()) if not -size <= v < size), None)
-                else:
-                    bad = None
-                if bad is not None:
-                    raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {size} (in op {op!r})")
+            yield k, axis
             axis += _axes_used(k, b)
+
+
+def _check_traced_bounds(key, shape, b, op):
+    """Inside ``gt.function``: an index tensor's values are not known when the step is traced, so its
+    bounds are checked with the step (``value_check``: every call raises NumPy's ``IndexError`` where one
+    is outside its axis, before any variable is written back), on every backend -- a compiled JAX
+    program would clamp it silently, a compiled torch one fail in a kernel.  Returns the key with such
+    an array's positions outside the axis replaced by 0, so that no kernel indexes out of bounds before
+    the check raises."""
+    if not any(k.__class__ is TraceArray for k in key):
+        return key
+    out = list(key)
+    for pos, (k, axis) in enumerate(_indexed_axes(key, shape, b)):
+        size = shape[axis] if 0 <= axis < len(shape) else None
+        if k.__class__ is TraceArray and isinstance(size, int) and _key_array_kind(k, b) in ("i", "u"):
+            out[_entry_index(key, pos)] = _checked_index(
+                k,
+                (k < -size) | (k >= size),
+                b,
+                IndexError(f"an index is out of bounds for axis {axis} with size {size} (in op {op!r})"),
+            )
+    return out
+
+
+def _checked_index(k, bad, b, error):
+    """The traced index array ``k`` with the positions ``bad`` says are invalid checked with the step
+    (``error`` raised where any is) and replaced by 0."""
+    xp = b.xp
+    value_check(xp.any(bad), type(error), str(error))
+    return xp.where(bad, xp.zeros_like(k), k)
+
+
+def _check_bounds(key, shape, b, op):
+    """Raise for an integer, or a host integer array, of a native key outside the axis it indexes:
+    what the key's values say without reading a device (an index tensor's values are checked in a
+    ``gt.function`` step, :func:`_check_traced_bounds`, and eagerly by the backends that do not raise)."""
+    for k, axis in _indexed_axes(key, shape, b):
+        size = shape[axis] if 0 <= axis < len(shape) else None
+        if isinstance(size, int) and not isinstance(k, bool):
+            if isinstance(k, int):
+                bad = None if -size <= k < size else k
+            elif isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size:
+                bad = next((int(v) for v in (k.min(), k.max()) if not -size <= v < size), None)
+            else:
+                bad = None
+            if bad is not None:
+                raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {size} (in op {op!r})")
 
 
 def _key_array_kind(k, b):
@@ -196,10 +243,22 @@ def _without_newaxes(key, ndim):
     return tuple(k for k in key if k is not None), tuple(new_axes)
 
 
+def beside_key(x, key):
+    """``x`` taken into the backend of an index tensor of ``key`` where theirs differ and that backend
+    takes it in: inside ``gt.function``, a tensor captured from outside indexed by a traced one (as a
+    binary op lifts its captured operand); else ``x`` (where it cannot, :func:`_native_key` says why)."""
+    for k in key if isinstance(key, tuple) else (key,):
+        if isinstance(k, Tensor) and k._b is not x._b:
+            lifted = lift(x, k._b)
+            return x if lifted is None else lifted
+    return x
+
+
 def _getitem(x, key):
     """``x[key]`` (used by ``Tensor.__getitem__`` and by rules)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
+    x = beside_key(x, key)
     return apply1(_getitem_op, x, {"key": _native_key(key, x._b, x.ndim, x._b.device_beside(x._v), shape=x.shape)})
 
 
@@ -290,6 +349,7 @@ def _setitem(x, key, value):
     """A new tensor equal to ``x`` with ``x[key] = value`` (recorded, differentiable in both)."""
     if not isinstance(x, Tensor):
         x = convert_to_tensor(x)
+    x = beside_key(x, key)
     nkey = _native_key(key, x._b, x.ndim, x._b.device_beside(x._v), shape=x.shape, op="setitem")
     if not isinstance(value, Tensor) or value.dtype != x.dtype:
         value = convert_to_tensor(value, dtype=x.dtype, like=x)
@@ -391,6 +451,17 @@ composite(
 
 
 # --------------------------------------------------------------------------- TensorFlow's *_nd
+def _nd_indices(indices, who):
+    """The integer ``indices`` of a TF ``*_nd`` function: a NumPy int64 array (:func:`_host_indices`),
+    or inside ``gt.function`` the traced Tensor itself (its values are not known when the step is
+    traced: :func:`_nd_key` checks them with the step)."""
+    if isinstance(indices, Tensor) and indices._v.__class__ is TraceArray:
+        if not indices.dtype.is_integer:
+            raise TypeError(f"{who}: indices must be integers, not {indices.dtype}")
+        return indices
+    return _host_indices(indices, who)
+
+
 def _host_indices(indices, who, what="indices"):
     """The integer ``indices`` of a TF indexing function as a NumPy int64 array (they are never
     differentiated; a Tensor's values are read, so that they can be checked against the shape on
@@ -420,20 +491,29 @@ def _nd_key(idx, shape, who, batch_dims=0):
             f"{who}: indices' last axis has {k} positions, but the tensor of shape {tuple(shape)} has "
             f"only {len(shape) - batch_dims} axes after its {batch_dims} batch axes"
         )
-    bounds = np.asarray(shape[batch_dims : batch_dims + k], dtype=np.int64)
-    bad = np.argwhere((idx < 0) | (idx >= bounds)) if idx.size else np.zeros((0, 1), dtype=np.int64)
-    if len(bad):
-        where = tuple(int(i) for i in bad[0][:-1])
-        raise IndexError(
-            f"{who}: indices{list(where)} = {idx[where].tolist()} does not index into shape {list(shape[batch_dims:])}"
-        )
+    cols = None
+    if isinstance(idx, Tensor):  # (traced: each column checked with the step, negatives too, as TF)
+        error = IndexError(f"{who}: an index does not index into shape {list(shape[batch_dims:])}")
+        cols = []
+        for j in range(k):
+            col = idx[..., j]._v
+            cols.append(_checked_index(col, (col < 0) | (col >= shape[batch_dims + j]), idx._b, error))
+    else:
+        bounds = np.asarray(shape[batch_dims : batch_dims + k], dtype=np.int64)
+        bad = np.argwhere((idx < 0) | (idx >= bounds)) if idx.size else np.zeros((0, 1), dtype=np.int64)
+        if len(bad):
+            where = tuple(int(i) for i in bad[0][:-1])
+            raise IndexError(
+                f"{who}: indices{list(where)} = {idx[where].tolist()} does not index into shape "
+                f"{list(shape[batch_dims:])}"
+            )
     lead = idx.shape[:-1]
     key = []
     for d in range(batch_dims):
         grid = [1] * len(lead)
         grid[d] = shape[d]
         key.append(np.arange(shape[d], dtype=np.int64).reshape(grid))
-    key += [idx[..., j] for j in range(k)]
+    key += cols if cols is not None else [idx[..., j] for j in range(k)]
     return tuple(key)
 
 
@@ -442,7 +522,7 @@ def gather_nd(params, indices, batch_dims=0, name=None):
     last axis a position in ``params``' first axes (after ``batch_dims`` batch axes, which ``params``
     and ``indices`` share); the gradient is TF's, a scatter-add into zeros of ``params``' shape."""
     x = params if isinstance(params, Tensor) else convert_to_tensor(params)
-    idx = _host_indices(indices, "gather_nd")
+    idx = _nd_indices(indices, "gather_nd")
     b = int(batch_dims)
     if b < 0 or b >= builtins.max(idx.ndim, 1) or tuple(idx.shape[:b]) != tuple(x.shape[:b]):
         raise ValueError(
@@ -471,7 +551,7 @@ def _scatter_nd_args(tensor, indices, updates, who):
     """``tensor`` as a Tensor, the key of ``indices`` and ``updates`` in the tensor's dtype, checked
     as TF checks them (``updates.shape == indices.shape[:-1] + tensor.shape[K:]``)."""
     x = tensor if isinstance(tensor, Tensor) else convert_to_tensor(tensor)
-    idx = _host_indices(indices, who)
+    idx = _nd_indices(indices, who)
     key = _nd_key(idx, x.shape, who)
     if not isinstance(updates, Tensor) or updates.dtype != x.dtype:
         updates = convert_to_tensor(updates, dtype=x.dtype, like=x)

@@ -36,7 +36,15 @@ from gradtape.core.tensor import user_site
 from gradtape.ops import apply, apply1
 from gradtape.ops import elementwise as E
 from gradtape.ops.creation import to_device as _to_device
-from gradtape.ops.indexing import _getitem_op, _native_key, _setitem, _setitem_op, _without_newaxes
+from gradtape.ops.indexing import (
+    _getitem,
+    _getitem_op,
+    _native_key,
+    _setitem,
+    _setitem_op,
+    _without_newaxes,
+    beside_key,
+)
 from gradtape.ops.linear_algebra_functions import matmul, matrix_transpose
 from gradtape.ops import manipulation as _manipulation
 from gradtape.ops.manipulation import broadcast_to, permute_dims, reshape, squeeze, stack
@@ -447,6 +455,10 @@ class _VariableSlice(Tensor):
 def __getitem__(self, key):
     """``t[key]`` (recorded): with a basic key a view of ``t`` (NumPy's semantics; a Variable's
     slice is a copy whose ``assign`` writes into the variable, as TensorFlow's), else a copy."""
+    if isinstance(key, Tensor) or (key.__class__ is tuple and any(isinstance(k, Tensor) for k in key)):
+        lifted = beside_key(self, key)
+        if lifted is not self:  # (a captured tensor indexed by a traced one: a constant of the trace)
+            return _getitem(lifted, key)
     b = self._b
     nkey = _native_key(key, b, self.ndim, b.device_of(self._v), shape=self.shape)
     out = apply1(_getitem_op, self, {"key": nkey})
