@@ -1,13 +1,13 @@
 """Index tensors inside ``gt.function`` (session 18).
 
 ``x[i]`` with an index tensor ``i`` out of bounds raised ``IndexError`` eagerly on every backend, but a
-step compiled on JAX (``jit_compile=True``) clamped it silently (the last row read instead) and a step
-compiled by ``torch.compile`` failed in a kernel with a RuntimeError; and TensorFlow's ``gt.gather_nd``,
-``gt.tensor_scatter_nd_update`` / ``_add`` refused an index tensor inside ``gt.function`` (they read it
-on the host to check it), where ``tf.gather_nd`` runs inside ``tf.function``.  Now an index tensor's
-bounds are checked with the step: every call raises ``IndexError`` where one is out of bounds, before
-any variable is written back, and the ``*_nd`` functions run traced, with TF's refusal of negative
-positions."""
+step compiled on JAX (``jit_compile=True``) clamped it silently (the last row read instead; ``gt.take``
+filled NaN) and a step compiled by ``torch.compile`` failed in a kernel with a RuntimeError; and
+TensorFlow's ``gt.gather_nd``, ``gt.tensor_scatter_nd_update`` / ``_add`` refused an index tensor inside
+``gt.function`` (they read it on the host to check it), where ``tf.gather_nd`` runs inside
+``tf.function``.  Now an index tensor's bounds are checked with the step: every call raises
+``IndexError`` where one is out of bounds, before any variable is written back, and the ``*_nd``
+functions run traced, with TF's refusal of negative positions."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def test_an_index_tensor_out_of_bounds_raises_in_every_compiled_call(backend, ji
     with pytest.raises(IndexError, match=r"axis 1 with size 3"):
         g(x, gt.constant([0, 3]))
     np.testing.assert_array_equal(f(x, gt.constant([3, 1])).numpy(), [[9, 10, 11], [3, 4, 5]])  # (still right)
+    # gt.take: a compiled JAX take filled NaN for the bad row
+    t = gt.function(lambda x, i: gt.take(x, i, axis=0), jit_compile=jit)
+    np.testing.assert_array_equal(t(x, gt.constant([0, -1])).numpy(), [[0, 1, 2], [9, 10, 11]])
+    with pytest.raises(IndexError, match=r"axis 0 with size 4 \(in op 'take'\)"):
+        t(x, gt.constant([0, 7]))
 
 
 @pytest.mark.parametrize("jit", JIT)

@@ -15,7 +15,7 @@ import numpy as np
 from gradtape.backends.tracing import TraceArray, value_check
 from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.ops import apply, apply1, batch_as, composite, defop, public
-from gradtape.core.tensor import Tensor, convert_to_tensor, lift
+from gradtape.core.tensor import Tensor, convert_to_tensor, lift, wrap
 from gradtape.ops.elementwise import add
 
 # (and the ops getitem, setitem, index_add: Tensor methods)
@@ -120,13 +120,15 @@ def _check_traced_bounds(key, shape, b, op):
     for pos, (k, axis) in enumerate(_indexed_axes(key, shape, b)):
         size = shape[axis] if 0 <= axis < len(shape) else None
         if k.__class__ is TraceArray and isinstance(size, int) and _key_array_kind(k, b) in ("i", "u"):
-            out[_entry_index(key, pos)] = _checked_index(
-                k,
-                (k < -size) | (k >= size),
-                b,
-                IndexError(f"an index is out of bounds for axis {axis} with size {size} (in op {op!r})"),
-            )
+            out[_entry_index(key, pos)] = _bounds_checked(k, size, axis, b, op)
     return out
+
+
+def _bounds_checked(k, size, axis, b, op):
+    """The traced index array ``k`` of an axis of ``size`` checked with the step (NumPy's bounds:
+    ``-size <= k < size``), its positions outside read as 0."""
+    error = IndexError(f"an index is out of bounds for axis {axis} with size {size} (in op {op!r})")
+    return _checked_index(k, (k < -size) | (k >= size), b, error)
 
 
 def _checked_index(k, bad, b, error):
@@ -414,7 +416,12 @@ def take(x, indices, /, *, axis=None):
         indices = convert_to_tensor(indices, like=x)
     if not indices.dtype.is_integer:
         raise IndexError(f"take: indices must be integers, not {indices.dtype}")
-    return apply(_take, (x, indices), {"axis": axis % x.ndim})
+    axis %= x.ndim
+    if indices._v.__class__ is TraceArray and isinstance(x.shape[axis], int):
+        # (inside gt.function: checked with the step, as an index tensor of x[...]; a compiled JAX take
+        # would fill NaN silently)
+        indices = wrap(_bounds_checked(indices._v, x.shape[axis], axis, indices._b, "take"), indices._b)
+    return apply(_take, (x, indices), {"axis": axis})
 
 
 def take_along_axis(x, indices, /, *, axis=-1):
