@@ -596,6 +596,8 @@ tanh_grad = binary(
     scalars=False,
     saves="inputs",
     doc="``dy * (1 - y^2)``: the gradient of ``y = tanh(x)`` given ``dy`` (TensorFlow's ``TanhGrad``).",
+    convention="internal: tanh's rule (TF's TanhGrad); PyTorch computes it with aten.tanh_backward, one "
+    "kernel that may round the last bit otherwise than dy * (1 - y * y)",
 )
 
 

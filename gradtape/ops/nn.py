@@ -169,6 +169,8 @@ _sigmoid_grad_fn = binary(
     scalars=False,
     saves="inputs",
     doc="``dy * y * (1 - y)``: the gradient of ``y = sigmoid(x)`` given ``dy`` (TensorFlow's ``SigmoidGrad``).",
+    convention="internal: sigmoid's rule (TF's SigmoidGrad); PyTorch computes it with aten.sigmoid_backward, "
+    "one kernel that may round the last bit otherwise than dy * (y * (1 - y))",
 )
 
 
@@ -675,6 +677,9 @@ _sparse_xent_grad_op = defop(
     batching="leading_all",
     doc="``grad[..., None] * (softmax(logits) - one_hot(labels))``: the gradient of the sparse "
     "cross-entropy with respect to its logits, given ``grad``.",
+    convention="internal: the sparse cross-entropy's rule; PyTorch computes it with F.cross_entropy's "
+    "backward kernels (log_softmax, nll_loss_backward, _log_softmax_backward_data), which round otherwise "
+    "than softmax - one_hot",
 )
 
 
