@@ -97,9 +97,9 @@ def test_the_ops_called_directly_give_their_formulas(backend):
     np.testing.assert_allclose(tg(gt.constant(y), gt.constant(dy)).numpy(), dy * (1 - y * y), rtol=1e-13)
     np.testing.assert_allclose(sg(gt.constant(y), gt.constant(dy)).numpy(), dy * y * (1 - y), rtol=1e-13)
     labels = np.array([2, 0, 1, 2])
-    logits, g = rng.normal(size=(4, 3)), rng.normal(size=(4,))
-    got = xg(gt.constant(labels), gt.constant(logits), gt.constant(g)).numpy()
-    np.testing.assert_allclose(got, _np_xent_grad(labels, logits, g), rtol=1e-12, atol=1e-14)
+    logits = rng.normal(size=(4, 3))
+    got = xg(gt.constant(labels[:, None]), gt.constant(logits)).numpy()
+    np.testing.assert_allclose(got, _np_xent_grad(labels, logits, np.ones(4)), rtol=1e-12, atol=1e-14)
 
 
 def test_complex_tanh_gradient_keeps_the_conjugate(backend):
@@ -404,14 +404,12 @@ def test_torch_fused_forms_fall_back_to_the_op_where_the_kernels_do_not_apply():
         assert torch.equal(mixed, own(t(y, torch.float32), t(dy)))
     fused, own = pair("sparse_softmax_cross_entropy_with_logits_grad")
     logits, labels = rng.normal(size=(2, 3, 5)), rng.integers(0, 5, size=(2, 3))
-    g = rng.normal(size=(2, 3))
-    args = (torch.tensor(labels), t(logits), t(g))
-    torch.testing.assert_close(fused(*args), own(*args), rtol=1e-13, atol=1e-15)  # (3-D: rows flattened)
-    args32 = (torch.tensor(labels, dtype=torch.int32), t(logits), t(g))
-    torch.testing.assert_close(fused(*args32), own(*args32), rtol=1e-13, atol=1e-15)
+    for lab in (torch.tensor(labels), torch.tensor(labels, dtype=torch.int32), torch.tensor(labels[0])):
+        z = t(logits) if lab.ndim == 2 else t(logits[0])
+        lab = lab[..., None]  # (3-D logits: rows flattened; int32 labels)
+        torch.testing.assert_close(fused(lab, z), own(lab, z), rtol=1e-13, atol=1e-15)
     for fallback in (
-        (torch.tensor(labels), t(logits), t(rng.normal(size=(4, 2, 3)))),  # a batch of cotangents
-        (torch.tensor(labels), t(logits), t(g, torch.float32)),  # mixed dtypes
-        (torch.zeros((0,), dtype=torch.int64), t(np.zeros((0, 5))), t(np.zeros((0,)))),  # no elements
+        (torch.tensor(labels[:1, :, None]), t(logits)),  # labels not of the logits' leading shape (broadcast)
+        (torch.zeros((0, 1), dtype=torch.int64), t(np.zeros((0, 5)))),  # no elements
     ):
         assert torch.equal(fused(*fallback), own(*fallback))

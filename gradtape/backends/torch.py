@@ -599,11 +599,11 @@ class TorchBackend(Backend):
         return sigmoid_grad
 
     def _fused_sparse_xent_grad(self, forward):
-        """``grad[..., None] * (softmax(logits) - one_hot(labels))`` as the kernels of
-        ``F.cross_entropy``'s backward: ``log_softmax``, ``nll_loss_backward`` (``-grad`` at the
-        labels, no one-hot) and ``_log_softmax_backward_data`` (adds ``softmax * grad``), the leading
-        axes flattened into one.  The op's own forward where they do not apply: a batch of
-        cotangents (``grad`` with more axes than ``labels``), mixed dtypes, no elements."""
+        """``softmax(logits) - one_hot(labels[..., 0])`` as the kernels of ``F.cross_entropy``'s backward:
+        ``log_softmax``, ``nll_loss_backward`` (-1 at the labels, no one-hot) and
+        ``_log_softmax_backward_data`` (adds the softmax), the leading axes flattened into one.  The
+        op's own forward where they do not apply: labels not of shape ``logits.shape[:-1] + (1,)``,
+        no elements."""
         torch = self._torch
         aten = torch.ops.aten
         nll_loss_backward = aten.nll_loss_backward
@@ -611,22 +611,18 @@ class TorchBackend(Backend):
         log_softmax = torch.log_softmax
         int64 = torch.int64
 
-        def sparse_xent_grad(labels, logits, grad):
-            if (
-                grad.shape != labels.shape
-                or labels.shape != logits.shape[:-1]
-                or grad.dtype != logits.dtype
-                or not logits.numel()
-            ):
-                return forward(labels, logits, grad)
+        def sparse_xent_grad(labels, logits):
             shape = logits.shape
-            logp = log_softmax(logits.reshape(-1, shape[-1]) if logits.ndim != 2 else logits, -1)
-            target = labels.reshape(-1) if labels.ndim != 1 else labels
+            if labels.shape[:-1] != shape[:-1] or labels.shape[-1:] != (1,) or not logits.numel():
+                return forward(labels, logits)
+            logp = log_softmax(logits if logits.ndim == 2 else logits.reshape(-1, shape[-1]), -1)
+            target = labels.reshape(-1)
             if target.dtype != int64:
                 target = target.to(int64)
-            # (reduction 0: none, so total_weight is not read; the public function checked the labels
-            # lie in [0, depth): none is the ignore_index -100)
-            g = nll_loss_backward(grad.reshape(-1), logp, target, None, 0, -100, logp.new_ones(()))
+            one = logp.new_ones(())
+            # (reduction 2, a sum: the 0-d gradient one for every row, total_weight not read; the public
+            # function checked the labels lie in [0, depth): none is the ignore_index -100)
+            g = nll_loss_backward(one, logp, target, None, 2, -100, one)
             out = log_softmax_backward(g, logp, -1, logp.dtype)
             return out if logits.ndim == 2 else out.reshape(shape)
 

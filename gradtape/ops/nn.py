@@ -584,7 +584,7 @@ _sparse_xent = defop(
     _sparse_xent_forward,
     forward_takes="backend",
     chapter="nn",
-    domain=[Case(np.array([0, 2, 1]), REAL[3, 4]), Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4])],
+    domain=[Case(np.array([[0], [2], [1]]), REAL[3, 4]), Case(np.array([[[1], [0]], [[3], [2]]]), REAL[2, 2, 4])],
     saves="inputs",
     batched=True,
 )
@@ -641,23 +641,22 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
 
 @_sparse_xent.gradient
 def _sparse_xent_grad(xp, op, grad):
-    """d/dlogits = grad * (softmax(logits) - one_hot(labels)); labels get no gradient.  Computed by
-    ``sparse_softmax_cross_entropy_with_logits_grad``, an op of its own, so a backend may compute it
-    with its fused kernels (PyTorch: ``F.cross_entropy``'s backward) and a trace records it as one
-    step."""
+    """d/dlogits = grad * (softmax(logits) - one_hot(labels)); labels get no gradient.  The backprop
+    ``softmax(logits) - one_hot(labels)`` is an op of its own (what TensorFlow's kernel returns beside
+    the loss), so a backend may compute it with its fused kernels (PyTorch: ``F.cross_entropy``'s
+    backward) and a trace records it as one step."""
     labels, logits = op.inputs
-    return None, xp.sparse_softmax_cross_entropy_with_logits_grad(labels, logits, grad)
+    onehot_at = xp.expand_dims(labels, axis=-1)
+    return None, xp.expand_dims(grad, axis=-1) * xp.sparse_softmax_cross_entropy_with_logits_grad(onehot_at, logits)
 
 
-def _minus_one_hot(xp, p, labels):
-    """``p - one_hot(labels)`` (``p``: the softmax of the logits); the one-hot rows are a comparison
-    with ``arange(depth)`` (integers, on the logits' device)."""
-    hit = xp.expand_dims(labels, axis=-1) == xp.arange(p.shape[-1], dtype=labels.dtype, device=_device(p))
+def _sparse_xent_grad_forward(xp, labels, logits):
+    """``labels``: the class indices with a last axis of 1 (so they broadcast against the logits, as an
+    element-wise op's inputs: the forward walk derives the op's tangent as one's); the one-hot rows are
+    a comparison with ``arange(depth)`` (integers, on the logits' device)."""
+    p = _softmax_forward(xp, logits, axis=-1)
+    hit = labels == xp.arange(p.shape[-1], dtype=labels.dtype, device=_device(p))
     return p - xp.astype(hit, p.dtype)
-
-
-def _sparse_xent_grad_forward(xp, labels, logits, grad):
-    return xp.expand_dims(grad, axis=-1) * _minus_one_hot(xp, _softmax_forward(xp, logits, axis=-1), labels)
 
 
 # (internal, not in gt.nn: the sparse cross-entropy's rule reaches it as
@@ -667,46 +666,36 @@ _sparse_xent_grad_op = defop(
     "sparse_softmax_cross_entropy_with_logits_grad",
     _sparse_xent_grad_forward,
     chapter="nn",
-    domain=[
-        Case(np.array([0, 2, 1]), REAL[3, 4], REAL[3]),
-        Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4], REAL[2, 2]),
-    ],
+    domain=[Case(np.array([[0], [2], [1]]), REAL[3, 4]), Case(np.array([[[1], [0]], [[3], [2]]]), REAL[2, 2, 4])],
     saves="inputs",
     xp_callable=True,
     batched=True,
     batching="leading_all",
-    doc="``grad[..., None] * (softmax(logits) - one_hot(labels))``: the gradient of the sparse "
-    "cross-entropy with respect to its logits, given ``grad``.",
+    doc="``softmax(logits) - one_hot(labels[..., 0])`` (labels with a last axis of 1): the gradient of the "
+    "sparse cross-entropy with respect to "
+    "its logits (the backprop TensorFlow's kernel returns beside the loss).",
     convention="internal: the sparse cross-entropy's rule; PyTorch computes it with F.cross_entropy's "
     "backward kernels (log_softmax, nll_loss_backward, _log_softmax_backward_data), which round otherwise "
     "than softmax - one_hot",
 )
 
 
-def _sparse_xent_grad_public(labels, logits, grad):
-    """``grad[..., None] * (softmax(logits) - one_hot(labels))``, differentiable in ``logits`` and
-    ``grad`` (the sparse cross-entropy's rule, recorded: its second order)."""
+def _sparse_xent_grad_public(labels, logits):
+    """``softmax(logits) - one_hot(labels[..., 0])``, differentiable in ``logits`` (the sparse
+    cross-entropy's rule, recorded: its second order); ``labels`` of shape ``logits.shape[:-1] + (1,)``."""
     logits = _tensor(logits)
-    return apply(_sparse_xent_grad_op, (_tensor(labels, like=logits), logits, _tensor(grad, like=logits)))
+    return apply(_sparse_xent_grad_op, (_tensor(labels, like=logits), logits))
 
 
 public(_sparse_xent_grad_op)(_sparse_xent_grad_public)
 
 
 @_sparse_xent_grad_op.gradient
-def _sparse_xent_grad_grad(xp, op, cot):
-    """out = g[..., None] * (p - one_hot), p = softmax(logits): d/dlogits is softmax's rule on
-    ``cot * g[..., None]``, d/dg ``sum(cot * (p - one_hot), -1)``; labels get none (``cot`` may
-    carry leading batch axes: every axis is counted from the end)."""
-    labels, logits, g = op.inputs
-    p = xp.softmax(logits, axis=-1)
-    g_logits = g_g = None
-    if op.needs_grad(1):
-        cg = cot * xp.expand_dims(g, axis=-1)
-        g_logits = p * (cg - xp.sum(cg * p, axis=-1, keepdims=True))
-    if op.needs_grad(2):
-        g_g = xp.sum(cot * _minus_one_hot(xp, p, labels), axis=-1)
-    return None, g_logits, g_g
+def _sparse_xent_grad_grad(xp, op, grad):
+    """The one-hot is constant: softmax's rule, ``p * (grad - sum(grad * p, -1))`` (the axis counted from
+    the end: ``grad`` may carry leading batch axes); labels get none."""
+    p = xp.softmax(op.inputs[1], axis=-1)
+    return None, p * (grad - xp.sum(grad * p, axis=-1, keepdims=True))
 
 
 def _l2_loss_forward(xp, t):
