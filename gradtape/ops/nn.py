@@ -584,7 +584,7 @@ _sparse_xent = defop(
     _sparse_xent_forward,
     forward_takes="backend",
     chapter="nn",
-    domain=[Case(np.array([[0], [2], [1]]), REAL[3, 4]), Case(np.array([[[1], [0]], [[3], [2]]]), REAL[2, 2, 4])],
+    domain=[Case(np.array([0, 2, 1]), REAL[3, 4]), Case(np.array([[1, 0], [3, 2]]), REAL[2, 2, 4])],
     saves="inputs",
     batched=True,
 )
