@@ -217,6 +217,11 @@ _ELEMENTWISE = frozenset(
         "sigmoid",
         "softplus",
         "softmax",
+        # (the fused gradient ops the rules of tanh, sigmoid and the sparse cross-entropy call: a
+        # recorded backward walk is made of them; the last is softmax's symmetric Jacobian per row)
+        "tanh_grad",
+        "sigmoid_grad",
+        "sparse_softmax_cross_entropy_with_logits_grad",
     }
 )
 #: ops that reduce each row of their inputs (along ``attrs["axis"]``, else the last axis) to one element

@@ -339,6 +339,15 @@ class TorchBackend(Backend):
     def __init__(self):
         super().__init__()
         self.overrides = {"getitem": self._getitem, "einsum": self._einsum}
+        #: the ops whose forward is computed with torch's fused gradient kernels (what torch.autograd
+        #: runs): op name -> ``make(forward)``, given the op's own forward (for the inputs the kernels
+        #: do not take), returning the callable.  Ops of their own (``tanh_grad``, ...), so a trace
+        #: records the kernel's call and a replayed step gives the eager step's bits
+        self.fused = {
+            "tanh_grad": self._fused_tanh_grad,
+            "sigmoid_grad": self._fused_sigmoid_grad,
+            "sparse_softmax_cross_entropy_with_logits_grad": self._fused_sparse_xent_grad,
+        }
         self._special = {}
 
     def _host(self, x):
@@ -372,6 +381,9 @@ class TorchBackend(Backend):
         return _namespace(torch)
 
     def op_impl(self, opdef):
+        make = self.fused.get(opdef.name)
+        if make is not None:
+            return make(super().op_impl(opdef))
         impl = super().op_impl(opdef)
         impl = with_conventions(self, opdef.name, impl, self._readable, host=self._host, signed_zeros=("remainder",))
         if opdef.name in self.overrides:
@@ -558,6 +570,63 @@ class TorchBackend(Backend):
         in int64, NumPy keeps their dtype."""
         out = self._torch.einsum(subscripts, *arrays)
         return out if out.dtype == arrays[0].dtype else out.to(arrays[0].dtype)
+
+    # ------------------------------------------------------------------ fused gradient kernels
+    def _fused_tanh_grad(self, forward):
+        """``tanh_grad(y, dy) = dy * (1 - y^2)`` as ``aten.tanh_backward(dy, y)``: one kernel where
+        the op's forward makes three.  (For complex ``y`` torch's kernel conjugates ``1 - y^2``: it is
+        given ``conj(y)``.)"""
+        kernel = self._torch.ops.aten.tanh_backward
+
+        def tanh_grad(y, dy):
+            if y.dtype != dy.dtype:
+                return forward(y, dy)
+            return kernel(dy, y.conj() if y.is_complex() else y)
+
+        return tanh_grad
+
+    def _fused_sigmoid_grad(self, forward):
+        """``sigmoid_grad(y, dy) = dy * y * (1 - y)`` as ``aten.sigmoid_backward(dy, y)``: one kernel
+        where the op's forward makes three.  (For complex ``y`` torch's kernel conjugates: it is given
+        ``conj(y)``.)"""
+        kernel = self._torch.ops.aten.sigmoid_backward
+
+        def sigmoid_grad(y, dy):
+            if y.dtype != dy.dtype:
+                return forward(y, dy)
+            return kernel(dy, y.conj() if y.is_complex() else y)
+
+        return sigmoid_grad
+
+    def _fused_sparse_xent_grad(self, forward):
+        """``softmax(logits) - one_hot(labels[..., 0])`` as the kernels of ``F.cross_entropy``'s backward:
+        ``log_softmax``, ``nll_loss_backward`` (-1 at the labels, no one-hot) and
+        ``_log_softmax_backward_data`` (adds the softmax), the leading axes flattened into one.  The
+        op's own forward where they do not apply: labels not of shape ``logits.shape[:-1] + (1,)``,
+        no elements."""
+        torch = self._torch
+        aten = torch.ops.aten
+        nll_loss_backward = aten.nll_loss_backward
+        log_softmax_backward = aten._log_softmax_backward_data
+        log_softmax = torch.log_softmax
+        int64 = torch.int64
+
+        def sparse_xent_grad(labels, logits):
+            shape = logits.shape
+            if labels.shape[:-1] != shape[:-1] or labels.shape[-1:] != (1,) or not logits.numel():
+                return forward(labels, logits)
+            logp = log_softmax(logits if logits.ndim == 2 else logits.reshape(-1, shape[-1]), -1)
+            target = labels.reshape(-1)
+            if target.dtype != int64:
+                target = target.to(int64)
+            one = logp.new_ones(())
+            # (reduction 2, a sum: the 0-d gradient one for every row, total_weight not read; the public
+            # function checked the labels lie in [0, depth): none is the ignore_index -100)
+            g = nll_loss_backward(one, logp, target, None, 2, -100, one)
+            out = log_softmax_backward(g, logp, -1, logp.dtype)
+            return out if logits.ndim == 2 else out.reshape(shape)
+
+        return sparse_xent_grad
 
     def _getitem(self, x, *, key):
         """``x[key]`` (NumPy's meaning); a negative-step slice becomes a gather at the flat positions

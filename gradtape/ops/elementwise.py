@@ -571,7 +571,44 @@ def _tanh_forward(xp, x):
 
 
 tanh = unary("tanh", REAL, forward=_tanh_forward, complex=True, saves="outputs")
-tanh.gradient(lambda xp, op, grad: grad * conj_(xp, 1 - xp.square(op.outputs[0])))
+
+
+@tanh.gradient
+def _tanh_grad(xp, op, grad):
+    """d tanh(x) = (1 - y^2) dx: ``tanh_grad(conj(y), grad)``, an op of its own (TensorFlow's
+    ``TanhGrad``), so a backend may compute it with its fused kernel and a trace records it as one
+    step."""
+    return xp.tanh_grad(conj_(xp, op.outputs[0]), grad)
+
+
+def _tanh_grad_forward(xp, y, dy):
+    return dy * (1 - xp.square(y))
+
+
+# (internal, not in gt's namespace: rules reach it as ``xp.tanh_grad``; the PyTorch adapter computes
+# it with ``torch.ops.aten.tanh_backward``, what torch.autograd runs)
+tanh_grad = binary(
+    "tanh_grad",
+    (UNIT, REAL),
+    forward=_tanh_grad_forward,
+    complex=True,
+    chapter="math",
+    scalars=False,
+    saves="inputs",
+    doc="``dy * (1 - y^2)``: the gradient of ``y = tanh(x)`` given ``dy`` (TensorFlow's ``TanhGrad``).",
+    convention="internal: tanh's rule (TF's TanhGrad); PyTorch computes it with aten.tanh_backward, one "
+    "kernel that may round the last bit otherwise than dy * (1 - y * y)",
+)
+
+
+@tanh_grad.gradient
+def _tanh_grad_grad(xp, op, grad):
+    """``dy * (1 - y^2)`` is holomorphic in both: ``(-2 grad conj(y dy), tanh_grad(conj(y), grad))``
+    (TensorFlow's ``_TanhGradGrad``)."""
+    y, dy = op.inputs
+    gy = -2 * grad * conj_(xp, y * dy) if op.needs_grad(0) else None
+    return gy, (xp.tanh_grad(conj_(xp, y), grad) if op.needs_grad(1) else None)
+
 
 asinh = unary("asinh", [REAL, OFF_AXES])
 asinh.gradient(lambda xp, op, grad: xp.xdivy(grad, conj_(xp, xp.sqrt(xp.square(op.inputs[0]) + 1))))

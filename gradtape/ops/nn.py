@@ -31,7 +31,7 @@ from gradtape.core import dtypes as _dt
 from gradtape.backends.tracing import value_check
 from gradtape.core.domains import NONZERO, POSITIVE, REAL, Case
 from gradtape.backends.batching import BatchArray, axis_kind
-from gradtape.ops import apply, apply1, batch_as, defop, public
+from gradtape.ops import apply, apply1, batch_as, binary, defop, public
 from gradtape.ops.elementwise import (
     abs as _abs,
     astype,
@@ -149,9 +149,38 @@ def sigmoid(x, name=None):
 
 @_sigmoid.gradient
 def _sigmoid_grad(xp, op, grad):
-    """d sigmoid = y (1 - y) dx, written with the output y."""
-    y = op.outputs[0]
-    return grad * (y * (1 - y))
+    """d sigmoid = y (1 - y) dx, written with the output y: ``sigmoid_grad(y, grad)``, an op of its own
+    (TensorFlow's ``SigmoidGrad``), so a backend may compute it with its fused kernel and a trace
+    records it as one step."""
+    return xp.sigmoid_grad(op.outputs[0], grad)
+
+
+def _sigmoid_grad_forward(xp, y, dy):
+    return dy * (y * (1 - y))
+
+
+# (internal, not in gt.nn: rules reach it as ``xp.sigmoid_grad``; the PyTorch adapter computes it with
+# ``torch.ops.aten.sigmoid_backward``, what torch.autograd runs)
+_sigmoid_grad_fn = binary(
+    "sigmoid_grad",
+    (POSITIVE, REAL),
+    forward=_sigmoid_grad_forward,
+    chapter="math",
+    scalars=False,
+    saves="inputs",
+    doc="``dy * y * (1 - y)``: the gradient of ``y = sigmoid(x)`` given ``dy`` (TensorFlow's ``SigmoidGrad``).",
+    convention="internal: sigmoid's rule (TF's SigmoidGrad); PyTorch computes it with aten.sigmoid_backward, "
+    "one kernel that may round the last bit otherwise than dy * (y * (1 - y))",
+)
+
+
+@_sigmoid_grad_fn.gradient
+def _sigmoid_grad_grad(xp, op, grad):
+    """d (dy y (1 - y)) = dy (1 - 2y) dy_in + y (1 - y) d dy: ``(grad dy (1 - 2y), sigmoid_grad(y,
+    grad))`` (TensorFlow's ``_SigmoidGradGrad``; real: sigmoid takes no complex input)."""
+    y, dy = op.inputs
+    gy = grad * dy * (1 - 2 * y) if op.needs_grad(0) else None
+    return gy, (xp.sigmoid_grad(y, grad) if op.needs_grad(1) else None)
 
 
 def _softplus_forward(xp, x):
@@ -612,12 +641,61 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
 
 @_sparse_xent.gradient
 def _sparse_xent_grad(xp, op, grad):
-    """d/dlogits = grad * (softmax(logits) - one_hot(labels)); labels get no gradient.  The one-hot
-    rows are a comparison with ``arange(depth)`` (integers, on the logits' device)."""
+    """d/dlogits = grad * (softmax(logits) - one_hot(labels)); labels get no gradient.  The backprop
+    ``softmax(logits) - one_hot(labels)`` is an op of its own (what TensorFlow's kernel returns beside
+    the loss), so a backend may compute it with its fused kernels (PyTorch: ``F.cross_entropy``'s
+    backward) and a trace records it as one step."""
     labels, logits = op.inputs
-    p = xp.softmax(logits, axis=-1)
-    hit = xp.expand_dims(labels, axis=-1) == xp.arange(logits.shape[-1], dtype=labels.dtype, device=_device(logits))
-    return None, xp.expand_dims(grad, axis=-1) * (p - xp.astype(hit, p.dtype))
+    onehot_at = xp.expand_dims(labels, axis=-1)
+    return None, xp.expand_dims(grad, axis=-1) * xp.sparse_softmax_cross_entropy_with_logits_grad(onehot_at, logits)
+
+
+def _sparse_xent_grad_forward(xp, labels, logits):
+    """``labels``: the class indices with a last axis of 1 (so they broadcast against the logits, as an
+    element-wise op's inputs: the forward walk derives the op's tangent as one's); the one-hot rows are
+    a comparison with ``arange(depth)`` (integers, on the logits' device)."""
+    p = _softmax_forward(xp, logits, axis=-1)
+    hit = labels == xp.arange(p.shape[-1], dtype=labels.dtype, device=_device(p))
+    return p - xp.astype(hit, p.dtype)
+
+
+# (internal, not in gt.nn: the sparse cross-entropy's rule reaches it as
+# ``xp.sparse_softmax_cross_entropy_with_logits_grad``; the PyTorch adapter computes it with the kernels
+# of F.cross_entropy's backward)
+_sparse_xent_grad_op = defop(
+    "sparse_softmax_cross_entropy_with_logits_grad",
+    _sparse_xent_grad_forward,
+    chapter="nn",
+    domain=[Case(np.array([[0], [2], [1]]), REAL[3, 4]), Case(np.array([[[1], [0]], [[3], [2]]]), REAL[2, 2, 4])],
+    saves="inputs",
+    xp_callable=True,
+    batched=True,
+    batching="leading_all",
+    doc="``softmax(logits) - one_hot(labels[..., 0])`` (labels with a last axis of 1): the gradient of the "
+    "sparse cross-entropy with respect to "
+    "its logits (the backprop TensorFlow's kernel returns beside the loss).",
+    convention="internal: the sparse cross-entropy's rule; PyTorch computes it with F.cross_entropy's "
+    "backward kernels (log_softmax, nll_loss_backward, _log_softmax_backward_data), which round otherwise "
+    "than softmax - one_hot",
+)
+
+
+def _sparse_xent_grad_public(labels, logits):
+    """``softmax(logits) - one_hot(labels[..., 0])``, differentiable in ``logits`` (the sparse
+    cross-entropy's rule, recorded: its second order); ``labels`` of shape ``logits.shape[:-1] + (1,)``."""
+    logits = _tensor(logits)
+    return apply(_sparse_xent_grad_op, (_tensor(labels, like=logits), logits))
+
+
+public(_sparse_xent_grad_op)(_sparse_xent_grad_public)
+
+
+@_sparse_xent_grad_op.gradient
+def _sparse_xent_grad_grad(xp, op, grad):
+    """The one-hot is constant: softmax's rule, ``p * (grad - sum(grad * p, -1))`` (the axis counted from
+    the end: ``grad`` may carry leading batch axes); labels get none."""
+    p = xp.softmax(op.inputs[1], axis=-1)
+    return None, p * (grad - xp.sum(grad * p, axis=-1, keepdims=True))
 
 
 def _l2_loss_forward(xp, t):
