@@ -12,7 +12,7 @@ import builtins
 
 import numpy as np
 
-from gradtape.backends.tracing import TraceArray, value_check
+from gradtape.backends.tracing import TraceArray, TracingBackend, value_check
 from gradtape.core.domains import REAL, Case, with_complex
 from gradtape.ops import apply, apply1, batch_as, composite, defop, public
 from gradtape.core.tensor import Tensor, convert_to_tensor, lift, wrap
@@ -250,7 +250,9 @@ def beside_key(x, key):
     takes it in: inside ``gt.function``, a tensor captured from outside indexed by a traced one (as a
     binary op lifts its captured operand); else ``x`` (where it cannot, :func:`_native_key` says why)."""
     for k in key if isinstance(key, tuple) else (key,):
-        if isinstance(k, Tensor) and k._b is not x._b:
+        if isinstance(k, Tensor) and k._b is not x._b and isinstance(k._b, TracingBackend):
+            # (not gt.vmap's per-example backend: there an unmapped tensor indexed by a mapped index is
+            # gt.take's, jax.vmap's gather, which _native_key's error names)
             lifted = lift(x, k._b)
             return x if lifted is None else lifted
     return x
