@@ -574,29 +574,26 @@ class TorchBackend(Backend):
     # ------------------------------------------------------------------ fused gradient kernels
     def _fused_tanh_grad(self, forward):
         """``tanh_grad(y, dy) = dy * (1 - y^2)`` as ``aten.tanh_backward(dy, y)``: one kernel where
-        the op's forward makes three.  (For complex ``y`` torch's kernel conjugates ``1 - y^2``: it is
-        given ``conj(y)``.)"""
-        kernel = self._torch.ops.aten.tanh_backward
-
-        def tanh_grad(y, dy):
-            if y.dtype != dy.dtype:
-                return forward(y, dy)
-            return kernel(dy, y.conj() if y.is_complex() else y)
-
-        return tanh_grad
+        the op's forward makes three."""
+        return self._fused_output_backward(self._torch.ops.aten.tanh_backward, forward)
 
     def _fused_sigmoid_grad(self, forward):
         """``sigmoid_grad(y, dy) = dy * y * (1 - y)`` as ``aten.sigmoid_backward(dy, y)``: one kernel
-        where the op's forward makes three.  (For complex ``y`` torch's kernel conjugates: it is given
-        ``conj(y)``.)"""
-        kernel = self._torch.ops.aten.sigmoid_backward
+        where the op's forward makes three."""
+        return self._fused_output_backward(self._torch.ops.aten.sigmoid_backward, forward)
 
-        def sigmoid_grad(y, dy):
+    @staticmethod
+    def _fused_output_backward(kernel, forward):
+        """An op ``f(y, dy)`` (a gradient written with the output ``y``) as torch's ``kernel(dy, y)``;
+        the op's ``forward`` for inputs of two dtypes.  (For complex ``y`` torch's kernel conjugates
+        its factor: it is given ``conj(y)``.)"""
+
+        def fused(y, dy):
             if y.dtype != dy.dtype:
                 return forward(y, dy)
             return kernel(dy, y.conj() if y.is_complex() else y)
 
-        return sigmoid_grad
+        return fused
 
     def _fused_sparse_xent_grad(self, forward):
         """``softmax(logits) - one_hot(labels[..., 0])`` as the kernels of ``F.cross_entropy``'s backward:
