@@ -88,23 +88,16 @@ def _native_key(key, b, ndim=None, device=None, *, shape=None, op="getitem"):
     return tuple(out)
 
 
-def _entry_index(key, pos):
-    """The position in ``key`` of the ``pos``-th entry :func:`_indexed_axes` yields (it skips the
-    ``Ellipsis``)."""
-    split = next((i for i, k in enumerate(key) if k is Ellipsis), len(key))
-    return pos if pos < split else pos + 1
-
-
 def _indexed_axes(key, shape, b):
-    """``(entry, axis)`` for each entry of a native key other than an ``Ellipsis``, and the axis of
-    ``shape`` it starts at (the entries after the ``Ellipsis`` counted from the end)."""
+    """``(position, entry, axis)`` for each entry of a native key other than an ``Ellipsis``: its
+    position in ``key`` and the axis of ``shape`` it starts at (the entries after the ``Ellipsis``
+    counted from the end)."""
     split = next((i for i, k in enumerate(key) if k is Ellipsis), len(key))
-    tail = key[split + 1 :]
-    starts = ((key[:split], 0), (tail, len(shape) - builtins.sum(_axes_used(k, b) for k in tail)))
-    for part, axis in starts:
-        for k in part:
-            yield k, axis
-            axis += _axes_used(k, b)
+    tail = len(shape) - builtins.sum(_axes_used(k, b) for k in key[split + 1 :])
+    for first, stop, axis in ((0, split, 0), (split + 1, len(key), tail)):
+        for i in range(first, stop):
+            yield i, key[i], axis
+            axis += _axes_used(key[i], b)
 
 
 def _check_traced_bounds(key, shape, b, op):
@@ -117,10 +110,10 @@ def _check_traced_bounds(key, shape, b, op):
     if not any(k.__class__ is TraceArray for k in key):
         return key
     out = list(key)
-    for pos, (k, axis) in enumerate(_indexed_axes(key, shape, b)):
+    for i, k, axis in _indexed_axes(key, shape, b):
         size = shape[axis] if 0 <= axis < len(shape) else None
         if k.__class__ is TraceArray and isinstance(size, int) and _key_array_kind(k, b) in ("i", "u"):
-            out[_entry_index(key, pos)] = _bounds_checked(k, size, axis, b, op)
+            out[i] = _bounds_checked(k, size, axis, b, op)
     return out
 
 
@@ -143,7 +136,7 @@ def _check_bounds(key, shape, b, op):
     """Raise for an integer, or a host integer array, of a native key outside the axis it indexes:
     what the key's values say without reading a device (an index tensor's values are checked in a
     ``gt.function`` step, :func:`_check_traced_bounds`, and eagerly by the backends that do not raise)."""
-    for k, axis in _indexed_axes(key, shape, b):
+    for _, k, axis in _indexed_axes(key, shape, b):
         size = shape[axis] if 0 <= axis < len(shape) else None
         if isinstance(size, int) and not isinstance(k, bool):
             if isinstance(k, int):
