@@ -4,7 +4,9 @@
 ``gradtape-<backend>``: the backend is made the process default with ``gt.set_backend`` before any
 tensor is created.  Chains (W1/W2/W6) watch their input, as ``tf.GradientTape`` users do; the MLP
 (W3/W7) and the deep net (W4) keep their parameters in ``gt.Variable``s, which the tape watches on
-read, and W3/W7 update them with ``Variable.assign_sub`` (the primitive the optimizers use).
+read, and W3/W7 update them with ``gt.optimizers.SGD`` (what TensorFlow's guides write,
+``apply_gradients``; the ``torch.autograd`` row runs ``torch.optim.SGD``'s update, the ``tensorflow``
+row Keras' SGD).
 
 ``gradtape.function-<backend>`` (``-torch-compile``: ``jit_compile=True``): the same step function,
 wrapped in ``gt.function``; its first call (trace + compile) is the worker's ``first_call_s``,
@@ -131,6 +133,7 @@ def setup(framework, workload, cfg):
         params = [gt.Variable(p) for p in ps]
         w1, b1, w2, b2, w3, b3 = params
         xent = gt.nn.sparse_softmax_cross_entropy_with_logits
+        opt = gt.optimizers.SGD(LEARNING_RATE)
 
         def mlp_step(x, lab):
             with gt.GradientTape() as tape:
@@ -139,8 +142,7 @@ def setup(framework, workload, cfg):
                 logits = h @ w3 + b3
                 loss = gt.mean(xent(labels=lab, logits=logits))
             grads = tape.gradient(loss, params)
-            for p, g in zip(params, grads):
-                p.assign_sub(LEARNING_RATE * g)
+            opt.apply_gradients(zip(grads, params))
             return grads, tape
 
         if traced:  # a compiled step returns its gradients; it keeps no tape

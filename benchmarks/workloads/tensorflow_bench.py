@@ -56,6 +56,7 @@ def setup(framework, workload, cfg):
         x, lab = tf.constant(xs), tf.constant(labels)
         params = [tf.Variable(p) for p in ps]
         w1, b1, w2, b2, w3, b3 = params
+        opt = tf.keras.optimizers.SGD(LEARNING_RATE)
 
         def step():
             with tf.GradientTape() as tape:
@@ -64,8 +65,7 @@ def setup(framework, workload, cfg):
                 logits = h @ w3 + b3
                 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=logits))
             grads = tape.gradient(loss, params)
-            for p, g in zip(params, grads):
-                p.assign_sub(LEARNING_RATE * g)
+            opt.apply_gradients(zip(grads, params))  # (gradtape's row: gt.optimizers.SGD)
             return grads, tape
 
         return Case(step, checksum=lambda r: _l1(r[0]), keep=lambda r: r[1])

@@ -347,6 +347,7 @@ class TorchBackend(Backend):
             "tanh_grad": self._fused_tanh_grad,
             "sigmoid_grad": self._fused_sigmoid_grad,
             "sparse_softmax_cross_entropy_with_logits_grad": self._fused_sparse_xent_grad,
+            "sparse_softmax_cross_entropy_with_logits": self._fused_sparse_xent,
         }
         self._special = {}
 
@@ -493,7 +494,7 @@ class TorchBackend(Backend):
             x = x.resolve_neg()
         return x.numpy()
 
-    def update_inplace(self, name, x, delta):
+    def update_inplace(self, name, x, delta, scale=None):
         torch = self._torch
         if (
             x.__class__ is not torch.Tensor
@@ -502,6 +503,7 @@ class TorchBackend(Backend):
             or delta.__class__ is not torch.Tensor
             or delta.dtype != x.dtype
             or delta.device != x.device
+            or (scale is not None and not self._fits_scale(scale, x))
         ):
             return False
         try:
@@ -512,11 +514,36 @@ class TorchBackend(Backend):
                 return False
         except (AttributeError, RuntimeError, TypeError):
             return False
-        if name == "add":
+        if scale is not None:  # (scaled_update's kernel, in place: no product allocated)
+            x.addcmul_(delta, scale, value=1 if name == "add" else -1)
+        elif name == "add":
             x.add_(delta)
         else:
             x.sub_(delta)
         return True
+
+    def scaled_update(self, name, x, delta, scale):
+        """``x ± delta * scale`` as one kernel, ``addcmul`` (``update_inplace``'s, out of place: the same
+        bits); the namespace's product and sum for operands it does not take."""
+        torch = self._torch
+        if (
+            x.__class__ is torch.Tensor
+            and delta.__class__ is torch.Tensor
+            and delta.dtype == x.dtype
+            and delta.device == x.device
+            and self._fits_scale(scale, x)
+        ):
+            return torch.addcmul(x, delta, scale, value=1 if name == "add" else -1)
+        return super().scaled_update(name, x, delta, scale)
+
+    def _fits_scale(self, scale, x):
+        """Whether ``scale`` is a 0-d tensor of ``x``'s dtype on its device (addcmul's operand)."""
+        return (
+            scale.__class__ is self._torch.Tensor
+            and scale.ndim == 0
+            and scale.dtype == x.dtype
+            and scale.device == x.device
+        )
 
     def _sole_storage(self):
         n = getattr(self, "_sole_use_count", None)
@@ -624,6 +651,35 @@ class TorchBackend(Backend):
             return out if logits.ndim == 2 else out.reshape(shape)
 
         return sparse_xent_grad
+
+    def _fused_sparse_xent(self, forward):
+        """``logsumexp(logits) - logits[label]`` as the kernels of ``F.cross_entropy``'s forward:
+        ``log_softmax`` and ``nll_loss`` (no reduction: the label's ``-log_softmax``, no one-hot, no
+        gather of a shifted copy), the leading axes flattened into one.  The op's own forward where
+        they do not apply: labels not of shape ``logits.shape[:-1]``, no elements, logits that are
+        not floating point; and in a program ``torch.compile`` or ``make_fx`` traces, where the labels'
+        check runs with the step (``value_check``) and a compiled ``nll_loss`` would index with an
+        out-of-range label first."""
+        torch = self._torch
+        nll_loss = torch.nn.functional.nll_loss
+        log_softmax = torch.log_softmax
+        int64 = torch.int64
+        readable = self._readable
+
+        def sparse_xent(labels, logits):
+            shape = logits.shape
+            kernels_apply = labels.shape == shape[:-1] and logits.numel() and logits.is_floating_point()
+            if not kernels_apply or not readable(logits):
+                return forward(labels, logits)
+            logp = log_softmax(logits if logits.ndim == 2 else logits.reshape(-1, shape[-1]), -1)
+            target = labels.reshape(-1)
+            if target.dtype != int64:
+                target = target.to(int64)
+            # (the public function checked the labels lie in [0, depth): none is the ignore_index -100)
+            out = nll_loss(logp, target, reduction="none")
+            return out if logits.ndim == 2 else out.reshape(labels.shape)
+
+        return sparse_xent
 
     def _getitem(self, x, *, key):
         """``x[key]`` (NumPy's meaning); a negative-step slice becomes a gather at the flat positions

@@ -977,8 +977,12 @@ class TracingBackend(Backend):
                 return host_then(arr, move, ("random_from_numpy", dtype, device))
         return self._rec(self.real.random_from_numpy, "random_from_numpy", arr, dtype, device)
 
-    def update_inplace(self, name, x, delta):
+    def update_inplace(self, name, x, delta, scale=None):
         return False  # a trace's updates are new values (the program assigns them)
+
+    def scaled_update(self, name, x, delta, scale):
+        # one step of the program, the real adapter's (its fused kernel: the eager update's bits)
+        return self._rec(self.real.scaled_update, "scaled_update", name, x, delta, scale)
 
     def to_numpy(self, x):
         if x.__class__ is TraceArray:

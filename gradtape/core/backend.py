@@ -353,12 +353,21 @@ class Backend:
                 out = self.asarray(np.asarray(obj))
         return out if device is None else self.to_device(out, device)
 
-    def update_inplace(self, name, x, delta) -> bool:
+    def update_inplace(self, name, x, delta, scale=None) -> bool:
         """``x = name(x, delta)`` (``name``: "add" or "subtract") done in place, where that cannot be
         observed: the caller (``Variable.assign_add``/``assign_sub``) checked that no Python object
         but the variable references ``x``; the backend checks that no view or foreign buffer shares
-        its memory.  True when done; the default never does it."""
+        its memory.  With ``scale`` (a 0-d array of ``x``'s dtype: an optimizer's learning rate),
+        ``x = name(x, delta * scale)``, the bits of :meth:`scaled_update`'s.  True when done; the
+        default never does it."""
         return False
+
+    def scaled_update(self, name, x, delta, scale):
+        """``name(x, delta * scale)`` as a new array (``name``: "add" or "subtract"; ``scale`` a 0-d
+        array of ``x``'s dtype): gradient descent's step, where :meth:`update_inplace` cannot write
+        into ``x``.  An adapter with a fused kernel for it overrides both, with the same bits."""
+        xp = self.xp
+        return getattr(xp, name)(x, xp.multiply(delta, scale))
 
     def fix_output(self, out):
         """Turn an op's output of a foreign type (NumPy scalars, say) into a native array."""

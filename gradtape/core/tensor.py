@@ -882,15 +882,23 @@ class Variable(Tensor):
                 return v
         return self._coerce(value, what)
 
-    def _update(self, name: str, delta: TensorLike, what: str) -> Variable:
+    def _update(self, name: str, delta: TensorLike, what: str, scale: Any = None) -> Variable:
+        """``name(value, delta)``, or with ``scale`` (a native 0-d array of the value's dtype: an
+        optimizer's learning rate) ``name(value, delta * scale)``: one fused step where the backend
+        has one (``Backend.scaled_update``: no product allocated, as TensorFlow's
+        ``ResourceApplyGradientDescent``)."""
         with self._lock:  # read, add, write: atomic with respect to other threads
             d = self._delta(delta, what)
             cur = self._v
+            b = self._b
             # in place when nothing but this variable references the value (no Tensor read from it,
             # no tape's saved value, no caller's array: see _SOLE) and the backend can tell that no
             # view shares its memory; otherwise a new value
-            if _getrefcount(cur) != _SOLE or not self._b.update_inplace(name, cur, d):
-                self._v = getattr(self._b.xp, name)(cur, d)
+            if scale is None:
+                if _getrefcount(cur) != _SOLE or not b.update_inplace(name, cur, d):
+                    self._v = getattr(b.xp, name)(cur, d)
+            elif _getrefcount(cur) != _SOLE or not b.update_inplace(name, cur, d, scale):
+                self._v = b.scaled_update(name, cur, d, scale)
         return self
 
     @overload

@@ -595,6 +595,7 @@ class Optimizer:
             if group is None:
                 group = groups[key] = self._prepare(b, x, key[2], memo, v)
             of_var.append(group)
+        x = None  # (a reference to the last variable's value would keep its update from being in place)
         if self.weight_decay:
             for (_, v), group in zip(kept, of_var):
                 if self._use_weight_decay(v):
@@ -701,6 +702,13 @@ class Optimizer:
     @staticmethod
     def _assign_sub(var, native):
         var.assign_sub(_tensor(native, var))
+
+    @staticmethod
+    def _descend(var, native, learning_rate):
+        """``var -= native * learning_rate`` as one step (TensorFlow's ``ResourceApplyGradientDescent``):
+        in place with the backend's fused kernel where it has one (PyTorch's ``addcmul_``: no product
+        allocated), else the product and the difference."""
+        var._update("subtract", _tensor(native, var), "assign_sub", learning_rate)
 
     def get_config(self) -> dict[str, Any]:
         """The hyperparameters, as a dict (Keras' ``get_config``; a schedule in Keras' form, ``{"class_name":
@@ -834,7 +842,7 @@ class SGD(Optimizer):
             else:
                 self._assign_add(variable, m)
         else:
-            self._assign_sub(variable, gradient * lr)
+            self._descend(variable, gradient, lr)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "momentum": self.momentum, "nesterov": self.nesterov}
