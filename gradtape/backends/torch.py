@@ -328,6 +328,11 @@ def _negative_step(key):
     return False
 
 
+def _other_device(a, b):
+    """Whether tensors ``a`` and ``b`` live on two devices (both on the CPU: no device objects made)."""
+    return not (a.is_cpu and b.is_cpu) and a.device != b.device
+
+
 class TorchBackend(Backend):
     name = "torch"
     install_hint = "python3 -m pip install torch==2.13.0"
@@ -502,7 +507,7 @@ class TorchBackend(Backend):
             or x.requires_grad
             or delta.__class__ is not torch.Tensor
             or delta.dtype != x.dtype
-            or delta.device != x.device
+            or _other_device(delta, x)
             or (scale is not None and not self._fits_scale(scale, x))
         ):
             return False
@@ -530,7 +535,7 @@ class TorchBackend(Backend):
             x.__class__ is torch.Tensor
             and delta.__class__ is torch.Tensor
             and delta.dtype == x.dtype
-            and delta.device == x.device
+            and not _other_device(delta, x)
             and self._fits_scale(scale, x)
         ):
             return torch.addcmul(x, delta, scale, value=1 if name == "add" else -1)
@@ -542,7 +547,7 @@ class TorchBackend(Backend):
             scale.__class__ is self._torch.Tensor
             and scale.ndim == 0
             and scale.dtype == x.dtype
-            and scale.device == x.device
+            and not _other_device(scale, x)
         )
 
     def _sole_storage(self):

@@ -415,7 +415,8 @@ class Optimizer:
         else:  # the variable's value (in the variables' dtype), not the float of when it was traced
             v = self._lr_variable
             lr = _onto(v._v, v._b, b, device)
-            lr = xp.astype(lr, dtype)
+            if lr.dtype != dtype:
+                lr = xp.astype(lr, dtype)
         it = self.iterations
         shared = self._per_apply(xp, _onto(it._v, it._b, b, device), dtype, lr)
         wd_lr = self.weight_decay * lr if self.weight_decay else None
@@ -543,19 +544,22 @@ class Optimizer:
                     f"{type(v).__name__}; wrap the value in gt.Variable(...) (apply_gradients "
                     "takes (gradient, variable) pairs, in that order)"
                 )
-            if v.dtype.is_complex and (not self._complex_ok or self.clipvalue is not None):
+            dtype = v.dtype
+            if dtype.is_floating:
+                continue
+            if dtype.is_complex and (not self._complex_ok or self.clipvalue is not None):
                 # Adam's, RMSprop's and Adagrad's g * g of a complex g is not a square magnitude (the
                 # steps were wrong, AMSGrad's NaN); clipping a complex number by value is undefined
                 what = "clipvalue" if self._complex_ok else f"{type(self).__name__}'s update rule"
                 raise ValueError(
-                    f"{type(self).__name__}.apply: the variable {v.name!r} is {v.dtype.name}; {what} is defined "
+                    f"{type(self).__name__}.apply: the variable {v.name!r} is {dtype.name}; {what} is defined "
                     "for real variables only. Keep the real and imaginary parts as two float variables "
                     "(PyTorch's view_as_real), or use SGD (without clipvalue; clipnorm clips |g|)"
                 )
-            if not (v.dtype.is_floating or v.dtype.is_complex):
+            if not dtype.is_complex:
                 # (an integer step ``lr * g`` truncates to 0: SGD left the variable as it was, silently)
                 raise ValueError(
-                    f"{type(self).__name__}.apply: the variable {v.name!r} is {v.dtype.name}; optimizers "
+                    f"{type(self).__name__}.apply: the variable {v.name!r} is {dtype.name}; optimizers "
                     "update floating-point or complex variables only (as TensorFlow's and PyTorch's). "
                     f"Make it one (gt.Variable(gt.cast(value, gt.float32))), or leave it out of the list"
                 )
@@ -635,6 +639,10 @@ class Optimizer:
     @staticmethod
     def _native_gradient(g, var):
         """The gradient as a native array of the variable's backend, shape and dtype."""
+        if g.__class__ is Tensor and g._b is var._b:  # (the common case: a tape's gradient, as it is)
+            v, x = g._v, var._v
+            if v.shape == x.shape and v.dtype == x.dtype and var._b.device_of(v) == var._b.device_of(x):
+                return v
         if isinstance(g, Tensor):
             if g._b is not var._b:
                 raise ValueError(
