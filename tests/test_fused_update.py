@@ -18,6 +18,7 @@ import pytest
 import gradtape as gt
 from gradtape.core import registry
 from gradtape.core.backend import Backend
+from test_fused_grads import _aten_ops_of  # (tests/ is on the path: pytest puts a test's folder there)
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch not installed")
@@ -132,21 +133,6 @@ def test_replayed_sgd_step_gives_the_eager_bits(backend, jit_compile):
 
 
 # ------------------------------------------------------------------------- PyTorch's kernels
-def _aten_ops_of(fn):
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    seen = []
-
-    class Count(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.append(func.overloadpacket.__name__)
-            return func(*args, **(kwargs or {}))
-
-    with Count():
-        out = fn()
-    return seen, out
-
-
 @needs_torch
 def test_torch_runs_one_kernel_per_variable_and_the_cross_entropy_kernels():
     """On PyTorch: the SGD step is one ``addcmul_`` per variable (no ``mul``), the sparse cross-entropy's
