@@ -505,9 +505,7 @@ class TorchBackend(Backend):
             x.__class__ is not torch.Tensor
             or x._base is not None
             or x.requires_grad
-            or delta.__class__ is not torch.Tensor
-            or delta.dtype != x.dtype
-            or _other_device(delta, x)
+            or not self._beside(delta, x)
             or (scale is not None and not self._fits_scale(scale, x))
         ):
             return False
@@ -530,25 +528,17 @@ class TorchBackend(Backend):
     def scaled_update(self, name, x, delta, scale):
         """``x ± delta * scale`` as one kernel, ``addcmul`` (``update_inplace``'s, out of place: the same
         bits); the namespace's product and sum for operands it does not take."""
-        torch = self._torch
-        if (
-            x.__class__ is torch.Tensor
-            and delta.__class__ is torch.Tensor
-            and delta.dtype == x.dtype
-            and not _other_device(delta, x)
-            and self._fits_scale(scale, x)
-        ):
-            return torch.addcmul(x, delta, scale, value=1 if name == "add" else -1)
+        if x.__class__ is self._torch.Tensor and self._beside(delta, x) and self._fits_scale(scale, x):
+            return self._torch.addcmul(x, delta, scale, value=1 if name == "add" else -1)
         return super().scaled_update(name, x, delta, scale)
+
+    def _beside(self, a, x):
+        """Whether ``a`` is a tensor of ``x``'s dtype on its device (an operand of its update's kernels)."""
+        return a.__class__ is self._torch.Tensor and a.dtype == x.dtype and not _other_device(a, x)
 
     def _fits_scale(self, scale, x):
         """Whether ``scale`` is a 0-d tensor of ``x``'s dtype on its device (addcmul's operand)."""
-        return (
-            scale.__class__ is self._torch.Tensor
-            and scale.ndim == 0
-            and scale.dtype == x.dtype
-            and not _other_device(scale, x)
-        )
+        return self._beside(scale, x) and scale.ndim == 0
 
     def _sole_storage(self):
         n = getattr(self, "_sole_use_count", None)
