@@ -34,7 +34,7 @@ import numpy as np
 
 from gradtape.core import dtypes as _dt
 from gradtape.core.recording_state import active_context, recording_context
-from gradtape.core.tensor import user_site
+from gradtape.core.tensor import user_site, wrap
 from gradtape.backends import Backend
 
 __all__ = [
@@ -319,6 +319,7 @@ class Trace:
         self.backend = backend  # the TracingBackend of the traced tensors
         self.parent = parent  # the enclosing trace of a branch or loop body (a sub-trace)
         self.captured = {}  # parent slot -> the stand-in of this (sub-)trace that reads it
+        self.outside = {}  # id(Tensor) -> the input that reads a tensor made outside the trace
         self.lower = True  # gt.cond / gt.while_loop become structured steps (else guards)
         self.raw_draws = []  # the host draws as drawn (used again by a retrace)
         self.host_effects = False  # a step acts on the host (gt.print)
@@ -361,6 +362,19 @@ class Trace:
         if loc is None:
             loc = self.captured[outer.slot] = self.input(outer.c, "capture", outer)
         return loc
+
+    def outside_tensor(self, t):
+        """The stand-in of this trace for Tensor ``t``, made outside it: an input of the whole program
+        (``"tensor"``) that each call reads from ``t`` as it is then, so that a change of ``t`` in place
+        between calls (``t[0] = 1.0``, ``t += 1``) is seen, as eager code sees it; a branch or loop body
+        reads it through its enclosing trace."""
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        a = root.outside.get(id(t))
+        if a is None:
+            a = root.outside[id(t)] = root.input(t._v, "tensor", t)  # (the inputs hold t)
+        return a if root is self else self.capture(a)
 
     def _localize(self, a):
         """``a`` with every stand-in of an enclosing trace replaced by its capture."""
@@ -846,6 +860,15 @@ class TracingBackend(Backend):
         """The real adapter's native callable of ``opdef``, recorded as one step of the running trace
         (``OpDef.resolve`` caches it for this backend, as for any other)."""
         return _recorder(opdef.impls.get(self.real) or opdef.resolve(self.real), self, opdef.name)
+
+    def capture_tensor(self, t):
+        """``t``, a Tensor of the real adapter made outside the running trace, as a Tensor of the trace
+        read from ``t`` at each call (:meth:`Trace.outside_tensor`); None outside a trace or for
+        another backend's."""
+        tr = recording_context[0]
+        if tr is None or t._b is not self.real:
+            return None
+        return wrap(tr.outside_tensor(t), self)
 
     def capture(self, other, x):
         """``x``, a native array of the real adapter computed outside the running trace, as a constant

@@ -29,6 +29,7 @@ import weakref
 
 import numpy as np
 import optree
+from array_api_compat import is_array_api_obj
 
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
@@ -55,6 +56,7 @@ from gradtape.core.tensor import (
     wrap,
     convert_to_tensor,
     lift,
+    user_site,
     user_stacklevel,
 )
 
@@ -100,7 +102,8 @@ class TensorSpec:
 
 class _Concrete:
     """One traced program and how to feed it: ``feed`` (per input: ("arg", leaf index), ("var",
-    Variable) or ("draw", k)), the variables it writes, its outputs' structure, its guards."""
+    Variable), ("tensor", a Tensor read from outside) or ("draw", k)), the variables it writes, its
+    outputs' structure, its guards."""
 
     __slots__ = (
         "run",
@@ -117,6 +120,7 @@ class _Concrete:
         "compiled_by",
         "call",
         "prints",
+        "name",
     )
 
 
@@ -385,12 +389,31 @@ def _signature(leaves, treedef, active):
             key.append((c, x.hex()))
         elif c in _SIMPLE:
             key.append((c, x))
-        elif isinstance(x, np.ndarray):
-            key.append(("ndarray", x.shape, x.dtype))
+        elif _is_array_arg(x):
+            key.append(_array_key(x))
             arrays = True
         else:
             key.append((c, _hashable_or_id(x)))
     return tuple(key), arrays
+
+
+def _is_array_arg(x):
+    """Whether a call's leaf is an array that the program takes as a tensor argument, as
+    ``tf.function`` takes a NumPy array: a NumPy array or any library's native array (a torch
+    tensor, a JAX or array_api_strict array...), keyed by its shape and dtype, never by its values
+    (which it may change in place) or its identity.  NumPy's scalars stay Python values; gradtape's
+    own Tensors and Variables are not "arrays" here."""
+    return not isinstance(x, (np.generic, Tensor)) and is_array_api_obj(x)
+
+
+def _array_key(x):
+    """The signature of an array argument: its type, shape, dtype and device."""
+    try:
+        device = x.device
+        hash(device)
+    except Exception:  # (a library without a hashable ``.device``: its shape and dtype alone)
+        device = None
+    return ("array", x.__class__, tuple(x.shape), x.dtype, device)
 
 
 def _hashable_or_id(x):
@@ -451,9 +474,15 @@ def _numpy_device(leaves, b, setting):
 
 
 def _numpy_leaves_to_tensors(leaves, b, setting):
-    """The call's leaves with each NumPy array a Tensor of ``b`` on :func:`_numpy_device`."""
+    """The call's leaves with each array argument (:func:`_is_array_arg`) a Tensor of ``b``."""
     device = _numpy_device(leaves, b, setting)
-    return [convert_to_tensor(x, backend=b, device=device) if isinstance(x, np.ndarray) else x for x in leaves]
+    return [_array_to_tensor(x, b, device) if _is_array_arg(x) else x for x in leaves]
+
+
+def _array_to_tensor(x, b, device):
+    """An array argument as a Tensor of ``b``: a native array of ``b`` where it is (no copy), any other
+    (NumPy's, another library's) on ``device`` (:func:`_numpy_device`), as an eager op converts it."""
+    return convert_to_tensor(x, backend=b, device=None if b.is_native(x) else device)
 
 
 def _draw(p):
@@ -578,10 +607,10 @@ class _Capture:
                 t = wrap(ph, tracing_backend(x._b))
                 self.arg_tensors.append((k, t, ph))
                 new_leaves.append(t)
-            elif isinstance(x, np.ndarray):
+            elif _is_array_arg(x):
                 if device is None:
                     device = (_numpy_device(leaves, self.real, self.setting),)
-                nat = convert_to_tensor(x, backend=self.real, device=device[0])
+                nat = _array_to_tensor(x, self.real, device[0])
                 new_leaves.append(wrap(trace.input(nat._v, "arg", k), tracing_backend(nat._b)))
             else:
                 new_leaves.append(x)
@@ -657,10 +686,13 @@ def _concrete(trace, run, used, how, source, state_vars, out_tree, out_spec):
     # variable created while tracing is not: eager code draws it once)
     c.feed = []
     c.draws = []
-    for _, kind, what in used:
+    for slot, kind, what in used:
         if kind == "draw":
             c.feed.append(("draw", len(c.draws)))
             c.draws.append(trace.draws[what])
+        elif kind == "tensor":  # (with the shape and dtype it was traced with: checked on each call)
+            traced = trace.values[slot]
+            c.feed.append((kind, (what, traced.shape, traced.dtype)))
         else:
             c.feed.append((kind, what))
     c.state_out = state_vars
@@ -673,6 +705,7 @@ def _concrete(trace, run, used, how, source, state_vars, out_tree, out_spec):
     c.compiled_by = how
     c.prints = trace.host_effects
     c.source = source
+    c.name = trace.name
     c.call = _caller(c)
     return c
 
@@ -695,16 +728,23 @@ def _caller(c):
         "next_id": next_id,
         "propagate": _operators._propagate,
     }
+    g["outside_changed"] = functools.partial(_outside_changed, c.name)
     ins = []
+    checks_in = []
     for k, (kind, what) in enumerate(c.feed):
         if kind == "arg":
             ins.append(f"leaves[{what}]._v")
         elif kind == "var":
             g[f"V{k}"] = what
             ins.append(f"V{k}._v")
+        elif kind == "tensor":  # a tensor read from outside: its value now (changed in place or not)
+            g[f"T{k}"], g[f"TS{k}"], g[f"TD{k}"] = what
+            ins.append(f"T{k}._v")
+            checks_in.append(f"    if T{k}._v.shape != TS{k} or T{k}._v.dtype != TD{k}:")
+            checks_in.append(f"        outside_changed(T{k}, TS{k}, TD{k})")
         else:
             ins.append(f"drawn[{what}]")
-    lines = ["def call(leaves, drawn):"]
+    lines = ["def call(leaves, drawn):", *checks_in]
     # the variables the program reads and writes are locked from reading their values to writing
     # them back: another thread's update of one (eager, or another program's) waits, and none is
     # lost; a trace (which swaps every variable's value for a stand-in) waits for the call to end
@@ -759,8 +799,17 @@ def _caller(c):
         lines.append(f"    return {parts[0]}")
     else:
         lines.append(f"    return unflatten(TREE, [{', '.join(parts)}])")
-    exec(compile("\n".join(lines) + "\n", "<gt.function call>", "exec"), g)
+    exec(compile("\n".join(lines) + "\n", "<gradtape gt.function call>", "exec"), g)
     return g["call"]
+
+
+def _outside_changed(name, t, shape, dtype):
+    raise ValueError(
+        f"gt.function {name!r} (called at {user_site()}) reads a {t._b.name} tensor made outside it, traced as shape "
+        f"{tuple(shape)} {dtype}, which is now shape {tuple(t._v.shape)} {t._v.dtype} (an in-place update "
+        "changed it): the program was traced for the old one. Pass the tensor as an argument (a new shape "
+        "or dtype traces again), or keep it in a gt.Variable"
+    )
 
 
 def _first_change(seen, expected):

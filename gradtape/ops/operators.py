@@ -31,7 +31,7 @@ import weakref
 import numpy as np
 
 from gradtape.core import tensor as _tensor
-from gradtape.core.recording_state import connected_tapes
+from gradtape.core.recording_state import active_context, connected_tapes
 from gradtape.core.tensor import user_site
 from gradtape.ops import apply, apply1
 from gradtape.ops import elementwise as E
@@ -84,6 +84,8 @@ def _renew(t, new, what):
     """``t`` takes ``new``'s value and identity (an in-place update is a recorded functional one).
     Where a recording tape connects ``t`` to a watched source, the tape is told, so that a gradient
     with respect to ``t`` that comes out None says it is ``t``'s new value's (:data:`REPLACED`)."""
+    if new._b.stand_ins and not t._b.stand_ins:
+        _outside_write(t, what)
     old = t._id
     t._become(new)
     tapes = connected_tapes(old)
@@ -92,6 +94,21 @@ def _renew(t, new, what):
         for rec in tapes:
             REPLACED.setdefault(rec, {})[t._id] = (what, site)
     return t
+
+
+def _outside_write(t, what):
+    """``t``, a tensor made outside the running ``gt.function`` trace, was to take a traced value:
+    a program cannot update a tensor it does not own (it would hold a stand-in after the trace, and
+    the program would not repeat the write on later calls).  TensorFlow's tensors are immutable;
+    its state lives in variables, which gradtape's programs update on every call."""
+    ctx = active_context()
+    name = ctx.name if ctx is not None else "?"
+    raise TypeError(
+        f"gt.function {name!r} writes into a tensor made outside it ({what}, at {user_site()}): a traced "
+        f"program cannot update a {t._b.name} tensor it does not own. Keep the state in a gt.Variable "
+        "(v[key].assign(value), v.assign_add(...): written on every call), pass the tensor as an argument "
+        "(an argument updated in place is written back after each call), or return the new value"
+    )
 
 
 def _inplace(fn):
