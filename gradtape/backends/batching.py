@@ -859,6 +859,11 @@ class BatchingBackend(Backend):
 
     def _loop(self, name, impl, args, attrs):
         size = _size(args, attrs)
+        if self.real.stand_ins:
+            # inside a gt.function trace: a loop of this op's calls, stacked, would be replayed on other
+            # values, whose results may be ragged where the traced ones were not; the whole function
+            # looped over the examples is traced as one program per example instead
+            raise BatchedValueError("no batching rule for these inputs inside gt.function")
         _fallback(name, size)
         xp = self.real.xp
 
@@ -872,8 +877,19 @@ class BatchingBackend(Backend):
 
         outs = [impl(*[at(a, i) for a in args], **{k: at(v, i) for k, v in attrs.items()}) for i in range(size)]
         if isinstance(outs[0], (tuple, list)):
-            return tuple(BatchArray(xp.stack([o[k] for o in outs]), True, self) for k in range(len(outs[0])))
-        return BatchArray(xp.stack([xp.asarray(o) for o in outs]), True, self)
+            parts = [[xp.asarray(o[k]) for o in outs] for k in range(len(outs[0]))]
+        else:
+            parts = [[xp.asarray(o) for o in outs]]
+        for part in parts:
+            shapes = {tuple(o.shape) for o in part}
+            if len(shapes) > 1:
+                # (nonzero, unique_values, a boolean mask: each example's result has a shape of its own,
+                # no batch of them is one array; gt.vmap then runs the whole function once per example)
+                raise BatchedValueError(
+                    f"the examples' results have different shapes ({', '.join(map(str, sorted(shapes)))})"
+                )
+        stacked = tuple(BatchArray(xp.stack(part), True, self) for part in parts)
+        return stacked if isinstance(outs[0], (tuple, list)) else stacked[0]
 
     # ---------------------------------------------------------------- dtypes, devices: the real adapter's
     def dtype_to_native(self, dtype):

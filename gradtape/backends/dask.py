@@ -416,6 +416,7 @@ class DaskBackend(Backend):
         return isinstance(k, (np.ndarray, self._da.Array))
 
     def _take(self, x, indices, *, axis):
+        self._known("take", indices)  # (indices from nonzero, say: their count is the data's)
         shape = tuple(x.shape[:axis]) + tuple(indices.shape) + tuple(x.shape[axis + 1 :])
         if indices.ndim > 1:  # (dask takes 0-d and 1-d lazy indices: others taken flat, then shaped)
             indices = indices.reshape(-1)
