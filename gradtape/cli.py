@@ -23,6 +23,7 @@ from gradtape.core import registry
 from gradtape import backends as bk
 from gradtape.conformance.report import run
 from gradtape.conformance import audit_html
+from gradtape.conformance.jax_compiles import quick_jax_compiles, reuse_mlir_contexts
 from gradtape.testing import audit as _audit
 
 __all__ = ["main"]
@@ -550,6 +551,20 @@ def _check_environment():
         raise CLIError(" ".join(str(e).split())) from None
 
 
+def _quick_jax_compiles(args):
+    """For a command that checks ops on JAX: XLA's quick compiles for this process (the command's own:
+    gradtape never sets them in a user's), before JAX is imported, and one MLIR context per thread once
+    it is (``gradtape.conformance.jax_compiles``: most of a check's time on JAX is compiling each op for
+    each new shape)."""
+    names = getattr(args, "backends", None)
+    wanted = [n.strip() for n in names.split(",")] if names else gt.available_backends()
+    if "jax" not in wanted or "jax" in sys.modules or importlib.util.find_spec("jax") is None:
+        return
+    quick_jax_compiles()
+    importlib.import_module("jax._src.interpreters.mlir")
+    reuse_mlir_contexts()
+
+
 def main(argv=None):
     """Run the ``gradtape`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = _parser()
@@ -559,6 +574,7 @@ def main(argv=None):
         return e.code if isinstance(e.code, int) else 2
     try:
         if args.run is not _backends:  # (`gradtape backends` lists what is installed, whatever it says)
+            _quick_jax_compiles(args)
             _check_environment()
         return args.run(args)
     except CLIError as e:

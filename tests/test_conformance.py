@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import subprocess
 import sys
 
+import numpy as np
+import pytest
 
 import gradtape as gt
+from gradtape import testing
 from gradtape.core import registry
 from gradtape.cli import main
 from gradtape.conformance import cases, uncovered_ops
@@ -207,3 +212,51 @@ def test_cli_compiled_flag(capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "| compiled |" in out and "gt.function check: 1 pass" in out
+
+
+def test_a_lazy_backends_finite_differences_run_on_numpy(monkeypatch):
+    """dask's second-order check evaluates its finite differences on NumPy's forward (each evaluation on
+    dask would build and compute a task graph: a conformance run with dask took most of an hour), and a
+    wrong rule on dask is still found."""
+    pytest.importorskip("dask")
+    dask = gt.backends.get("dask")
+    computes = []
+    real_to_numpy = type(dask).to_numpy
+    monkeypatch.setattr(type(dask), "to_numpy", lambda self, x: computes.append(1) or real_to_numpy(self, x))
+    op = registry.get_op("matmul")
+    case = next(c for _, c in cases(["matmul"]))
+    assert testing.check_case(op, case, "dask", np.random.default_rng(0), order=2, reference="numpy").passed
+    on_numpy = len(computes)
+    computes.clear()
+    assert testing.check_case(op, case, "dask", np.random.default_rng(0), order=2).passed
+    assert on_numpy * 5 < len(computes), (on_numpy, len(computes))
+
+    op = registry.get_op("sin")
+    case = next(c for _, c in cases(["sin"]))
+    old = op.grad
+    try:
+        op.grad = lambda o, g: g * gt.sin(o.inputs[0])  # (wrong: the derivative of sin is cos)
+        bad = testing.check_case(op, case, "dask", np.random.default_rng(0), order=2, reference="numpy")
+        assert not bad.passed
+    finally:
+        op.grad = old
+
+
+def test_the_cli_compiles_jax_quickly_in_its_own_process():
+    """``gradtape conformance`` / ``check`` / ``audit`` on the jax backend set XLA's quick compiles (before
+    JAX is imported) and one MLIR context per thread: most of a check's time on JAX is compiling."""
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed")
+    code = (
+        "import argparse, os, sys\n"
+        "from gradtape import cli\n"
+        "assert 'jax' not in sys.modules\n"
+        "cli._quick_jax_compiles(argparse.Namespace(backends='numpy,jax'))\n"
+        "from jax._src.interpreters import mlir\n"
+        "reused = getattr(mlir.make_ir_context, 'reused_by_the_suite', False)\n"
+        "print(os.environ.get('JAX_DISABLE_MOST_OPTIMIZATIONS'), reused)\n"
+    )
+    quiet = ("JAX_DISABLE_MOST_OPTIMIZATIONS", "GRADTAPE_TEST_XLA_DEFAULTS")
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["1", "True"], out.stdout + out.stderr

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from gradtape.conformance import jax_compiles
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -147,25 +149,23 @@ def test_quick_jax_compiles_sets_only_flags_xla_knows(monkeypatch):
     """The suite's XLA options are set before JAX is imported, an option the installed XLA would not parse
     (an unknown one in XLA_FLAGS aborts the process) is left out, and GRADTAPE_TEST_XLA_DEFAULTS=1 keeps
     JAX's defaults."""
-    suite_summary = _suite_summary()
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS", raising=False)
-    monkeypatch.setattr(suite_summary, "QUICK_XLA_CPU_FLAGS", ("--xla_cpu_no_such_flag=true",))
-    suite_summary.quick_jax_compiles()
+    monkeypatch.setattr(jax_compiles, "QUICK_XLA_CPU_FLAGS", ("--xla_cpu_no_such_flag=true",))
+    jax_compiles.quick_jax_compiles()
     assert os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "1"
     assert "XLA_FLAGS" not in os.environ
     monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS")
     monkeypatch.setenv("GRADTAPE_TEST_XLA_DEFAULTS", "1")
-    suite_summary.quick_jax_compiles()
+    jax_compiles.quick_jax_compiles()
     assert "JAX_DISABLE_MOST_OPTIMIZATIONS" not in os.environ
 
 
 def test_quick_jax_compiles_reads_the_installed_xla():
     if importlib.util.find_spec("jax") is None:
         pytest.skip("jax is not installed: no XLA to configure")
-    suite_summary = _suite_summary()
-    assert not suite_summary._xla_knows("--xla_cpu_no_such_flag=true")
-    for flag in suite_summary.QUICK_XLA_CPU_FLAGS:
-        if suite_summary._xla_knows(flag):  # then this process (the suite) runs with it
+    assert not jax_compiles._xla_knows("--xla_cpu_no_such_flag=true")
+    for flag in jax_compiles.QUICK_XLA_CPU_FLAGS:
+        if jax_compiles._xla_knows(flag):  # then this process (the suite) runs with it
             assert flag in os.environ.get("XLA_FLAGS", "") or os.environ.get("GRADTAPE_TEST_XLA_DEFAULTS") == "1"
