@@ -595,13 +595,20 @@ def _walk(nodes, grads, reach, keep, consume, nb, native):
                         in_grads = op._grad(xp_native, n, g)
                     except (TypeError, AttributeError) as e:
                         _native_rule_failed(n, e)
+                    except _NAMED_IN_RULES as e:
+                        _rule_raised(n, e)
                     _fit_add(grads, reach, n, in_grads, xp_native, nb, None)
                     in_grads = None  # (nothing of this rule's held while the next one runs)
                     continue
             elif not native and not nb and op.xp_rule:
                 # the recorded walk's common case (an outer tape records it): one cotangent, an xp
                 # rule on Tensors, its gradients kept as Tensors
-                _fit_add(grads, reach, n, op._grad(xp_tensors, TensorOp(n, g._v.shape), g), xp_tensors, 0, g, False)
+                try:
+                    in_grads = op._grad(xp_tensors, TensorOp(n, g._v.shape), g)
+                except _NAMED_IN_RULES as e:
+                    _rule_raised(n, e)
+                _fit_add(grads, reach, n, in_grads, xp_tensors, 0, g, False)
+                in_grads = None
                 continue
             gs = (g,)
         else:
@@ -635,6 +642,8 @@ def _general_rule(n, gs, grads, reach, nb, native):
             in_grads = rule(xp, n, *gs)
         except (TypeError, AttributeError) as e:
             _native_rule_failed(n, e)
+        except _NAMED_IN_RULES as e:
+            _rule_raised(n, e)
         _fit_add(grads, reach, n, in_grads, xp, nb, None)
         return
     xp = tensor_namespace()
@@ -646,7 +655,10 @@ def _general_rule(n, gs, grads, reach, nb, native):
         gs = [xp.zeros_like(view.outputs[k]) if h is None else h for k, h in enumerate(gs)]
     if gs[0] is not None:
         view._out_shape = gs[0]._v.shape
-    in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+    try:
+        in_grads = rule(xp, view, *gs) if op.xp_rule else rule(view, *gs)
+    except _NAMED_IN_RULES as e:
+        _rule_raised(n, e)
     g_out = next(h for h in gs if h is not None)
     _fit_add(grads, reach, n, in_grads, xp, 0, g_out, native)
 
@@ -697,6 +709,28 @@ def _fit_add(grads, reach, n, in_grads, xp, nb, g_out, native=True):
     # (inlined into the walk, these are the walk's own variables: without this they would keep a
     # summed rule's addends alive while the next rule runs, one node's dead gradients on the peak)
     in_grads = gi = None
+
+
+#: what a gradient rule may raise on the values it is given (a singular matrix: NumPy's LinAlgError,
+#: torch's, a RuntimeError), named by the op whose gradient it is (the user called ``det``, not the
+#: ``inv`` its rule calls)
+_NAMED_IN_RULES = (ValueError, ArithmeticError, RuntimeError)
+
+
+def _rule_raised(n, e):
+    """A gradient rule raised ``e``: the same exception (its class and attributes kept, control-flow
+    signals too), its message naming the op whose gradient failed and the backend."""
+    where = f"in the gradient of op {n.opdef.name!r} on backend {n.backend.name!r}"
+    if isinstance(e, (NotImplementedError, RecursionError)) or not e.args or not isinstance(e.args[0], str):
+        raise e
+    if repr(n.opdef.name) in e.args[0]:  # (gradtape's own errors name it already: the class they chose kept)
+        raise e
+    if isinstance(e, RuntimeError):
+        # PyTorch's LinAlgError and invalid arguments: a ValueError on every backend, as dispatch
+        # raises for a forward (TensorFlow's InvalidArgumentError is one)
+        raise ValueError(f"{e} ({where})").with_traceback(e.__traceback__) from None
+    e.args = (f"{e.args[0]} ({where})",) + e.args[1:]
+    raise e
 
 
 def _native_rule_failed(n, e):

@@ -1,0 +1,52 @@
+"""An error raised inside a gradient rule names the op whose gradient it is and the backend (the user
+called ``linalg.det``, not the ``inv`` its rule calls), in first-order and recorded walks, on every
+backend; its class is kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradtape as gt
+
+SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]])
+
+
+def test_det_at_a_singular_matrix_names_det(backend):
+    if backend.startswith("dask"):
+        pytest.skip("dask computes lazily: the singular inverse is inf / nan, not an error, until computed")
+    x = gt.constant(SINGULAR)
+    with pytest.raises(ValueError, match=r"in the gradient of op 'linalg.det' on backend"):
+        with gt.GradientTape() as tape:
+            tape.watch(x)
+            y = gt.linalg.det(x)
+        tape.gradient(y, x)
+
+
+def test_the_recorded_walk_names_the_op_too(backend):
+    if backend.startswith("dask"):
+        pytest.skip("dask computes lazily: the singular inverse is inf / nan, not an error, until computed")
+    x = gt.constant(SINGULAR)
+    with pytest.raises(ValueError, match=r"in the gradient of op 'linalg.det' on backend"):
+        with gt.GradientTape() as outer:
+            outer.watch(x)
+            with gt.GradientTape() as inner:
+                inner.watch(x)
+                y = gt.linalg.det(x)
+            inner.gradient(y, x)
+
+
+def test_a_rules_own_error_class_and_message_are_kept(backend):
+    @gt.custom_gradient
+    def f(x):
+        def grad(g):
+            raise ArithmeticError("the user's rule failed")
+
+        return x * 2.0, grad
+
+    x = gt.constant(np.array([1.0, 2.0]))
+    with gt.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    with pytest.raises(ArithmeticError, match="the user's rule failed .in the gradient of op"):
+        tape.gradient(y, x)
