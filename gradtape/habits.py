@@ -101,6 +101,11 @@ TENSOR_HINTS: dict[str, str] = {
 
 #: ``gradtape`` module attribute -> what to write instead.
 MODULE_HINTS: dict[str, str] = {
+    # dtypes the Array API standard has not (TensorFlow's and PyTorch's half precision)
+    "float16": "gradtape's dtypes are the Array API standard's, which has no half precision: gt.float32 "
+    "(TensorFlow's default) or gt.float64 (for gradient checks)",
+    "bfloat16": "gradtape's dtypes are the Array API standard's, which has no bfloat16: gt.float32 "
+    "(TensorFlow's default) or gt.float64 (for gradient checks)",
     "tensor": "gt.constant(value) makes a tensor (gt.Variable(value) a trainable one; gt.Tensor is their type)",
     "from_numpy": "gt.constant(array) or gt.asarray(array)",
     "optim": "the optimizers are gt.optimizers (torch.optim.Adam(params, lr=1e-3) is gt.optimizers.Adam("

@@ -283,6 +283,25 @@ def test_string_activations_and_errors():
         gt.layers.Dense(0)
 
 
+def test_keras3_hard_activations(backend):
+    """Keras 3's ``hard_sigmoid`` (``relu6(x + 3) / 6``) and ``hard_silu`` / ``hard_swish``, with their
+    gradients (0 at the kinks, as relu6's)."""
+    x0 = np.array([-4.0, -3.0, -1.5, 0.0, 2.0, 3.0, 5.0])
+    x = gt.constant(x0)
+    hs = gt.layers.get_activation("hard_sigmoid")
+    assert gt.layers.get_activation("hard_swish") is gt.layers.get_activation("hard_silu")
+    with gt.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = hs(x)
+        z = gt.layers.get_activation("hard_silu")(x)
+    want = np.clip(x0 / 6.0 + 0.5, 0.0, 1.0)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.where(np.abs(x0) < 3.0, 1.0 / 6.0, 0.0), rtol=1e-12)
+    np.testing.assert_allclose(z.numpy(), x0 * want, rtol=1e-12)
+    dz = np.where(np.abs(x0) < 3.0, x0 / 3.0 + 0.5, want)
+    np.testing.assert_allclose(tape.gradient(z, x).numpy(), dz, rtol=1e-12)
+
+
 def test_initializers_are_seeded_and_backend_independent(backend, fresh_names):
     gt.random.set_seed(3)
     a = gt.layers.Dense(5)

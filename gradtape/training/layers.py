@@ -89,6 +89,17 @@ def _linear(x):
     return x
 
 
+def hard_sigmoid(x):
+    """Keras 3's ``hard_sigmoid``: ``relu6(x + 3) / 6`` (0 below -3, 1 above 3, ``x / 6 + 0.5`` between;
+    the gradient 0 at both kinks, as ``relu6``'s)."""
+    return _nn.relu6(x + 3.0) / 6.0
+
+
+def hard_silu(x):
+    """Keras 3's ``hard_silu`` (``hard_swish``): ``x * hard_sigmoid(x)``."""
+    return x * hard_sigmoid(x)
+
+
 _ACTIVATIONS = {
     "linear": _linear,
     "relu": _nn.relu,
@@ -105,6 +116,9 @@ _ACTIVATIONS = {
     "softsign": _nn.softsign,
     "silu": _nn.silu,
     "swish": _nn.silu,
+    "hard_sigmoid": hard_sigmoid,
+    "hard_silu": hard_silu,
+    "hard_swish": hard_silu,
     "exponential": exp,
 }
 
