@@ -18,6 +18,7 @@ import textwrap
 from gradtape.core import config as _config
 from gradtape.core import dtypes as _dt
 from gradtape.core.engine import (
+    GENERATING,
     fold_constants,
     inline_calls,
     make_node,
@@ -260,8 +261,10 @@ def _maker(arity, op):
 
 
 def _respecialize(f, op, arity):
-    """``f`` (an op's fast path) with its code generated again for the op's flags as they are now."""
-    code = _maker(arity, op)(op).__code__
+    """``f`` (an op's fast path) with its code generated again for the op's flags as they are now (one
+    thread at a time: :data:`engine.GENERATING`)."""
+    with GENERATING:
+        code = _maker(arity, op)(op).__code__
     if code.co_freevars != f.__code__.co_freevars:  # (never: both read the op alone from outside)
         raise AssertionError(f"{op.name}: a regenerated fast path reads other free variables")
     f.__code__ = code

@@ -23,6 +23,7 @@ import copy
 import enum
 import inspect
 import textwrap
+import threading
 import warnings
 
 from gradtape.core import dtypes as _dt
@@ -41,6 +42,7 @@ __all__ = [
     "backward",
     "inline_calls",
     "fold_constants",
+    "GENERATING",
     "NotBatchable",
     "Recording",
     "native_dtypes",
@@ -1082,20 +1084,28 @@ def _as_stmts(r):
     return [] if r is None else r if isinstance(r, list) else [r]
 
 
+#: held while gradtape parses, transforms and compiles syntax trees (the generated paths): CPython's
+#: conversions between ``ast`` objects and its compiler keep one recursion counter per interpreter, which
+#: two threads doing them at once corrupt (``SystemError: AST constructor recursion depth mismatch``:
+#: ops called for the first time from several threads)
+GENERATING = threading.RLock()
+
+
 def generated(fn, callee):
     """``fn`` compiled again from its source with ``callee`` inlined where it calls it
     (:func:`inline_calls`); ``fn`` itself where the source cannot be read."""
-    try:
-        fdef = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
-        fdef.body = fold_constants(inline_calls(fdef.body, callee))
-    except (OSError, TypeError):
-        return fn
+    with GENERATING:
+        try:
+            fdef = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+            fdef.body = fold_constants(inline_calls(fdef.body, callee))
+        except (OSError, TypeError):
+            return fn
+        code = compile(
+            ast.fix_missing_locations(ast.Module([fdef], [])),
+            f"<gradtape {fn.__name__}, {callee.__name__} inlined>",
+            "exec",
+        )
     ns = {}
-    code = compile(
-        ast.fix_missing_locations(ast.Module([fdef], [])),
-        f"<gradtape {fn.__name__}, {callee.__name__} inlined>",
-        "exec",
-    )
     exec(code, fn.__globals__, ns)
     new = ns[fn.__name__]
     new.__doc__ = fn.__doc__
