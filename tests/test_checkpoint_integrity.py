@@ -85,6 +85,22 @@ def test_a_damaged_tensor_is_named(backend, tmp_path):
     assert not np.any(v.numpy()) and not np.any(n.numpy())
 
 
+@pytest.mark.parametrize("extra", [1, 16, 4096])
+def test_bytes_after_the_last_tensor_are_a_data_loss_error(backend, tmp_path, extra):
+    """A file longer than its header says (appended to, or two files run together) is refused before
+    anything changes, as the safetensors library refuses it ("file not fully covered")."""
+    path = small_checkpoint(tmp_path)
+    with open(path + ".safetensors", "ab") as f:
+        f.write(b"\0" * extra)
+    v = gt.Variable(np.zeros(4), dtype=gt.float32)
+    n = gt.Variable(np.zeros(2, dtype=np.int64), dtype=gt.int64)
+    with pytest.raises(
+        DataLossError, match=rf"small.safetensors' is damaged.*holds {extra} bytes after its last tensor"
+    ):
+        gt.train.Checkpoint(v=v, n=n).read(path)
+    assert not np.any(v.numpy()) and not np.any(n.numpy())
+
+
 def without_checksums(file):
     """``file`` rewritten as gradtape wrote it before checksums (no "crc32", no header checksum)."""
     raw = open(file, "rb").read()

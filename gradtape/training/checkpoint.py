@@ -195,6 +195,10 @@ def _read_safetensors(path):
             arrays[key] = np.frombuffer(data[begin:end], dtype=dtype).reshape(info["shape"])
         except (KeyError, TypeError, ValueError) as e:
             raise DataLossError(f"{bad}: the entry of the tensor {key!r} is damaged ({info!r}: {e})") from None
+    covered = max((info["data_offsets"][1] for key, info in header.items() if key != "__metadata__"), default=0)
+    if covered != len(data):
+        # (bytes no tensor holds: appended to, or two files run together; safetensors refuses these too)
+        raise DataLossError(f"{bad}: it holds {len(data) - covered} bytes after its last tensor")
     return header, arrays, checked
 
 
