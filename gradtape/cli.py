@@ -383,7 +383,10 @@ def _run_audit(args):
             write(path)
             print(f"report written to {path}", file=sys.stderr)
     print(report.markdown())
-    return 0
+    counts = report.counts()
+    # (a wrong gradient or a NaN is a silent wrong number a user would get: it fails the command, as a
+    # failed `gradtape check`; errors, lost gradients and functions not driven are reported, not failed)
+    return 1 if counts["wrong"] or counts["nan"] else 0
 
 
 # ---------------------------------------------------------------------------------------- backends

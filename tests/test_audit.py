@@ -263,6 +263,26 @@ def test_the_command(backend, tmp_path, capsys):
     assert md.read_text() == out  # the tables as printed
 
 
+def test_the_command_fails_on_a_wrong_gradient(tmp_path, monkeypatch, capsys):
+    """A wrong (or NaN) gradient is a silent wrong number: ``gradtape audit`` exits 1 (a CI job gates on
+    it), as a failed ``gradtape check``; a module whose functions are right exits 0."""
+    (tmp_path / "audited_here.py").write_text(
+        "import gradtape as gt\n\n"
+        "@gt.custom_gradient\n"
+        "def wrong_sin(x):\n"
+        "    def grad(dy):\n"
+        "        return dy * 2.0 * gt.cos(x)\n"
+        "    return gt.sin(x), grad\n\n"
+        "def right_sin(x):\n"
+        "    return gt.sin(x)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = ["audit", "audited_here", "--backends", "numpy", "--no-progress", "--functions"]
+    assert main(base + ["wrong_sin,right_sin"]) == 1
+    assert "wrong gradient" in capsys.readouterr().out
+    assert main(base + ["right_sin"]) == 0
+
+
 def test_the_command_refuses_mistakes_in_one_line(capsys):
     assert main(["audit", "no_such_module_here"]) == 2
     err = capsys.readouterr().err
