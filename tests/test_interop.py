@@ -820,3 +820,16 @@ def test_to_torch_complex_gradients_equal_torchs_to_second_order(backend, case):
     (got,) = torch.autograd.grad(loss(f), z)
     (want,) = torch.autograd.grad(loss(tf), z)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_from_torch_and_from_jax_inside_gt_function_say_so(backend):
+    """A ``from_*`` function cannot run inside ``gt.function`` (its programs record gradtape's ops):
+    a NotImplementedError that names the function and what to do, not a conversion error blaming the
+    user's code."""
+    ft = gt.interop.from_torch(lambda a: torch.tanh(a) ** 2)
+    fj = gt.interop.from_jax(lambda a: jnp.tanh(a) ** 2)
+    x = gt.constant(np.array([0.1, 0.2]))
+    for f, what in ((ft, "from_torch"), (fj, "from_jax")):
+        np.testing.assert_allclose(gt.sum(f(x)).numpy(), np.sum(np.tanh([0.1, 0.2]) ** 2), rtol=1e-12)  # eagerly
+        with pytest.raises(NotImplementedError, match=rf"{what}\(.*<lambda>\) is called inside gt.function.*eagerly"):
+            gt.function(lambda x, f=f: gt.sum(f(x)))(x)

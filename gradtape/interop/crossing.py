@@ -413,6 +413,14 @@ def from_native(fn: Callable[..., Any], native: NativeOp, out_leaf: type | tuple
                     f"{what}({name}): its gradtape tensors are of two backends, {b.name!r} and "
                     f"{x._b.name!r}; convert them to one"
                 )
+        if b.stand_ins:
+            # (a gt.function program records gradtape's native calls; the library's own function is not
+            # one of them, and its arrays cannot be made from the trace's stand-ins)
+            raise NotImplementedError(
+                f"{what}({name}) is called inside gt.function, whose programs record gradtape's ops only: "
+                f"call it outside the gt.function, or run the function eagerly "
+                "(gt.config.run_functions_eagerly(True), or no gt.function around this step)"
+            )
         return flat.unflatten(native.call(xs, flat.call, name))
 
     return wrapper
